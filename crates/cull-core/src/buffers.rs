@@ -1,0 +1,356 @@
+//! GPU buffers: the instances to cull ([`CullInput`]) and, per view, where
+//! the survivors and draw arguments go ([`CullTarget`]).
+
+use crate::culler::{Culler, PARAMS_STRIDE};
+use crate::passes::Pipelines;
+use crate::timing::{Recorder, TimingQueries};
+use crate::{CullError, CullTimings, Instance, InstanceFormat};
+use std::sync::Arc;
+
+/// Instances in a GPU buffer, in one [`InstanceFormat`].
+#[derive(Debug)]
+pub struct CullInput {
+    buffer: wgpu::Buffer,
+    format: InstanceFormat,
+    capacity: u32,
+}
+
+impl CullInput {
+    /// Allocates room for `capacity` instances.
+    pub fn new(device: &wgpu::Device, format: InstanceFormat, capacity: u32) -> Result<Self, CullError> {
+        let size = checked_size(device, capacity, format.stride())?;
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("cull-input"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::VERTEX,
+            mapped_at_creation: false,
+        });
+        Ok(Self {
+            buffer,
+            format,
+            capacity,
+        })
+    }
+
+    /// Wraps an existing buffer: it must have `STORAGE` usage and hold a whole
+    /// number of instances.
+    pub fn from_buffer(buffer: wgpu::Buffer, format: InstanceFormat) -> Result<Self, CullError> {
+        if !buffer.usage().contains(wgpu::BufferUsages::STORAGE) {
+            return Err(CullError::BufferUsage(wgpu::BufferUsages::STORAGE));
+        }
+        let stride = format.stride();
+        if !buffer.size().is_multiple_of(stride) {
+            return Err(CullError::BufferSize {
+                size: buffer.size(),
+                stride,
+            });
+        }
+        let capacity = buffer.size() / stride;
+        if capacity == 0 {
+            return Err(CullError::ZeroCapacity);
+        }
+        let capacity = u32::try_from(capacity)
+            .map_err(|_| CullError::InvalidParameter("more than u32::MAX instances in one buffer"))?;
+        Ok(Self {
+            buffer,
+            format,
+            capacity,
+        })
+    }
+
+    /// Writes encoded instances (`format().stride()` bytes each) starting at
+    /// instance `first`, through the queue.
+    pub fn write(&self, queue: &wgpu::Queue, first: u32, bytes: &[u8]) -> Result<(), CullError> {
+        let stride = self.format.stride();
+        let len = bytes.len() as u64;
+        let end = first as u64 * stride + len;
+        if !len.is_multiple_of(stride) || end > self.capacity as u64 * stride {
+            return Err(CullError::WriteOutOfRange {
+                offset: first as u64,
+                len,
+                stride,
+                capacity: self.capacity as u64,
+            });
+        }
+        if len > 0 {
+            queue.write_buffer(&self.buffer, first as u64 * stride, bytes);
+        }
+        Ok(())
+    }
+
+    /// Encodes and writes instances starting at instance `first`.
+    pub fn write_instances(
+        &self,
+        queue: &wgpu::Queue,
+        first: u32,
+        instances: &[Instance],
+    ) -> Result<(), CullError> {
+        self.write(queue, first, &self.format.encode(instances))
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+
+    /// The instance format.
+    pub fn format(&self) -> InstanceFormat {
+        self.format
+    }
+
+    /// Instances the buffer holds.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+}
+
+fn checked_size(device: &wgpu::Device, capacity: u32, stride: u64) -> Result<u64, CullError> {
+    if capacity == 0 {
+        return Err(CullError::ZeroCapacity);
+    }
+    let size = capacity as u64 * stride;
+    let max = device.limits().max_buffer_size;
+    if size > max {
+        return Err(CullError::CountExceedsCapacity {
+            count: capacity as u64,
+            capacity: max / stride,
+        });
+    }
+    Ok(size)
+}
+
+/// Where one view's cull writes: the compacted survivors, the indirect draw
+/// arguments (whose `instance_count` the GPU fills), uniforms, scratch and
+/// timestamp queries. Make one per view (camera) and batch.
+pub struct CullTarget {
+    culler_id: u64,
+    capacity: u32,
+    output_stride: u64,
+    window_len: u32,
+    pipelines: Arc<Pipelines>,
+    output: wgpu::Buffer,
+    draw_args: wgpu::Buffer,
+    params: wgpu::Buffer,
+    scratch: Option<[wgpu::Buffer; 3]>,
+    timing: Option<TimingQueries>,
+    timestamp_period: f32,
+}
+
+/// Bytes of `DrawIndexedIndirectArgs` (five `u32`); `DrawIndirectArgs` uses the first four.
+pub const DRAW_ARGS_SIZE: u64 = 20;
+
+impl CullTarget {
+    /// Allocates a target for up to `capacity` instances.
+    pub fn new(device: &wgpu::Device, culler: &Culler, capacity: u32) -> Result<Self, CullError> {
+        let output_stride = culler.output().stride(culler.format());
+        let size = checked_size(device, capacity, output_stride)?;
+        let windows = culler.windows_for(capacity)?;
+        let pipelines = culler.pipelines_for(windows)?;
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::VERTEX;
+        let output = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("cull-output"),
+            size,
+            usage,
+            mapped_at_creation: false,
+        });
+        let draw_args = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("cull-draw-args"),
+            size: DRAW_ARGS_SIZE,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::INDIRECT
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let window_len = culler.chunk_len();
+        let entries = windows as u64 * culler.params_per_chunk() as u64;
+        let params = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("cull-params"),
+            size: entries * PARAMS_STRIDE,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let scratch = (culler.variant() == crate::ScanVariant::HillisSteele).then(|| {
+            let words = capacity.min(window_len) as u64 * 4;
+            ["cull-votes", "cull-scan-a", "cull-scan-b"].map(|label| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size: words,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                })
+            })
+        });
+        let timing = culler
+            .records_timestamps()
+            .then(|| TimingQueries::new(device, windows * culler.passes_per_chunk()));
+        Ok(Self {
+            culler_id: culler.id(),
+            capacity,
+            output_stride,
+            window_len,
+            pipelines,
+            output,
+            draw_args,
+            params,
+            scratch,
+            timing,
+            timestamp_period: culler.timestamp_period(),
+        })
+    }
+
+    /// Sets the fields of the indexed draw arguments other than
+    /// `instance_count`, which every cull overwrites.
+    pub fn set_indexed_draw(
+        &self,
+        queue: &wgpu::Queue,
+        index_count: u32,
+        first_index: u32,
+        base_vertex: i32,
+        first_instance: u32,
+    ) {
+        queue.write_buffer(&self.draw_args, 0, bytemuck::bytes_of(&index_count));
+        queue.write_buffer(
+            &self.draw_args,
+            8,
+            bytemuck::cast_slice(&[first_index, base_vertex as u32, first_instance]),
+        );
+    }
+
+    /// Sets the fields of non-indexed draw arguments (the first 16 bytes)
+    /// other than `instance_count`.
+    pub fn set_draw(&self, queue: &wgpu::Queue, vertex_count: u32, first_vertex: u32, first_instance: u32) {
+        queue.write_buffer(&self.draw_args, 0, bytemuck::bytes_of(&vertex_count));
+        queue.write_buffer(
+            &self.draw_args,
+            8,
+            bytemuck::cast_slice(&[first_vertex, first_instance, 0]),
+        );
+    }
+
+    /// The survivors, densely from the start: instance copies or `u32` indices.
+    pub fn output_buffer(&self) -> &wgpu::Buffer {
+        &self.output
+    }
+
+    /// `DrawIndexedIndirectArgs` (or `DrawIndirectArgs` in its first 16 bytes):
+    /// `instance_count`, at byte 4, is the visible count.
+    pub fn draw_args(&self) -> &wgpu::Buffer {
+        &self.draw_args
+    }
+
+    /// Instances the target holds.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Bytes per output element.
+    pub fn output_stride(&self) -> u64 {
+        self.output_stride
+    }
+
+    pub(crate) fn culler_id(&self) -> u64 {
+        self.culler_id
+    }
+
+    pub(crate) fn pipelines(&self) -> &Pipelines {
+        &self.pipelines
+    }
+
+    pub(crate) fn params_buffer(&self) -> &wgpu::Buffer {
+        &self.params
+    }
+
+    pub(crate) fn scan_scratch(&self) -> Option<&[wgpu::Buffer; 3]> {
+        self.scratch.as_ref()
+    }
+
+    /// `(window, byte offset, byte size)` of each output binding.
+    pub(crate) fn output_windows(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        (0..self.pipelines.windows()).map(|w| {
+            let first = w as u64 * self.window_len as u64;
+            let len = (self.capacity as u64 - first).min(self.window_len as u64);
+            (w, first * self.output_stride, len * self.output_stride)
+        })
+    }
+
+    pub(crate) fn timing_recorder(&self) -> Option<Recorder<'_>> {
+        self.timing.as_ref().map(TimingQueries::recorder)
+    }
+
+    /// Copies the visible count (the draw's `instance_count`) back to the CPU,
+    /// waiting for the GPU. For tests and tools, not for the frame loop.
+    pub fn read_visible_count(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<u32, CullError> {
+        let bytes = read_back(device, queue, &self.draw_args, 4, 4)?;
+        Ok(bytemuck::pod_read_unaligned(&bytes))
+    }
+
+    /// Copies the first `count` output elements back to the CPU, waiting.
+    pub fn read_output(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        count: u32,
+    ) -> Result<Vec<u8>, CullError> {
+        if count > self.capacity {
+            return Err(CullError::CountExceedsCapacity {
+                count: count as u64,
+                capacity: self.capacity as u64,
+            });
+        }
+        read_back(device, queue, &self.output, 0, count as u64 * self.output_stride)
+    }
+
+    /// The GPU time of the last cull recorded into this target, waiting for
+    /// it. Errors when the target records no timestamps.
+    pub fn read_timings(&self, device: &wgpu::Device) -> Result<CullTimings, CullError> {
+        let timing = self.timing.as_ref().ok_or(CullError::TimingsUnavailable)?;
+        timing.read(device, self.timestamp_period)
+    }
+}
+
+/// Copies `size` bytes at `offset` of `buffer` (which needs `COPY_SRC`) to
+/// the CPU, blocking until the GPU is done.
+pub fn read_back(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    size: u64,
+) -> Result<Vec<u8>, CullError> {
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("cull-readback"),
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size);
+    queue.submit([encoder.finish()]);
+    map_blocking(device, &staging, size)
+}
+
+/// Maps the first `size` bytes of a `MAP_READ` buffer, copies them out and unmaps.
+pub(crate) fn map_blocking(
+    device: &wgpu::Device,
+    buffer: &wgpu::Buffer,
+    size: u64,
+) -> Result<Vec<u8>, CullError> {
+    let slice = buffer.slice(..size);
+    let (tx, rx) = std::sync::mpsc::channel();
+    slice.map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| CullError::Readback(e.to_string()))?;
+    rx.recv()
+        .map_err(|e| CullError::Readback(e.to_string()))?
+        .map_err(|e| CullError::Readback(e.to_string()))?;
+    let data = slice.get_mapped_range().to_vec();
+    buffer.unmap();
+    Ok(data)
+}

@@ -1,0 +1,70 @@
+//! Finding an adapter and creating a device with what the culler can use.
+
+use crate::CullError;
+
+/// A wgpu instance, adapter, device and queue.
+pub struct GpuContext {
+    /// The instance.
+    pub instance: wgpu::Instance,
+    /// The adapter.
+    pub adapter: wgpu::Adapter,
+    /// The device: the adapter's limits, with `SUBGROUP` and the timestamp
+    /// features enabled where the adapter has them.
+    pub device: wgpu::Device,
+    /// The queue.
+    pub queue: wgpu::Queue,
+}
+
+/// Optional features the culler uses when present.
+pub const USEFUL_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
+    .union(wgpu::Features::TIMESTAMP_QUERY)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+
+impl GpuContext {
+    /// Opens the default adapter of `backends` (overridden by the
+    /// `WGPU_BACKEND` and `WGPU_ADAPTER_NAME` environment variables) with
+    /// the adapter's full limits and the [`USEFUL_FEATURES`] it has, minus
+    /// `disabled`.
+    pub fn new(backends: wgpu::Backends, disabled: wgpu::Features) -> Result<Self, CullError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::from_env().unwrap_or(backends),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = pollster::block_on(wgpu::util::initialize_adapter_from_env_or_default(
+            &instance, None,
+        ))
+        .map_err(|e| {
+            CullError::NoAdapter(format!(
+                "{e}. On Linux without a GPU install Mesa's software Vulkan driver \
+                     (Debian/Ubuntu: `apt-get install mesa-vulkan-drivers`)"
+            ))
+        })?;
+        let features = adapter.features() & USEFUL_FEATURES & !disabled;
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("cull-core"),
+            required_features: features,
+            required_limits: adapter.limits(),
+            ..Default::default()
+        }))?;
+        Ok(Self {
+            instance,
+            adapter,
+            device,
+            queue,
+        })
+    }
+
+    /// A one-line description: adapter name, backend, driver.
+    pub fn describe(&self) -> String {
+        let info = self.adapter.get_info();
+        format!(
+            "{} ({:?}, {} {}, subgroup size {}..{})",
+            info.name,
+            info.backend,
+            info.driver,
+            info.driver_info,
+            info.subgroup_min_size,
+            info.subgroup_max_size
+        )
+    }
+}

@@ -1,0 +1,106 @@
+//! The crate's error type.
+
+use crate::{InstanceFormat, ScanVariant};
+
+/// Everything that can go wrong when setting up or running a cull.
+#[derive(Debug, thiserror::Error)]
+pub enum CullError {
+    /// More instances were asked for than a buffer holds.
+    #[error("{count} instances exceed the capacity of {capacity}")]
+    CountExceedsCapacity {
+        /// Instances asked for.
+        count: u64,
+        /// Instances the buffer holds.
+        capacity: u64,
+    },
+    /// A buffer or batch of capacity zero was requested.
+    #[error("capacity must be at least one instance")]
+    ZeroCapacity,
+    /// A user-provided buffer's size does not fit the format.
+    #[error("a buffer of {size} bytes is not a whole number of {stride}-byte elements")]
+    BufferSize {
+        /// The buffer's size.
+        size: u64,
+        /// The element size expected.
+        stride: u64,
+    },
+    /// A user-provided buffer lacks a usage the culler needs.
+    #[error("the buffer lacks the usages {0:?}")]
+    BufferUsage(wgpu::BufferUsages),
+    /// Instance data written with a length that is not whole instances, or past the end.
+    #[error(
+        "writing {len} bytes at instance {offset}: not whole {stride}-byte instances within capacity {capacity}"
+    )]
+    WriteOutOfRange {
+        /// First instance written.
+        offset: u64,
+        /// Bytes written.
+        len: u64,
+        /// Bytes per instance.
+        stride: u64,
+        /// Instances the buffer holds.
+        capacity: u64,
+    },
+    /// The input's format differs from the culler's.
+    #[error("the input holds {input:?} instances but the culler was built for {culler:?}")]
+    FormatMismatch {
+        /// The input's format.
+        input: InstanceFormat,
+        /// The culler's format.
+        culler: InstanceFormat,
+    },
+    /// A target made by another culler was passed.
+    #[error("this target was created by a different culler")]
+    ForeignTarget,
+    /// The variant was compiled out.
+    #[error("scan variant {variant:?} is not compiled in: enable the cargo feature `{feature}`")]
+    VariantNotCompiled {
+        /// The variant asked for.
+        variant: ScanVariant,
+        /// The cargo feature that compiles it in.
+        feature: &'static str,
+    },
+    /// The device lacks a feature the variant needs, and fallback was not allowed.
+    #[error("scan variant {variant:?} needs {missing:?}, which this device lacks")]
+    MissingFeature {
+        /// The variant asked for.
+        variant: ScanVariant,
+        /// The missing features.
+        missing: wgpu::Features,
+    },
+    /// No compiled-in variant runs on this device.
+    #[error("no compiled-in scan variant runs on this device")]
+    NoVariantAvailable,
+    /// The batch needs more output bindings than a shader stage can hold.
+    #[error(
+        "a batch of {capacity} instances needs {windows} output bindings of {window_len} elements; at most {max} are supported"
+    )]
+    BatchTooLarge {
+        /// Instances asked for.
+        capacity: u64,
+        /// Bindings it would need.
+        windows: u64,
+        /// Elements per binding.
+        window_len: u64,
+        /// Bindings supported.
+        max: u64,
+    },
+    /// The projection matrix gives no usable frustum.
+    #[error("degenerate frustum: {0}")]
+    DegenerateFrustum(&'static str),
+    /// A parameter is out of its range.
+    #[error("invalid parameter: {0}")]
+    InvalidParameter(&'static str),
+    /// No GPU adapter was found.
+    #[error("no GPU adapter found: {0}")]
+    NoAdapter(String),
+    /// The device could not be created.
+    #[error("could not create the device: {0}")]
+    RequestDevice(#[from] wgpu::RequestDeviceError),
+    /// Timings were asked of a target created without timestamp queries.
+    #[error("this target records no timestamps (the device lacks TIMESTAMP_QUERY or timing was not enabled)")]
+    TimingsUnavailable,
+    /// Reading a buffer back failed.
+    #[error("reading back from the GPU failed: {0}")]
+    Readback(String),
+}

@@ -1,0 +1,98 @@
+//! GPU frustum culling for wgpu: **vote → scan → compact**.
+//!
+//! Each instance of a batch votes visible or culled against a view frustum
+//! (its bounding sphere against the frustum planes, conservatively: a sphere
+//! that touches the frustum is kept), a prefix scan turns the votes into
+//! output slots, and compaction writes the survivors densely and fills the
+//! `instance_count` of indirect draw arguments. Nothing is read back to the
+//! CPU in the frame path.
+//!
+//! ```no_run
+//! use cull_core::prelude::*;
+//! # fn main() -> Result<(), CullError> {
+//! let gpu = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty())?;
+//! let culler = Culler::new(&gpu.device, &gpu.queue, &CullerDesc::default())?;
+//! let input = CullInput::new(&gpu.device, culler.format(), 100_000)?;
+//! let target = CullTarget::new(&gpu.device, &culler, 100_000)?;
+//! let instances: Vec<Instance> = (0..100_000)
+//!     .map(|i| Instance::from_position(glam::Vec3::new(i as f32, 0.0, -10.0)))
+//!     .collect();
+//! input.write_instances(&gpu.queue, 0, &instances)?;
+//! let clip_from_world = glam::Mat4::perspective_infinite_reverse_rh(1.0, 16.0 / 9.0, 0.1);
+//! let params = CullParams {
+//!     frustum: Frustum::from_clip_from_world(clip_from_world, None)?,
+//!     local_bounds: Sphere::new(glam::Vec3::ZERO, 0.5),
+//!     count: instances.len() as u32,
+//! };
+//! let mut encoder = gpu.device.create_command_encoder(&Default::default());
+//! culler.cull(&mut encoder, &gpu.queue, &input, &target, &params)?;
+//! // ... then draw with `draw_indexed_indirect(target.draw_args(), 0)`,
+//! // reading instances from `target.output_buffer()`.
+//! gpu.queue.submit([encoder.finish()]);
+//! # Ok(()) }
+//! ```
+//!
+//! # Scan variants and cargo features
+//!
+//! Every variant is a cargo feature, all enabled by default; a variant whose
+//! feature is off is compiled out and [`Culler::new`] refuses it with
+//! [`CullError::VariantNotCompiled`].
+//!
+//! | feature | [`ScanVariant`] | passes | needs |
+//! |---|---|---|---|
+//! | `hillis-steele` | [`ScanVariant::HillisSteele`] | vote, log2 N scan steps, compact | — |
+//! | `block-atomic` | [`ScanVariant::BlockAtomic`] | one | — |
+//! | `subgroup-ballot` | [`ScanVariant::SubgroupBallot`] | one | `Features::SUBGROUP` |
+//! | `subgroup-shuffle` | [`ScanVariant::SubgroupShuffle`] | one | `Features::SUBGROUP` |
+//!
+//! [`CullerDesc::variant`] `None` (the default) picks the fastest compiled-in
+//! variant the device runs ([`ScanVariant::best_available`]). Asking for a
+//! subgroup variant on a device without subgroups falls back with a logged
+//! warning, or fails with [`CullError::MissingFeature`] when
+//! [`CullerDesc::allow_fallback`] is false. The subgroup variants are
+//! correct for any subgroup size from 4 to 128.
+//!
+//! # Instance formats
+//!
+//! [`InstanceFormat::Matrix`] (64 B), [`InstanceFormat::PosQuat`] (32 B) and
+//! [`InstanceFormat::Packed16`] (16 B, smallest-three quaternion, unit scale).
+//! Instances whose position, scale or rotation is NaN or infinite are culled.
+//!
+//! # Sizes
+//!
+//! Any count from 0 to the capacity; more than the capacity is
+//! [`CullError::CountExceedsCapacity`]. Dispatches beyond the per-dimension
+//! workgroup limit wrap into a second dimension, and a batch larger than
+//! the largest storage binding is culled in chunks, its output bound as up to
+//! [`MAX_OUTPUT_WINDOWS`] bindings.
+#![warn(missing_docs)]
+
+pub mod buffers;
+pub mod context;
+pub mod cpu;
+pub mod culler;
+pub mod error;
+pub mod frustum;
+pub mod instance;
+mod passes;
+pub mod scene;
+mod shader;
+pub mod timing;
+pub mod variant;
+
+pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE};
+pub use context::GpuContext;
+pub use culler::{ChunkLimits, CullParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, OutputKind};
+pub use error::CullError;
+pub use frustum::{Frustum, Sphere};
+pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
+pub use timing::{CullTimings, PassKind};
+pub use variant::ScanVariant;
+
+/// The types most programs need.
+pub mod prelude {
+    pub use crate::{
+        CullError, CullInput, CullParams, CullTarget, CullTimings, Culler, CullerDesc, Frustum, GpuContext,
+        Instance, InstanceFormat, OutputKind, ScanVariant, Sphere,
+    };
+}

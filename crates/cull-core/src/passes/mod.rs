@@ -1,0 +1,181 @@
+//! The GPU passes of each variant: pipelines, bind group layouts and the
+//! encoding of one cull. The single-pass variants share [`fused`]; the
+//! baseline has its own passes in [`hillis_steele`].
+
+mod fused;
+mod hillis_steele;
+
+use crate::buffers::{CullInput, CullTarget};
+use crate::culler::{Chunk, Culler, GpuParams};
+use crate::shader::{self, FIRST_OUTPUT_BINDING};
+use crate::timing::Recorder;
+use crate::{CullError, InstanceFormat, OutputKind, ScanVariant};
+
+/// The compiled passes for one variant, format, output kind and window count.
+pub(crate) struct Pipelines {
+    windows: u32,
+    passes: Passes,
+}
+
+enum Passes {
+    Fused(fused::FusedPass),
+    HillisSteele(hillis_steele::HillisSteelePasses),
+}
+
+impl Pipelines {
+    pub fn new(
+        device: &wgpu::Device,
+        variant: ScanVariant,
+        format: InstanceFormat,
+        output: OutputKind,
+        windows: u32,
+    ) -> Result<Self, CullError> {
+        let source =
+            shader::compose(variant, format, output, windows).ok_or(CullError::VariantNotCompiled {
+                variant,
+                feature: variant.feature(),
+            })?;
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(variant.name()),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let passes = match variant {
+            ScanVariant::HillisSteele => {
+                Passes::HillisSteele(hillis_steele::HillisSteelePasses::new(device, &module, windows))
+            }
+            _ => Passes::Fused(fused::FusedPass::new(device, &module, windows)),
+        };
+        Ok(Self { windows, passes })
+    }
+
+    pub fn windows(&self) -> u32 {
+        self.windows
+    }
+
+    pub fn encode(
+        &self,
+        culler: &Culler,
+        encoder: &mut wgpu::CommandEncoder,
+        input: &CullInput,
+        target: &CullTarget,
+        chunks: &[Chunk],
+        recorder: &mut Option<Recorder<'_>>,
+    ) {
+        match &self.passes {
+            Passes::Fused(p) => p.encode(culler, encoder, input, target, chunks, recorder),
+            Passes::HillisSteele(p) => p.encode(culler, encoder, input, target, chunks, recorder),
+        }
+    }
+}
+
+/// Binding kinds of the passes' bind group layouts.
+#[derive(Clone, Copy)]
+enum Slot {
+    Params,
+    Read,
+    ReadWrite,
+}
+
+fn layout(device: &wgpu::Device, label: &str, slots: &[(u32, Slot)]) -> wgpu::BindGroupLayout {
+    let entries: Vec<_> = slots
+        .iter()
+        .map(|&(binding, slot)| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: match slot {
+                Slot::Params => wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: true,
+                    min_binding_size: wgpu::BufferSize::new(size_of::<GpuParams>() as u64),
+                },
+                Slot::Read | Slot::ReadWrite => wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage {
+                        read_only: matches!(slot, Slot::Read),
+                    },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+            },
+            count: None,
+        })
+        .collect();
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(label),
+        entries: &entries,
+    })
+}
+
+fn pipeline(
+    device: &wgpu::Device,
+    module: &wgpu::ShaderModule,
+    layout: &wgpu::BindGroupLayout,
+    entry_point: &str,
+) -> wgpu::ComputePipeline {
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(entry_point),
+        bind_group_layouts: &[Some(layout)],
+        immediate_size: 0,
+    });
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(entry_point),
+        layout: Some(&pipeline_layout),
+        module,
+        entry_point: Some(entry_point),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// Layout slots of the output windows (bindings 3, 4, ...).
+fn output_slots(windows: u32) -> impl Iterator<Item = (u32, Slot)> {
+    (0..windows).map(|w| (FIRST_OUTPUT_BINDING + w, Slot::ReadWrite))
+}
+
+/// The binding of a byte range of a buffer.
+pub(crate) fn bind_window(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer,
+        offset,
+        size: wgpu::BufferSize::new(size),
+    })
+}
+
+/// Bind group entries shared by the passes that read instances and write
+/// survivors: params (0), the chunk's instances (1), draw args (2), outputs (3..).
+fn chunk_entries<'a>(
+    input: &'a CullInput,
+    target: &'a CullTarget,
+    chunk: &Chunk,
+    with_outputs: bool,
+) -> Vec<wgpu::BindGroupEntry<'a>> {
+    let stride = input.format().stride();
+    let mut entries = vec![
+        wgpu::BindGroupEntry {
+            binding: 0,
+            resource: bind_window(target.params_buffer(), 0, size_of::<GpuParams>() as u64),
+        },
+        wgpu::BindGroupEntry {
+            binding: 1,
+            resource: bind_window(
+                input.buffer(),
+                chunk.start as u64 * stride,
+                chunk.len as u64 * stride,
+            ),
+        },
+    ];
+    if with_outputs {
+        entries.push(wgpu::BindGroupEntry {
+            binding: 2,
+            resource: target.draw_args().as_entire_binding(),
+        });
+        entries.extend(
+            target
+                .output_windows()
+                .map(|(w, offset, size)| wgpu::BindGroupEntry {
+                    binding: FIRST_OUTPUT_BINDING + w,
+                    resource: bind_window(target.output_buffer(), offset, size),
+                }),
+        );
+    }
+    entries
+}

@@ -1,0 +1,165 @@
+//! Composes the WGSL modules from the files in the top-level `shaders/`.
+//!
+//! WGSL has no imports, so each pipeline's module is the concatenation of
+//! the shared code, the instance format, the output kind, a generated
+//! `emit()` for the number of output bindings, and the variant's passes.
+
+use crate::{InstanceFormat, OutputKind, ScanVariant};
+use std::fmt::Write;
+
+const COMMON: &str = include_str!("../shaders/common.wgsl");
+
+fn format_source(format: InstanceFormat) -> &'static str {
+    match format {
+        InstanceFormat::Matrix => include_str!("../shaders/format_matrix.wgsl"),
+        InstanceFormat::PosQuat => include_str!("../shaders/format_posquat.wgsl"),
+        InstanceFormat::Packed16 => include_str!("../shaders/format_packed16.wgsl"),
+    }
+}
+
+fn output_source(output: OutputKind) -> &'static str {
+    match output {
+        OutputKind::Instances => include_str!("../shaders/output_instances.wgsl"),
+        OutputKind::Indices => include_str!("../shaders/output_indices.wgsl"),
+    }
+}
+
+/// The variant's own passes; `None` when compiled out.
+fn variant_source(variant: ScanVariant) -> Option<&'static str> {
+    match variant {
+        #[cfg(feature = "hillis-steele")]
+        ScanVariant::HillisSteele => Some(include_str!("../shaders/hillis_steele.wgsl")),
+        #[cfg(feature = "block-atomic")]
+        ScanVariant::BlockAtomic => Some(include_str!("../shaders/block_atomic.wgsl")),
+        #[cfg(feature = "subgroup-ballot")]
+        ScanVariant::SubgroupBallot => Some(include_str!("../shaders/subgroup_ballot.wgsl")),
+        #[cfg(feature = "subgroup-shuffle")]
+        ScanVariant::SubgroupShuffle => Some(include_str!("../shaders/subgroup_shuffle.wgsl")),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
+/// First binding of the output windows; windows take the next ones.
+pub(crate) const FIRST_OUTPUT_BINDING: u32 = 3;
+
+/// The draw-arguments binding and `emit(slot, i)`, which writes chunk-local
+/// instance `i` to output slot `slot`. A batch bigger than one storage
+/// binding is bound as several windows of `window_len` elements; the slot
+/// picks the window.
+fn emit_source(windows: u32) -> String {
+    let mut s =
+        String::from("@group(0) @binding(2) var<storage, read_write> draw_args: array<atomic<u32>>;\n");
+    for w in 0..windows {
+        writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read_write> out{w}: array<OutputElement>;",
+            FIRST_OUTPUT_BINDING + w
+        )
+        .unwrap();
+    }
+    s.push_str("\nfn emit(slot: u32, i: u32) {\n    let e = output_element(i);\n");
+    if windows == 1 {
+        s.push_str("    out0[slot] = e;\n}\n");
+    } else {
+        s.push_str(
+            "    let w = slot / params.window_len;\n    let j = slot - w * params.window_len;\n    switch w {\n",
+        );
+        for w in 0..windows {
+            if w + 1 == windows {
+                writeln!(s, "        default: {{ out{w}[j] = e; }}").unwrap();
+            } else {
+                writeln!(s, "        case {w}u: {{ out{w}[j] = e; }}").unwrap();
+            }
+        }
+        s.push_str("    }\n}\n");
+    }
+    s
+}
+
+/// The full module for one variant, format, output kind and window count.
+pub(crate) fn compose(
+    variant: ScanVariant,
+    format: InstanceFormat,
+    output: OutputKind,
+    windows: u32,
+) -> Option<String> {
+    let variant = variant_source(variant)?;
+    Some(
+        [
+            COMMON,
+            format_source(format),
+            output_source(output),
+            &emit_source(windows),
+            variant,
+        ]
+        .join("\n"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every composition parses and validates with naga, with the
+    /// capabilities the device will have: the shaders are checked here, on
+    /// every `cargo test`, not first at pipeline creation on a GPU.
+    #[test]
+    fn every_module_validates() {
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        let mut checked = 0;
+        for variant in ScanVariant::compiled() {
+            for format in InstanceFormat::ALL {
+                for output in [OutputKind::Instances, OutputKind::Indices] {
+                    for windows in 1..=crate::culler::MAX_OUTPUT_WINDOWS {
+                        let src = compose(variant, format, output, windows).unwrap();
+                        let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
+                            panic!(
+                                "{variant:?}/{format:?}/{output:?}/{windows}: {}",
+                                e.emit_to_string(&src)
+                            )
+                        });
+                        Validator::new(ValidationFlags::all(), Capabilities::SUBGROUP)
+                            .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+                            .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+                            .validate(&module)
+                            .unwrap_or_else(|e| {
+                                panic!(
+                                    "{variant:?}/{format:?}/{output:?}/{windows}: {}",
+                                    e.emit_to_string(&src)
+                                )
+                            });
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            checked,
+            ScanVariant::compiled().count() * 3 * 2 * crate::culler::MAX_OUTPUT_WINDOWS as usize
+        );
+    }
+
+    /// The value of `const NAME: f32 = value;` in a WGSL source.
+    fn wgsl_const(src: &str, name: &str) -> f32 {
+        let start = src.find(&format!("const {name}: f32 = ")).expect(name) + name.len() + 14;
+        src[start..start + src[start..].find(';').unwrap()]
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn wgsl_constants_match_rust() {
+        assert_eq!(
+            wgsl_const(COMMON, "PLANE_TOLERANCE"),
+            crate::frustum::PLANE_TOLERANCE
+        );
+        assert_eq!(
+            wgsl_const(
+                format_source(InstanceFormat::Packed16),
+                "PACKED_ROTATION_ERROR_BOUND"
+            ),
+            crate::instance::PACKED_ROTATION_ERROR_BOUND
+        );
+    }
+}

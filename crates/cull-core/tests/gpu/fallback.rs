@@ -1,0 +1,64 @@
+//! Devices without subgroups: a subgroup variant falls back (logged) or is
+//! refused, and what runs still matches the reference.
+
+use crate::harness::*;
+use cull_core::{CullError, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant};
+
+fn check_without_subgroups(ctx: &GpuContext) {
+    assert!(!ctx.device.features().contains(wgpu::Features::SUBGROUP));
+    for variant in [ScanVariant::SubgroupBallot, ScanVariant::SubgroupShuffle] {
+        let strict = CullerDesc {
+            variant: Some(variant),
+            allow_fallback: false,
+            ..Default::default()
+        };
+        let err = Culler::new(&ctx.device, &ctx.queue, &strict)
+            .err()
+            .expect("must be refused");
+        assert!(
+            matches!(
+                err,
+                CullError::MissingFeature { .. } | CullError::VariantNotCompiled { .. }
+            ),
+            "{err}"
+        );
+        let lenient = CullerDesc {
+            variant: Some(variant),
+            output: OutputKind::Indices,
+            ..Default::default()
+        };
+        let culler = Culler::new(&ctx.device, &ctx.queue, &lenient).unwrap();
+        assert!(culler.variant().required_features().is_empty());
+        let scene = edge_scene(3, 5_000, Camera::InfiniteReverseZ, InstanceFormat::PosQuat);
+        let survivors = run(ctx, &culler, &scene, 5_000);
+        assert_exact(
+            &format!("fallback {:?}", culler.variant()),
+            &reference(&scene, InstanceFormat::PosQuat),
+            &survivors,
+        );
+    }
+    // The default picks a variant that runs.
+    let culler = Culler::new(&ctx.device, &ctx.queue, &CullerDesc::default()).unwrap();
+    assert!(culler.variant().is_available(ctx.device.features()));
+}
+
+/// A Vulkan device created without `SUBGROUP`.
+#[test]
+fn device_without_subgroup_feature() {
+    let ctx = GpuContext::new(wgpu::Backends::VULKAN, wgpu::Features::SUBGROUP)
+        .expect("needs a Vulkan adapter: install mesa-vulkan-drivers");
+    check_without_subgroups(&ctx);
+}
+
+/// wgpu's GL backend (llvmpipe through EGL) has no subgroups at all.
+#[test]
+fn gl_backend_falls_back() {
+    if std::env::var_os("WGPU_BACKEND").is_some() {
+        eprintln!("WGPU_BACKEND is set, which overrides the GL backend this test asks for");
+    }
+    let ctx = GpuContext::new(wgpu::Backends::GL, wgpu::Features::empty()).unwrap_or_else(|e| {
+        panic!("needs an OpenGL ES 3.1 adapter through EGL: {e}. Install libegl-mesa0 and libgl1-mesa-dri")
+    });
+    eprintln!("GL backend: {}", ctx.describe());
+    check_without_subgroups(&ctx);
+}

@@ -1,0 +1,181 @@
+//! The shared harness: one device per process, scenes with edge cases mixed
+//! in, and a runner that culls on the GPU and returns survivors as indices.
+
+use cull_core::cpu::Reference;
+use cull_core::scene::{CameraKind, Scene, SceneRng};
+use cull_core::{
+    ChunkLimits, CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat,
+    OutputKind, ScanVariant,
+};
+use glam::{Vec3, Vec4Swizzles};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// The process's device: the adapter wgpu picks (honouring WGPU_BACKEND and
+/// WGPU_ADAPTER_NAME), with subgroups and timestamps where available.
+pub fn gpu() -> &'static GpuContext {
+    static GPU: OnceLock<GpuContext> = OnceLock::new();
+    GPU.get_or_init(|| {
+        let ctx = GpuContext::new(
+            wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
+            wgpu::Features::empty(),
+        )
+        .unwrap_or_else(|e| {
+            panic!(
+                "GPU tests need a GPU adapter: {e}\n\
+                     On a machine without a GPU, install lavapipe: `sudo apt-get install mesa-vulkan-drivers`"
+            )
+        });
+        eprintln!("GPU tests on {}", ctx.describe());
+        ctx
+    })
+}
+
+/// Whether the adapter is Mesa's CPU driver (lavapipe).
+pub fn is_lavapipe(ctx: &GpuContext) -> bool {
+    ctx.adapter.get_info().name.to_lowercase().contains("llvmpipe")
+}
+
+/// The variants this device runs.
+pub fn variants(ctx: &GpuContext) -> Vec<ScanVariant> {
+    ScanVariant::compiled()
+        .filter(|v| v.is_available(ctx.device.features()))
+        .collect()
+}
+
+/// A random scene with edge cases: every 41st instance is non-finite, every
+/// 37th exactly tangent to a frustum plane from outside (as this format
+/// decodes it), and one surrounds the camera. Instances are all distinct.
+pub fn edge_scene(seed: u64, count: usize, camera: CameraKind, format: InstanceFormat) -> Scene {
+    let mut scene = Scene::random(seed, count, camera, None);
+    let frustum = scene.frustum().unwrap();
+    let eye = scene
+        .clip_from_world
+        .inverse()
+        .project_point3(Vec3::new(0.0, 0.0, 0.5));
+    let mut rng = SceneRng::new(seed ^ 0xABCD);
+    for i in 0..count {
+        let inst = &mut scene.instances[i];
+        if format == InstanceFormat::Packed16 {
+            inst.scale = 1.0; // the packed format has no scale
+        }
+        match i % 41 {
+            3 => inst.position.x = f32::NAN,
+            7 => inst.position.y = f32::INFINITY,
+            11 if format != InstanceFormat::Packed16 => inst.scale = f32::NAN,
+            13 if format != InstanceFormat::Packed16 => inst.rotation.w = f32::NAN,
+            _ => {}
+        }
+        let plane = frustum.planes()[rng.range(0.0, frustum.len as f32) as usize % frustum.len];
+        if i % 37 == 5 {
+            // Move the instance so its world sphere touches a plane from outside.
+            if let Some((center, radius)) = format.world_sphere(&format.encode(&[*inst]), 0, scene.bounds) {
+                let dist = plane.xyz().dot(center) + plane.w;
+                inst.position += plane.xyz() * (-radius - dist);
+            }
+        }
+        if i == count / 2 && count > 2 {
+            inst.position = eye;
+            inst.scale = 1.0;
+        }
+        // Keep every instance distinct so output copies map back to indices.
+        if !inst.position.x.is_finite() || !inst.position.y.is_finite() {
+            inst.position.z = i as f32;
+        }
+    }
+    scene
+}
+
+/// A culler for a variant, format and output kind.
+pub fn culler(
+    ctx: &GpuContext,
+    variant: ScanVariant,
+    format: InstanceFormat,
+    output: OutputKind,
+    limits: ChunkLimits,
+) -> Culler {
+    let desc = CullerDesc {
+        variant: Some(variant),
+        allow_fallback: false,
+        format,
+        output,
+        timestamps: true,
+        limits,
+    };
+    Culler::new(&ctx.device, &ctx.queue, &desc).unwrap()
+}
+
+/// Culls the first `count` instances of `scene` on the GPU (with a target
+/// of `capacity`) and returns the survivors as batch indices, in output order.
+pub fn run(ctx: &GpuContext, culler: &Culler, scene: &Scene, capacity: u32) -> Vec<u32> {
+    let format = culler.format();
+    let bytes = format.encode(&scene.instances);
+    let count = scene.instances.len() as u32;
+    let input = CullInput::new(&ctx.device, format, capacity).unwrap();
+    input.write(&ctx.queue, 0, &bytes).unwrap();
+    let target = CullTarget::new(&ctx.device, culler, capacity).unwrap();
+    let params = CullParams {
+        frustum: scene.frustum().unwrap(),
+        local_bounds: scene.bounds,
+        count,
+    };
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    culler
+        .cull(&mut encoder, &ctx.queue, &input, &target, &params)
+        .unwrap();
+    ctx.queue.submit([encoder.finish()]);
+    let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+    assert!(visible <= count, "visible count {visible} > {count}");
+    let out = target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
+    survivors_as_indices(format, culler.output(), &bytes, &out)
+}
+
+/// Output elements as batch indices; an instance copy matching no input is
+/// reported as `u32::MAX` (invented).
+pub fn survivors_as_indices(
+    format: InstanceFormat,
+    output: OutputKind,
+    input: &[u8],
+    out: &[u8],
+) -> Vec<u32> {
+    match output {
+        OutputKind::Indices => bytemuck::pod_collect_to_vec(out),
+        OutputKind::Instances => {
+            let s = format.stride() as usize;
+            let index: HashMap<&[u8], u32> = input
+                .chunks_exact(s)
+                .enumerate()
+                .map(|(i, c)| (c, i as u32))
+                .collect();
+            out.chunks_exact(s)
+                .map(|c| index.get(c).copied().unwrap_or(u32::MAX))
+                .collect()
+        }
+    }
+}
+
+/// The CPU reference for a scene.
+pub fn reference(scene: &Scene, format: InstanceFormat) -> Reference {
+    cull_core::cpu::classify(
+        format,
+        &format.encode(&scene.instances),
+        scene.bounds,
+        &scene.frustum().unwrap(),
+    )
+}
+
+/// Asserts GPU survivors equal the reference as an exact set, and that
+/// borderline instances (either answer right) are rare.
+pub fn assert_exact(what: &str, reference: &Reference, survivors: &[u32]) {
+    if let Err(e) = reference.check(survivors) {
+        panic!("{what}: {e}");
+    }
+    let n = reference.visible.len() + reference.borderline.len();
+    assert!(
+        reference.borderline.len() <= 2 + n / 10_000,
+        "{what}: {} borderline instances is too many",
+        reference.borderline.len()
+    );
+}
+
+pub use cull_core::scene::CameraKind as Camera;

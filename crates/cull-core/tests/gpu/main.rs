@@ -1,0 +1,13 @@
+//! GPU tests: every compiled-in variant against the CPU reference on the
+//! adapter wgpu finds (lavapipe on machines without a GPU).
+//!
+//! There is no silent skip: without an adapter every test fails and says
+//! what to install.
+
+mod bad_input;
+mod exact_sets;
+mod fallback;
+mod harness;
+mod large;
+mod subgroups;
+mod timing;

@@ -1,0 +1,120 @@
+//! The subgroup variants at subgroup sizes 4, 8 and 16: lavapipe's width
+//! follows LP_NATIVE_VECTOR_WIDTH (128, 256, 512 bits), read when the driver
+//! loads, so each width runs this test binary again in a child process.
+
+use crate::harness::*;
+use cull_core::{InstanceFormat, OutputKind, ScanVariant};
+
+const EXPECT_VAR: &str = "CULL_CORE_EXPECT_SUBGROUP_SIZE";
+
+/// The subgroup size the device really uses in a compute shader.
+fn measured_subgroup_size(ctx: &cull_core::GpuContext) -> u32 {
+    let src = "@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(64) fn main(@builtin(subgroup_size) s: u32, @builtin(local_invocation_index) i: u32) {
+            if i == 0u { out[0] = s; }
+        }";
+    let device = &ctx.device;
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(src.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 4,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[wgpu::BindGroupEntry {
+            binding: 0,
+            resource: buffer.as_entire_binding(),
+        }],
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+    ctx.queue.submit([encoder.finish()]);
+    let bytes = cull_core::buffers::read_back(device, &ctx.queue, &buffer, 0, 4).unwrap();
+    bytemuck::pod_read_unaligned(&bytes)
+}
+
+/// Runs in each child (and once on its own at the default width).
+#[test]
+fn subgroup_variants_at_this_width() {
+    let ctx = gpu();
+    assert!(
+        ctx.device.features().contains(wgpu::Features::SUBGROUP),
+        "the adapter has no subgroups; lavapipe has them: is mesa-vulkan-drivers installed?"
+    );
+    let size = measured_subgroup_size(ctx);
+    eprintln!("subgroup size {size}");
+    if let Ok(expected) = std::env::var(EXPECT_VAR) {
+        assert_eq!(
+            size.to_string(),
+            expected,
+            "LP_NATIVE_VECTOR_WIDTH did not give the expected subgroup size"
+        );
+    }
+    for variant in [ScanVariant::SubgroupBallot, ScanVariant::SubgroupShuffle] {
+        if !variant.is_compiled() {
+            continue;
+        }
+        for format in InstanceFormat::ALL {
+            let culler = culler(ctx, variant, format, OutputKind::Indices, Default::default());
+            for (s, n) in [1usize, 3, 255, 257, 4099, 65_537].into_iter().enumerate() {
+                let scene = edge_scene(s as u64 + 17, n, Camera::InfiniteReverseZ, format);
+                let survivors = run(ctx, &culler, &scene, n as u32);
+                assert_exact(
+                    &format!("{variant:?} {format:?} sg={size} n={n}"),
+                    &reference(&scene, format),
+                    &survivors,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn subgroup_sizes_4_8_16() {
+    let ctx = gpu();
+    assert!(
+        is_lavapipe(ctx),
+        "subgroup widths are set through lavapipe; this adapter is {}",
+        ctx.describe()
+    );
+    let exe = std::env::current_exe().unwrap();
+    for (width, size) in [("128", 4), ("256", 8), ("512", 16)] {
+        let out = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "subgroups::subgroup_variants_at_this_width",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("LP_NATIVE_VECTOR_WIDTH", width)
+            .env(EXPECT_VAR, size.to_string())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "width {width}:\n{text}");
+        assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+    }
+}

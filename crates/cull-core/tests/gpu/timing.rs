@@ -1,0 +1,55 @@
+//! Timestamp queries report per-pass GPU time.
+
+use crate::harness::*;
+use cull_core::{CullError, InstanceFormat, OutputKind, ScanVariant};
+
+#[test]
+fn timings_cover_each_pass() {
+    let ctx = gpu();
+    if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        panic!("the adapter lacks TIMESTAMP_QUERY; lavapipe has it: is this lavapipe?");
+    }
+    for variant in variants(ctx) {
+        let culler = culler(
+            ctx,
+            variant,
+            InstanceFormat::PosQuat,
+            OutputKind::Instances,
+            Default::default(),
+        );
+        let scene = edge_scene(1, 20_000, Camera::Perspective, InstanceFormat::PosQuat);
+        let input = cull_core::CullInput::new(&ctx.device, InstanceFormat::PosQuat, 20_000).unwrap();
+        input.write_instances(&ctx.queue, 0, &scene.instances).unwrap();
+        let target = cull_core::CullTarget::new(&ctx.device, &culler, 20_000).unwrap();
+        let params = cull_core::CullParams {
+            frustum: scene.frustum().unwrap(),
+            local_bounds: scene.bounds,
+            count: 20_000,
+        };
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        culler
+            .cull(&mut encoder, &ctx.queue, &input, &target, &params)
+            .unwrap();
+        ctx.queue.submit([encoder.finish()]);
+        let t = target.read_timings(&ctx.device).unwrap();
+        assert!(t.total.as_nanos() > 0, "{variant:?}: {t:?}");
+        if variant == ScanVariant::HillisSteele {
+            assert!(
+                t.vote.is_some() && t.scan.is_some() && t.compact.is_some() && t.fused.is_none(),
+                "{t:?}"
+            );
+        } else {
+            assert!(t.fused.is_some() && t.vote.is_none(), "{t:?}");
+        }
+    }
+    let desc = cull_core::CullerDesc {
+        timestamps: false,
+        ..Default::default()
+    };
+    let culler = cull_core::Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
+    let target = cull_core::CullTarget::new(&ctx.device, &culler, 10).unwrap();
+    assert!(matches!(
+        target.read_timings(&ctx.device),
+        Err(CullError::TimingsUnavailable)
+    ));
+}

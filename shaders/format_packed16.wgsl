@@ -1,0 +1,35 @@
+// 16-byte instances: position.xyz as f32 bits, then a "smallest three"
+// quaternion: 2 bits naming the dropped largest component, 3 x 10 bits.
+alias InstanceData = vec4<u32>;
+
+@group(0) @binding(1) var<storage, read> instances: array<InstanceData>;
+
+// Must equal cull_core::instance::PACKED_ROTATION_ERROR_BOUND: the sphere is
+// widened by |center| * this so culling stays conservative for the rotation
+// before quantization.
+const PACKED_ROTATION_ERROR_BOUND: f32 = 0.006;
+const QUAT_RANGE: f32 = 0.70710677;
+
+fn unpack_quat(bits: u32) -> vec4<f32> {
+    let a = (f32((bits >> 20u) & 1023u) / 1023.0 * 2.0 - 1.0) * QUAT_RANGE;
+    let b = (f32((bits >> 10u) & 1023u) / 1023.0 * 2.0 - 1.0) * QUAT_RANGE;
+    let c = (f32(bits & 1023u) / 1023.0 * 2.0 - 1.0) * QUAT_RANGE;
+    let d = sqrt(max(1.0 - a * a - b * b - c * c, 0.0));
+    switch bits >> 30u {
+        case 0u: { return vec4<f32>(d, a, b, c); }
+        case 1u: { return vec4<f32>(a, d, b, c); }
+        case 2u: { return vec4<f32>(a, b, d, c); }
+        default: { return vec4<f32>(a, b, c, d); }
+    }
+}
+
+fn world_sphere(i: u32) -> vec4<f32> {
+    let raw = instances[i];
+    let position = bitcast<vec3<f32>>(raw.xyz);
+    if !all_finite(vec4<f32>(position, 0.0)) {
+        return vec4<f32>(0.0, 0.0, 0.0, -1.0);
+    }
+    let c = params.local_sphere.xyz;
+    let center = position + rotate(unpack_quat(raw.w), c);
+    return vec4<f32>(center, params.local_sphere.w + length(c) * PACKED_ROTATION_ERROR_BOUND);
+}

@@ -1,0 +1,53 @@
+// Hillis-Steele: the naive multi-pass baseline. vote writes one u32 per
+// instance; each scan step is its own dispatch adding the element
+// `scan_offset` places back (log2 N dispatches, each re-reading the whole
+// array); compact writes survivors at base + exclusive prefix; finalize adds
+// the chunk's total to the running count. Order is preserved.
+
+@group(0) @binding(7) var<storage, read_write> votes: array<u32>;
+@group(0) @binding(8) var<storage, read> scan_in: array<u32>;
+@group(0) @binding(9) var<storage, read_write> scan_out: array<u32>;
+
+fn thread_index(wid: vec3<u32>, lid: u32) -> u32 {
+    return workgroup_index(wid) * WORKGROUP_SIZE + lid;
+}
+
+@compute @workgroup_size(256)
+fn vote_pass(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let i = thread_index(wid, lid);
+    if i < params.chunk_len {
+        let v = select(0u, 1u, vote(i));
+        votes[i] = v;
+        scan_out[i] = v;
+    }
+}
+
+@compute @workgroup_size(256)
+fn scan_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let i = thread_index(wid, lid);
+    if i < params.chunk_len {
+        var sum = scan_in[i];
+        if i >= params.scan_offset {
+            sum += scan_in[i - params.scan_offset];
+        }
+        scan_out[i] = sum;
+    }
+}
+
+@compute @workgroup_size(256)
+fn compact(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let i = thread_index(wid, lid);
+    if i < params.chunk_len && votes[i] != 0u {
+        // The count so far is final: earlier chunks' finalize passes ran
+        // before this dispatch.
+        let base = atomicLoad(&draw_args[1]);
+        emit(base + scan_in[i] - 1u, i);
+    }
+}
+
+@compute @workgroup_size(1)
+fn finalize() {
+    if params.chunk_len > 0u {
+        atomicAdd(&draw_args[1], scan_in[params.chunk_len - 1u]);
+    }
+}
