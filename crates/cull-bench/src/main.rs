@@ -1,1 +1,324 @@
-fn main() {}
+//! cull-bench: every compiled-in scan variant x instance format x size x
+//! visible fraction, timed with GPU timestamps against a copy kernel over
+//! the same bytes and an empty dispatch, measured in the same run.
+//!
+//! ```text
+//! cargo run --release -p cull-bench -- --out bench-out
+//! cargo run --release -p cull-bench -- --sizes 1e3,1e5 --fractions 0.25 --runs 5 --out bench-out
+//! ```
+//!
+//! Prints a markdown table last; writes `bench.json`, `bench.md` and one SVG
+//! plot per format to `--out`.
+
+mod report;
+mod roofline;
+
+use cull_core::scene::{CameraKind, Scene};
+use cull_core::{
+    CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant,
+};
+use rayon::prelude::*;
+use roofline::{Roofline, median};
+use std::path::PathBuf;
+use std::time::Instant;
+
+struct Args {
+    sizes: Vec<usize>,
+    fractions: Vec<f32>,
+    variants: Vec<ScanVariant>,
+    formats: Vec<InstanceFormat>,
+    output: OutputKind,
+    runs: usize,
+    out: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        sizes: vec![1_000, 10_000, 100_000, 1_000_000, 4_000_000, 16_000_000, 32_000_000],
+        fractions: vec![0.05, 0.25, 1.0],
+        variants: ScanVariant::compiled().collect(),
+        formats: InstanceFormat::ALL.to_vec(),
+        output: OutputKind::Instances,
+        runs: 25,
+        out: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--sizes" => {
+                args.sizes = value()?
+                    .split(',')
+                    .map(|s| s.parse::<f64>().map(|v| v as usize).map_err(|e| format!("--sizes {s}: {e}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--fractions" => {
+                args.fractions = value()?
+                    .split(',')
+                    .map(|s| s.parse().map_err(|e| format!("--fractions {s}: {e}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--variants" => {
+                let v = value()?;
+                if v != "all" {
+                    args.variants = v
+                        .split(',')
+                        .map(|s| ScanVariant::from_name(s).ok_or(format!("unknown variant {s}")))
+                        .collect::<Result<_, _>>()?;
+                }
+            }
+            "--formats" => {
+                let v = value()?;
+                if v != "all" {
+                    args.formats = v
+                        .split(',')
+                        .map(|s| InstanceFormat::from_name(s).ok_or(format!("unknown format {s}")))
+                        .collect::<Result<_, _>>()?;
+                }
+            }
+            "--output" => {
+                args.output = match value()?.as_str() {
+                    "instances" => OutputKind::Instances,
+                    "indices" => OutputKind::Indices,
+                    o => return Err(format!("--output {o}: instances or indices")),
+                }
+            }
+            "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
+            "--out" => args.out = Some(value()?.into()),
+            "--help" | "-h" => {
+                return Err("usage: cull-bench [--sizes 1e3,1e6] [--fractions 0.05,0.25,1] [--variants all|NAME,..] \
+                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--out DIR]"
+                    .into());
+            }
+            other => return Err(format!("unknown argument {other} (try --help)")),
+        }
+    }
+    Ok(args)
+}
+
+/// One measured cell of the table.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Cell {
+    pub variant: String,
+    pub format: String,
+    pub n: usize,
+    pub visible: u32,
+    pub gpu_us: f64,
+    pub gpu_min_us: f64,
+    pub gpu_max_us: f64,
+    pub bytes_moved: u64,
+    /// The copy kernel over the same number of bytes (read + written).
+    pub copy_us: f64,
+    pub launch_us: f64,
+    pub cpu_us: f64,
+    pub correct: bool,
+}
+
+impl Cell {
+    pub fn ginst_per_s(&self) -> f64 {
+        self.n as f64 / self.gpu_us / 1e3
+    }
+    pub fn roofline_pct(&self) -> f64 {
+        100.0 * self.copy_us / self.gpu_us
+    }
+}
+
+/// An order-independent fingerprint of a set of instances: count and the
+/// wrapping sum of a hash of each one's bytes.
+fn fingerprint<'a>(elements: impl ParallelIterator<Item = &'a [u8]>) -> (u64, u64) {
+    elements
+        .map(|e| {
+            let mut h = 0xcbf2_9ce4_8422_2325u64;
+            for w in e.chunks_exact(4) {
+                h = (h ^ u32::from_le_bytes(w.try_into().unwrap()) as u64).wrapping_mul(0x1000_0000_01b3);
+                h ^= h >> 29;
+            }
+            (1, h)
+        })
+        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1.wrapping_add(b.1)))
+}
+
+fn encode_par(format: InstanceFormat, scene: &Scene) -> Vec<u8> {
+    scene.instances.par_chunks(1 << 16).map(|c| format.encode(c)).flatten_iter().collect()
+}
+
+fn main() {
+    let args = parse_args().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let ctx = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty()).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("the adapter has no timestamp queries: GPU times cannot be measured");
+        std::process::exit(1);
+    }
+    let device_line = ctx.describe();
+    eprintln!("device: {device_line}");
+    eprintln!("CPU threads for the CPU cull: {}", rayon::current_num_threads());
+    let roofline = Roofline::new(&ctx);
+    let launch_us = roofline.launch_us(&ctx, 50);
+    eprintln!("empty dispatch: {launch_us:.2} us");
+
+    let variants: Vec<ScanVariant> =
+        args.variants.iter().copied().filter(|v| v.is_available(ctx.device.features())).collect();
+    for v in &args.variants {
+        if !variants.contains(v) {
+            eprintln!("skipping {v:?}: not available on this device");
+        }
+    }
+    let max_buffer = ctx.device.limits().max_buffer_size;
+    let mut cells = Vec::new();
+    for &fraction in &args.fractions {
+        for &n in &args.sizes {
+            let t = Instant::now();
+            let scene = Scene::random(n as u64 ^ 0x5eed, n, CameraKind::InfiniteReverseZ, Some(fraction));
+            let frustum = scene.frustum().unwrap();
+            eprintln!("n={n} visible~{fraction}: scene in {:.1}s", t.elapsed().as_secs_f32());
+            for &format in &args.formats {
+                if n as u64 * format.stride() > max_buffer {
+                    eprintln!("  {format:?}: {n} instances exceed the largest buffer; skipped");
+                    continue;
+                }
+                let bytes = encode_par(format, &scene);
+                let reference = cull_core::cpu::classify(format, &bytes, scene.bounds, &frustum);
+                // The multi-threaded CPU cull of the same scene.
+                let cpu_runs = if n >= 4_000_000 { 3 } else { 9 };
+                let cpu_us = median(
+                    (0..cpu_runs)
+                        .map(|_| {
+                            let t = Instant::now();
+                            std::hint::black_box(cull_core::cpu::cull(format, &bytes, scene.bounds, &frustum));
+                            t.elapsed().as_secs_f64() * 1e6
+                        })
+                        .collect(),
+                );
+                let stride = format.stride() as usize;
+                let expected = fingerprint(reference.visible.par_iter().map(|&i| {
+                    let i = i as usize;
+                    &bytes[i * stride..(i + 1) * stride]
+                }));
+                let input = CullInput::new(&ctx.device, format, n as u32).unwrap();
+                input.write(&ctx.queue, 0, &bytes).unwrap();
+                let params = CullParams { frustum, local_bounds: scene.bounds, count: n as u32 };
+                let mut copy_cache = None;
+                for &variant in &variants {
+                    let desc = CullerDesc {
+                        variant: Some(variant),
+                        allow_fallback: false,
+                        format,
+                        output: args.output,
+                        ..Default::default()
+                    };
+                    let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
+                    let target = CullTarget::new(&ctx.device, &culler, n as u32).unwrap();
+                    let run = || {
+                        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+                        culler.cull(&mut encoder, &ctx.queue, &input, &target, &params).unwrap();
+                        ctx.queue.submit([encoder.finish()]);
+                        target.read_timings(&ctx.device).unwrap()
+                    };
+                    run();
+                    let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+                    let correct = check(&ctx, &target, args.output, format, &bytes, &reference, expected, visible);
+                    let out_stride = args.output.stride(format);
+                    let bytes_moved = n as u64 * format.stride() + visible as u64 * out_stride + 4;
+                    let copy_us =
+                        *copy_cache.get_or_insert_with(|| roofline.copy_us(&ctx, bytes_moved / 2, args.runs));
+                    let mut cell = Cell {
+                        variant: variant.name().into(),
+                        format: format.name().into(),
+                        n,
+                        visible,
+                        gpu_us: f64::NAN,
+                        gpu_min_us: f64::NAN,
+                        gpu_max_us: f64::NAN,
+                        bytes_moved,
+                        copy_us,
+                        launch_us,
+                        cpu_us,
+                        correct,
+                    };
+                    if correct {
+                        for _ in 0..3 {
+                            run();
+                        }
+                        let mut times: Vec<f64> =
+                            (0..args.runs).map(|_| run().total.as_secs_f64() * 1e6).collect();
+                        times.sort_by(f64::total_cmp);
+                        cell.gpu_us = times[times.len() / 2];
+                        cell.gpu_min_us = times[0];
+                        cell.gpu_max_us = times[times.len() - 1];
+                    } else {
+                        eprintln!("  {variant:?} {format:?} n={n}: WRONG OUTPUT, not timed");
+                    }
+                    eprintln!(
+                        "  {:16} {:8} {:>9} vis {:>5.1}%  {:>9.1} us  {:>5.1}% roofline  cpu {:>9.1} us",
+                        variant.name(),
+                        format.name(),
+                        n,
+                        100.0 * visible as f64 / n.max(1) as f64,
+                        cell.gpu_us,
+                        cell.roofline_pct(),
+                        cpu_us
+                    );
+                    cells.push(cell);
+                }
+            }
+        }
+    }
+    let table = report::markdown(&cells, &device_line, launch_us);
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("bench.md"), &table).unwrap();
+        let json = serde_json::json!({ "device": device_line, "launch_us": launch_us, "cells": cells });
+        std::fs::write(dir.join("bench.json"), serde_json::to_string_pretty(&json).unwrap()).unwrap();
+        for format in &args.formats {
+            if let Err(e) = report::plot(&cells, *format, &device_line, dir) {
+                eprintln!("plot for {format:?} failed: {e}");
+            }
+        }
+    }
+    println!("{table}");
+    if cells.iter().any(|c| !c.correct) {
+        eprintln!("some variants produced wrong output");
+        std::process::exit(1);
+    }
+}
+
+/// Whether the survivors equal the CPU reference: a fingerprint first, the
+/// full exact-set comparison if it differs (or borderline instances exist).
+#[allow(clippy::too_many_arguments)]
+fn check(
+    ctx: &GpuContext,
+    target: &CullTarget,
+    output: OutputKind,
+    format: InstanceFormat,
+    bytes: &[u8],
+    reference: &cull_core::cpu::Reference,
+    expected: (u64, u64),
+    visible: u32,
+) -> bool {
+    let out = target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
+    let stride = format.stride() as usize;
+    let survivors: Vec<u32> = match output {
+        OutputKind::Indices => bytemuck::pod_collect_to_vec(&out),
+        OutputKind::Instances => {
+            if reference.borderline.is_empty() && fingerprint(out.par_chunks_exact(stride)) == expected {
+                return true;
+            }
+            let index: std::collections::HashMap<&[u8], u32> =
+                bytes.chunks_exact(stride).enumerate().map(|(i, c)| (c, i as u32)).collect();
+            out.chunks_exact(stride).map(|c| index.get(c).copied().unwrap_or(u32::MAX)).collect()
+        }
+    };
+    match reference.check(&survivors) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("  mismatch: {e}");
+            false
+        }
+    }
+}

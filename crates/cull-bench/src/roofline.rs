@@ -1,0 +1,176 @@
+//! The two reference kernels every cull is measured against, run in the
+//! same process on the same device: a copy kernel over the same bytes (the
+//! memory roofline) and an empty dispatch (the launch floor).
+
+use cull_core::GpuContext;
+
+const COPY: &str = r#"
+@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;
+struct Params { len: u32, groups_x: u32 }
+@group(0) @binding(2) var<uniform> params: Params;
+
+// Four vec4 per thread, strided by the workgroup like the cull's loads.
+@compute @workgroup_size(256)
+fn copy(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    let base = (wid.y * params.groups_x + wid.x) * 1024u + lid;
+    for (var k = 0u; k < 4u; k += 1u) {
+        let i = base + k * 256u;
+        if i < params.len {
+            dst[i] = src[i];
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn empty() {}
+"#;
+
+/// Timestamped reference kernels.
+pub struct Roofline {
+    copy: wgpu::ComputePipeline,
+    empty: wgpu::ComputePipeline,
+    query_set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+impl Roofline {
+    pub fn new(ctx: &GpuContext) -> Self {
+        let device = &ctx.device;
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("roofline"),
+            source: wgpu::ShaderSource::Wgsl(COPY.into()),
+        });
+        let make = |entry| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: None,
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let buffer = |usage| {
+            device.create_buffer(&wgpu::BufferDescriptor { label: None, size: 16, usage, mapped_at_creation: false })
+        };
+        Self {
+            copy: make("copy"),
+            empty: make("empty"),
+            query_set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: None,
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+        }
+    }
+
+    fn timed(&self, ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass)) -> f64 {
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &self.query_set,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                }),
+            });
+            record(&mut pass);
+        }
+        encoder.resolve_query_set(&self.query_set, 0..2, &self.resolve, 0);
+        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, 16);
+        ctx.queue.submit([encoder.finish()]);
+        let slice = self.readback.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |_| {});
+        ctx.device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&slice.get_mapped_range());
+        self.readback.unmap();
+        t[1].saturating_sub(t[0]) as f64 * ctx.queue.get_timestamp_period() as f64 / 1000.0
+    }
+
+    /// Median microseconds of an empty dispatch of one workgroup.
+    pub fn launch_us(&self, ctx: &GpuContext, runs: usize) -> f64 {
+        median(
+            (0..runs)
+                .map(|_| {
+                    self.timed(ctx, |pass| {
+                        pass.set_pipeline(&self.empty);
+                        pass.dispatch_workgroups(1, 1, 1);
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Median microseconds to copy `bytes` (rounded up to 16) from one
+    /// buffer to another: `bytes` read and `bytes` written.
+    pub fn copy_us(&self, ctx: &GpuContext, bytes: u64, runs: usize) -> f64 {
+        let device = &ctx.device;
+        let limits = device.limits();
+        let bytes = bytes.div_ceil(16) * 16;
+        // Copy in windows no larger than a binding, as the cull does.
+        let window = (limits.max_storage_buffer_binding_size / 16384 * 16384).min(bytes);
+        let make = |usage| {
+            device.create_buffer(&wgpu::BufferDescriptor { label: None, size: bytes, usage, mapped_at_creation: false })
+        };
+        let src = make(wgpu::BufferUsages::STORAGE);
+        let dst = make(wgpu::BufferUsages::STORAGE);
+        let layout = self.copy.get_bind_group_layout(0);
+        let max_x = limits.max_compute_workgroups_per_dimension;
+        let mut groups = Vec::new();
+        let mut offset = 0;
+        while offset < bytes {
+            let size = window.min(bytes - offset);
+            let len = (size / 16) as u32;
+            let total = len.div_ceil(1024);
+            let (x, y) = if total <= max_x { (total, 1) } else { (max_x, total.div_ceil(max_x)) };
+            let params = device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            ctx.queue.write_buffer(&params, 0, bytemuck::cast_slice(&[len, x, 0, 0]));
+            let bind = |buffer| {
+                wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer,
+                    offset,
+                    size: wgpu::BufferSize::new(size),
+                })
+            };
+            let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &layout,
+                entries: &[
+                    wgpu::BindGroupEntry { binding: 0, resource: bind(&src) },
+                    wgpu::BindGroupEntry { binding: 1, resource: bind(&dst) },
+                    wgpu::BindGroupEntry { binding: 2, resource: params.as_entire_binding() },
+                ],
+            });
+            groups.push((group, x, y));
+            offset += size;
+        }
+        let run = || {
+            self.timed(ctx, |pass| {
+                pass.set_pipeline(&self.copy);
+                for (group, x, y) in &groups {
+                    pass.set_bind_group(0, group, &[]);
+                    pass.dispatch_workgroups(*x, *y, 1);
+                }
+            })
+        };
+        for _ in 0..3 {
+            run();
+        }
+        median((0..runs).map(|_| run()).collect())
+    }
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
