@@ -10,10 +10,12 @@ const PLANE_TOLERANCE: f32 = 3.814697265625e-6;
 
 // One entry per dispatch, at a 256-byte dynamic offset.
 struct CullParams {
-    // Inward-facing normalized planes (n, d): inside when dot(n, p) + d >= 0.
+    // Inward-facing normalized planes (n, d): inside when dot(n, p) + d >= 0,
+    // d widened by PLANE_TOLERANCE * |d|.
     planes: array<vec4<f32>, 6>,
     // The batch's bounding sphere in mesh space: xyz center, w radius.
     local_sphere: vec4<f32>,
+    // Planes in use; the rest are (0, 0, 0, 1).
     plane_count: u32,
     // Index of this chunk's first instance within the batch.
     chunk_start: u32,
@@ -38,18 +40,23 @@ fn all_finite(v: vec4<f32>) -> bool {
     return all(exponent != vec4<u32>(0x7f800000u));
 }
 
-// The conservative sphere test, mirrored by Frustum::classify_sphere.
+// One plane of the conservative sphere test, mirrored by
+// Frustum::classify_sphere in the same order of operations. The plane's
+// offset arrives widened by the tolerance (widen_plane on the CPU).
+fn plane_keeps(p: vec4<f32>, center: vec3<f32>, wide_radius: f32) -> bool {
+    return p.x * center.x + p.y * center.y + p.z * center.z + p.w + wide_radius >= 0.0;
+}
+
+// All six planes with constant indices (unused ones are (0, 0, 0, 1), which
+// keeps everything): no loop, and constant indices let the compiler read the
+// uniforms directly instead of with indexed loads. The radius is widened by
+// the tolerance once per instance (widen_radius on the CPU), which bounds the
+// rounding of every plane's sum since the normals are unit length.
 fn sphere_visible(center: vec3<f32>, radius: f32) -> bool {
-    var visible = true;
-    for (var i = 0u; i < params.plane_count; i += 1u) {
-        let p = params.planes[i];
-        let dist = p.x * center.x + p.y * center.y + p.z * center.z;
-        let margin = dist + p.w + radius;
-        // Bounds the rounding error of margin: the magnitudes of its terms.
-        let scale = dot(abs(p.xyz), abs(center)) + abs(p.w) + abs(radius);
-        visible = visible && (margin >= -PLANE_TOLERANCE * scale);
-    }
-    return visible;
+    let r = radius + PLANE_TOLERANCE * (abs(center.x) + abs(center.y) + abs(center.z) + radius);
+    return plane_keeps(params.planes[0], center, r) & plane_keeps(params.planes[1], center, r)
+        & plane_keeps(params.planes[2], center, r) & plane_keeps(params.planes[3], center, r)
+        & plane_keeps(params.planes[4], center, r) & plane_keeps(params.planes[5], center, r);
 }
 
 fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
@@ -61,12 +68,55 @@ fn workgroup_index(wid: vec3<u32>) -> u32 {
     return wid.y * params.groups_x + wid.x;
 }
 
+// Whether a loaded instance is visible. Non-finite instances make
+// world_sphere() return a negative radius.
+fn visible(inst: InstanceData) -> bool {
+    let s = world_sphere(inst);
+    return s.w >= 0.0 && sphere_visible(s.xyz, s.w);
+}
+
 // Whether chunk-local instance `i` is visible; false past the chunk's end.
-// Non-finite instances make world_sphere() return a negative radius.
 fn vote(i: u32) -> bool {
     if i >= params.chunk_len {
         return false;
     }
-    let s = world_sphere(i);
-    return s.w >= 0.0 && sphere_visible(s.xyz, s.w);
+    return visible(instances[i]);
+}
+
+// The single-pass variants handle four item rows per thread, unrolled by
+// hand: an array indexed in a loop would live in local memory on some GPUs
+// (seen on NVIDIA: half the speed).
+const ITEMS: u32 = 4u;
+const TILE: u32 = WORKGROUP_SIZE * ITEMS;
+
+// Instance `i` of the chunk, or zeros past its end.
+fn load_item(i: u32) -> InstanceData {
+    var d: InstanceData;
+    if i < params.chunk_len {
+        d = instances[i];
+    }
+    return d;
+}
+
+fn vote_item(i: u32, d: InstanceData) -> bool {
+    return i < params.chunk_len && visible(d);
+}
+
+// The four row votes of a thread as the bytes of one u32.
+fn pack_votes(v: vec4<bool>) -> u32 {
+    return dot(select(vec4<u32>(0u), vec4<u32>(1u, 0x100u, 0x10000u, 0x1000000u), v), vec4<u32>(1u));
+}
+
+fn unpack_bytes(packed: u32) -> vec4<u32> {
+    return (vec4<u32>(packed) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xffu);
+}
+
+// Byte k of a u32 holding four 8-bit counters (one per item row).
+fn byte_of(packed: u32, k: u32) -> u32 {
+    return (packed >> (8u * k)) & 0xffu;
+}
+
+// Where each item row starts: the exclusive prefix of four row totals.
+fn row_offsets(totals: vec4<u32>) -> vec4<u32> {
+    return vec4<u32>(0u, totals.x, totals.x + totals.y, totals.x + totals.y + totals.z);
 }

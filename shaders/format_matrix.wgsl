@@ -3,8 +3,7 @@ alias InstanceData = mat4x4<f32>;
 
 @group(0) @binding(1) var<storage, read> instances: array<InstanceData>;
 
-fn world_sphere(i: u32) -> vec4<f32> {
-    let m = instances[i];
+fn world_sphere(m: InstanceData) -> vec4<f32> {
     if !(all_finite(m[0]) && all_finite(m[1]) && all_finite(m[2]) && all_finite(m[3])) {
         return vec4<f32>(0.0, 0.0, 0.0, -1.0);
     }

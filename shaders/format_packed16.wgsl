@@ -15,16 +15,18 @@ fn unpack_quat(bits: u32) -> vec4<f32> {
     let b = (f32((bits >> 10u) & 1023u) / 1023.0 * 2.0 - 1.0) * QUAT_RANGE;
     let c = (f32(bits & 1023u) / 1023.0 * 2.0 - 1.0) * QUAT_RANGE;
     let d = sqrt(max(1.0 - a * a - b * b - c * c, 0.0));
-    switch bits >> 30u {
-        case 0u: { return vec4<f32>(d, a, b, c); }
-        case 1u: { return vec4<f32>(a, d, b, c); }
-        case 2u: { return vec4<f32>(a, b, d, c); }
-        default: { return vec4<f32>(a, b, c, d); }
-    }
+    // Insert d at the index in the top bits, with selects rather than a
+    // branch per index (which would diverge within a subgroup).
+    let largest = bits >> 30u;
+    return vec4<f32>(
+        select(a, d, largest == 0u),
+        select(select(b, d, largest == 1u), a, largest == 0u),
+        select(select(c, d, largest == 2u), b, largest <= 1u),
+        select(c, d, largest == 3u),
+    );
 }
 
-fn world_sphere(i: u32) -> vec4<f32> {
-    let raw = instances[i];
+fn world_sphere(raw: InstanceData) -> vec4<f32> {
     let position = bitcast<vec3<f32>>(raw.xyz);
     if !all_finite(vec4<f32>(position, 0.0)) {
         return vec4<f32>(0.0, 0.0, 0.0, -1.0);

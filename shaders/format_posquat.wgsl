@@ -6,8 +6,7 @@ struct InstanceData {
 
 @group(0) @binding(1) var<storage, read> instances: array<InstanceData>;
 
-fn world_sphere(i: u32) -> vec4<f32> {
-    let inst = instances[i];
+fn world_sphere(inst: InstanceData) -> vec4<f32> {
     if !(all_finite(inst.position_scale) && all_finite(inst.rotation)) {
         return vec4<f32>(0.0, 0.0, 0.0, -1.0);
     }

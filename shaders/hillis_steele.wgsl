@@ -41,7 +41,7 @@ fn compact(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         // The count so far is final: earlier chunks' finalize passes ran
         // before this dispatch.
         let base = atomicLoad(&draw_args[1]);
-        emit(base + scan_in[i] - 1u, i);
+        emit(base + scan_in[i] - 1u, i, instances[i]);
     }
 }
 

@@ -2,6 +2,6 @@
 // fetches the instance data through it.
 alias OutputElement = u32;
 
-fn output_element(i: u32) -> OutputElement {
+fn output_element(i: u32, inst: InstanceData) -> OutputElement {
     return params.chunk_start + i;
 }

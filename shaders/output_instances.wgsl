@@ -2,6 +2,6 @@
 // as per-instance vertex data or storage by the draw.
 alias OutputElement = InstanceData;
 
-fn output_element(i: u32) -> OutputElement {
-    return instances[i];
+fn output_element(i: u32, inst: InstanceData) -> OutputElement {
+    return inst;
 }

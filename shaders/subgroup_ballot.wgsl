@@ -1,13 +1,12 @@
 // Subgroup ballot: every vote is one bit of a subgroup ballot. A thread's
-// rank among its subgroup's survivors is the number of set bits of lower
-// lanes; the subgroup's count is the ballot's population. Each subgroup then
+// rank among its subgroup's survivors in a row is the number of set bits of
+// lower lanes; the row's count is the ballot's population. Each subgroup
 // reserves its range inside the workgroup with one shared atomic (no
-// assumption on how subgroups map to local indices or on their size: 4 to
+// assumption on how subgroups map to local indices, nor on their size: 4 to
 // 128 lanes), and the workgroup its range in the output with one global
-// atomic. Output order is not preserved.
-
-const ITEMS: u32 = 4u;
-const TILE: u32 = WORKGROUP_SIZE * ITEMS;
+// atomic. Within a subgroup's range survivors go row after row, so lanes
+// write consecutive slots. All four loads are issued before any vote.
+// Output order is not preserved.
 
 var<workgroup> workgroup_count: atomic<u32>;
 var<workgroup> block_base: u32;
@@ -33,23 +32,26 @@ fn cull(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let tile_start = workgroup_index(wid) * TILE;
+    let i0 = workgroup_index(wid) * TILE + lid;
+    let i1 = i0 + WORKGROUP_SIZE;
+    let i2 = i1 + WORKGROUP_SIZE;
+    let i3 = i2 + WORKGROUP_SIZE;
+    let d0 = load_item(i0);
+    let d1 = load_item(i1);
+    let d2 = load_item(i2);
+    let d3 = load_item(i3);
+    let v = vec4<bool>(vote_item(i0, d0), vote_item(i1, d1), vote_item(i2, d2), vote_item(i3, d3));
+    let b0 = subgroupBallot(v.x);
+    let b1 = subgroupBallot(v.y);
+    let b2 = subgroupBallot(v.z);
+    let b3 = subgroupBallot(v.w);
     let below = lanes_below(lane);
-    var votes = 0u;
-    var ranks: array<u32, ITEMS>;
-    var subgroup_total = 0u;
-    for (var k = 0u; k < ITEMS; k += 1u) {
-        let visible = vote(tile_start + k * WORKGROUP_SIZE + lid);
-        let ballot = subgroupBallot(visible);
-        ranks[k] = subgroup_total + popcount4(ballot & below);
-        if visible {
-            votes |= 1u << k;
-        }
-        subgroup_total += popcount4(ballot);
-    }
+    let totals = vec4<u32>(popcount4(b0), popcount4(b1), popcount4(b2), popcount4(b3));
+    let ranks = row_offsets(totals)
+        + vec4<u32>(popcount4(b0 & below), popcount4(b1 & below), popcount4(b2 & below), popcount4(b3 & below));
     var subgroup_base = 0u;
     if lane == 0u {
-        subgroup_base = atomicAdd(&workgroup_count, subgroup_total);
+        subgroup_base = atomicAdd(&workgroup_count, totals.x + totals.y + totals.z + totals.w);
     }
     subgroup_base = subgroupBroadcast(subgroup_base, 0u);
     workgroupBarrier();
@@ -58,10 +60,9 @@ fn cull(
         block_base = select(0u, atomicAdd(&draw_args[1], total), total > 0u);
     }
     workgroupBarrier();
-    let base = block_base + subgroup_base;
-    for (var k = 0u; k < ITEMS; k += 1u) {
-        if (votes & (1u << k)) != 0u {
-            emit(base + ranks[k], tile_start + k * WORKGROUP_SIZE + lid);
-        }
-    }
+    let slots = vec4<u32>(block_base + subgroup_base) + ranks;
+    if v.x { emit(slots.x, i0, d0); }
+    if v.y { emit(slots.y, i1, d1); }
+    if v.z { emit(slots.z, i2, d2); }
+    if v.w { emit(slots.w, i3, d3); }
 }

@@ -1,11 +1,11 @@
-// Subgroup shuffle: each thread counts its survivors among ITEMS instances,
-// and the subgroup scans those counts in registers with shuffle-up steps
-// (log2 of the subgroup size, whatever it is). Subgroups reserve their
-// ranges in the workgroup with a shared atomic, the workgroup in the output
-// with one global atomic. Output order is not preserved.
-
-const ITEMS: u32 = 4u;
-const TILE: u32 = WORKGROUP_SIZE * ITEMS;
+// Subgroup shuffle: a thread's four row votes are packed as the bytes of one
+// u32, and the subgroup scans that u32 in registers with shuffle-up steps
+// (log2 of the subgroup size, whatever it is), which scans all four rows at
+// once (SWAR: a prefix over at most 128 lanes fits a byte). Subgroups
+// reserve their ranges in the workgroup with a shared atomic, the workgroup
+// in the output with one global atomic; within a subgroup's range survivors
+// go row after row, so lanes write consecutive slots. All four loads are
+// issued before any vote. Output order is not preserved.
 
 var<workgroup> workgroup_count: atomic<u32>;
 var<workgroup> block_base: u32;
@@ -17,28 +17,27 @@ fn cull(
     @builtin(subgroup_invocation_id) lane: u32,
     @builtin(subgroup_size) lanes: u32,
 ) {
-    let tile_start = workgroup_index(wid) * TILE;
-    var votes = 0u;
-    var count = 0u;
-    for (var k = 0u; k < ITEMS; k += 1u) {
-        if vote(tile_start + k * WORKGROUP_SIZE + lid) {
-            votes |= 1u << k;
-            count += 1u;
-        }
-    }
+    let i0 = workgroup_index(wid) * TILE + lid;
+    let i1 = i0 + WORKGROUP_SIZE;
+    let i2 = i1 + WORKGROUP_SIZE;
+    let i3 = i2 + WORKGROUP_SIZE;
+    let d0 = load_item(i0);
+    let d1 = load_item(i1);
+    let d2 = load_item(i2);
+    let d3 = load_item(i3);
+    let votes = pack_votes(vec4<bool>(vote_item(i0, d0), vote_item(i1, d1), vote_item(i2, d2), vote_item(i3, d3)));
     // Inclusive Hillis-Steele scan across lanes, in registers.
-    var inclusive = count;
+    var inclusive = votes;
     for (var d = 1u; d < lanes; d <<= 1u) {
         let up = subgroupShuffleUp(inclusive, d);
         if lane >= d {
             inclusive += up;
         }
     }
-    // The scan is non-decreasing: its maximum is the subgroup's total.
-    let subgroup_total = subgroupMax(inclusive);
+    let totals = unpack_bytes(subgroupAdd(votes));
     var subgroup_base = 0u;
     if lane == 0u {
-        subgroup_base = atomicAdd(&workgroup_count, subgroup_total);
+        subgroup_base = atomicAdd(&workgroup_count, totals.x + totals.y + totals.z + totals.w);
     }
     subgroup_base = subgroupBroadcast(subgroup_base, 0u);
     workgroupBarrier();
@@ -47,11 +46,9 @@ fn cull(
         block_base = select(0u, atomicAdd(&draw_args[1], total), total > 0u);
     }
     workgroupBarrier();
-    var slot = block_base + subgroup_base + inclusive - count;
-    for (var k = 0u; k < ITEMS; k += 1u) {
-        if (votes & (1u << k)) != 0u {
-            emit(slot, tile_start + k * WORKGROUP_SIZE + lid);
-            slot += 1u;
-        }
-    }
+    let slots = vec4<u32>(block_base + subgroup_base) + row_offsets(totals) + unpack_bytes(inclusive - votes);
+    if (votes & 0xffu) != 0u { emit(slots.x, i0, d0); }
+    if (votes & 0xff00u) != 0u { emit(slots.y, i1, d1); }
+    if (votes & 0xff0000u) != 0u { emit(slots.z, i2, d2); }
+    if (votes & 0xff000000u) != 0u { emit(slots.w, i3, d3); }
 }

@@ -158,10 +158,6 @@ fn main() {
     let device_line = ctx.describe();
     eprintln!("device: {device_line}");
     eprintln!("CPU threads for the CPU cull: {}", rayon::current_num_threads());
-    let roofline = Roofline::new(&ctx);
-    let launch_us = roofline.launch_us(&ctx, 50);
-    eprintln!("empty dispatch: {launch_us:.2} us");
-
     let variants: Vec<ScanVariant> =
         args.variants.iter().copied().filter(|v| v.is_available(ctx.device.features())).collect();
     for v in &args.variants {
@@ -169,7 +165,40 @@ fn main() {
             eprintln!("skipping {v:?}: not available on this device");
         }
     }
+    // Every buffer is allocated once, at the largest size, before any
+    // measurement: allocations made and freed cell by cell landed in memory
+    // of different speed (seen on an H200), which made cells incomparable.
     let max_buffer = ctx.device.limits().max_buffer_size;
+    let max_n = args.sizes.iter().copied().max().unwrap_or(0).max(1);
+    let capacity = |format: InstanceFormat| {
+        let stride = format.stride().max(args.output.stride(format));
+        (max_n as u64).min(max_buffer / stride) as u32
+    };
+    let mut setups = Vec::new();
+    for &format in &args.formats {
+        let cap = capacity(format);
+        let input = CullInput::new(&ctx.device, format, cap).unwrap();
+        let cullers: Vec<(Culler, CullTarget)> = variants
+            .iter()
+            .map(|&variant| {
+                let desc = CullerDesc {
+                    variant: Some(variant),
+                    allow_fallback: false,
+                    format,
+                    output: args.output,
+                    ..Default::default()
+                };
+                let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
+                let target = CullTarget::new(&ctx.device, &culler, cap).unwrap();
+                (culler, target)
+            })
+            .collect();
+        setups.push((format, cap, input, cullers));
+    }
+    let roofline = Roofline::new(&ctx);
+    let launch_us = roofline.launch_us(&ctx, 50);
+    eprintln!("empty dispatch: {launch_us:.2} us");
+
     let mut cells = Vec::new();
     for &fraction in &args.fractions {
         for &n in &args.sizes {
@@ -177,8 +206,9 @@ fn main() {
             let scene = Scene::random(n as u64 ^ 0x5eed, n, CameraKind::InfiniteReverseZ, Some(fraction));
             let frustum = scene.frustum().unwrap();
             eprintln!("n={n} visible~{fraction}: scene in {:.1}s", t.elapsed().as_secs_f32());
-            for &format in &args.formats {
-                if n as u64 * format.stride() > max_buffer {
+            for (format, cap, input, cullers) in &setups {
+                let format = *format;
+                if n > *cap as usize {
                     eprintln!("  {format:?}: {n} instances exceed the largest buffer; skipped");
                     continue;
                 }
@@ -200,33 +230,28 @@ fn main() {
                     let i = i as usize;
                     &bytes[i * stride..(i + 1) * stride]
                 }));
-                let input = CullInput::new(&ctx.device, format, n as u32).unwrap();
                 input.write(&ctx.queue, 0, &bytes).unwrap();
                 let params = CullParams { frustum, local_bounds: scene.bounds, count: n as u32 };
-                let mut copy_cache = None;
-                for &variant in &variants {
-                    let desc = CullerDesc {
-                        variant: Some(variant),
-                        allow_fallback: false,
-                        format,
-                        output: args.output,
-                        ..Default::default()
-                    };
-                    let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
-                    let target = CullTarget::new(&ctx.device, &culler, n as u32).unwrap();
+                for (culler, target) in cullers {
+                    let variant = culler.variant();
                     let run = || {
                         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-                        culler.cull(&mut encoder, &ctx.queue, &input, &target, &params).unwrap();
+                        culler.cull(&mut encoder, &ctx.queue, input, target, &params).unwrap();
                         ctx.queue.submit([encoder.finish()]);
                         target.read_timings(&ctx.device).unwrap()
                     };
                     run();
                     let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-                    let correct = check(&ctx, &target, args.output, format, &bytes, &reference, expected, visible);
+                    let correct = check(&ctx, target, args.output, format, &bytes, &reference, expected, visible);
                     let out_stride = args.output.stride(format);
                     let bytes_moved = n as u64 * format.stride() + visible as u64 * out_stride + 4;
-                    let copy_us =
-                        *copy_cache.get_or_insert_with(|| roofline.copy_us(&ctx, bytes_moved / 2, args.runs));
+                    let copy_us = roofline.copy_us(
+                        &ctx,
+                        input.buffer(),
+                        target.output_buffer(),
+                        bytes_moved / 2,
+                        args.runs,
+                    );
                     let mut cell = Cell {
                         variant: variant.name().into(),
                         format: format.name().into(),

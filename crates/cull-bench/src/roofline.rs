@@ -106,19 +106,19 @@ impl Roofline {
         )
     }
 
-    /// Median microseconds to copy `bytes` (rounded up to 16) from one
-    /// buffer to another: `bytes` read and `bytes` written.
-    pub fn copy_us(&self, ctx: &GpuContext, bytes: u64, runs: usize) -> f64 {
+    /// Median microseconds to copy `bytes` from the start of `src` to the
+    /// start of `dst`: `bytes` read and `bytes` written. Measured in the
+    /// cull's own buffers, since on some GPUs (seen on an H200) the
+    /// bandwidth of an allocation depends on where it lands. Where a buffer
+    /// is smaller than `bytes`, the copy covers what fits and the time is
+    /// scaled up to `bytes`.
+    pub fn copy_us(&self, ctx: &GpuContext, src: &wgpu::Buffer, dst: &wgpu::Buffer, bytes: u64, runs: usize) -> f64 {
         let device = &ctx.device;
         let limits = device.limits();
-        let bytes = bytes.div_ceil(16) * 16;
+        let wanted = bytes.max(16);
+        let bytes = wanted.min(src.size()).min(dst.size()) / 16 * 16;
         // Copy in windows no larger than a binding, as the cull does.
         let window = (limits.max_storage_buffer_binding_size / 16384 * 16384).min(bytes);
-        let make = |usage| {
-            device.create_buffer(&wgpu::BufferDescriptor { label: None, size: bytes, usage, mapped_at_creation: false })
-        };
-        let src = make(wgpu::BufferUsages::STORAGE);
-        let dst = make(wgpu::BufferUsages::STORAGE);
         let layout = self.copy.get_bind_group_layout(0);
         let max_x = limits.max_compute_workgroups_per_dimension;
         let mut groups = Vec::new();
@@ -146,8 +146,8 @@ impl Roofline {
                 label: None,
                 layout: &layout,
                 entries: &[
-                    wgpu::BindGroupEntry { binding: 0, resource: bind(&src) },
-                    wgpu::BindGroupEntry { binding: 1, resource: bind(&dst) },
+                    wgpu::BindGroupEntry { binding: 0, resource: bind(src) },
+                    wgpu::BindGroupEntry { binding: 1, resource: bind(dst) },
                     wgpu::BindGroupEntry { binding: 2, resource: params.as_entire_binding() },
                 ],
             });
@@ -166,7 +166,7 @@ impl Roofline {
         for _ in 0..3 {
             run();
         }
-        median((0..runs).map(|_| run()).collect())
+        median((0..runs).map(|_| run()).collect()) * wanted as f64 / bytes as f64
     }
 }
 

@@ -320,8 +320,10 @@ impl Culler {
         // Uniforms: per chunk, its entry then (Hillis-Steele) one per scan step.
         let per_chunk = self.params_per_chunk();
         let mut base = GpuParams::zeroed();
+        // Unused planes keep everything: the shader tests all six.
+        base.planes = [[0.0, 0.0, 0.0, 1.0]; 6];
         for (dst, p) in base.planes.iter_mut().zip(params.frustum.planes()) {
-            *dst = p.to_array();
+            *dst = crate::frustum::widen_plane(*p).to_array();
         }
         base.plane_count = params.frustum.len as u32;
         base.local_sphere = params

@@ -30,14 +30,29 @@ impl Sphere {
 /// Relative tolerance of the sphere/plane test, shared by the CPU reference
 /// and the shaders (`PLANE_TOLERANCE` in `shaders/common.wgsl`).
 ///
-/// A sphere is kept when `dot(n, c) + d + r >= -PLANE_TOLERANCE * (dot(|n|, |c|) + |d| + r)`.
-/// The slack is about 32 ulps of the terms involved: it makes mathematically
-/// tangent spheres survive whatever the rounding (fused multiply-add on the
-/// GPU, none on the CPU), which is what "conservative" demands. GPU and CPU can
-/// then only disagree on spheres within a few ulps of that slightly widened
-/// boundary; the tests count such borderline instances and allow either answer
-/// for them alone.
+/// A sphere is kept when, for every plane,
+/// `dot(n, c) + d' + r' >= 0` with `d' = d + PLANE_TOLERANCE·|d|` (widened
+/// once per frame, [`widen_plane`]) and `r' = r + PLANE_TOLERANCE·(|c|₁ + r)`
+/// (once per instance, [`widen_radius`]). For a unit normal
+/// `Σ|nᵢcᵢ| ≤ |c|₁`, so the slack is at least `2⁻¹⁸` of the magnitudes of
+/// every term, about 32 ulps: it bounds the rounding of the left side, so
+/// mathematically tangent spheres survive whatever the rounding (fused
+/// multiply-add on the GPU, none on the CPU), which is what "conservative"
+/// demands, at three multiply-adds and a compare per plane. GPU and CPU can
+/// then only disagree within a few ulps of that slightly widened boundary;
+/// the tests count such borderline instances and allow either answer for
+/// them alone.
 pub const PLANE_TOLERANCE: f32 = 1.0 / (1 << 18) as f32;
+
+/// A plane with its offset widened by the tolerance, as uploaded to the GPU.
+pub fn widen_plane(p: Vec4) -> Vec4 {
+    Vec4::new(p.x, p.y, p.z, p.w + PLANE_TOLERANCE * p.w.abs())
+}
+
+/// A sphere's radius widened by the tolerance, as the shaders compute it.
+pub fn widen_radius(center: Vec3, radius: f32) -> f32 {
+    radius + PLANE_TOLERANCE * (center.x.abs() + center.y.abs() + center.z.abs() + radius)
+}
 
 /// The planes of a view frustum, normals pointing inwards, normalized.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -166,24 +181,17 @@ impl Frustum {
             return SphereClass::Outside;
         }
         let mut class = SphereClass::Inside;
+        let wide = widen_radius(center, radius);
+        let magnitude = center.x.abs() + center.y.abs() + center.z.abs() + radius.abs();
         for p in self.planes() {
-            let dist = p.x * center.x + p.y * center.y + p.z * center.z;
-            let margin = dist + p.w + radius;
-            // Bounds the rounding error of `margin`: the sum of the magnitudes
-            // of its terms (not |dist|, which may cancel).
-            let scale = (p.x * center.x).abs()
-                + (p.y * center.y).abs()
-                + (p.z * center.z).abs()
-                + p.w.abs()
-                + radius.abs();
-            let slack = PLANE_TOLERANCE * scale;
-            if margin < -slack {
-                // Far enough outside that no rounding can keep it...
-                if margin < -slack - BORDER_BAND * scale {
-                    return SphereClass::Outside;
-                }
-                class = SphereClass::Borderline; // ...or maybe it can.
-            } else if margin < -slack + BORDER_BAND * scale {
+            let p = widen_plane(*p);
+            // Same order of operations as plane_keeps() in the shaders.
+            let margin = p.x * center.x + p.y * center.y + p.z * center.z + p.w + wide;
+            let band = BORDER_BAND * (magnitude + p.w.abs());
+            if margin < -band {
+                return SphereClass::Outside;
+            }
+            if margin < band {
                 class = SphereClass::Borderline;
             }
         }
@@ -192,9 +200,9 @@ impl Frustum {
 }
 
 /// Half-width, relative to the magnitude of the terms, of the band around the
-/// boundary where the GPU's rounding (FMA contraction, reordered sums) may
-/// decide differently from the CPU: about 8 ulps, a quarter of the slack, so
-/// that exactly tangent spheres are clearly kept, never borderline.
+/// boundary where the GPU's rounding (FMA contraction) may decide
+/// differently from the CPU: about 8 ulps, a quarter of the slack, so that
+/// exactly tangent spheres are clearly kept, never borderline.
 const BORDER_BAND: f32 = 1.0 / (1 << 20) as f32;
 
 /// How a sphere relates to the frustum, for tests that compare GPU and CPU.

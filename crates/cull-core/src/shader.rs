@@ -58,7 +58,7 @@ fn emit_source(windows: u32) -> String {
         )
         .unwrap();
     }
-    s.push_str("\nfn emit(slot: u32, i: u32) {\n    let e = output_element(i);\n");
+    s.push_str("\nfn emit(slot: u32, i: u32, inst: InstanceData) {\n    let e = output_element(i, inst);\n");
     if windows == 1 {
         s.push_str("    out0[slot] = e;\n}\n");
     } else {
