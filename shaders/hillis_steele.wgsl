@@ -12,7 +12,7 @@ fn thread_index(wid: vec3<u32>, lid: u32) -> u32 {
     return workgroup_index(wid) * WORKGROUP_SIZE + lid;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn vote_pass(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let i = thread_index(wid, lid);
     if i < params.chunk_len {
@@ -22,7 +22,7 @@ fn vote_pass(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn scan_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let i = thread_index(wid, lid);
     if i < params.chunk_len {
@@ -34,7 +34,7 @@ fn scan_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn compact(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let i = thread_index(wid, lid);
     if i < params.chunk_len && votes[i] != 0u {

@@ -26,7 +26,7 @@ fn popcount4(v: vec4<u32>) -> u32 {
     return c.x + c.y + c.z + c.w;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,

@@ -10,7 +10,7 @@
 var<workgroup> workgroup_count: atomic<u32>;
 var<workgroup> block_base: u32;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,

@@ -15,7 +15,8 @@ mod roofline;
 
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant,
+    CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind,
+    ScanVariant,
 };
 use rayon::prelude::*;
 use roofline::{Roofline, median};
@@ -34,7 +35,9 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
-        sizes: vec![1_000, 10_000, 100_000, 1_000_000, 4_000_000, 16_000_000, 32_000_000],
+        sizes: vec![
+            1_000, 10_000, 100_000, 1_000_000, 4_000_000, 16_000_000, 32_000_000,
+        ],
         fractions: vec![0.05, 0.25, 1.0],
         variants: ScanVariant::compiled().collect(),
         formats: InstanceFormat::ALL.to_vec(),
@@ -49,7 +52,11 @@ fn parse_args() -> Result<Args, String> {
             "--sizes" => {
                 args.sizes = value()?
                     .split(',')
-                    .map(|s| s.parse::<f64>().map(|v| v as usize).map_err(|e| format!("--sizes {s}: {e}")))
+                    .map(|s| {
+                        s.parse::<f64>()
+                            .map(|v| v as usize)
+                            .map_err(|e| format!("--sizes {s}: {e}"))
+                    })
                     .collect::<Result<_, _>>()?
             }
             "--fractions" => {
@@ -139,7 +146,12 @@ fn fingerprint<'a>(elements: impl ParallelIterator<Item = &'a [u8]>) -> (u64, u6
 }
 
 fn encode_par(format: InstanceFormat, scene: &Scene) -> Vec<u8> {
-    scene.instances.par_chunks(1 << 16).map(|c| format.encode(c)).flatten_iter().collect()
+    scene
+        .instances
+        .par_chunks(1 << 16)
+        .map(|c| format.encode(c))
+        .flatten_iter()
+        .collect()
 }
 
 fn main() {
@@ -158,8 +170,12 @@ fn main() {
     let device_line = ctx.describe();
     eprintln!("device: {device_line}");
     eprintln!("CPU threads for the CPU cull: {}", rayon::current_num_threads());
-    let variants: Vec<ScanVariant> =
-        args.variants.iter().copied().filter(|v| v.is_available(ctx.device.features())).collect();
+    let variants: Vec<ScanVariant> = args
+        .variants
+        .iter()
+        .copied()
+        .filter(|v| v.is_available(ctx.device.features()))
+        .collect();
     for v in &args.variants {
         if !variants.contains(v) {
             eprintln!("skipping {v:?}: not available on this device");
@@ -205,7 +221,10 @@ fn main() {
             let t = Instant::now();
             let scene = Scene::random(n as u64 ^ 0x5eed, n, CameraKind::InfiniteReverseZ, Some(fraction));
             let frustum = scene.frustum().unwrap();
-            eprintln!("n={n} visible~{fraction}: scene in {:.1}s", t.elapsed().as_secs_f32());
+            eprintln!(
+                "n={n} visible~{fraction}: scene in {:.1}s",
+                t.elapsed().as_secs_f32()
+            );
             for (format, cap, input, cullers) in &setups {
                 let format = *format;
                 if n > *cap as usize {
@@ -220,7 +239,12 @@ fn main() {
                     (0..cpu_runs)
                         .map(|_| {
                             let t = Instant::now();
-                            std::hint::black_box(cull_core::cpu::cull(format, &bytes, scene.bounds, &frustum));
+                            std::hint::black_box(cull_core::cpu::cull(
+                                format,
+                                &bytes,
+                                scene.bounds,
+                                &frustum,
+                            ));
                             t.elapsed().as_secs_f64() * 1e6
                         })
                         .collect(),
@@ -231,18 +255,33 @@ fn main() {
                     &bytes[i * stride..(i + 1) * stride]
                 }));
                 input.write(&ctx.queue, 0, &bytes).unwrap();
-                let params = CullParams { frustum, local_bounds: scene.bounds, count: n as u32 };
+                let params = CullParams {
+                    frustum,
+                    local_bounds: scene.bounds,
+                    count: n as u32,
+                };
                 for (culler, target) in cullers {
                     let variant = culler.variant();
                     let run = || {
                         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-                        culler.cull(&mut encoder, &ctx.queue, input, target, &params).unwrap();
+                        culler
+                            .cull(&mut encoder, &ctx.queue, input, target, &params)
+                            .unwrap();
                         ctx.queue.submit([encoder.finish()]);
                         target.read_timings(&ctx.device).unwrap()
                     };
                     run();
                     let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-                    let correct = check(&ctx, target, args.output, format, &bytes, &reference, expected, visible);
+                    let correct = check(
+                        &ctx,
+                        target,
+                        args.output,
+                        format,
+                        &bytes,
+                        &reference,
+                        expected,
+                        visible,
+                    );
                     let out_stride = args.output.stride(format);
                     let bytes_moved = n as u64 * format.stride() + visible as u64 * out_stride + 4;
                     let copy_us = roofline.copy_us(
@@ -299,7 +338,11 @@ fn main() {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("bench.md"), &table).unwrap();
         let json = serde_json::json!({ "device": device_line, "launch_us": launch_us, "cells": cells });
-        std::fs::write(dir.join("bench.json"), serde_json::to_string_pretty(&json).unwrap()).unwrap();
+        std::fs::write(
+            dir.join("bench.json"),
+            serde_json::to_string_pretty(&json).unwrap(),
+        )
+        .unwrap();
         for format in &args.formats {
             if let Err(e) = report::plot(&cells, *format, &device_line, dir) {
                 eprintln!("plot for {format:?} failed: {e}");
@@ -334,9 +377,14 @@ fn check(
             if reference.borderline.is_empty() && fingerprint(out.par_chunks_exact(stride)) == expected {
                 return true;
             }
-            let index: std::collections::HashMap<&[u8], u32> =
-                bytes.chunks_exact(stride).enumerate().map(|(i, c)| (c, i as u32)).collect();
-            out.chunks_exact(stride).map(|c| index.get(c).copied().unwrap_or(u32::MAX)).collect()
+            let index: std::collections::HashMap<&[u8], u32> = bytes
+                .chunks_exact(stride)
+                .enumerate()
+                .map(|(i, c)| (c, i as u32))
+                .collect();
+            out.chunks_exact(stride)
+                .map(|c| index.get(c).copied().unwrap_or(u32::MAX))
+                .collect()
         }
     };
     match reference.check(&survivors) {

@@ -9,7 +9,11 @@ use std::path::Path;
 /// The table, one row per cell, with speedups over Hillis-Steele and the CPU.
 pub fn markdown(cells: &[Cell], device: &str, launch_us: f64) -> String {
     let mut s = String::new();
-    writeln!(s, "Device: {device}. Empty dispatch: {launch_us:.2} us. GPU times are timestamp-query medians.").unwrap();
+    writeln!(
+        s,
+        "Device: {device}. Empty dispatch: {launch_us:.2} us. GPU times are timestamp-query medians."
+    )
+    .unwrap();
     writeln!(s).unwrap();
     writeln!(
         s,
@@ -18,9 +22,9 @@ pub fn markdown(cells: &[Cell], device: &str, launch_us: f64) -> String {
     .unwrap();
     writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|").unwrap();
     for c in cells {
-        let baseline = cells
-            .iter()
-            .find(|b| b.variant == "hillis-steele" && b.format == c.format && b.n == c.n && b.visible == c.visible);
+        let baseline = cells.iter().find(|b| {
+            b.variant == "hillis-steele" && b.format == c.format && b.n == c.n && b.visible == c.visible
+        });
         let vs_hs = baseline.map_or("-".into(), |b| format!("{:.1}", b.gpu_us / c.gpu_us));
         writeln!(
             s,
@@ -29,7 +33,11 @@ pub fn markdown(cells: &[Cell], device: &str, launch_us: f64) -> String {
             c.format,
             c.n,
             100.0 * c.visible as f64 / c.n.max(1) as f64,
-            if c.correct { format!("{:.1}", c.gpu_us) } else { "WRONG".into() },
+            if c.correct {
+                format!("{:.1}", c.gpu_us)
+            } else {
+                "WRONG".into()
+            },
             c.gpu_min_us,
             c.gpu_max_us,
             c.ginst_per_s(),
@@ -44,8 +52,16 @@ pub fn markdown(cells: &[Cell], device: &str, launch_us: f64) -> String {
 
 /// Time against N (log-log) for one format at the visible fraction nearest
 /// 25%: a line per variant, the copy roofline and the CPU.
-pub fn plot(cells: &[Cell], format: InstanceFormat, device: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    let cells: Vec<&Cell> = cells.iter().filter(|c| c.format == format.name() && c.correct).collect();
+pub fn plot(
+    cells: &[Cell],
+    format: InstanceFormat,
+    device: &str,
+    dir: &Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let cells: Vec<&Cell> = cells
+        .iter()
+        .filter(|c| c.format == format.name() && c.correct)
+        .collect();
     if cells.is_empty() {
         return Ok(());
     }
@@ -56,7 +72,10 @@ pub fn plot(cells: &[Cell], format: InstanceFormat, device: &str, dir: &Path) ->
         .min_by(|a, b| (a - 0.25).abs().total_cmp(&(b - 0.25).abs()))
         .unwrap();
     // Cells at (roughly) that fraction.
-    let cells: Vec<&Cell> = cells.into_iter().filter(|c| (share(c) - fraction).abs() < 0.05).collect();
+    let cells: Vec<&Cell> = cells
+        .into_iter()
+        .filter(|c| (share(c) - fraction).abs() < 0.05)
+        .collect();
     let path = dir.join(format!("bench-{}.svg", format.name()));
     let root = SVGBackend::new(&path, (900, 560)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -81,7 +100,11 @@ pub fn plot(cells: &[Cell], format: InstanceFormat, device: &str, dir: &Path) ->
         .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?;
-    chart.configure_mesh().x_desc("instances (N)").y_desc("microseconds").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("instances (N)")
+        .y_desc("microseconds")
+        .draw()?;
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for c in &cells {
         match series.iter_mut().find(|(name, _)| *name == c.variant) {
@@ -112,7 +135,11 @@ pub fn plot(cells: &[Cell], format: InstanceFormat, device: &str, dir: &Path) ->
         .draw_series(LineSeries::new(cpu, RGBColor(150, 150, 150).stroke_width(1)))?
         .label("CPU (all threads)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(150, 150, 150)));
-    chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.9)).draw()?;
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .draw()?;
     root.present()?;
     Ok(())
 }

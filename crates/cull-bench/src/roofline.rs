@@ -53,7 +53,12 @@ impl Roofline {
             })
         };
         let buffer = |usage| {
-            device.create_buffer(&wgpu::BufferDescriptor { label: None, size: 16, usage, mapped_at_creation: false })
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage,
+                mapped_at_creation: false,
+            })
         };
         Self {
             copy: make("copy"),
@@ -112,7 +117,14 @@ impl Roofline {
     /// bandwidth of an allocation depends on where it lands. Where a buffer
     /// is smaller than `bytes`, the copy covers what fits and the time is
     /// scaled up to `bytes`.
-    pub fn copy_us(&self, ctx: &GpuContext, src: &wgpu::Buffer, dst: &wgpu::Buffer, bytes: u64, runs: usize) -> f64 {
+    pub fn copy_us(
+        &self,
+        ctx: &GpuContext,
+        src: &wgpu::Buffer,
+        dst: &wgpu::Buffer,
+        bytes: u64,
+        runs: usize,
+    ) -> f64 {
         let device = &ctx.device;
         let limits = device.limits();
         let wanted = bytes.max(16);
@@ -127,14 +139,19 @@ impl Roofline {
             let size = window.min(bytes - offset);
             let len = (size / 16) as u32;
             let total = len.div_ceil(1024);
-            let (x, y) = if total <= max_x { (total, 1) } else { (max_x, total.div_ceil(max_x)) };
+            let (x, y) = if total <= max_x {
+                (total, 1)
+            } else {
+                (max_x, total.div_ceil(max_x))
+            };
             let params = device.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
                 size: 16,
                 usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            ctx.queue.write_buffer(&params, 0, bytemuck::cast_slice(&[len, x, 0, 0]));
+            ctx.queue
+                .write_buffer(&params, 0, bytemuck::cast_slice(&[len, x, 0, 0]));
             let bind = |buffer| {
                 wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                     buffer,
@@ -146,9 +163,18 @@ impl Roofline {
                 label: None,
                 layout: &layout,
                 entries: &[
-                    wgpu::BindGroupEntry { binding: 0, resource: bind(src) },
-                    wgpu::BindGroupEntry { binding: 1, resource: bind(dst) },
-                    wgpu::BindGroupEntry { binding: 2, resource: params.as_entire_binding() },
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: bind(src),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: bind(dst),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: params.as_entire_binding(),
+                    },
                 ],
             });
             groups.push((group, x, y));

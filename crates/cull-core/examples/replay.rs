@@ -9,8 +9,8 @@
 
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CullInput, CullParams, CullTarget, Culler, CullerDesc, Frustum, GpuContext, Instance, InstanceFormat, OutputKind,
-    ScanVariant, Sphere,
+    CullInput, CullParams, CullTarget, Culler, CullerDesc, Frustum, GpuContext, Instance, InstanceFormat,
+    OutputKind, ScanVariant, Sphere,
 };
 use glam::{Mat4, Quat, Vec3};
 use serde::{Deserialize, Serialize};
@@ -49,7 +49,11 @@ enum Num {
 
 impl Num {
     fn new(v: f32) -> Self {
-        if v.is_finite() { Num::Float(v) } else { Num::NonFinite(v) }
+        if v.is_finite() {
+            Num::Float(v)
+        } else {
+            Num::NonFinite(v)
+        }
     }
     fn get(self) -> f32 {
         match self {
@@ -60,7 +64,13 @@ impl Num {
 
 mod non_finite {
     pub fn serialize<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(if v.is_nan() { "NaN" } else if *v > 0.0 { "inf" } else { "-inf" })
+        s.serialize_str(if v.is_nan() {
+            "NaN"
+        } else if *v > 0.0 {
+            "inf"
+        } else {
+            "-inf"
+        })
     }
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f32, D::Error> {
         let text: String = serde::Deserialize::deserialize(d)?;
@@ -68,7 +78,9 @@ mod non_finite {
             "nan" => Ok(f32::NAN),
             "inf" | "+inf" | "infinity" => Ok(f32::INFINITY),
             "-inf" | "-infinity" => Ok(f32::NEG_INFINITY),
-            _ => Err(serde::de::Error::custom(format!("{text:?} is not a number, NaN, inf or -inf"))),
+            _ => Err(serde::de::Error::custom(format!(
+                "{text:?} is not a number, NaN, inf or -inf"
+            ))),
         }
     }
 }
@@ -91,7 +103,11 @@ fn usage() -> ! {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).map(|i| args.get(i + 1).cloned().unwrap_or_else(|| usage()));
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .map(|i| args.get(i + 1).cloned().unwrap_or_else(|| usage()))
+    };
     if let Some(n) = flag("--random") {
         let camera = match flag("--camera").as_deref() {
             None | Some("infinite") => CameraKind::InfiniteReverseZ,
@@ -102,7 +118,10 @@ fn main() {
         let scene = Scene::random(1, n.parse().unwrap_or_else(|_| usage()), camera, None);
         let file = SceneFile {
             clip_from_world: scene.clip_from_world.to_cols_array(),
-            bounds: BoundsFile { center: scene.bounds.center.to_array(), radius: scene.bounds.radius },
+            bounds: BoundsFile {
+                center: scene.bounds.center.to_array(),
+                radius: scene.bounds.radius,
+            },
             max_distance: None,
             instances: scene
                 .instances
@@ -117,7 +136,9 @@ fn main() {
         println!("{}", serde_json::to_string(&file).unwrap());
         return;
     }
-    let Some(path) = args.first().filter(|a| !a.starts_with("--")) else { usage() };
+    let Some(path) = args.first().filter(|a| !a.starts_with("--")) else {
+        usage()
+    };
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
         eprintln!("{path}: {e}");
         std::process::exit(1)
@@ -149,11 +170,12 @@ fn main() {
         })
         .collect();
     let bounds = Sphere::new(Vec3::from_array(file.bounds.center), file.bounds.radius);
-    let frustum = Frustum::from_clip_from_world(Mat4::from_cols_array(&file.clip_from_world), file.max_distance)
-        .unwrap_or_else(|e| {
-            eprintln!("{e}");
-            std::process::exit(1)
-        });
+    let frustum =
+        Frustum::from_clip_from_world(Mat4::from_cols_array(&file.clip_from_world), file.max_distance)
+            .unwrap_or_else(|e| {
+                eprintln!("{e}");
+                std::process::exit(1)
+            });
     let ctx = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty()).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
@@ -165,12 +187,21 @@ fn main() {
     for &format in &formats {
         let bytes = format.encode(&instances);
         let reference = cull_core::cpu::classify(format, &bytes, bounds, &frustum);
-        let index: HashMap<&[u8], u32> =
-            bytes.chunks_exact(format.stride() as usize).enumerate().map(|(i, c)| (c, i as u32)).collect();
+        let index: HashMap<&[u8], u32> = bytes
+            .chunks_exact(format.stride() as usize)
+            .enumerate()
+            .map(|(i, c)| (c, i as u32))
+            .collect();
         let input = CullInput::new(&ctx.device, format, capacity).unwrap();
         input.write(&ctx.queue, 0, &bytes).unwrap();
         for &variant in &variants {
-            let desc = CullerDesc { variant: Some(variant), allow_fallback: false, format, output, ..Default::default() };
+            let desc = CullerDesc {
+                variant: Some(variant),
+                allow_fallback: false,
+                format,
+                output,
+                ..Default::default()
+            };
             let culler = match Culler::new(&ctx.device, &ctx.queue, &desc) {
                 Ok(c) => c,
                 Err(e) => {
@@ -180,12 +211,27 @@ fn main() {
             };
             let target = CullTarget::new(&ctx.device, &culler, capacity).unwrap();
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            culler.cull(&mut encoder, &ctx.queue, &input, &target, &CullParams { frustum, local_bounds: bounds, count }).unwrap();
+            culler
+                .cull(
+                    &mut encoder,
+                    &ctx.queue,
+                    &input,
+                    &target,
+                    &CullParams {
+                        frustum,
+                        local_bounds: bounds,
+                        count,
+                    },
+                )
+                .unwrap();
             ctx.queue.submit([encoder.finish()]);
             let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
             let out = target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
             let mut survivors: Vec<i64> = match output {
-                OutputKind::Indices => bytemuck::pod_collect_to_vec::<u8, u32>(&out).into_iter().map(i64::from).collect(),
+                OutputKind::Indices => bytemuck::pod_collect_to_vec::<u8, u32>(&out)
+                    .into_iter()
+                    .map(i64::from)
+                    .collect(),
                 // Identical instances map to the first of them; -1 means an
                 // output matching no input.
                 OutputKind::Instances => out

@@ -132,6 +132,7 @@ pub struct CullTarget {
     draw_args: wgpu::Buffer,
     params: wgpu::Buffer,
     scratch: Option<[wgpu::Buffer; 3]>,
+    scan_state: Option<wgpu::Buffer>,
     timing: Option<TimingQueries>,
     timestamp_period: f32,
 }
@@ -181,6 +182,17 @@ impl CullTarget {
                 })
             })
         });
+        let scan_state = (culler.variant() == crate::ScanVariant::Ordered).then(|| {
+            // Tile counter, chunk base, then a status word per tile of a chunk
+            // (plus the surplus workgroups of a two-dimensional dispatch).
+            let (x, y) = culler.dispatch_dims(culler.groups_for(capacity.min(window_len)));
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("cull-lookback-state"),
+                size: (2 + x as u64 * y as u64) * 4,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
         let timing = culler
             .records_timestamps()
             .then(|| TimingQueries::new(device, windows * culler.passes_per_chunk()));
@@ -194,6 +206,7 @@ impl CullTarget {
             draw_args,
             params,
             scratch,
+            scan_state,
             timing,
             timestamp_period: culler.timestamp_period(),
         })
@@ -259,6 +272,10 @@ impl CullTarget {
 
     pub(crate) fn params_buffer(&self) -> &wgpu::Buffer {
         &self.params
+    }
+
+    pub(crate) fn scan_state(&self) -> Option<&wgpu::Buffer> {
+        self.scan_state.as_ref()
     }
 
     pub(crate) fn scan_scratch(&self) -> Option<&[wgpu::Buffer; 3]> {

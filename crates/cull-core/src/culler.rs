@@ -13,10 +13,11 @@ use std::sync::{Arc, Mutex};
 /// Most output bindings one batch may span (see `emit()` in the shaders):
 /// a batch can hold up to this many times the device's largest storage binding.
 pub const MAX_OUTPUT_WINDOWS: u32 = 4;
-/// Threads per workgroup in every pass.
-pub(crate) const WORKGROUP_SIZE: u32 = 256;
-/// Instances per workgroup in the single-pass variants (`ITEMS` = 4 per thread).
-pub(crate) const FUSED_TILE: u32 = WORKGROUP_SIZE * 4;
+/// Instances each thread of the single-pass variants handles (`ITEMS` in the shaders).
+pub(crate) const ITEMS_PER_THREAD: u32 = 4;
+/// Status words carry 30-bit counts (`shaders/ordered.wgsl`), so no chunk may
+/// hold more instances than this.
+const MAX_CHUNK_LEN: u32 = (1 << 30) - 1;
 /// Dynamic uniform offsets must be multiples of this on every device.
 pub(crate) const PARAMS_STRIDE: u64 = 256;
 
@@ -42,16 +43,34 @@ impl OutputKind {
     }
 }
 
-/// Limits that bound how a batch is split into chunks. `None` takes the
-/// device's limit. Smaller values exercise the multi-binding and
-/// two-dimensional-dispatch paths at small sizes (the tests do this).
+/// Knobs that bound how a batch is split into chunks and tiles. `None`
+/// takes the device's limit or the default. Smaller values exercise the
+/// multi-binding, two-dimensional-dispatch and look-back paths at small
+/// sizes (the tests do this); programs rarely need them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ChunkLimits {
+pub struct Tuning {
     /// Largest storage binding, in bytes.
     pub max_binding_size: Option<u64>,
     /// Largest dispatch along one dimension, in workgroups.
     pub max_workgroups_per_dimension: Option<u32>,
+    /// Threads per workgroup: a power of two from 32 to 256 (the default),
+    /// and at least the subgroup size for the subgroup variants. A tile is
+    /// four times as many instances.
+    pub workgroup_size: Option<u32>,
+    /// [`ScanVariant::Ordered`]: how many times a tile polls a predecessor
+    /// that has published nothing before counting that tile's survivors
+    /// itself (default 256; 0 always counts, which tests the fallback).
+    pub lookback_spin_limit: Option<u32>,
+    /// [`ScanVariant::Ordered`], for testing the fallback: tiles whose ID has
+    /// any of these bits set publish nothing, so their successors must
+    /// count their survivors themselves. 0 (the default) for real use.
+    pub lookback_silent_tiles: u32,
 }
+
+/// Default threads per workgroup.
+pub const DEFAULT_WORKGROUP_SIZE: u32 = 256;
+/// Default polls of a silent predecessor before the ordered variant's fallback.
+pub const DEFAULT_LOOKBACK_SPIN_LIMIT: u32 = 256;
 
 /// How to build a [`Culler`].
 #[derive(Clone, Debug)]
@@ -67,8 +86,8 @@ pub struct CullerDesc {
     pub output: OutputKind,
     /// Record GPU timestamps per pass when the device has `TIMESTAMP_QUERY`.
     pub timestamps: bool,
-    /// Chunking limits.
-    pub limits: ChunkLimits,
+    /// Chunk and tile sizes.
+    pub tuning: Tuning,
 }
 
 impl Default for CullerDesc {
@@ -79,7 +98,7 @@ impl Default for CullerDesc {
             format: InstanceFormat::default(),
             output: OutputKind::default(),
             timestamps: true,
-            limits: ChunkLimits::default(),
+            tuning: Tuning::default(),
         }
     }
 }
@@ -130,6 +149,9 @@ pub struct Culler {
     output: OutputKind,
     window_len: u32,
     max_groups: u32,
+    workgroup_size: u32,
+    spin_limit: u32,
+    silent_tiles: u32,
     timestamps: bool,
     timestamp_period: f32,
     /// Pipelines by number of output windows, compiled when a target first needs them.
@@ -142,20 +164,27 @@ impl Culler {
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, desc: &CullerDesc) -> Result<Self, CullError> {
         let variant = ScanVariant::resolve(desc.variant, device.features(), desc.allow_fallback)?;
         let limits = device.limits();
+        let workgroup_size = desc.tuning.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE);
+        if !(workgroup_size.is_power_of_two() && (32..=256).contains(&workgroup_size)) {
+            return Err(CullError::InvalidParameter(
+                "workgroup_size must be a power of two from 32 to 256",
+            ));
+        }
+        let tile = workgroup_size * ITEMS_PER_THREAD;
         let binding = desc
-            .limits
+            .tuning
             .max_binding_size
             .unwrap_or(u64::MAX)
             .min(limits.max_storage_buffer_binding_size);
         let widest = desc.format.stride().max(desc.output.stride(desc.format));
-        let window_len = (binding / widest).min(u32::MAX as u64 / 2) as u32 / FUSED_TILE * FUSED_TILE;
+        let window_len = (binding / widest).min(MAX_CHUNK_LEN as u64) as u32 / tile * tile;
         if window_len == 0 {
             return Err(CullError::InvalidParameter(
                 "max_binding_size holds less than one workgroup tile",
             ));
         }
         let max_groups = desc
-            .limits
+            .tuning
             .max_workgroups_per_dimension
             .unwrap_or(u32::MAX)
             .min(limits.max_compute_workgroups_per_dimension)
@@ -169,6 +198,12 @@ impl Culler {
             output: desc.output,
             window_len,
             max_groups,
+            workgroup_size,
+            spin_limit: desc
+                .tuning
+                .lookback_spin_limit
+                .unwrap_or(DEFAULT_LOOKBACK_SPIN_LIMIT),
+            silent_tiles: desc.tuning.lookback_silent_tiles,
             timestamps,
             timestamp_period: queue.get_timestamp_period(),
             pipelines: Mutex::new(vec![None; MAX_OUTPUT_WINDOWS as usize]),
@@ -200,6 +235,16 @@ impl Culler {
     /// Whether targets of this culler record timestamps.
     pub fn records_timestamps(&self) -> bool {
         self.timestamps
+    }
+
+    /// Threads per workgroup.
+    pub fn workgroup_size(&self) -> u32 {
+        self.workgroup_size
+    }
+
+    /// Instances per workgroup of the single-pass variants.
+    pub fn tile_len(&self) -> u32 {
+        self.workgroup_size * ITEMS_PER_THREAD
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -234,13 +279,16 @@ impl Culler {
         if let Some(p) = slot {
             return Ok(p.clone());
         }
-        let p = Arc::new(Pipelines::new(
-            &self.device,
-            self.variant,
-            self.format,
-            self.output,
+        let shape = crate::shader::ModuleShape {
+            variant: self.variant,
+            format: self.format,
+            output: self.output,
             windows,
-        )?);
+            workgroup_size: self.workgroup_size,
+            spin_limit: self.spin_limit,
+            silent_tiles: self.silent_tiles,
+        };
+        let p = Arc::new(Pipelines::new(&self.device, shape)?);
         *slot = Some(p.clone());
         Ok(p)
     }
@@ -366,8 +414,8 @@ impl Culler {
     /// Workgroups a chunk of `len` instances needs.
     pub(crate) fn groups_for(&self, len: u32) -> u32 {
         let per_group = match self.variant {
-            ScanVariant::HillisSteele => WORKGROUP_SIZE,
-            _ => FUSED_TILE,
+            ScanVariant::HillisSteele => self.workgroup_size,
+            _ => self.tile_len(),
         };
         len.div_ceil(per_group)
     }

@@ -82,7 +82,7 @@ pub mod variant;
 
 pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE};
 pub use context::GpuContext;
-pub use culler::{ChunkLimits, CullParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, OutputKind};
+pub use culler::{CullParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, OutputKind, Tuning};
 pub use error::CullError;
 pub use frustum::{Frustum, Sphere};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};

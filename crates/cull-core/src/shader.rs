@@ -24,20 +24,27 @@ fn output_source(output: OutputKind) -> &'static str {
     }
 }
 
+/// The workgroup scan of a tile, shared by the block-atomic and ordered variants.
+#[cfg(any(feature = "block-atomic", feature = "ordered"))]
+const TILE_SCAN: &str = include_str!("../shaders/tile_scan.wgsl");
+
 /// The variant's own passes; `None` when compiled out.
-fn variant_source(variant: ScanVariant) -> Option<&'static str> {
-    match variant {
+fn variant_source(variant: ScanVariant) -> Option<String> {
+    let source: String = match variant {
         #[cfg(feature = "hillis-steele")]
-        ScanVariant::HillisSteele => Some(include_str!("../shaders/hillis_steele.wgsl")),
+        ScanVariant::HillisSteele => include_str!("../shaders/hillis_steele.wgsl").into(),
         #[cfg(feature = "block-atomic")]
-        ScanVariant::BlockAtomic => Some(include_str!("../shaders/block_atomic.wgsl")),
+        ScanVariant::BlockAtomic => [TILE_SCAN, include_str!("../shaders/block_atomic.wgsl")].join("\n"),
+        #[cfg(feature = "ordered")]
+        ScanVariant::Ordered => [TILE_SCAN, include_str!("../shaders/ordered.wgsl")].join("\n"),
         #[cfg(feature = "subgroup-ballot")]
-        ScanVariant::SubgroupBallot => Some(include_str!("../shaders/subgroup_ballot.wgsl")),
+        ScanVariant::SubgroupBallot => include_str!("../shaders/subgroup_ballot.wgsl").into(),
         #[cfg(feature = "subgroup-shuffle")]
-        ScanVariant::SubgroupShuffle => Some(include_str!("../shaders/subgroup_shuffle.wgsl")),
+        ScanVariant::SubgroupShuffle => include_str!("../shaders/subgroup_shuffle.wgsl").into(),
         #[allow(unreachable_patterns)]
-        _ => None,
-    }
+        _ => return None,
+    };
+    Some(source)
 }
 
 /// First binding of the output windows; windows take the next ones.
@@ -77,24 +84,49 @@ fn emit_source(windows: u32) -> String {
     s
 }
 
-/// The full module for one variant, format, output kind and window count.
-pub(crate) fn compose(
-    variant: ScanVariant,
-    format: InstanceFormat,
-    output: OutputKind,
-    windows: u32,
-) -> Option<String> {
-    let variant = variant_source(variant)?;
-    Some(
-        [
-            COMMON,
-            format_source(format),
-            output_source(output),
-            &emit_source(windows),
-            variant,
-        ]
-        .join("\n"),
-    )
+/// What one shader module is specialized for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ModuleShape {
+    pub variant: ScanVariant,
+    pub format: InstanceFormat,
+    pub output: OutputKind,
+    /// Output bindings.
+    pub windows: u32,
+    /// Threads per workgroup (`WORKGROUP_SIZE`).
+    pub workgroup_size: u32,
+    /// The ordered variant's polls before falling back (`SPIN_LIMIT`).
+    pub spin_limit: u32,
+    /// Tiles that publish nothing (`SILENT_TILES`, for tests).
+    pub silent_tiles: u32,
+}
+
+/// Replaces the value of `const NAME: u32 = ...;` in WGSL source.
+fn set_const(src: &str, name: &str, value: u32) -> String {
+    let key = format!("const {name}: u32 = ");
+    match src.find(&key) {
+        Some(start) => {
+            let from = start + key.len();
+            let end = from + src[from..].find(';').expect("a const ends with ;");
+            format!("{}{value}u{}", &src[..from], &src[end..])
+        }
+        None => src.to_owned(),
+    }
+}
+
+/// The full module for one shape.
+pub(crate) fn compose(shape: ModuleShape) -> Option<String> {
+    let variant = variant_source(shape.variant)?;
+    let source = [
+        COMMON,
+        format_source(shape.format),
+        output_source(shape.output),
+        &emit_source(shape.windows),
+        &variant,
+    ]
+    .join("\n");
+    let source = set_const(&source, "WORKGROUP_SIZE", shape.workgroup_size);
+    let source = set_const(&source, "SPIN_LIMIT", shape.spin_limit);
+    Some(set_const(&source, "SILENT_TILES", shape.silent_tiles))
 }
 
 #[cfg(test)]
@@ -112,7 +144,17 @@ mod tests {
             for format in InstanceFormat::ALL {
                 for output in [OutputKind::Instances, OutputKind::Indices] {
                     for windows in 1..=crate::culler::MAX_OUTPUT_WINDOWS {
-                        let src = compose(variant, format, output, windows).unwrap();
+                        let shape = ModuleShape {
+                            variant,
+                            format,
+                            output,
+                            windows,
+                            workgroup_size: 64,
+                            spin_limit: 3,
+                            silent_tiles: 1,
+                        };
+                        let src = compose(shape).unwrap();
+                        assert!(src.contains("const WORKGROUP_SIZE: u32 = 64u;"));
                         let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
                             panic!(
                                 "{variant:?}/{format:?}/{output:?}/{windows}: {}",

@@ -19,6 +19,13 @@ pub enum ScanVariant {
     /// One pass like [`Self::BlockAtomic`], with the scan done in registers by
     /// subgroup shuffles. Needs [`wgpu::Features::SUBGROUP`]. Order not preserved.
     SubgroupShuffle,
+    /// One pass with **order preserved**: tiles take IDs from an atomic
+    /// counter and chain their prefixes by decoupled look-back, a tile that
+    /// waits too long on a predecessor counting that predecessor's survivors
+    /// itself (decoupled fallback), so no forward progress between
+    /// workgroups is assumed. Survivors come out in their original order,
+    /// every frame.
+    Ordered,
 }
 
 impl ScanVariant {
@@ -38,6 +45,7 @@ impl ScanVariant {
             Self::BlockAtomic => "block-atomic",
             Self::SubgroupBallot => "subgroup-ballot",
             Self::SubgroupShuffle => "subgroup-shuffle",
+            Self::Ordered => "ordered",
         }
     }
 
@@ -58,6 +66,7 @@ impl ScanVariant {
             Self::BlockAtomic => cfg!(feature = "block-atomic"),
             Self::SubgroupBallot => cfg!(feature = "subgroup-ballot"),
             Self::SubgroupShuffle => cfg!(feature = "subgroup-shuffle"),
+            Self::Ordered => cfg!(feature = "ordered"),
         }
     }
 
@@ -70,7 +79,7 @@ impl ScanVariant {
     pub const fn required_features(self) -> wgpu::Features {
         match self {
             Self::SubgroupBallot | Self::SubgroupShuffle => wgpu::Features::SUBGROUP,
-            Self::HillisSteele | Self::BlockAtomic => wgpu::Features::empty(),
+            Self::HillisSteele | Self::BlockAtomic | Self::Ordered => wgpu::Features::empty(),
         }
     }
 
@@ -81,7 +90,7 @@ impl ScanVariant {
 
     /// Whether survivors keep their original order.
     pub const fn preserves_order(self) -> bool {
-        matches!(self, Self::HillisSteele)
+        matches!(self, Self::HillisSteele | Self::Ordered)
     }
 
     /// The fastest compiled-in variant that runs with these device features.

@@ -7,9 +7,9 @@ mod hillis_steele;
 
 use crate::buffers::{CullInput, CullTarget};
 use crate::culler::{Chunk, Culler, GpuParams};
-use crate::shader::{self, FIRST_OUTPUT_BINDING};
+use crate::shader::{self, FIRST_OUTPUT_BINDING, ModuleShape};
 use crate::timing::Recorder;
-use crate::{CullError, InstanceFormat, OutputKind, ScanVariant};
+use crate::{CullError, ScanVariant};
 
 /// The compiled passes for one variant, format, output kind and window count.
 pub(crate) struct Pipelines {
@@ -23,18 +23,12 @@ enum Passes {
 }
 
 impl Pipelines {
-    pub fn new(
-        device: &wgpu::Device,
-        variant: ScanVariant,
-        format: InstanceFormat,
-        output: OutputKind,
-        windows: u32,
-    ) -> Result<Self, CullError> {
-        let source =
-            shader::compose(variant, format, output, windows).ok_or(CullError::VariantNotCompiled {
-                variant,
-                feature: variant.feature(),
-            })?;
+    pub fn new(device: &wgpu::Device, shape: ModuleShape) -> Result<Self, CullError> {
+        let ModuleShape { variant, windows, .. } = shape;
+        let source = shader::compose(shape).ok_or(CullError::VariantNotCompiled {
+            variant,
+            feature: variant.feature(),
+        })?;
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(variant.name()),
             source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -43,7 +37,8 @@ impl Pipelines {
             ScanVariant::HillisSteele => {
                 Passes::HillisSteele(hillis_steele::HillisSteelePasses::new(device, &module, windows))
             }
-            _ => Passes::Fused(fused::FusedPass::new(device, &module, windows)),
+            ScanVariant::Ordered => Passes::Fused(fused::FusedPass::new(device, &module, windows, true)),
+            _ => Passes::Fused(fused::FusedPass::new(device, &module, windows, false)),
         };
         Ok(Self { windows, passes })
     }

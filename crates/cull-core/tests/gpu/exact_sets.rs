@@ -1,7 +1,7 @@
 //! Every variant x format x output kind x camera x size, as exact sets.
 
 use crate::harness::*;
-use cull_core::{ChunkLimits, InstanceFormat, OutputKind};
+use cull_core::{InstanceFormat, OutputKind, Tuning};
 
 const SIZES: [usize; 9] = [0, 1, 2, 255, 256, 257, 1023, 1025, 100_003];
 
@@ -10,7 +10,7 @@ fn check_all(output: OutputKind) {
     let mut runs = 0;
     for variant in variants(ctx) {
         for format in InstanceFormat::ALL {
-            let culler = culler(ctx, variant, format, output, ChunkLimits::default());
+            let culler = culler(ctx, variant, format, output, Tuning::default());
             for (c, camera) in Camera::ALL.into_iter().enumerate() {
                 for (s, &size) in SIZES.iter().enumerate() {
                     let scene = edge_scene((c * 100 + s) as u64, size, camera, format);

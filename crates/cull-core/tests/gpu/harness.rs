@@ -4,8 +4,8 @@
 use cull_core::cpu::Reference;
 use cull_core::scene::{CameraKind, Scene, SceneRng};
 use cull_core::{
-    ChunkLimits, CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat,
-    OutputKind, ScanVariant,
+    CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind,
+    ScanVariant, Tuning,
 };
 use glam::{Vec3, Vec4Swizzles};
 use std::collections::HashMap;
@@ -92,7 +92,7 @@ pub fn culler(
     variant: ScanVariant,
     format: InstanceFormat,
     output: OutputKind,
-    limits: ChunkLimits,
+    tuning: Tuning,
 ) -> Culler {
     let desc = CullerDesc {
         variant: Some(variant),
@@ -100,7 +100,7 @@ pub fn culler(
         format,
         output,
         timestamps: true,
-        limits,
+        tuning,
     };
     Culler::new(&ctx.device, &ctx.queue, &desc).unwrap()
 }

@@ -2,7 +2,7 @@
 //! dimension holds, and batches larger than one storage binding.
 
 use crate::harness::*;
-use cull_core::{ChunkLimits, InstanceFormat, OutputKind};
+use cull_core::{InstanceFormat, OutputKind, Tuning};
 
 /// Forced small limits exercise the same code paths at small sizes: a
 /// dispatch wider than 7 workgroups wraps into y, and a binding of 128 KiB
@@ -10,9 +10,10 @@ use cull_core::{ChunkLimits, InstanceFormat, OutputKind};
 #[test]
 fn chunked_and_two_dimensional_dispatch_with_small_limits() {
     let ctx = gpu();
-    let limits = ChunkLimits {
+    let limits = Tuning {
         max_binding_size: Some(128 << 10),
         max_workgroups_per_dimension: Some(7),
+        ..Default::default()
     };
     for variant in variants(ctx) {
         for format in InstanceFormat::ALL {

@@ -9,5 +9,6 @@ mod exact_sets;
 mod fallback;
 mod harness;
 mod large;
+mod ordered;
 mod subgroups;
 mod timing;

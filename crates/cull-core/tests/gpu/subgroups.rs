@@ -69,7 +69,13 @@ fn subgroup_variants_at_this_width() {
             "LP_NATIVE_VECTOR_WIDTH did not give the expected subgroup size"
         );
     }
-    for variant in [ScanVariant::SubgroupBallot, ScanVariant::SubgroupShuffle] {
+    // The ordered variant uses no subgroup operations, but its look-back
+    // runs under the same driver scheduling: check it at every width too.
+    for variant in [
+        ScanVariant::SubgroupBallot,
+        ScanVariant::SubgroupShuffle,
+        ScanVariant::Ordered,
+    ] {
         if !variant.is_compiled() {
             continue;
         }

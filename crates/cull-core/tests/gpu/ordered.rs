@@ -1,0 +1,81 @@
+//! The ordered variant: exactly the stable compaction, also with many tiny
+//! tiles and with the look-back's fallback forced.
+
+use crate::harness::*;
+use cull_core::{InstanceFormat, OutputKind, ScanVariant, Tuning};
+
+fn assert_ordered(what: &str, scene: &cull_core::scene::Scene, format: InstanceFormat, survivors: &[u32]) {
+    let reference = reference(scene, format);
+    assert_exact(what, &reference, survivors);
+    assert!(
+        survivors.windows(2).all(|w| w[0] < w[1]),
+        "{what}: survivors out of order"
+    );
+}
+
+/// Workgroups of 32 threads make tiles of 128 instances: 100,003 instances
+/// are 782 tiles racing through the look-back, with spin limits from
+/// "never wait" to the default, and with every other tile (or three in
+/// four) publishing nothing, so their successors must count them.
+#[cfg(feature = "ordered")]
+#[test]
+fn ordered_stress_tiny_tiles_and_forced_fallback() {
+    let ctx = gpu();
+    let format = InstanceFormat::PosQuat;
+    let scenes: Vec<_> = [1_000usize, 100_003]
+        .into_iter()
+        .enumerate()
+        .map(|(s, n)| edge_scene(40 + s as u64, n, Camera::InfiniteReverseZ, format))
+        .collect();
+    for (spin, silent) in [(0, 0), (0, 1), (0, 3), (4, 1), (256, 0), (256, 0b101)] {
+        let tuning = Tuning {
+            workgroup_size: Some(32),
+            lookback_spin_limit: Some(spin),
+            lookback_silent_tiles: silent,
+            ..Default::default()
+        };
+        for output in [OutputKind::Indices, OutputKind::Instances] {
+            let culler = culler(ctx, ScanVariant::Ordered, format, output, tuning);
+            for scene in &scenes {
+                let n = scene.instances.len();
+                for repeat in 0..3 {
+                    let survivors = run(ctx, &culler, scene, n as u32);
+                    assert_ordered(
+                        &format!("spin {spin} silent {silent:#b} {output:?} n={n} #{repeat}"),
+                        scene,
+                        format,
+                        &survivors,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Chunks (small bindings) and a two-dimensional dispatch with surplus
+/// workgroups, which take tile IDs too and must not disturb the chain.
+#[cfg(feature = "ordered")]
+#[test]
+fn ordered_across_chunks_and_surplus_workgroups() {
+    let ctx = gpu();
+    let tuning = Tuning {
+        max_binding_size: Some(64 << 10),
+        max_workgroups_per_dimension: Some(5),
+        workgroup_size: Some(32),
+        ..Default::default()
+    };
+    for format in InstanceFormat::ALL {
+        let culler = culler(ctx, ScanVariant::Ordered, format, OutputKind::Indices, tuning);
+        let chunk = culler.chunk_len() as usize;
+        for n in [chunk - 3, 2 * chunk + 129, 4 * chunk] {
+            let scene = edge_scene(n as u64, n, Camera::Perspective, format);
+            let survivors = run(ctx, &culler, &scene, (4 * chunk) as u32);
+            assert_ordered(
+                &format!("{format:?} n={n} chunk={chunk}"),
+                &scene,
+                format,
+                &survivors,
+            );
+        }
+    }
+}

@@ -1,0 +1,141 @@
+// Ordered: one pass, survivors in their original order. A chained scan with
+// decoupled look-back (Merrill & Garland 2016) in the portable "decoupled
+// fallback" form, which assumes no forward progress between workgroups:
+//
+// 1. A workgroup takes the next tile ID from an atomic counter, so tile t's
+//    predecessors have all started before it, whatever the dispatch order.
+// 2. It scans its tile (tile_scan.wgsl) and publishes the tile's aggregate
+//    (its survivor count) in the tile's status word.
+// 3. It walks back over its predecessors' status words, adding aggregates
+//    until it meets an inclusive prefix. A predecessor that has published
+//    nothing within SPIN_LIMIT polls is not waited for: the workgroup counts
+//    that tile's survivors itself from the (read-only) instances and goes on.
+//    Every wait is bounded, so the pass finishes however workgroups are
+//    scheduled.
+// 4. It publishes its inclusive prefix and writes its survivors at
+//    base + exclusive prefix + rank within the tile.
+//
+// Status words hold a flag in the top two bits and a 30-bit count below;
+// atomicMax publishes them, so a status only ever moves from nothing to
+// aggregate to prefix, and an aggregate counted by a successor (the same
+// value) can never overwrite a prefix. WGSL atomics are relaxed: that is
+// enough, since each word carries its whole message.
+
+const FLAG_AGGREGATE: u32 = 0x40000000u;
+const FLAG_PREFIX: u32 = 0x80000000u;
+const VALUE_MASK: u32 = 0x3fffffffu;
+// Polls of a silent predecessor before counting it (set by Rust).
+const SPIN_LIMIT: u32 = 256u;
+// Testing only: tiles whose ID has any of these bits set publish nothing,
+// which forces their successors through the fallback. 0 in real use.
+const SILENT_TILES: u32 = 0u;
+
+// [0]: next tile ID; [1]: the visible count before this chunk; [2 + t]: tile t's status.
+@group(0) @binding(10) var<storage, read_write> scan_state: array<atomic<u32>>;
+
+var<workgroup> tile_id: u32;
+var<workgroup> polled: u32;
+var<workgroup> recount: atomic<u32>;
+var<workgroup> recounted: u32;
+
+// The survivors of tile `t`, counted by the whole workgroup (the fallback).
+fn count_tile(t: u32, lid: u32) -> u32 {
+    let i0 = t * TILE + lid;
+    let i1 = i0 + WORKGROUP_SIZE;
+    let i2 = i1 + WORKGROUP_SIZE;
+    let i3 = i2 + WORKGROUP_SIZE;
+    let n = u32(vote(i0)) + u32(vote(i1)) + u32(vote(i2)) + u32(vote(i3));
+    workgroupBarrier();
+    if lid == 0u {
+        atomicStore(&recount, 0u);
+    }
+    workgroupBarrier();
+    if n > 0u {
+        atomicAdd(&recount, n);
+    }
+    workgroupBarrier();
+    if lid == 0u {
+        recounted = atomicLoad(&recount);
+    }
+    return workgroupUniformLoad(&recounted);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn cull(@builtin(local_invocation_index) lid: u32) {
+    if lid == 0u {
+        tile_id = atomicAdd(&scan_state[0], 1u);
+    }
+    let tile = workgroupUniformLoad(&tile_id);
+    let tiles = (params.chunk_len + TILE - 1u) / TILE;
+    if tile >= tiles {
+        return; // a surplus workgroup of a two-dimensional dispatch
+    }
+    let i0 = tile * TILE + lid;
+    let i1 = i0 + WORKGROUP_SIZE;
+    let i2 = i1 + WORKGROUP_SIZE;
+    let i3 = i2 + WORKGROUP_SIZE;
+    let d0 = load_item(i0);
+    let d1 = load_item(i1);
+    let d2 = load_item(i2);
+    let d3 = load_item(i3);
+    let votes = pack_votes(vec4<bool>(vote_item(i0, d0), vote_item(i1, d1), vote_item(i2, d2), vote_item(i3, d3)));
+    let ranks = scan_tile(lid, votes);
+    let totals = workgroupUniformLoad(&tile_totals);
+    let aggregate = totals.x + totals.y + totals.z + totals.w;
+    let publish = (tile & SILENT_TILES) == 0u;
+    if lid == 0u && publish {
+        let status = select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u) | aggregate;
+        atomicMax(&scan_state[2u + tile], status);
+    }
+
+    // Look back from the nearest predecessor.
+    var exclusive = 0u;
+    var pred = tile;
+    loop {
+        if pred == 0u {
+            break;
+        }
+        let status_index = 2u + pred - 1u;
+        workgroupBarrier(); // everyone has read the previous poll
+        if lid == 0u {
+            var s = atomicLoad(&scan_state[status_index]);
+            for (var spin = 0u; spin < SPIN_LIMIT && s == 0u; spin += 1u) {
+                s = atomicLoad(&scan_state[status_index]);
+            }
+            polled = s;
+        }
+        let s = workgroupUniformLoad(&polled);
+        if (s & FLAG_PREFIX) != 0u {
+            exclusive += s & VALUE_MASK;
+            break;
+        }
+        var predecessor_aggregate = s & VALUE_MASK;
+        if (s & FLAG_AGGREGATE) == 0u {
+            // Silent predecessor: count its survivors here, and publish them
+            // to spare the tiles behind this one the same work.
+            predecessor_aggregate = count_tile(pred - 1u, lid);
+            if lid == 0u {
+                atomicMax(&scan_state[status_index], FLAG_AGGREGATE | predecessor_aggregate);
+            }
+        }
+        exclusive += predecessor_aggregate;
+        pred -= 1u;
+    }
+
+    let base = atomicLoad(&scan_state[1]);
+    if lid == 0u {
+        if tile > 0u && publish {
+            atomicMax(&scan_state[2u + tile], FLAG_PREFIX | (exclusive + aggregate));
+        }
+        if tile == tiles - 1u {
+            // The last tile knows the chunk's total; no other tile reads
+            // draw_args in this pass (they read the base from scan_state[1]).
+            atomicStore(&draw_args[1], base + exclusive + aggregate);
+        }
+    }
+    let slots = vec4<u32>(base + exclusive) + row_offsets(totals) + ranks;
+    if (votes & 0xffu) != 0u { emit(slots.x, i0, d0); }
+    if (votes & 0xff00u) != 0u { emit(slots.y, i1, d1); }
+    if (votes & 0xff0000u) != 0u { emit(slots.z, i2, d2); }
+    if (votes & 0xff000000u) != 0u { emit(slots.w, i3, d3); }
+}

@@ -1,0 +1,46 @@
+// The workgroup scan of one tile, shared by the block-atomic and ordered
+// variants. A tile is ITEMS rows of WORKGROUP_SIZE instances: thread t
+// holds index tile_start + k * WORKGROUP_SIZE + t of row k, so loads and
+// stores coalesce, and ranks taken row after row are the instances' order
+// within the tile. A thread's four row votes are packed as the bytes of one
+// u32, so one scan yields every row's prefix at once (SWAR: an exclusive
+// prefix over at most 256 threads is at most 255, so bytes never carry).
+// The scan rakes: RAKES threads each scan RAKE_LEN counts serially, then one
+// thread scans the rake totals: 3 barriers instead of 2 * log2(threads).
+
+const RAKE_LEN: u32 = 16u;
+const RAKES: u32 = WORKGROUP_SIZE / RAKE_LEN;
+
+var<workgroup> counts: array<u32, WORKGROUP_SIZE>;
+var<workgroup> rake_prefix: array<u32, RAKES>;
+var<workgroup> tile_totals: vec4<u32>;
+
+// This thread's exclusive rank in each row, given its packed votes; the
+// rows' totals are left in tile_totals. Every thread of the workgroup must
+// call it.
+fn scan_tile(lid: u32, votes: u32) -> vec4<u32> {
+    counts[lid] = votes;
+    workgroupBarrier();
+    if lid < RAKES {
+        var sum = 0u;
+        for (var j = 0u; j < RAKE_LEN; j += 1u) {
+            sum += counts[lid * RAKE_LEN + j];
+            counts[lid * RAKE_LEN + j] = sum; // inclusive within the rake
+        }
+        rake_prefix[lid] = sum;
+    }
+    workgroupBarrier();
+    if lid == 0u {
+        var prefix = 0u;
+        var totals = vec4<u32>(0u);
+        for (var r = 0u; r < RAKES; r += 1u) {
+            let t = rake_prefix[r];
+            rake_prefix[r] = prefix; // exclusive
+            prefix += t;
+            totals += unpack_bytes(t);
+        }
+        tile_totals = totals;
+    }
+    workgroupBarrier();
+    return unpack_bytes(rake_prefix[lid / RAKE_LEN] + counts[lid] - votes);
+}
