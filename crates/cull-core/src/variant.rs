@@ -31,10 +31,11 @@ pub enum ScanVariant {
 impl ScanVariant {
     /// Every variant, compiled in or not, fastest first (the order
     /// [`Self::best_available`] prefers; see `docs/benchmarks.md`).
-    pub const ALL: [ScanVariant; 4] = [
+    pub const ALL: [ScanVariant; 5] = [
         Self::SubgroupBallot,
         Self::SubgroupShuffle,
         Self::BlockAtomic,
+        Self::Ordered,
         Self::HillisSteele,
     ];
 
