@@ -6,12 +6,12 @@
 //    predecessors have all started before it, whatever the dispatch order.
 // 2. It scans its tile (tile_scan.wgsl) and publishes the tile's aggregate
 //    (its survivor count) in the tile's status word.
-// 3. It walks back over its predecessors' status words, adding aggregates
-//    until it meets an inclusive prefix. A predecessor that has published
-//    nothing within SPIN_LIMIT polls is not waited for: the workgroup counts
-//    that tile's survivors itself from the (read-only) instances and goes on.
-//    Every wait is bounded, so the pass finishes however workgroups are
-//    scheduled.
+// 3. It walks back over its predecessors' status words, 32 at a time,
+//    adding aggregates until it meets an inclusive prefix. A predecessor
+//    that has published nothing within SPIN_LIMIT polls is not waited for:
+//    the workgroup counts that tile's survivors itself from the (read-only)
+//    instances and goes on. Every wait is bounded, so the pass finishes
+//    however workgroups are scheduled.
 // 4. It publishes its inclusive prefix and writes its survivors at
 //    base + exclusive prefix + rank within the tile.
 //
@@ -33,8 +33,12 @@ const SILENT_TILES: u32 = 0u;
 // [0]: next tile ID; [1]: the visible count before this chunk; [2 + t]: tile t's status.
 @group(0) @binding(10) var<storage, read_write> scan_state: array<atomic<u32>>;
 
+// Predecessors examined at once (the smallest workgroup has 32 threads).
+const LOOKBACK: u32 = 32u;
+
 var<workgroup> tile_id: u32;
-var<workgroup> polled: u32;
+var<workgroup> window_status: array<u32, LOOKBACK>;
+var<workgroup> window_result: vec3<u32>;
 var<workgroup> recount: atomic<u32>;
 var<workgroup> recounted: u32;
 
@@ -88,38 +92,65 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
         atomicMax(&scan_state[2u + tile], status);
     }
 
-    // Look back from the nearest predecessor.
+    // Look back over windows of LOOKBACK predecessors at a time, nearest
+    // first: one thread reads (and if need be polls) each, then one thread
+    // sums the window up to the nearest inclusive prefix.
     var exclusive = 0u;
-    var pred = tile;
+    var pred = tile; // tiles below `pred` are still to be accounted for
     loop {
         if pred == 0u {
             break;
         }
-        let status_index = 2u + pred - 1u;
-        workgroupBarrier(); // everyone has read the previous poll
-        if lid == 0u {
-            var s = atomicLoad(&scan_state[status_index]);
-            for (var spin = 0u; spin < SPIN_LIMIT && s == 0u; spin += 1u) {
-                s = atomicLoad(&scan_state[status_index]);
+        workgroupBarrier(); // everyone has read the previous window's result
+        if lid < LOOKBACK {
+            // Before tile 0 there is nothing: an inclusive prefix of 0.
+            var s = FLAG_PREFIX;
+            if lid < pred {
+                let index = 2u + pred - 1u - lid;
+                s = atomicLoad(&scan_state[index]);
+                for (var spin = 0u; spin < SPIN_LIMIT && s == 0u; spin += 1u) {
+                    s = atomicLoad(&scan_state[index]);
+                }
             }
-            polled = s;
+            window_status[lid] = s;
         }
-        let s = workgroupUniformLoad(&polled);
-        if (s & FLAG_PREFIX) != 0u {
-            exclusive += s & VALUE_MASK;
+        workgroupBarrier();
+        if lid == 0u {
+            var sum = 0u;
+            var found = 0u;
+            var silent = LOOKBACK;
+            for (var l = 0u; l < LOOKBACK; l += 1u) {
+                let s = window_status[l];
+                if s == 0u {
+                    silent = l;
+                    break;
+                }
+                sum += s & VALUE_MASK;
+                if (s & FLAG_PREFIX) != 0u {
+                    found = 1u;
+                    break;
+                }
+            }
+            window_result = vec3<u32>(sum, found, silent);
+        }
+        let result = workgroupUniformLoad(&window_result);
+        exclusive += result.x;
+        if result.y != 0u {
             break;
         }
-        var predecessor_aggregate = s & VALUE_MASK;
-        if (s & FLAG_AGGREGATE) == 0u {
-            // Silent predecessor: count its survivors here, and publish them
-            // to spare the tiles behind this one the same work.
-            predecessor_aggregate = count_tile(pred - 1u, lid);
+        if result.z < LOOKBACK {
+            // A silent predecessor: count its survivors here, and publish
+            // them to spare the tiles behind this one the same work.
+            let silent_tile = pred - 1u - result.z;
+            let counted = count_tile(silent_tile, lid);
             if lid == 0u {
-                atomicMax(&scan_state[status_index], FLAG_AGGREGATE | predecessor_aggregate);
+                atomicMax(&scan_state[2u + silent_tile], FLAG_AGGREGATE | counted);
             }
+            exclusive += counted;
+            pred = silent_tile;
+        } else {
+            pred -= LOOKBACK;
         }
-        exclusive += predecessor_aggregate;
-        pred -= 1u;
     }
 
     let base = atomicLoad(&scan_state[1]);
