@@ -6,7 +6,8 @@
 //    predecessors have all started before it, whatever the dispatch order.
 // 2. It scans its tile (tile_scan.wgsl) and publishes the tile's aggregate
 //    (its survivor count) in the tile's status word.
-// 3. It walks back over its predecessors' status words, 32 at a time,
+// 3. It walks back over its predecessors' status words, a workgroup's
+//    worth at a time,
 //    adding aggregates until it meets an inclusive prefix. A predecessor
 //    that has published nothing within SPIN_LIMIT polls is not waited for:
 //    the workgroup counts that tile's survivors itself from the (read-only)
@@ -33,12 +34,12 @@ const SILENT_TILES: u32 = 0u;
 // [0]: next tile ID; [1]: the visible count before this chunk; [2 + t]: tile t's status.
 @group(0) @binding(10) var<storage, read_write> scan_state: array<atomic<u32>>;
 
-// Predecessors examined at once (the smallest workgroup has 32 threads).
-const LOOKBACK: u32 = 32u;
+const NO_STOP: u32 = 0xffffffffu;
 
 var<workgroup> tile_id: u32;
-var<workgroup> window_status: array<u32, LOOKBACK>;
-var<workgroup> window_result: vec3<u32>;
+var<workgroup> window_stop: atomic<u32>;
+var<workgroup> window_sum: atomic<u32>;
+var<workgroup> window_result: vec2<u32>;
 var<workgroup> recount: atomic<u32>;
 var<workgroup> recounted: u32;
 
@@ -92,9 +93,11 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
         atomicMax(&scan_state[2u + tile], status);
     }
 
-    // Look back over windows of LOOKBACK predecessors at a time, nearest
-    // first: one thread reads (and if need be polls) each, then one thread
-    // sums the window up to the nearest inclusive prefix.
+    // Look back over a window of WORKGROUP_SIZE predecessors at a time,
+    // nearest first: thread l reads (and if need be polls) the status of
+    // tile pred - 1 - l, the window stops at its nearest prefix or silent
+    // tile (a shared atomicMin), and the aggregates before it are summed
+    // (a shared atomicAdd), all in parallel.
     var exclusive = 0u;
     var pred = tile; // tiles below `pred` are still to be accounted for
     loop {
@@ -102,54 +105,53 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
             break;
         }
         workgroupBarrier(); // everyone has read the previous window's result
-        if lid < LOOKBACK {
-            // Before tile 0 there is nothing: an inclusive prefix of 0.
-            var s = FLAG_PREFIX;
-            if lid < pred {
-                let index = 2u + pred - 1u - lid;
+        if lid == 0u {
+            atomicStore(&window_stop, NO_STOP);
+            atomicStore(&window_sum, 0u);
+        }
+        workgroupBarrier();
+        // Before tile 0 there is nothing: an inclusive prefix of 0.
+        var s = FLAG_PREFIX;
+        if lid < pred {
+            let index = 2u + pred - 1u - lid;
+            s = atomicLoad(&scan_state[index]);
+            for (var spin = 0u; spin < SPIN_LIMIT && s == 0u; spin += 1u) {
                 s = atomicLoad(&scan_state[index]);
-                for (var spin = 0u; spin < SPIN_LIMIT && s == 0u; spin += 1u) {
-                    s = atomicLoad(&scan_state[index]);
-                }
             }
-            window_status[lid] = s;
+        }
+        // Stop codes order by distance; at one distance a tile is either
+        // silent (2l) or a prefix (2l + 1).
+        if s == 0u {
+            atomicMin(&window_stop, 2u * lid);
+        } else if (s & FLAG_PREFIX) != 0u {
+            atomicMin(&window_stop, 2u * lid + 1u);
+        }
+        workgroupBarrier();
+        let stop = atomicLoad(&window_stop);
+        // Aggregates nearer than the stop count, and so does a prefix at it.
+        if s != 0u && (2u * lid + 1u) <= stop && (s & VALUE_MASK) != 0u {
+            atomicAdd(&window_sum, s & VALUE_MASK);
         }
         workgroupBarrier();
         if lid == 0u {
-            var sum = 0u;
-            var found = 0u;
-            var silent = LOOKBACK;
-            for (var l = 0u; l < LOOKBACK; l += 1u) {
-                let s = window_status[l];
-                if s == 0u {
-                    silent = l;
-                    break;
-                }
-                sum += s & VALUE_MASK;
-                if (s & FLAG_PREFIX) != 0u {
-                    found = 1u;
-                    break;
-                }
-            }
-            window_result = vec3<u32>(sum, found, silent);
+            window_result = vec2<u32>(atomicLoad(&window_sum), atomicLoad(&window_stop));
         }
         let result = workgroupUniformLoad(&window_result);
         exclusive += result.x;
-        if result.y != 0u {
-            break;
-        }
-        if result.z < LOOKBACK {
+        if result.y == NO_STOP {
+            pred -= WORKGROUP_SIZE; // all aggregates: on to the next window
+        } else if (result.y & 1u) != 0u {
+            break; // met an inclusive prefix
+        } else {
             // A silent predecessor: count its survivors here, and publish
             // them to spare the tiles behind this one the same work.
-            let silent_tile = pred - 1u - result.z;
+            let silent_tile = pred - 1u - result.y / 2u;
             let counted = count_tile(silent_tile, lid);
             if lid == 0u {
                 atomicMax(&scan_state[2u + silent_tile], FLAG_AGGREGATE | counted);
             }
             exclusive += counted;
             pred = silent_tile;
-        } else {
-            pred -= LOOKBACK;
         }
     }
 
