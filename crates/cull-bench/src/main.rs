@@ -31,6 +31,7 @@ struct Args {
     output: OutputKind,
     runs: usize,
     out: Option<PathBuf>,
+    replot: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -44,6 +45,7 @@ fn parse_args() -> Result<Args, String> {
         output: OutputKind::Instances,
         runs: 25,
         out: None,
+        replot: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -92,9 +94,10 @@ fn parse_args() -> Result<Args, String> {
             }
             "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
             "--out" => args.out = Some(value()?.into()),
+            "--replot" => args.replot = Some(value()?.into()),
             "--help" | "-h" => {
                 return Err("usage: cull-bench [--sizes 1e3,1e6] [--fractions 0.05,0.25,1] [--variants all|NAME,..] \
-                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--out DIR]"
+                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
                     .into());
             }
             other => return Err(format!("unknown argument {other} (try --help)")),
@@ -104,7 +107,7 @@ fn parse_args() -> Result<Args, String> {
 }
 
 /// One measured cell of the table.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Cell {
     pub variant: String,
     pub format: String,
@@ -159,6 +162,10 @@ fn main() {
         eprintln!("{e}");
         std::process::exit(2)
     });
+    if let Some(json) = &args.replot {
+        replot(json, args.out.as_deref().unwrap_or(std::path::Path::new(".")));
+        return;
+    }
     let ctx = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty()).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
@@ -394,4 +401,19 @@ fn check(
             false
         }
     }
+}
+
+/// Redraws the plots and the table of an earlier run's `bench.json` (no GPU needed).
+fn replot(json: &std::path::Path, dir: &std::path::Path) {
+    let text = std::fs::read_to_string(json).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
+    let value: serde_json::Value = serde_json::from_str(&text).expect("bench.json");
+    let cells: Vec<Cell> = serde_json::from_value(value["cells"].clone()).expect("bench.json cells");
+    let device = value["device"].as_str().unwrap_or("unknown device");
+    std::fs::create_dir_all(dir).unwrap();
+    for format in InstanceFormat::ALL {
+        if let Err(e) = report::plot(&cells, format, device, dir) {
+            eprintln!("plot for {format:?} failed: {e}");
+        }
+    }
+    println!("{}", report::markdown(&cells, device, value["launch_us"].as_f64().unwrap_or(f64::NAN)));
 }

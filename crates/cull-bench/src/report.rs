@@ -137,6 +137,7 @@ pub fn plot(
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(150, 150, 150)));
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
         .border_style(BLACK)
         .background_style(WHITE.mix(0.9))
         .draw()?;
