@@ -415,5 +415,8 @@ fn replot(json: &std::path::Path, dir: &std::path::Path) {
             eprintln!("plot for {format:?} failed: {e}");
         }
     }
-    println!("{}", report::markdown(&cells, device, value["launch_us"].as_f64().unwrap_or(f64::NAN)));
+    println!(
+        "{}",
+        report::markdown(&cells, device, value["launch_us"].as_f64().unwrap_or(f64::NAN))
+    );
 }

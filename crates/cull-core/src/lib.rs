@@ -44,13 +44,15 @@
 //! | `block-atomic` | [`ScanVariant::BlockAtomic`] | one | — |
 //! | `subgroup-ballot` | [`ScanVariant::SubgroupBallot`] | one | `Features::SUBGROUP` |
 //! | `subgroup-shuffle` | [`ScanVariant::SubgroupShuffle`] | one | `Features::SUBGROUP` |
+//! | `ordered` | [`ScanVariant::Ordered`] | one, order preserved | — |
 //!
 //! [`CullerDesc::variant`] `None` (the default) picks the fastest compiled-in
 //! variant the device runs ([`ScanVariant::best_available`]). Asking for a
 //! subgroup variant on a device without subgroups falls back with a logged
 //! warning, or fails with [`CullError::MissingFeature`] when
 //! [`CullerDesc::allow_fallback`] is false. The subgroup variants are
-//! correct for any subgroup size from 4 to 128.
+//! correct for any subgroup size from 4 to 128. Only `HillisSteele` and
+//! `Ordered` keep the survivors in their original order.
 //!
 //! # Instance formats
 //!
