@@ -1,0 +1,50 @@
+//! GPU frustum culling for Bevy 0.19: batches of instances of one mesh, culled
+//! per camera on the GPU by [`cull_core`] and drawn with one indirect
+//! instanced draw per batch and view.
+//!
+//! ```no_run
+//! use bevy::prelude::*;
+//! use bevy_gpu_cull::prelude::*;
+//!
+//! fn main() {
+//!     App::new()
+//!         .add_plugins((DefaultPlugins, GpuCullPlugin::default()))
+//!         .add_systems(Startup, setup)
+//!         .run();
+//! }
+//!
+//! fn setup(mut commands: Commands, mut meshes: ResMut<Assets<Mesh>>) {
+//!     let instances = (0..10_000)
+//!         .map(|i| CulledInstance::new(Vec3::new((i % 100) as f32, 0.0, -((i / 100) as f32)), LinearRgba::WHITE))
+//!         .collect();
+//!     commands.spawn((Mesh3d(meshes.add(Sphere::new(0.4))), GpuCulledInstances::new(instances)));
+//!     commands.spawn((Camera3d::default(), Transform::from_xyz(50.0, 10.0, 20.0)));
+//!     commands.spawn(DirectionalLight::default());
+//! }
+//! ```
+//!
+//! # Cargo features
+//!
+//! One per scan variant of `cull-core`, all on by default and forwarded to it:
+//! `hillis-steele`, `block-atomic`, `subgroup-ballot`, `subgroup-shuffle`,
+//! `ordered`. [`GpuCullSettings::variant`] `None` picks the fastest one the
+//! adapter runs; changing the resource takes effect on the next frame.
+#![warn(missing_docs)]
+// Bevy system parameters are long types by nature.
+#![allow(clippy::type_complexity)]
+
+mod components;
+mod plugin;
+mod render;
+
+pub use components::{CulledInstance, GpuCullBounds, GpuCulledInstances};
+pub use cull_core::{InstanceFormat, ScanVariant};
+pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats};
+
+/// The plugin, its settings and the batch component.
+pub mod prelude {
+    pub use crate::{
+        CulledInstance, GpuCullBounds, GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCulledInstances,
+        ScanVariant,
+    };
+}

@@ -1,0 +1,119 @@
+//! The cull pass, run for each view in `Core3d` before the main pass, and the
+//! asynchronous readback of the visible counts.
+
+use super::prepare::{GpuBatch, RenderCuller, ViewTargets};
+use crate::plugin::{StatMessage, StatSender};
+use bevy::prelude::*;
+use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
+use bevy::render::view::ExtractedView;
+use cull_core::{CullParams, Frustum};
+use std::sync::atomic::Ordering;
+
+/// Readback states of a target's visible count.
+const IDLE: u8 = 0;
+const COPIED: u8 = 1;
+const MAPPING: u8 = 2;
+const READY: u8 = 3;
+
+pub(crate) fn cull_view(
+    view: ViewQuery<(Entity, &ExtractedView)>,
+    batches: Query<(Entity, &GpuBatch)>,
+    targets: Res<ViewTargets>,
+    culler: Option<Res<RenderCuller>>,
+    queue: Res<RenderQueue>,
+    sender: Res<StatSender>,
+    mut ctx: RenderContext,
+) {
+    let Some(culler) = culler else {
+        return;
+    };
+    let (view_entity, extracted) = view.into_inner();
+    let clip_from_world = extracted
+        .clip_from_world
+        .unwrap_or_else(|| extracted.clip_from_view * extracted.world_from_view.to_matrix().inverse());
+    let frustum = match Frustum::from_clip_from_world(clip_from_world, None) {
+        Ok(f) => f,
+        Err(e) => {
+            warn_once!("GPU culling skipped a view: {e}");
+            return;
+        }
+    };
+    let mut culled = false;
+    for (batch_entity, batch) in &batches {
+        let Some(target) = targets.map.get(&(view_entity, batch_entity)) else {
+            continue;
+        };
+        let params = CullParams {
+            frustum,
+            local_bounds: batch.bounds,
+            count: batch.count,
+        };
+        let encoder = ctx.command_encoder();
+        if let Err(e) = culler
+            .culler
+            .cull(encoder, &queue, &batch.input, &target.target, &params)
+        {
+            error!("GPU culling: {e}");
+            continue;
+        }
+        culled = true;
+        // Copy the count for the CPU only when the last copy has been read.
+        if target
+            .readback_state
+            .compare_exchange(IDLE, COPIED, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            encoder.copy_buffer_to_buffer(target.target.draw_args(), 4, &target.readback, 0, 4);
+        }
+    }
+    if culled {
+        let _ = sender.0.lock().map(|s| {
+            s.send(StatMessage::Frame {
+                variant: culler.culler.variant(),
+                gpu_time_ms: None,
+            })
+        });
+    }
+}
+
+/// Starts mapping the counts copied this frame and forwards the ones that
+/// arrived, never waiting for the GPU.
+pub(crate) fn read_back_counts(
+    targets: Res<ViewTargets>,
+    device: Res<RenderDevice>,
+    sender: Res<StatSender>,
+) {
+    let Ok(sender) = sender.0.lock() else {
+        return;
+    };
+    for target in targets.map.values() {
+        let state = target.readback_state.clone();
+        match state.load(Ordering::Acquire) {
+            COPIED => {
+                state.store(MAPPING, Ordering::Release);
+                target
+                    .readback
+                    .slice(..)
+                    .map_async(wgpu::MapMode::Read, move |result| {
+                        state.store(if result.is_ok() { READY } else { IDLE }, Ordering::Release);
+                    });
+            }
+            READY => {
+                let count = u32::from_le_bytes(
+                    target.readback.slice(..).get_mapped_range()[..4]
+                        .try_into()
+                        .expect("four bytes"),
+                );
+                target.readback.unmap();
+                state.store(IDLE, Ordering::Release);
+                let _ = sender.send(StatMessage::Visible {
+                    view: target.main_view,
+                    batch: target.main_batch,
+                    count,
+                });
+            }
+            _ => {}
+        }
+    }
+    let _ = device.wgpu_device().poll(wgpu::PollType::Poll);
+}

@@ -1,0 +1,207 @@
+//! Drawing the survivors: Bevy's mesh pipeline specialized with a vertex
+//! shader that fetches each instance through the cull's output, lit by
+//! Bevy's PBR lighting, and one indirect draw per (view, batch).
+
+use super::prepare::{GpuBatch, ViewTargets};
+use bevy::core_pipeline::core_3d::{Transparent3d, TransparentSortingInfo3d};
+use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
+use bevy::mesh::MeshVertexBufferLayoutRef;
+use bevy::pbr::{
+    MeshPipeline, MeshPipelineKey, RenderMeshInstances, SetMeshViewBindGroup,
+    SetMeshViewBindingArrayBindGroup, ViewKeyCache,
+};
+use bevy::prelude::*;
+use bevy::render::mesh::RenderMesh;
+use bevy::render::mesh::allocator::MeshAllocator;
+use bevy::render::render_asset::RenderAssets;
+use bevy::render::render_phase::{
+    DrawFunctions, PhaseItem, PhaseItemExtraIndex, RenderCommand, RenderCommandResult, SetItemPipeline,
+    TrackedRenderPass, ViewSortedRenderPhases,
+};
+use bevy::render::render_resource::binding_types::storage_buffer_read_only_sized;
+use bevy::render::render_resource::{
+    BindGroupLayoutDescriptor, BindGroupLayoutEntries, PipelineCache, RenderPipelineDescriptor, ShaderStages,
+    SpecializedMeshPipeline, SpecializedMeshPipelineError, SpecializedMeshPipelines,
+};
+use bevy::render::sync_world::MainEntity;
+use bevy::render::view::ExtractedView;
+use bevy::shader::Shader;
+
+/// The draw shader's handle, added to the main world's assets by the plugin.
+#[derive(Resource, Clone)]
+pub(crate) struct DrawShader(pub Handle<Shader>);
+
+/// Bevy's mesh pipeline with the instance fetch swapped in.
+#[derive(Resource)]
+pub(crate) struct CulledPipeline {
+    mesh_pipeline: MeshPipeline,
+    shader: Handle<Shader>,
+    /// Group 2: the batch's draw records and the view's survivor indices.
+    pub instance_layout: BindGroupLayoutDescriptor,
+}
+
+pub(crate) fn init_pipeline(
+    mut commands: Commands,
+    mesh_pipeline: Res<MeshPipeline>,
+    shader: Res<DrawShader>,
+) {
+    let instance_layout = BindGroupLayoutDescriptor::new(
+        "gpu_cull_instances",
+        &BindGroupLayoutEntries::sequential(
+            ShaderStages::VERTEX,
+            (
+                storage_buffer_read_only_sized(false, None),
+                storage_buffer_read_only_sized(false, None),
+            ),
+        ),
+    );
+    commands.insert_resource(CulledPipeline {
+        mesh_pipeline: mesh_pipeline.clone(),
+        shader: shader.0.clone(),
+        instance_layout,
+    });
+}
+
+impl SpecializedMeshPipeline for CulledPipeline {
+    type Key = MeshPipelineKey;
+
+    fn specialize(
+        &self,
+        key: Self::Key,
+        layout: &MeshVertexBufferLayoutRef,
+    ) -> Result<RenderPipelineDescriptor, SpecializedMeshPipelineError> {
+        let mut descriptor = self.mesh_pipeline.specialize(key, layout)?;
+        descriptor.label = Some("gpu_cull_instanced".into());
+        descriptor.vertex.shader = self.shader.clone();
+        if let Some(fragment) = descriptor.fragment.as_mut() {
+            fragment.shader = self.shader.clone();
+        }
+        // Group 2 holds Bevy's per-mesh uniforms; ours replaces it.
+        descriptor.layout.truncate(2);
+        descriptor.layout.push(self.instance_layout.clone());
+        Ok(descriptor)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn queue_batches(
+    draw_functions: Res<DrawFunctions<Transparent3d>>,
+    pipeline: Option<Res<CulledPipeline>>,
+    mut pipelines: ResMut<SpecializedMeshPipelines<CulledPipeline>>,
+    pipeline_cache: Res<PipelineCache>,
+    meshes: Res<RenderAssets<RenderMesh>>,
+    mesh_instances: Res<RenderMeshInstances>,
+    view_keys: Res<ViewKeyCache>,
+    targets: Res<ViewTargets>,
+    batches: Query<(Entity, &MainEntity), With<GpuBatch>>,
+    mut phases: ResMut<ViewSortedRenderPhases<Transparent3d>>,
+    views: Query<(Entity, &ExtractedView)>,
+) {
+    let Some(pipeline) = pipeline else {
+        return;
+    };
+    let draw = draw_functions.read().id::<DrawCulled>();
+    for (view_entity, view) in &views {
+        let Some(phase) = phases.get_mut(&view.retained_view_entity) else {
+            continue;
+        };
+        let Some(view_key) = view_keys.get(&view.retained_view_entity) else {
+            continue;
+        };
+        let rangefinder = view.rangefinder3d();
+        for (entity, main_entity) in &batches {
+            if !targets.map.contains_key(&(view_entity, entity)) {
+                continue;
+            }
+            let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_entity) else {
+                continue;
+            };
+            let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
+                continue;
+            };
+            let key = *view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
+            let id = match pipelines.specialize(&pipeline_cache, &pipeline, key, &mesh.layout) {
+                Ok(id) => id,
+                Err(e) => {
+                    error!("GPU culling: {e}");
+                    continue;
+                }
+            };
+            phase.add_transient(Transparent3d {
+                sorting_info: TransparentSortingInfo3d::Sorted {
+                    mesh_center: mesh.aabb_center,
+                    depth_bias: 0.0,
+                },
+                distance: rangefinder.distance(&mesh.aabb_center),
+                pipeline: id,
+                entity: (entity, *main_entity),
+                draw_function: draw,
+                batch_range: 0..1,
+                extra_index: PhaseItemExtraIndex::None,
+                indexed: mesh.indexed(),
+            });
+        }
+    }
+}
+
+pub(crate) type DrawCulled = (
+    SetItemPipeline,
+    SetMeshViewBindGroup<0>,
+    SetMeshViewBindingArrayBindGroup<1>,
+    DrawCulledInstances,
+);
+
+/// Binds the batch's instance data for this view and issues its indirect draw.
+pub(crate) struct DrawCulledInstances;
+
+impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
+    type Param = (
+        SRes<ViewTargets>,
+        SRes<RenderMeshInstances>,
+        SRes<RenderAssets<RenderMesh>>,
+        SRes<MeshAllocator>,
+    );
+    type ViewQuery = Entity;
+    type ItemQuery = ();
+
+    fn render<'w>(
+        item: &P,
+        view: Entity,
+        _: Option<()>,
+        (targets, mesh_instances, meshes, allocator): SystemParamItem<'w, '_, Self::Param>,
+        pass: &mut TrackedRenderPass<'w>,
+    ) -> RenderCommandResult {
+        let (targets, meshes, allocator) =
+            (targets.into_inner(), meshes.into_inner(), allocator.into_inner());
+        let Some(target) = targets.map.get(&(view, item.entity())) else {
+            return RenderCommandResult::Skip;
+        };
+        let Some(bind_group) = &target.bind_group else {
+            return RenderCommandResult::Skip;
+        };
+        let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(item.main_entity()) else {
+            return RenderCommandResult::Skip;
+        };
+        let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
+            return RenderCommandResult::Skip;
+        };
+        let Some(vertices) = allocator.mesh_vertex_slice(&mesh_instance.mesh_asset_id()) else {
+            return RenderCommandResult::Skip;
+        };
+        pass.set_bind_group(2, bind_group, &[]);
+        pass.set_vertex_buffer(0, vertices.buffer.slice(..));
+        match &mesh.buffer_info {
+            bevy::render::mesh::RenderMeshBufferInfo::Indexed { index_format, .. } => {
+                let Some(indices) = allocator.mesh_index_slice(&mesh_instance.mesh_asset_id()) else {
+                    return RenderCommandResult::Skip;
+                };
+                pass.set_index_buffer(indices.buffer.slice(..), *index_format);
+                pass.draw_indexed_indirect(&target.draw_args, 0);
+            }
+            bevy::render::mesh::RenderMeshBufferInfo::NonIndexed => {
+                pass.draw_indirect(&target.draw_args, 0);
+            }
+        }
+        RenderCommandResult::Success
+    }
+}

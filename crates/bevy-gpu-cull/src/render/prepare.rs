@@ -1,0 +1,293 @@
+//! GPU resources: the culler (rebuilt when the settings change), each batch's
+//! buffers (rewritten only when its list changed), and a cull target per
+//! (view, batch) with its draw bind group.
+
+use super::ExtractedBatch;
+use super::draw::CulledPipeline;
+use crate::components::CulledInstance;
+use crate::plugin::GpuCullSettings;
+use bevy::pbr::RenderMeshInstances;
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use bevy::render::mesh::allocator::MeshAllocator;
+use bevy::render::mesh::{RenderMesh, RenderMeshBufferInfo};
+use bevy::render::render_asset::RenderAssets;
+use bevy::render::render_resource::{BindGroup, BindGroupEntries, Buffer, PipelineCache};
+use bevy::render::renderer::{RenderDevice, RenderQueue};
+use bevy::render::sync_world::MainEntity;
+use bevy::render::view::ExtractedView;
+use cull_core::{CullInput, CullTarget, Culler, CullerDesc, Instance, OutputKind, Sphere};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU8;
+
+/// The culler for the current settings.
+#[derive(Resource)]
+pub(crate) struct RenderCuller {
+    pub culler: Culler,
+    pub settings: GpuCullSettings,
+    pub generation: u64,
+}
+
+/// A batch's GPU buffers.
+#[derive(Component)]
+pub(crate) struct GpuBatch {
+    /// Instances in the culler's format, for culling.
+    pub input: CullInput,
+    /// [`CulledInstance`] records (48 bytes), read by the draw through the
+    /// survivors' indices, whatever the culling format.
+    pub draw_data: wgpu::Buffer,
+    pub count: u32,
+    pub capacity: u32,
+    pub bounds: Sphere,
+    /// The list, kept to re-encode it if the culling format changes.
+    pub instances: Arc<Vec<CulledInstance>>,
+    /// Bumped whenever the buffers are replaced.
+    pub generation: u64,
+    pub culler_generation: u64,
+}
+
+/// One view's cull of one batch.
+pub(crate) struct ViewTarget {
+    pub target: CullTarget,
+    /// `target.draw_args()` as a Bevy buffer, for the render pass.
+    pub draw_args: Buffer,
+    pub bind_group: Option<BindGroup>,
+    pub capacity: u32,
+    pub culler_generation: u64,
+    pub readback: wgpu::Buffer,
+    pub readback_state: Arc<AtomicU8>,
+    pub main_view: Entity,
+    pub main_batch: Entity,
+    live: bool,
+}
+
+/// Cull targets by (view, batch) render-world entities.
+#[derive(Resource, Default)]
+pub(crate) struct ViewTargets {
+    pub map: HashMap<(Entity, Entity), ViewTarget>,
+}
+
+pub(crate) fn prepare_culler(
+    mut commands: Commands,
+    settings: Option<Res<GpuCullSettings>>,
+    current: Option<Res<RenderCuller>>,
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+) {
+    let Some(settings) = settings else {
+        return;
+    };
+    if current.as_ref().is_some_and(|c| c.settings == *settings) {
+        return;
+    }
+    let desc = CullerDesc {
+        variant: settings.variant,
+        allow_fallback: true,
+        format: settings.format,
+        output: OutputKind::Indices,
+        timestamps: false,
+        ..Default::default()
+    };
+    match Culler::new(device.wgpu_device(), &queue, &desc) {
+        Ok(culler) => {
+            info!(
+                "GPU culling with {:?}, {:?} instances",
+                culler.variant(),
+                culler.format()
+            );
+            let generation = current.map_or(1, |c| c.generation + 1);
+            commands.insert_resource(RenderCuller {
+                culler,
+                settings: settings.clone(),
+                generation,
+            });
+        }
+        Err(e) => error!("GPU culling disabled: {e}"),
+    }
+}
+
+fn to_instance(i: &CulledInstance) -> Instance {
+    Instance {
+        position: i.position,
+        rotation: i.rotation,
+        scale: i.scale,
+    }
+}
+
+pub(crate) fn prepare_batches(
+    mut commands: Commands,
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    culler: Option<Res<RenderCuller>>,
+    mut batches: Query<(Entity, &mut ExtractedBatch, Option<&mut GpuBatch>)>,
+) {
+    let Some(culler) = culler else {
+        return;
+    };
+    let device = device.wgpu_device();
+    for (entity, mut extracted, gpu) in &mut batches {
+        let new = extracted.new_instances.take();
+        let stale_format = gpu
+            .as_ref()
+            .is_some_and(|g| g.culler_generation != culler.generation);
+        let Some(instances) = new.or_else(|| stale_format.then(|| gpu.as_ref().unwrap().instances.clone()))
+        else {
+            continue;
+        };
+        let count = instances.len() as u32;
+        let format = culler.culler.format();
+        let reuse = gpu.as_ref().is_some_and(|g| {
+            g.capacity >= count && g.input.format() == format && g.culler_generation == culler.generation
+        });
+        let capacity = if reuse {
+            gpu.as_ref().unwrap().capacity
+        } else {
+            count.max(1).next_power_of_two()
+        };
+        let encoded: Vec<Instance> = instances.iter().map(to_instance).collect();
+        if reuse {
+            let g = gpu.unwrap().into_inner();
+            if let Err(e) = g.input.write_instances(&queue, 0, &encoded) {
+                error!("GPU culling: {e}");
+                continue;
+            }
+            queue.write_buffer(&g.draw_data, 0, bytemuck::cast_slice(&instances));
+            g.count = count;
+            g.bounds = extracted.bounds;
+            g.instances = instances;
+            continue;
+        }
+        let input = match CullInput::new(device, format, capacity) {
+            Ok(input) => input,
+            Err(e) => {
+                error!("GPU culling: {e}");
+                continue;
+            }
+        };
+        if let Err(e) = input.write_instances(&queue, 0, &encoded) {
+            error!("GPU culling: {e}");
+            continue;
+        }
+        let draw_data = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpu_cull_draw_data"),
+            size: capacity as u64 * size_of::<CulledInstance>() as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        queue.write_buffer(&draw_data, 0, bytemuck::cast_slice(&instances));
+        let generation = gpu.as_ref().map_or(1, |g| g.generation + 1);
+        commands.entity(entity).insert(GpuBatch {
+            input,
+            draw_data,
+            count,
+            capacity,
+            bounds: extracted.bounds,
+            instances,
+            generation,
+            culler_generation: culler.generation,
+        });
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_targets(
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    culler: Option<Res<RenderCuller>>,
+    mut targets: ResMut<ViewTargets>,
+    views: Query<(Entity, &MainEntity), With<ExtractedView>>,
+    batches: Query<(Entity, &MainEntity, &GpuBatch)>,
+    mesh_instances: Res<RenderMeshInstances>,
+    meshes: Res<RenderAssets<RenderMesh>>,
+    allocator: Res<MeshAllocator>,
+    pipeline: Option<Res<CulledPipeline>>,
+    pipeline_cache: Res<PipelineCache>,
+) {
+    let (Some(culler), Some(pipeline)) = (culler, pipeline) else {
+        return;
+    };
+    for target in targets.map.values_mut() {
+        target.live = false;
+    }
+    let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
+    for (view, main_view) in &views {
+        for (batch_entity, main_batch, batch) in &batches {
+            let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_batch) else {
+                continue;
+            };
+            let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
+                continue;
+            };
+            let Some(vertices) = allocator.mesh_vertex_slice(&mesh_instance.mesh_asset_id()) else {
+                continue;
+            };
+            let key = (view, batch_entity);
+            let fresh = targets
+                .map
+                .get(&key)
+                .is_none_or(|t| t.capacity < batch.capacity || t.culler_generation != culler.generation);
+            if fresh {
+                let target = match CullTarget::new(device.wgpu_device(), &culler.culler, batch.capacity) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        error!("GPU culling: {e}");
+                        continue;
+                    }
+                };
+                let readback = device.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gpu_cull_count_readback"),
+                    size: 4,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                let draw_args = Buffer::from(target.draw_args().clone());
+                targets.map.insert(
+                    key,
+                    ViewTarget {
+                        target,
+                        draw_args,
+                        bind_group: None,
+                        capacity: batch.capacity,
+                        culler_generation: culler.generation,
+                        readback,
+                        readback_state: Arc::new(AtomicU8::new(0)),
+                        main_view: main_view.id(),
+                        main_batch: main_batch.id(),
+                        live: false,
+                    },
+                );
+            }
+            let target = targets.map.get_mut(&key).expect("inserted above");
+            // The mesh's place in Bevy's shared vertex and index buffers.
+            match &mesh.buffer_info {
+                RenderMeshBufferInfo::Indexed { count, .. } => {
+                    let Some(indices) = allocator.mesh_index_slice(&mesh_instance.mesh_asset_id()) else {
+                        continue;
+                    };
+                    target.target.set_indexed_draw(
+                        &queue,
+                        *count,
+                        indices.range.start,
+                        vertices.range.start as i32,
+                        0,
+                    );
+                }
+                RenderMeshBufferInfo::NonIndexed => {
+                    target
+                        .target
+                        .set_draw(&queue, mesh.vertex_count, vertices.range.start, 0);
+                }
+            }
+            target.bind_group = Some(device.create_bind_group(
+                "gpu_cull_instances",
+                &layout,
+                &BindGroupEntries::sequential((
+                    batch.draw_data.as_entire_binding(),
+                    target.target.output_buffer().as_entire_binding(),
+                )),
+            ));
+            target.live = true;
+        }
+    }
+    targets.map.retain(|_, t| t.live);
+}

@@ -1,0 +1,64 @@
+// The Bevy plugin's draw: each instance is fetched through the cull's
+// output (the indices of the survivors, in draw order), transformed, and lit
+// with Bevy's PBR lighting so culled batches look like Bevy's own meshes.
+// Bindings 0 and 1 are Bevy's view bindings; group 2 is the batch's.
+
+#import bevy_pbr::{
+    mesh_view_bindings::view,
+    pbr_types::pbr_input_new,
+    pbr_functions::{apply_pbr_lighting, main_pass_post_lighting_processing, calculate_view},
+    view_transformations::position_world_to_clip,
+}
+
+// bevy_gpu_cull::CulledInstance: 48 bytes.
+struct DrawInstance {
+    position_scale: vec4<f32>,
+    rotation: vec4<f32>,
+    color: vec4<f32>,
+}
+
+@group(2) @binding(0) var<storage, read> draw_data: array<DrawInstance>;
+@group(2) @binding(1) var<storage, read> visible: array<u32>;
+
+struct Vertex {
+    @builtin(instance_index) instance_index: u32,
+    @location(0) position: vec3<f32>,
+    @location(1) normal: vec3<f32>,
+}
+
+struct VertexOutput {
+    @builtin(position) clip_position: vec4<f32>,
+    @location(0) world_position: vec4<f32>,
+    @location(1) world_normal: vec3<f32>,
+    @location(2) color: vec4<f32>,
+}
+
+fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
+    return v + 2.0 * cross(q.xyz, cross(q.xyz, v) + q.w * v);
+}
+
+@vertex
+fn vertex(vertex: Vertex) -> VertexOutput {
+    let instance = draw_data[visible[vertex.instance_index]];
+    let world = instance.position_scale.xyz + rotate(instance.rotation, vertex.position * instance.position_scale.w);
+    var out: VertexOutput;
+    out.clip_position = position_world_to_clip(world);
+    out.world_position = vec4<f32>(world, 1.0);
+    out.world_normal = rotate(instance.rotation, vertex.normal);
+    out.color = instance.color;
+    return out;
+}
+
+@fragment
+fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
+    var pbr_input = pbr_input_new();
+    pbr_input.material.base_color = in.color;
+    pbr_input.frag_coord = in.clip_position;
+    pbr_input.world_position = in.world_position;
+    pbr_input.world_normal = normalize(in.world_normal);
+    pbr_input.N = pbr_input.world_normal;
+    pbr_input.is_orthographic = view.clip_from_view[3].w == 1.0;
+    pbr_input.V = calculate_view(in.world_position, pbr_input.is_orthographic);
+    let lit = apply_pbr_lighting(pbr_input);
+    return main_pass_post_lighting_processing(pbr_input, lit);
+}
