@@ -4,7 +4,7 @@ use crate::render;
 use bevy::diagnostic::{Diagnostic, DiagnosticPath, Diagnostics, RegisterDiagnostic};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
-use cull_core::{InstanceFormat, ScanVariant};
+use cull_core::{CullTimings, InstanceFormat, ScanVariant};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -41,8 +41,11 @@ pub struct GpuCullStats {
     pub visible: HashMap<(Entity, Entity), u32>,
     /// The scan variant in use.
     pub variant: Option<ScanVariant>,
-    /// GPU time of the last culls of a frame, in milliseconds, when the
-    /// adapter has timestamp queries.
+    /// GPU time per pass of the latest timed cull of each (camera, batch),
+    /// from timestamp queries (when the adapter has them), read back
+    /// asynchronously.
+    pub timings: HashMap<(Entity, Entity), CullTimings>,
+    /// The sum of the latest timed culls' totals, in milliseconds.
     pub gpu_time_ms: Option<f64>,
     /// Frames in which the render world culled at least one batch.
     pub culled_frames: u64,
@@ -57,7 +60,11 @@ pub(crate) enum StatMessage {
     },
     Frame {
         variant: ScanVariant,
-        gpu_time_ms: Option<f64>,
+    },
+    Timing {
+        view: Entity,
+        batch: Entity,
+        timings: CullTimings,
     },
 }
 
@@ -70,8 +77,16 @@ struct StatReceiver(Mutex<Receiver<StatMessage>>);
 impl GpuCullPlugin {
     /// Visible instances summed over batches and views.
     pub const VISIBLE: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/visible_instances");
-    /// GPU time of the culling passes, milliseconds.
+    /// GPU time of the culling passes, milliseconds (all views and batches).
     pub const GPU_TIME: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/gpu_time_ms");
+    /// GPU time of the single-pass culls, milliseconds.
+    pub const FUSED_TIME: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/fused_pass_ms");
+    /// GPU time of Hillis-Steele's vote passes, milliseconds.
+    pub const VOTE_TIME: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/vote_pass_ms");
+    /// GPU time of Hillis-Steele's scan passes, milliseconds.
+    pub const SCAN_TIME: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/scan_passes_ms");
+    /// GPU time of Hillis-Steele's compaction passes, milliseconds.
+    pub const COMPACT_TIME: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/compact_pass_ms");
 }
 
 impl Plugin for GpuCullPlugin {
@@ -82,6 +97,10 @@ impl Plugin for GpuCullPlugin {
             .insert_resource(StatReceiver(Mutex::new(receiver)))
             .register_diagnostic(Diagnostic::new(Self::VISIBLE))
             .register_diagnostic(Diagnostic::new(Self::GPU_TIME))
+            .register_diagnostic(Diagnostic::new(Self::FUSED_TIME))
+            .register_diagnostic(Diagnostic::new(Self::VOTE_TIME))
+            .register_diagnostic(Diagnostic::new(Self::SCAN_TIME))
+            .register_diagnostic(Diagnostic::new(Self::COMPACT_TIME))
             .add_systems(PreUpdate, receive_stats)
             .add_systems(PostUpdate, crate::components::compute_bounds);
         render::build(app, StatSender(Mutex::new(sender)));
@@ -100,19 +119,43 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             StatMessage::Visible { view, batch, count } => {
                 stats.visible.insert((view, batch), count);
             }
-            StatMessage::Frame { variant, gpu_time_ms } => {
+            StatMessage::Frame { variant } => {
                 stats.variant = Some(variant);
-                stats.gpu_time_ms = gpu_time_ms.or(stats.gpu_time_ms);
                 stats.culled_frames += 1;
                 frame = true;
+            }
+            StatMessage::Timing { view, batch, timings } => {
+                stats.timings.insert((view, batch), timings);
             }
         }
     }
     if frame {
         let total: u32 = stats.visible.values().sum();
         diagnostics.add_measurement(&GpuCullPlugin::VISIBLE, || total as f64);
-        if let Some(ms) = stats.gpu_time_ms {
-            diagnostics.add_measurement(&GpuCullPlugin::GPU_TIME, || ms);
+        if !stats.timings.is_empty() {
+            let ms = |f: fn(&CullTimings) -> Option<std::time::Duration>| {
+                stats
+                    .timings
+                    .values()
+                    .filter_map(f)
+                    .map(|d| d.as_secs_f64() * 1e3)
+                    .sum::<f64>()
+            };
+            let total = ms(|t| Some(t.total));
+            let passes: [(&DiagnosticPath, fn(&CullTimings) -> Option<std::time::Duration>); 4] = [
+                (&GpuCullPlugin::FUSED_TIME, |t| t.fused),
+                (&GpuCullPlugin::VOTE_TIME, |t| t.vote),
+                (&GpuCullPlugin::SCAN_TIME, |t| t.scan),
+                (&GpuCullPlugin::COMPACT_TIME, |t| t.compact),
+            ];
+            for (path, pass) in passes {
+                if stats.timings.values().any(|t| pass(t).is_some()) {
+                    let value = ms(pass);
+                    diagnostics.add_measurement(path, || value);
+                }
+            }
+            stats.gpu_time_ms = Some(total);
+            diagnostics.add_measurement(&GpuCullPlugin::GPU_TIME, || total);
         }
     }
 }

@@ -324,6 +324,15 @@ impl CullTarget {
         let timing = self.timing.as_ref().ok_or(CullError::TimingsUnavailable)?;
         timing.read(device, self.timestamp_period)
     }
+
+    /// The non-blocking form of [`Self::read_timings`], for frame loops: the
+    /// first call after a cull starts mapping its timestamps, a later call
+    /// (after the device has been polled, as renderers do every frame)
+    /// returns them. Culls recorded while a mapping is pending are not timed.
+    /// `None` also when the target records no timestamps.
+    pub fn poll_timings(&self) -> Option<CullTimings> {
+        self.timing.as_ref()?.poll(self.timestamp_period)
+    }
 }
 
 /// Copies `size` bytes at `offset` of `buffer` (which needs `COPY_SRC`) to

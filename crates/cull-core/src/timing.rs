@@ -2,8 +2,16 @@
 
 use crate::CullError;
 use crate::buffers::map_blocking;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Readback states: the resolve buffer is copied to the readback buffer only
+/// when no mapping of it is pending, so culling never waits on the CPU.
+const IDLE: u8 = 0;
+const COPIED: u8 = 1;
+const MAPPING: u8 = 2;
+const READY: u8 = 3;
 
 /// Which stage a compute pass belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,8 +59,9 @@ pub(crate) struct TimingQueries {
     resolve: wgpu::Buffer,
     readback: wgpu::Buffer,
     max_passes: u32,
-    /// Kinds of the passes recorded by the last cull, in order.
+    /// Kinds of the passes whose timestamps are in the readback buffer.
     recorded: Mutex<Vec<PassKind>>,
+    state: Arc<AtomicU8>,
 }
 
 impl TimingQueries {
@@ -79,6 +88,7 @@ impl TimingQueries {
             }),
             max_passes,
             recorded: Mutex::new(Vec::new()),
+            state: Arc::new(AtomicU8::new(IDLE)),
         }
     }
 
@@ -89,14 +99,56 @@ impl TimingQueries {
         }
     }
 
-    /// Reads the timestamps of the last recorded cull (blocking).
+    /// Reads the timestamps of the last cull copied for reading (blocking).
     pub fn read(&self, device: &wgpu::Device, period_ns: f32) -> Result<CullTimings, CullError> {
-        let kinds = self.recorded.lock().expect("timing lock poisoned").clone();
-        if kinds.is_empty() {
+        let len = self.recorded.lock().expect("timing lock poisoned").len() as u64;
+        if len == 0 {
             return Ok(CullTimings::default());
         }
-        let bytes = map_blocking(device, &self.readback, kinds.len() as u64 * 16)?;
-        let stamps: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes);
+        if self.state.load(Ordering::Acquire) != COPIED {
+            return Err(CullError::Readback(
+                "an asynchronous timing readback is in progress".into(),
+            ));
+        }
+        let bytes = map_blocking(device, &self.readback, len * 16)?;
+        self.state.store(IDLE, Ordering::Release);
+        Ok(self.decode(&bytes, period_ns))
+    }
+
+    /// The non-blocking form of [`Self::read`]: starts mapping the last
+    /// copied timestamps and returns them on a later call, once the GPU is
+    /// done and the device has been polled. Culls recorded meanwhile are not
+    /// timed.
+    pub fn poll(&self, period_ns: f32) -> Option<CullTimings> {
+        match self.state.load(Ordering::Acquire) {
+            COPIED => {
+                let len = self.recorded.lock().expect("timing lock poisoned").len() as u64;
+                if len == 0 {
+                    return None;
+                }
+                self.state.store(MAPPING, Ordering::Release);
+                let state = self.state.clone();
+                self.readback
+                    .slice(..len * 16)
+                    .map_async(wgpu::MapMode::Read, move |r| {
+                        state.store(if r.is_ok() { READY } else { IDLE }, Ordering::Release);
+                    });
+                None
+            }
+            READY => {
+                let len = self.recorded.lock().expect("timing lock poisoned").len() as u64;
+                let bytes = self.readback.slice(..len * 16).get_mapped_range().to_vec();
+                self.readback.unmap();
+                self.state.store(IDLE, Ordering::Release);
+                Some(self.decode(&bytes, period_ns))
+            }
+            _ => None,
+        }
+    }
+
+    fn decode(&self, bytes: &[u8], period_ns: f32) -> CullTimings {
+        let kinds = self.recorded.lock().expect("timing lock poisoned").clone();
+        let stamps: Vec<u64> = bytemuck::pod_collect_to_vec(bytes);
         let ns = |ticks: u64| Duration::from_nanos((ticks as f64 * period_ns as f64) as u64);
         let mut t = CullTimings::default();
         for (i, kind) in kinds.iter().enumerate() {
@@ -112,7 +164,7 @@ impl TimingQueries {
         let first = stamps[0];
         let last = stamps[..kinds.len() * 2].iter().copied().max().unwrap_or(first);
         t.total = ns(last.saturating_sub(first));
-        Ok(t)
+        t
     }
 }
 
@@ -137,13 +189,21 @@ impl<'a> Recorder<'a> {
         })
     }
 
-    /// Resolves the queries into the readback buffer.
+    /// Resolves the queries and, unless a mapping of the readback buffer is
+    /// pending, copies them there for reading.
     pub fn finish(self, encoder: &mut wgpu::CommandEncoder) {
         let n = self.kinds.len() as u32;
-        if n > 0 {
-            encoder.resolve_query_set(&self.queries.query_set, 0..2 * n, &self.queries.resolve, 0);
-            encoder.copy_buffer_to_buffer(&self.queries.resolve, 0, &self.queries.readback, 0, n as u64 * 16);
+        if n == 0 {
+            return;
         }
-        *self.queries.recorded.lock().expect("timing lock poisoned") = self.kinds;
+        let q = self.queries;
+        let state = q.state.load(Ordering::Acquire);
+        if state == MAPPING || state == READY {
+            return; // this cull goes untimed rather than wait
+        }
+        encoder.resolve_query_set(&q.query_set, 0..2 * n, &q.resolve, 0);
+        encoder.copy_buffer_to_buffer(&q.resolve, 0, &q.readback, 0, n as u64 * 16);
+        *q.recorded.lock().expect("timing lock poisoned") = self.kinds;
+        q.state.store(COPIED, Ordering::Release);
     }
 }

@@ -70,7 +70,6 @@ pub(crate) fn cull_view(
         let _ = sender.0.lock().map(|s| {
             s.send(StatMessage::Frame {
                 variant: culler.culler.variant(),
-                gpu_time_ms: None,
             })
         });
     }
@@ -113,6 +112,13 @@ pub(crate) fn read_back_counts(
                 });
             }
             _ => {}
+        }
+        if let Some(timings) = target.target.poll_timings() {
+            let _ = sender.send(StatMessage::Timing {
+                view: target.main_view,
+                batch: target.main_batch,
+                timings,
+            });
         }
     }
     let _ = device.wgpu_device().poll(wgpu::PollType::Poll);

@@ -85,7 +85,7 @@ pub(crate) fn prepare_culler(
         allow_fallback: true,
         format: settings.format,
         output: OutputKind::Indices,
-        timestamps: false,
+        timestamps: true,
         ..Default::default()
     };
     match Culler::new(device.wgpu_device(), &queue, &desc) {

@@ -53,3 +53,42 @@ fn timings_cover_each_pass() {
         Err(CullError::TimingsUnavailable)
     ));
 }
+
+#[test]
+fn timings_can_be_polled_without_blocking() {
+    let ctx = gpu();
+    let variant = variants(ctx)[0];
+    let culler = culler(
+        ctx,
+        variant,
+        InstanceFormat::PosQuat,
+        OutputKind::Instances,
+        Default::default(),
+    );
+    let scene = edge_scene(2, 5_000, Camera::InfiniteReverseZ, InstanceFormat::PosQuat);
+    let input = cull_core::CullInput::new(&ctx.device, InstanceFormat::PosQuat, 5_000).unwrap();
+    input.write_instances(&ctx.queue, 0, &scene.instances).unwrap();
+    let target = cull_core::CullTarget::new(&ctx.device, &culler, 5_000).unwrap();
+    let params = cull_core::CullParams {
+        frustum: scene.frustum().unwrap(),
+        local_bounds: scene.bounds,
+        count: 5_000,
+    };
+    let mut timed = 0;
+    // A frame loop: cull every frame, poll the device without waiting, and
+    // take timings whenever they have arrived.
+    for _ in 0..200 {
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        culler
+            .cull(&mut encoder, &ctx.queue, &input, &target, &params)
+            .unwrap();
+        ctx.queue.submit([encoder.finish()]);
+        if let Some(t) = target.poll_timings() {
+            assert!(t.total.as_nanos() > 0, "{t:?}");
+            timed += 1;
+        }
+        ctx.device.poll(wgpu::PollType::Poll).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(timed > 5, "only {timed} of 200 culls were timed");
+}
