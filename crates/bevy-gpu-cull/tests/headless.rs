@@ -165,6 +165,57 @@ fn looking_down_grid() -> Transform {
     Transform::from_xyz(0.0, 6.0, 8.0).looking_at(Vec3::new(0.0, 0.0, -10.0), Vec3::Y)
 }
 
+/// Renders until the frame shows the clear color (pipelines compile
+/// asynchronously), then checks the instances cover the lower part of the
+/// view and the sky stays background. Saves the frame to the temp folder.
+fn assert_renders(h: &mut Harness, what: &str) {
+    // Pipelines compile asynchronously: render until the frame shows the
+    // clear color, then judge it.
+    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
+    let is_background = |p: &[u8]| p[0] < 10 && p[1] < 10 && p[2] > 200;
+    // The instances are red-orange, lit: red clearly above blue.
+    let is_instance = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30;
+    let mut last = None;
+    for _ in 0..300 {
+        h.app.update();
+        let Some(padded) = h.pixels.lock().unwrap().clone() else {
+            continue;
+        };
+        // Rows of a texture readback are padded to 256 bytes.
+        let stride = padded.len() / hgt;
+        let pixels: Vec<u8> = padded
+            .chunks(stride)
+            .flat_map(|row| row[..w * 4].to_vec())
+            .collect();
+        let pixel = |x: usize, y: usize| pixels[(y * w + x) * 4..(y * w + x) * 4 + 4].to_vec();
+        let covered = (0..hgt)
+            .flat_map(|y| (0..w).map(move |x| (x, y)))
+            .filter(|&(x, y)| is_instance(&pixel(x, y)))
+            .count();
+        let sky = pixel(w / 2, 1);
+        last = Some((covered, sky.clone(), pixels.clone()));
+        if is_background(&sky) && covered > w * hgt / 10 {
+            break;
+        }
+    }
+    let (covered, sky, pixels) = last.expect("the render target was read back");
+    let png = std::env::temp_dir().join(format!(
+        "bevy-gpu-cull-{}.png",
+        what.replace([' ', '(', ')', ':'], "")
+    ));
+    let _ = image::save_buffer(&png, &pixels, WIDTH, HEIGHT, image::ColorType::Rgba8);
+    assert!(
+        is_background(&sky),
+        "{what}: the sky is not background: {sky:?} (see {})",
+        png.display()
+    );
+    assert!(
+        covered > w * hgt / 10,
+        "{what}: only {covered} pixels show instances (see {})",
+        png.display()
+    );
+}
+
 #[test]
 fn counts_match_reference_and_pixels_show_instances() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -178,51 +229,7 @@ fn counts_match_reference_and_pixels_show_instances() {
             expected[0] > 20 && expected[0] < 1600,
             "the camera sees part of the grid: {expected:?}"
         );
-        // Pipelines compile asynchronously: render until the frame shows the
-        // clear color, then judge it.
-        let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
-        let is_background = |p: &[u8]| p[0] < 10 && p[1] < 10 && p[2] > 200;
-        // The instances are red-orange, lit: red clearly above blue.
-        let is_instance = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30;
-        let mut last = None;
-        for _ in 0..300 {
-            h.app.update();
-            let Some(padded) = h.pixels.lock().unwrap().clone() else {
-                continue;
-            };
-            // Rows of a texture readback are padded to 256 bytes.
-            let stride = padded.len() / hgt;
-            let pixels: Vec<u8> = padded
-                .chunks(stride)
-                .flat_map(|row| row[..w * 4].to_vec())
-                .collect();
-            let pixel = |x: usize, y: usize| pixels[(y * w + x) * 4..(y * w + x) * 4 + 4].to_vec();
-            let covered = (0..hgt)
-                .flat_map(|y| (0..w).map(move |x| (x, y)))
-                .filter(|&(x, y)| is_instance(&pixel(x, y)))
-                .count();
-            let sky = pixel(w / 2, 1);
-            last = Some((covered, sky.clone(), pixels.clone()));
-            if is_background(&sky) && covered > w * hgt / 10 {
-                break;
-            }
-        }
-        let (covered, sky, pixels) = last.expect("the render target was read back");
-        let png = std::env::temp_dir().join(format!(
-            "bevy-gpu-cull-{}.png",
-            variant.map_or("default", |v| v.name())
-        ));
-        let _ = image::save_buffer(&png, &pixels, WIDTH, HEIGHT, image::ColorType::Rgba8);
-        assert!(
-            is_background(&sky),
-            "{variant:?}: the sky is not background: {sky:?} (see {})",
-            png.display()
-        );
-        assert!(
-            covered > w * hgt / 10,
-            "{variant:?}: only {covered} pixels show instances (see {})",
-            png.display()
-        );
+        assert_renders(&mut h, &format!("{variant:?}"));
     }
 }
 
@@ -290,4 +297,58 @@ fn several_cameras_edits_and_empty_batches() {
         stats.gpu_time_ms
     );
     assert!(!stats.timings.is_empty());
+}
+
+/// wgpu's GL backend (llvmpipe through EGL) has no subgroups: the default
+/// settings must pick a variant that runs there, and the batch still renders.
+/// Bevy reads `WGPU_BACKEND` when it starts, so this runs in a child process.
+#[test]
+fn gl_backend_renders() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "gl_backend_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WGPU_BACKEND", "gl")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "the GL child failed (needs libegl-mesa0 and libgl1-mesa-dri):\n{text}"
+    );
+    assert!(text.contains("1 passed"), "the GL child ran no test:\n{text}");
+}
+
+#[test]
+#[ignore = "run by gl_backend_renders with WGPU_BACKEND=gl"]
+fn gl_backend_child() {
+    assert_eq!(std::env::var("WGPU_BACKEND").as_deref(), Ok("gl"));
+    let mut h = harness(None, &[looking_down_grid()]);
+    run_until_counts_match(&mut h, "GL backend");
+    let info = h
+        .app
+        .world()
+        .resource::<bevy::render::renderer::RenderAdapterInfo>()
+        .clone();
+    assert_eq!(info.backend, wgpu::Backend::Gl, "{}", info.name);
+    let variant = h
+        .app
+        .world()
+        .resource::<GpuCullStats>()
+        .variant
+        .expect("a variant ran");
+    assert!(
+        variant.required_features().is_empty(),
+        "{variant:?} needs subgroups"
+    );
+    assert_renders(&mut h, "GL backend");
 }
