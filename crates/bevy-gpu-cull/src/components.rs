@@ -90,3 +90,25 @@ pub(crate) fn compute_bounds(
         computed.insert(entity);
     }
 }
+
+/// On a camera: cull against this `clip_from_world` instead of the camera's
+/// own, e.g. to freeze culling and fly away to see what was culled.
+#[derive(Component, Clone, Copy, Debug, PartialEq)]
+pub struct CullingFrustumOverride {
+    /// The view-projection to cull with (wgpu clip space).
+    pub clip_from_world: Mat4,
+}
+
+impl bevy::render::sync_component::SyncComponent for CullingFrustumOverride {
+    type Target = Self;
+}
+
+impl bevy::render::extract_component::ExtractComponent for CullingFrustumOverride {
+    type QueryData = &'static Self;
+    type QueryFilter = ();
+    type Out = Self;
+
+    fn extract_component(item: bevy::ecs::query::QueryItem<'_, '_, Self::QueryData>) -> Option<Self> {
+        Some(*item)
+    }
+}

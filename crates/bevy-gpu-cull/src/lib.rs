@@ -37,14 +37,14 @@ mod components;
 mod plugin;
 mod render;
 
-pub use components::{CulledInstance, GpuCullBounds, GpuCulledInstances};
+pub use components::{CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCulledInstances};
 pub use cull_core::{InstanceFormat, ScanVariant};
 pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats};
 
 /// The plugin, its settings and the batch component.
 pub mod prelude {
     pub use crate::{
-        CulledInstance, GpuCullBounds, GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCulledInstances,
-        ScanVariant,
+        CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullPlugin, GpuCullSettings, GpuCullStats,
+        GpuCulledInstances, ScanVariant,
     };
 }

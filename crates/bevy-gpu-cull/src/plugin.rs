@@ -102,7 +102,10 @@ impl Plugin for GpuCullPlugin {
             .register_diagnostic(Diagnostic::new(Self::SCAN_TIME))
             .register_diagnostic(Diagnostic::new(Self::COMPACT_TIME))
             .add_systems(PreUpdate, receive_stats)
-            .add_systems(PostUpdate, crate::components::compute_bounds);
+            .add_systems(PostUpdate, crate::components::compute_bounds)
+            .add_plugins(bevy::render::extract_component::ExtractComponentPlugin::<
+                crate::components::CullingFrustumOverride,
+            >::default());
         render::build(app, StatSender(Mutex::new(sender)));
     }
 

@@ -2,6 +2,7 @@
 //! asynchronous readback of the visible counts.
 
 use super::prepare::{GpuBatch, RenderCuller, ViewTargets};
+use crate::components::CullingFrustumOverride;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::prelude::*;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
@@ -16,7 +17,7 @@ const MAPPING: u8 = 2;
 const READY: u8 = 3;
 
 pub(crate) fn cull_view(
-    view: ViewQuery<(Entity, &ExtractedView)>,
+    view: ViewQuery<(Entity, &ExtractedView, Option<&CullingFrustumOverride>)>,
     batches: Query<(Entity, &GpuBatch)>,
     targets: Res<ViewTargets>,
     culler: Option<Res<RenderCuller>>,
@@ -27,10 +28,13 @@ pub(crate) fn cull_view(
     let Some(culler) = culler else {
         return;
     };
-    let (view_entity, extracted) = view.into_inner();
-    let clip_from_world = extracted
-        .clip_from_world
-        .unwrap_or_else(|| extracted.clip_from_view * extracted.world_from_view.to_matrix().inverse());
+    let (view_entity, extracted, frozen) = view.into_inner();
+    let clip_from_world = match frozen {
+        Some(frozen) => frozen.clip_from_world,
+        None => extracted
+            .clip_from_world
+            .unwrap_or_else(|| extracted.clip_from_view * extracted.world_from_view.to_matrix().inverse()),
+    };
     let frustum = match Frustum::from_clip_from_world(clip_from_world, None) {
         Ok(f) => f,
         Err(e) => {

@@ -1,0 +1,531 @@
+//! Thousands to millions of spheres, culled per camera on the GPU by
+//! `bevy-gpu-cull` and drawn with one indirect draw.
+//!
+//! ```text
+//! cargo run --release --example spheres                      # window: fly through a field of spheres
+//! cargo run --release --example spheres -- --count 1000000
+//! cargo run --release --example spheres -- --compare bevy    # the same spheres as ordinary Bevy entities
+//! cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png
+//! ```
+//!
+//! Keys (window): `V` next scan variant, `F` next instance format, `C` freeze
+//! the culling frustum (fly away to see what was culled; the frozen frustum is
+//! drawn), `Space` auto fly-through on/off, `W A S D Q E` move, right mouse
+//! button + drag to look around.
+
+// Bevy systems take many parameters by design.
+#![allow(clippy::too_many_arguments)]
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::camera::{ImageRenderTarget, RenderTarget};
+use bevy::input::mouse::AccumulatedMouseMotion;
+use bevy::prelude::*;
+use bevy::render::render_resource::TextureFormat;
+use bevy::render::view::screenshot::{Screenshot, save_to_disk};
+use bevy::window::ExitCondition;
+use bevy::winit::WinitPlugin;
+use bevy_gpu_cull::prelude::*;
+use bevy_gpu_cull::{CulledInstance, InstanceFormat};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Resource, Clone, Debug)]
+struct Args {
+    count: usize,
+    headless: bool,
+    frames: u32,
+    screenshot: Option<PathBuf>,
+    compare_bevy: bool,
+    variant: Option<ScanVariant>,
+    format: InstanceFormat,
+    width: u32,
+    height: u32,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--headless --frames N --screenshot out.png --size WxH]"
+    );
+    std::process::exit(2)
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        count: 100_000,
+        headless: false,
+        frames: 120,
+        screenshot: None,
+        compare_bevy: false,
+        variant: None,
+        format: InstanceFormat::PosQuat,
+        width: 1280,
+        height: 720,
+    };
+    let mut it = std::env::args().skip(1);
+    let mut sized = false;
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| usage());
+        match flag.as_str() {
+            "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| usage()) as usize,
+            "--headless" => args.headless = true,
+            "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
+            "--screenshot" => args.screenshot = Some(value().into()),
+            "--compare" => args.compare_bevy = value() == "bevy" || usage(),
+            "--variant" => args.variant = Some(ScanVariant::from_name(&value()).unwrap_or_else(|| usage())),
+            "--format" => args.format = InstanceFormat::from_name(&value()).unwrap_or_else(|| usage()),
+            "--size" => {
+                let v = value();
+                let (w, h) = v.split_once('x').unwrap_or_else(|| usage());
+                args.width = w.parse().unwrap_or_else(|_| usage());
+                args.height = h.parse().unwrap_or_else(|_| usage());
+                sized = true;
+            }
+            _ => usage(),
+        }
+    }
+    if args.headless && !sized {
+        // lavapipe renders every pixel on the CPU: keep headless frames small.
+        (args.width, args.height) = (640, 360);
+    }
+    args
+}
+
+fn main() {
+    let args = parse_args();
+    let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if !args.headless && !has_display {
+        eprintln!(
+            "spheres: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n\
+             Run it headless instead: cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png"
+        );
+        std::process::exit(2);
+    }
+    let mut app = App::new();
+    if args.headless {
+        app.add_plugins((
+            DefaultPlugins
+                .set(WindowPlugin {
+                    primary_window: None,
+                    exit_condition: ExitCondition::DontExit,
+                    ..default()
+                })
+                .disable::<WinitPlugin>(),
+            ScheduleRunnerPlugin::run_loop(Duration::ZERO),
+        ));
+    } else {
+        app.add_plugins(DefaultPlugins.set(WindowPlugin {
+            primary_window: Some(Window {
+                title: "bevy-gpu-cull: spheres".into(),
+                resolution: (args.width, args.height).into(),
+                ..default()
+            }),
+            ..default()
+        }));
+    }
+    app.add_plugins(GpuCullPlugin {
+        settings: GpuCullSettings {
+            variant: args.variant,
+            format: args.format,
+        },
+    })
+    .insert_resource(args.clone())
+    .insert_resource(Fly {
+        auto: true,
+        t: 0.0,
+        yaw: 0.0,
+        pitch: -0.25,
+    })
+    .insert_resource(FrameTimes::default())
+    .add_systems(Startup, setup)
+    .add_systems(Update, (fly, keys, hud, draw_frozen_frustum, record_frame))
+    .add_systems(Last, finish_headless.run_if(|args: Res<Args>| args.headless))
+    .run();
+}
+
+/// The field: a square grid of spheres on gently rolling ground, colored by position.
+fn field(count: usize) -> (Vec<CulledInstance>, f32) {
+    let side = (count as f32).sqrt().ceil() as usize;
+    let spacing = 3.0;
+    let half = side as f32 * spacing / 2.0;
+    let instances = (0..count)
+        .map(|i| {
+            let (x, z) = (
+                (i % side) as f32 * spacing - half,
+                (i / side) as f32 * spacing - half,
+            );
+            let y = (x * 0.05).sin() * 2.0 + (z * 0.07).cos() * 2.0;
+            let hue = ((x / half + 1.0) * 180.0 + (z / half) * 60.0).rem_euclid(360.0);
+            let color = LinearRgba::from(Color::hsl(hue, 0.7, 0.55));
+            CulledInstance {
+                scale: 1.0,
+                ..CulledInstance::new(Vec3::new(x, y, z), color)
+            }
+        })
+        .collect();
+    (instances, half)
+}
+
+#[derive(Resource)]
+struct Field {
+    half: f32,
+}
+
+#[derive(Component)]
+struct MainCamera;
+
+#[derive(Component)]
+struct Hud;
+
+#[derive(Resource)]
+struct Fly {
+    auto: bool,
+    t: f32,
+    yaw: f32,
+    pitch: f32,
+}
+
+#[derive(Resource, Default)]
+struct FrameTimes {
+    frames: u32,
+    wall_ms: Vec<f64>,
+    last: Option<Instant>,
+    /// Process CPU seconds and frame number when warm-up ended.
+    cpu_start: Option<(f64, u32)>,
+}
+
+/// Frames skipped before timing: pipelines compile in the first frames.
+const WARM_UP: u32 = 20;
+
+/// CPU time of the whole process (all threads), where Linux tells it.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start at ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0) // USER_HZ is 100 on Linux
+}
+
+fn setup(
+    mut commands: Commands,
+    args: Res<Args>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+    mut images: ResMut<Assets<Image>>,
+) {
+    let (instances, half) = field(args.count);
+    commands.insert_resource(Field { half });
+    let mesh = meshes.add(Sphere::new(0.8).mesh().ico(2).expect("a small icosphere"));
+    if args.compare_bevy {
+        // Bevy's own path: one entity per sphere, batched and culled by Bevy.
+        let palette: Vec<Handle<StandardMaterial>> = (0..12)
+            .map(|i| materials.add(StandardMaterial::from(Color::hsl(i as f32 * 30.0, 0.7, 0.55))))
+            .collect();
+        commands.spawn_batch(
+            instances
+                .iter()
+                .enumerate()
+                .map(|(i, inst)| {
+                    (
+                        Mesh3d(mesh.clone()),
+                        MeshMaterial3d(palette[i % palette.len()].clone()),
+                        Transform::from_translation(inst.position),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        );
+    } else {
+        commands.spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)));
+    }
+    commands.spawn((
+        DirectionalLight {
+            illuminance: 8_000.0,
+            ..default()
+        },
+        Transform::from_xyz(1.0, 3.0, 2.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    commands.insert_resource(GlobalAmbientLight {
+        brightness: 400.0,
+        ..default()
+    });
+    let mut camera = commands.spawn((
+        Camera3d::default(),
+        MainCamera,
+        Transform::from_xyz(0.0, 8.0, 0.0),
+    ));
+    if args.headless {
+        let mut image =
+            Image::new_target_texture(args.width, args.height, TextureFormat::Rgba8UnormSrgb, None);
+        image.texture_descriptor.usage |= bevy::render::render_resource::TextureUsages::COPY_SRC;
+        let handle = images.add(image);
+        camera.insert((
+            RenderTarget::Image(ImageRenderTarget {
+                handle,
+                scale_factor: 1.0,
+            }),
+            Msaa::Off,
+        ));
+    } else {
+        commands.spawn((
+            Text::new(""),
+            TextFont {
+                font_size: FontSize::Px(16.0),
+                ..default()
+            },
+            Node {
+                position_type: PositionType::Absolute,
+                top: Val::Px(8.0),
+                left: Val::Px(8.0),
+                ..default()
+            },
+            Hud,
+        ));
+    }
+}
+
+/// The automatic fly-through follows a circle across the field, looking
+/// ahead, so most spheres are behind or beside the camera; the last frames of
+/// a headless run hold still so the asynchronous counts settle.
+fn fly(
+    mut fly: ResMut<Fly>,
+    args: Res<Args>,
+    field: Res<Field>,
+    times: Res<FrameTimes>,
+    time: Res<Time>,
+    keys: Res<ButtonInput<KeyCode>>,
+    mouse: Res<ButtonInput<MouseButton>>,
+    motion: Res<AccumulatedMouseMotion>,
+    mut camera: Query<&mut Transform, With<MainCamera>>,
+) {
+    let Ok(mut transform) = camera.single_mut() else {
+        return;
+    };
+    if fly.auto {
+        let step = if args.headless {
+            // Deterministic: by frame, and frozen for the last 30 frames.
+            if times.frames + 30 >= args.frames {
+                0.0
+            } else {
+                0.01
+            }
+        } else {
+            time.delta_secs() * 0.05
+        };
+        fly.t += step;
+        let r = field.half * 0.6;
+        let at = Vec3::new(r * fly.t.cos(), 10.0, r * fly.t.sin());
+        let ahead = Vec3::new(-fly.t.sin(), -0.15, fly.t.cos());
+        *transform = Transform::from_translation(at).looking_to(ahead, Vec3::Y);
+        return;
+    }
+    if mouse.pressed(MouseButton::Right) {
+        fly.yaw -= motion.delta.x * 0.003;
+        fly.pitch = (fly.pitch - motion.delta.y * 0.003).clamp(-1.5, 1.5);
+    }
+    transform.rotation = Quat::from_euler(EulerRot::YXZ, fly.yaw, fly.pitch, 0.0);
+    let speed = if keys.pressed(KeyCode::ShiftLeft) {
+        120.0
+    } else {
+        30.0
+    } * time.delta_secs();
+    let (forward, right) = (*transform.forward(), *transform.right());
+    for (key, dir) in [
+        (KeyCode::KeyW, forward),
+        (KeyCode::KeyS, -forward),
+        (KeyCode::KeyD, right),
+        (KeyCode::KeyA, -right),
+        (KeyCode::KeyE, Vec3::Y),
+        (KeyCode::KeyQ, -Vec3::Y),
+    ] {
+        if keys.pressed(key) {
+            transform.translation += dir * speed;
+        }
+    }
+}
+
+fn keys(
+    keys: Res<ButtonInput<KeyCode>>,
+    mut settings: ResMut<GpuCullSettings>,
+    stats: Res<GpuCullStats>,
+    mut fly: ResMut<Fly>,
+    mut commands: Commands,
+    camera: Query<(Entity, &Camera, &GlobalTransform, Option<&CullingFrustumOverride>), With<MainCamera>>,
+) {
+    if keys.just_pressed(KeyCode::KeyV) {
+        // Only compiled-in variants are offered; the plugin falls back from
+        // ones the adapter lacks.
+        let all: Vec<ScanVariant> = ScanVariant::compiled().collect();
+        let current = settings.variant.or(stats.variant).unwrap_or(all[0]);
+        let next = all
+            .iter()
+            .position(|v| *v == current)
+            .map_or(0, |i| (i + 1) % all.len());
+        settings.variant = Some(all[next]);
+    }
+    if keys.just_pressed(KeyCode::KeyF) {
+        let all = InstanceFormat::ALL;
+        let next = all
+            .iter()
+            .position(|f| *f == settings.format)
+            .map_or(0, |i| (i + 1) % all.len());
+        settings.format = all[next];
+    }
+    if keys.just_pressed(KeyCode::Space) {
+        fly.auto = !fly.auto;
+        if let Ok((_, _, transform, _)) = camera.single() {
+            let (yaw, pitch, _) = transform.rotation().to_euler(EulerRot::YXZ);
+            (fly.yaw, fly.pitch) = (yaw, pitch);
+        }
+    }
+    if keys.just_pressed(KeyCode::KeyC)
+        && let Ok((entity, cam, transform, frozen)) = camera.single()
+    {
+        if frozen.is_some() {
+            commands.entity(entity).remove::<CullingFrustumOverride>();
+        } else {
+            let clip_from_world = cam.clip_from_view() * transform.to_matrix().inverse();
+            commands
+                .entity(entity)
+                .insert(CullingFrustumOverride { clip_from_world });
+        }
+    }
+}
+
+fn draw_frozen_frustum(mut gizmos: Gizmos, camera: Query<&CullingFrustumOverride, With<MainCamera>>) {
+    let Ok(frozen) = camera.single() else {
+        return;
+    };
+    let world_from_clip = frozen.clip_from_world.inverse();
+    // Reverse-Z: depth 1 is the near plane; 0.002 is far out (the far plane is at infinity).
+    let corner = |x: f32, y: f32, z: f32| world_from_clip.project_point3(Vec3::new(x, y, z));
+    let near = [
+        corner(-1., -1., 1.),
+        corner(1., -1., 1.),
+        corner(1., 1., 1.),
+        corner(-1., 1., 1.),
+    ];
+    let far = [
+        corner(-1., -1., 0.002),
+        corner(1., -1., 0.002),
+        corner(1., 1., 0.002),
+        corner(-1., 1., 0.002),
+    ];
+    let color = Color::srgb(1.0, 0.9, 0.2);
+    for i in 0..4 {
+        gizmos.line(near[i], near[(i + 1) % 4], color);
+        gizmos.line(far[i], far[(i + 1) % 4], color);
+        gizmos.line(near[i], far[i], color);
+    }
+}
+
+fn hud(
+    args: Res<Args>,
+    stats: Res<GpuCullStats>,
+    settings: Res<GpuCullSettings>,
+    times: Res<FrameTimes>,
+    fly: Res<Fly>,
+    frozen: Query<(), (With<MainCamera>, With<CullingFrustumOverride>)>,
+    mut text: Query<&mut Text, With<Hud>>,
+) {
+    let Ok(mut text) = text.single_mut() else {
+        return;
+    };
+    let frame_ms = times.wall_ms.last().copied().unwrap_or(0.0);
+    **text = if args.compare_bevy {
+        format!(
+            "Bevy's own path: {} entities | frame {frame_ms:.2} ms",
+            args.count
+        )
+    } else {
+        let visible: u32 = stats.visible.values().sum();
+        format!(
+            "visible {visible} / {} | variant {} | format {} | GPU cull {} | frame {frame_ms:.2} ms\n\
+             [V] variant  [F] format  [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
+            args.count,
+            stats.variant.map_or("-", |v| v.name()),
+            settings.format.name(),
+            stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3} ms")),
+            if frozen.is_empty() { "" } else { " (frozen)" },
+            if fly.auto { "on" } else { "off" },
+        )
+    };
+}
+
+fn record_frame(mut times: ResMut<FrameTimes>) {
+    let now = Instant::now();
+    if let Some(last) = times.last
+        && times.frames > WARM_UP
+    {
+        times.wall_ms.push((now - last).as_secs_f64() * 1e3);
+    }
+    if times.frames == WARM_UP {
+        times.cpu_start = process_cpu_seconds().map(|s| (s, times.frames));
+    }
+    times.last = Some(now);
+    times.frames += 1;
+}
+
+/// Headless: takes the screenshot near the end, then prints one summary line
+/// with the CPU reference for the final camera, and exits.
+fn finish_headless(
+    args: Res<Args>,
+    times: Res<FrameTimes>,
+    stats: Res<GpuCullStats>,
+    mut commands: Commands,
+    camera: Query<(&Camera, &GlobalTransform), With<MainCamera>>,
+    batch: Query<(&GpuCulledInstances, &GpuCullBounds)>,
+    targets: Query<&RenderTarget, With<MainCamera>>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    let screenshot_frame = args.frames.saturating_sub(6);
+    if times.frames == screenshot_frame
+        && let (Some(path), Ok(RenderTarget::Image(target))) = (&args.screenshot, targets.single())
+    {
+        commands
+            .spawn(Screenshot::image(target.handle.clone()))
+            .observe(save_to_disk(path.clone()));
+    }
+    if times.frames < args.frames {
+        return;
+    }
+    let mut wall = times.wall_ms.clone();
+    wall.sort_by(f64::total_cmp);
+    let median = wall.get(wall.len() / 2).copied().unwrap_or(f64::NAN);
+    let visible: Option<u32> = (!args.compare_bevy).then(|| stats.visible.values().sum());
+    let cpu_ms = match (times.cpu_start, process_cpu_seconds()) {
+        (Some((start, frame)), Some(now)) if times.frames > frame => {
+            format!("{:.2}", (now - start) * 1e3 / (times.frames - frame) as f64)
+        }
+        _ => "n/a".into(),
+    };
+    let reference = match (camera.single(), batch.single()) {
+        (Ok((cam, transform)), Ok((instances, bounds))) => {
+            let clip_from_world = cam.clip_from_view() * transform.to_matrix().inverse();
+            let converted: Vec<cull_core::Instance> = instances
+                .instances
+                .iter()
+                .map(|i| cull_core::Instance {
+                    position: i.position,
+                    rotation: i.rotation,
+                    scale: i.scale,
+                })
+                .collect();
+            let bytes = InstanceFormat::PosQuat.encode(&converted);
+            let frustum =
+                cull_core::Frustum::from_clip_from_world(clip_from_world, None).expect("a camera frustum");
+            let sphere = cull_core::Sphere::new(bounds.center, bounds.radius);
+            Some(cull_core::cpu::cull(InstanceFormat::PosQuat, &bytes, sphere, &frustum).len())
+        }
+        _ => None,
+    };
+    println!(
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} variant={} path={}",
+        times.frames,
+        visible.map_or("n/a".into(), |v| v.to_string()),
+        args.count,
+        reference.map_or("n/a".into(), |r| r.to_string()),
+        stats.variant.map_or("n/a", |v| v.name()),
+        if args.compare_bevy { "bevy" } else { "gpu-cull" },
+    );
+    exit.write(AppExit::Success);
+}

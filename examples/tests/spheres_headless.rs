@@ -1,0 +1,96 @@
+//! Runs the `spheres` example headless (as a user without a display would)
+//! for each compiled-in variant: the printed visible count must equal the
+//! CPU reference for the final camera, and the screenshot must show spheres.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `cargo test` builds the examples next to the test binaries.
+fn example() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().join("examples");
+    let path = dir.join(format!("spheres{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is missing: run through `cargo test`, which builds examples",
+        path.display()
+    );
+    path
+}
+
+fn field(line: &str, key: &str) -> String {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+        .to_string()
+}
+
+#[test]
+fn spheres_headless_every_variant() {
+    let variants = [
+        "hillis-steele",
+        "block-atomic",
+        "subgroup-ballot",
+        "subgroup-shuffle",
+        "ordered",
+    ];
+    for variant in variants {
+        let shot = std::env::temp_dir().join(format!("spheres-{variant}.png"));
+        let _ = std::fs::remove_file(&shot);
+        let out = Command::new(example())
+            .args([
+                "--headless",
+                "--frames",
+                "50",
+                "--count",
+                "20000",
+                "--size",
+                "320x180",
+                "--variant",
+                variant,
+            ])
+            .arg("--screenshot")
+            .arg(&shot)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{variant}: exit {:?}\n{stdout}\n{stderr}",
+            out.status
+        );
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("spheres:"))
+            .unwrap_or_else(|| panic!("{variant}: no summary\n{stdout}\n{stderr}"));
+        let visible: u32 = field(line, "visible").parse().unwrap();
+        let reference: u32 = field(line, "cpu_reference").parse().unwrap();
+        assert_eq!(visible, reference, "{variant}: {line}");
+        assert!(
+            visible > 100 && visible < 20_000,
+            "{variant}: the camera should see part of the field: {line}"
+        );
+        let img = image::open(&shot)
+            .unwrap_or_else(|e| panic!("{variant}: screenshot {}: {e}", shot.display()))
+            .to_rgba8();
+        let first = *img.get_pixel(0, 0);
+        let differing = img.pixels().filter(|p| **p != first).count();
+        assert!(
+            differing > (img.width() * img.height() / 20) as usize,
+            "{variant}: the screenshot is (nearly) blank"
+        );
+    }
+}
+
+#[test]
+fn no_display_points_to_headless() {
+    let out = Command::new(example())
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--headless"), "{stderr}");
+}
