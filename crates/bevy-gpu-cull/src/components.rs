@@ -52,6 +52,34 @@ impl GpuCulledInstances {
     pub fn new(instances: Vec<CulledInstance>) -> Self {
         Self { instances }
     }
+
+    /// The indices of the instances a camera with this `clip_from_world`
+    /// keeps, computed on the CPU by `cull-core`'s reference: what the GPU
+    /// must produce, for tests and for checking a scene.
+    pub fn visible_on_cpu(
+        &self,
+        bounds: GpuCullBounds,
+        clip_from_world: Mat4,
+    ) -> Result<Vec<u32>, cull_core::CullError> {
+        let instances: Vec<cull_core::Instance> = self
+            .instances
+            .iter()
+            .map(|i| cull_core::Instance {
+                position: i.position,
+                rotation: i.rotation,
+                scale: i.scale,
+            })
+            .collect();
+        let format = cull_core::InstanceFormat::PosQuat;
+        let frustum = cull_core::Frustum::from_clip_from_world(clip_from_world, None)?;
+        let sphere = cull_core::Sphere::new(bounds.center, bounds.radius);
+        Ok(cull_core::cpu::cull(
+            format,
+            &format.encode(&instances),
+            sphere,
+            &frustum,
+        ))
+    }
 }
 
 /// The batch mesh's bounding sphere in mesh space, which each instance's

@@ -30,8 +30,8 @@
 //! `ordered`. [`GpuCullSettings::variant`] `None` picks the fastest one the
 //! adapter runs; changing the resource takes effect on the next frame.
 #![warn(missing_docs)]
-// Bevy system parameters are long types by nature.
-#![allow(clippy::type_complexity)]
+// Bevy systems take many parameters of long types by nature.
+#![allow(clippy::type_complexity, clippy::too_many_arguments)]
 
 mod components;
 mod plugin;

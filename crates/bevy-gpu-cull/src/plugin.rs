@@ -49,6 +49,14 @@ pub struct GpuCullStats {
     pub gpu_time_ms: Option<f64>,
     /// Frames in which the render world culled at least one batch.
     pub culled_frames: u64,
+    /// The render frame (a counter of render-world frames) of the latest
+    /// cull reported by a [`GpuCullStats::culled_frames`] update.
+    pub render_frame: u64,
+    /// The render frame in which the newest counts in `visible` were culled.
+    /// Counts arrive a few frames late: after moving a camera, wait until
+    /// this exceeds the `render_frame` seen at the move to read counts that
+    /// include it.
+    pub counts_frame: u64,
 }
 
 /// Messages from the render world to the main world.
@@ -57,9 +65,11 @@ pub(crate) enum StatMessage {
         view: Entity,
         batch: Entity,
         count: u32,
+        frame: u64,
     },
     Frame {
         variant: ScanVariant,
+        frame: u64,
     },
     Timing {
         view: Entity,
@@ -116,23 +126,30 @@ impl Plugin for GpuCullPlugin {
 
 fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, mut diagnostics: Diagnostics) {
     let receiver = receiver.0.lock().expect("stats channel poisoned");
-    let mut frame = false;
+    let mut culled = false;
     while let Ok(message) = receiver.try_recv() {
         match message {
-            StatMessage::Visible { view, batch, count } => {
+            StatMessage::Visible {
+                view,
+                batch,
+                count,
+                frame,
+            } => {
                 stats.visible.insert((view, batch), count);
+                stats.counts_frame = stats.counts_frame.max(frame);
             }
-            StatMessage::Frame { variant } => {
+            StatMessage::Frame { variant, frame } => {
                 stats.variant = Some(variant);
+                stats.render_frame = stats.render_frame.max(frame);
                 stats.culled_frames += 1;
-                frame = true;
+                culled = true;
             }
             StatMessage::Timing { view, batch, timings } => {
                 stats.timings.insert((view, batch), timings);
             }
         }
     }
-    if frame {
+    if culled {
         let total: u32 = stats.visible.values().sum();
         diagnostics.add_measurement(&GpuCullPlugin::VISIBLE, || total as f64);
         if !stats.timings.is_empty() {

@@ -11,7 +11,7 @@ use bevy::render::gpu_readback::{Readback, ReadbackComplete};
 use bevy::render::render_resource::{TextureFormat, TextureUsages};
 use bevy::window::ExitCondition;
 use bevy_gpu_cull::prelude::*;
-use cull_core::{Frustum, InstanceFormat, Sphere as CullSphere};
+use cull_core::InstanceFormat;
 use std::sync::{Arc, Mutex};
 
 const WIDTH: u32 = 96;
@@ -37,7 +37,8 @@ fn harness(variant: Option<ScanVariant>, camera_transforms: &[Transform]) -> Har
                 exit_condition: ExitCondition::DontExit,
                 ..default()
             })
-            .disable::<bevy::log::LogPlugin>(),
+            .disable::<bevy::log::LogPlugin>()
+            .disable::<bevy::winit::WinitPlugin>(),
         ScheduleRunnerPlugin::run_loop(std::time::Duration::ZERO),
         GpuCullPlugin {
             settings: GpuCullSettings {
@@ -112,22 +113,11 @@ fn expected_visible(app: &mut App, camera: Entity, batch: Entity) -> u32 {
         .get(world, camera)
         .unwrap();
     let clip_from_world = cam.clip_from_view() * transform.to_matrix().inverse();
-    let b = *world
+    let bounds = *world
         .get::<GpuCullBounds>(batch)
         .expect("the plugin computed the batch's bounds");
-    let bounds = CullSphere::new(b.center, b.radius);
-    let instances = &world.get::<GpuCulledInstances>(batch).unwrap().instances;
-    let converted: Vec<cull_core::Instance> = instances
-        .iter()
-        .map(|i| cull_core::Instance {
-            position: i.position,
-            rotation: i.rotation,
-            scale: i.scale,
-        })
-        .collect();
-    let bytes = InstanceFormat::PosQuat.encode(&converted);
-    let frustum = Frustum::from_clip_from_world(clip_from_world, None).unwrap();
-    cull_core::cpu::cull(InstanceFormat::PosQuat, &bytes, bounds, &frustum).len() as u32
+    let batch = world.get::<GpuCulledInstances>(batch).unwrap();
+    batch.visible_on_cpu(bounds, clip_from_world).unwrap().len() as u32
 }
 
 /// Runs frames until every camera reports a count for the batch that equals

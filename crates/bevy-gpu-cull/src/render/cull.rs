@@ -1,7 +1,7 @@
 //! The cull pass, run for each view in `Core3d` before the main pass, and the
 //! asynchronous readback of the visible counts.
 
-use super::prepare::{GpuBatch, RenderCuller, ViewTargets};
+use super::prepare::{GpuBatch, RenderCuller, RenderFrame, ViewTargets};
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::prelude::*;
@@ -23,6 +23,7 @@ pub(crate) fn cull_view(
     culler: Option<Res<RenderCuller>>,
     queue: Res<RenderQueue>,
     sender: Res<StatSender>,
+    frame: Res<RenderFrame>,
     mut ctx: RenderContext,
 ) {
     let Some(culler) = culler else {
@@ -68,12 +69,14 @@ pub(crate) fn cull_view(
             .is_ok()
         {
             encoder.copy_buffer_to_buffer(target.target.draw_args(), 4, &target.readback, 0, 4);
+            target.readback_frame.store(frame.0, Ordering::Release);
         }
     }
     if culled {
         let _ = sender.0.lock().map(|s| {
             s.send(StatMessage::Frame {
                 variant: culler.culler.variant(),
+                frame: frame.0,
             })
         });
     }
@@ -113,6 +116,7 @@ pub(crate) fn read_back_counts(
                     view: target.main_view,
                     batch: target.main_batch,
                     count,
+                    frame: target.readback_frame.load(Ordering::Acquire),
                 });
             }
             _ => {}

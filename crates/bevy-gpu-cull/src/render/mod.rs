@@ -45,6 +45,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender) {
         .insert_resource(sender)
         .insert_resource(draw::DrawShader(handle))
         .init_resource::<prepare::ViewTargets>()
+        .init_resource::<prepare::RenderFrame>()
         .init_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
         .add_render_command::<Transparent3d, draw::DrawCulled>()
         .add_systems(RenderStartup, draw::init_pipeline.after(MeshPipelineSystems))
@@ -53,6 +54,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender) {
             Render,
             (
                 (
+                    prepare::count_frame,
                     prepare::prepare_culler,
                     prepare::prepare_batches,
                     prepare::prepare_targets,

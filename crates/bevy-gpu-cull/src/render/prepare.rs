@@ -18,7 +18,7 @@ use bevy::render::sync_world::MainEntity;
 use bevy::render::view::ExtractedView;
 use cull_core::{CullInput, CullTarget, Culler, CullerDesc, Instance, OutputKind, Sphere};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU8;
+use std::sync::atomic::{AtomicU8, AtomicU64};
 
 /// The culler for the current settings.
 #[derive(Resource)]
@@ -56,9 +56,19 @@ pub(crate) struct ViewTarget {
     pub culler_generation: u64,
     pub readback: wgpu::Buffer,
     pub readback_state: Arc<AtomicU8>,
+    /// The render frame whose count is in (or on its way to) `readback`.
+    pub readback_frame: AtomicU64,
     pub main_view: Entity,
     pub main_batch: Entity,
     live: bool,
+}
+
+/// Counts render-world frames, to date the counts read back.
+#[derive(Resource, Default)]
+pub(crate) struct RenderFrame(pub u64);
+
+pub(crate) fn count_frame(mut frame: ResMut<RenderFrame>) {
+    frame.0 += 1;
 }
 
 /// Cull targets by (view, batch) render-world entities.
@@ -251,6 +261,7 @@ pub(crate) fn prepare_targets(
                         culler_generation: culler.generation,
                         readback,
                         readback_state: Arc::new(AtomicU8::new(0)),
+                        readback_frame: AtomicU64::new(0),
                         main_view: main_view.id(),
                         main_batch: main_batch.id(),
                         live: false,

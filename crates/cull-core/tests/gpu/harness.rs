@@ -108,26 +108,51 @@ pub fn culler(
 /// Culls the first `count` instances of `scene` on the GPU (with a target
 /// of `capacity`) and returns the survivors as batch indices, in output order.
 pub fn run(ctx: &GpuContext, culler: &Culler, scene: &Scene, capacity: u32) -> Vec<u32> {
-    let format = culler.format();
-    let bytes = format.encode(&scene.instances);
-    let count = scene.instances.len() as u32;
-    let input = CullInput::new(&ctx.device, format, capacity).unwrap();
-    input.write(&ctx.queue, 0, &bytes).unwrap();
-    let target = CullTarget::new(&ctx.device, culler, capacity).unwrap();
-    let params = CullParams {
-        frustum: scene.frustum().unwrap(),
-        local_bounds: scene.bounds,
-        count,
-    };
-    let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    culler
-        .cull(&mut encoder, &ctx.queue, &input, &target, &params)
-        .unwrap();
-    ctx.queue.submit([encoder.finish()]);
-    let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+    let job = Job::new(ctx, culler, scene, capacity);
+    job.cull(ctx, culler);
+    let count = job.params.count;
+    let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
     assert!(visible <= count, "visible count {visible} > {count}");
-    let out = target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
-    survivors_as_indices(format, culler.output(), &bytes, &out)
+    let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
+    survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out)
+}
+
+/// A scene uploaded for one culler: input, target and parameters.
+pub struct Job {
+    pub bytes: Vec<u8>,
+    pub input: CullInput,
+    pub target: CullTarget,
+    pub params: CullParams,
+}
+
+impl Job {
+    /// Uploads `scene` into buffers of `capacity` instances.
+    pub fn new(ctx: &GpuContext, culler: &Culler, scene: &Scene, capacity: u32) -> Self {
+        let bytes = culler.format().encode(&scene.instances);
+        let input = CullInput::new(&ctx.device, culler.format(), capacity).unwrap();
+        input.write(&ctx.queue, 0, &bytes).unwrap();
+        let target = CullTarget::new(&ctx.device, culler, capacity).unwrap();
+        let params = CullParams {
+            frustum: scene.frustum().unwrap(),
+            local_bounds: scene.bounds,
+            count: scene.instances.len() as u32,
+        };
+        Self {
+            bytes,
+            input,
+            target,
+            params,
+        }
+    }
+
+    /// Records and submits one cull.
+    pub fn cull(&self, ctx: &GpuContext, culler: &Culler) {
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        culler
+            .cull(&mut encoder, &ctx.queue, &self.input, &self.target, &self.params)
+            .unwrap();
+        ctx.queue.submit([encoder.finish()]);
+    }
 }
 
 /// Output elements as batch indices; an instance copy matching no input is

@@ -18,19 +18,9 @@ fn timings_cover_each_pass() {
             Default::default(),
         );
         let scene = edge_scene(1, 20_000, Camera::Perspective, InstanceFormat::PosQuat);
-        let input = cull_core::CullInput::new(&ctx.device, InstanceFormat::PosQuat, 20_000).unwrap();
-        input.write_instances(&ctx.queue, 0, &scene.instances).unwrap();
-        let target = cull_core::CullTarget::new(&ctx.device, &culler, 20_000).unwrap();
-        let params = cull_core::CullParams {
-            frustum: scene.frustum().unwrap(),
-            local_bounds: scene.bounds,
-            count: 20_000,
-        };
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        culler
-            .cull(&mut encoder, &ctx.queue, &input, &target, &params)
-            .unwrap();
-        ctx.queue.submit([encoder.finish()]);
+        let job = Job::new(ctx, &culler, &scene, 20_000);
+        job.cull(ctx, &culler);
+        let target = &job.target;
         let t = target.read_timings(&ctx.device).unwrap();
         assert!(t.total.as_nanos() > 0, "{variant:?}: {t:?}");
         if variant == ScanVariant::HillisSteele {
@@ -66,24 +56,13 @@ fn timings_can_be_polled_without_blocking() {
         Default::default(),
     );
     let scene = edge_scene(2, 5_000, Camera::InfiniteReverseZ, InstanceFormat::PosQuat);
-    let input = cull_core::CullInput::new(&ctx.device, InstanceFormat::PosQuat, 5_000).unwrap();
-    input.write_instances(&ctx.queue, 0, &scene.instances).unwrap();
-    let target = cull_core::CullTarget::new(&ctx.device, &culler, 5_000).unwrap();
-    let params = cull_core::CullParams {
-        frustum: scene.frustum().unwrap(),
-        local_bounds: scene.bounds,
-        count: 5_000,
-    };
+    let job = Job::new(ctx, &culler, &scene, 5_000);
     let mut timed = 0;
     // A frame loop: cull every frame, poll the device without waiting, and
     // take timings whenever they have arrived.
     for _ in 0..200 {
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        culler
-            .cull(&mut encoder, &ctx.queue, &input, &target, &params)
-            .unwrap();
-        ctx.queue.submit([encoder.finish()]);
-        if let Some(t) = target.poll_timings() {
+        job.cull(ctx, &culler);
+        if let Some(t) = job.target.poll_timings() {
             assert!(t.total.as_nanos() > 0, "{t:?}");
             timed += 1;
         }
