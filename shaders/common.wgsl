@@ -83,9 +83,7 @@ fn vote(i: u32) -> bool {
     return visible(instances[i]);
 }
 
-// The single-pass variants handle four item rows per thread, unrolled by
-// hand: an array indexed in a loop would live in local memory on some GPUs
-// (seen on NVIDIA: half the speed).
+// The single-pass variants handle four item rows per thread (Items below).
 const ITEMS: u32 = 4u;
 const TILE: u32 = WORKGROUP_SIZE * ITEMS;
 
@@ -100,6 +98,36 @@ fn load_item(i: u32) -> InstanceData {
 
 fn vote_item(i: u32, d: InstanceData) -> bool {
     return i < params.chunk_len && visible(d);
+}
+
+// A thread's four items: rows k = 0..4 at index first + k * WORKGROUP_SIZE,
+// so loads and stores coalesce. Fields, not an array: an array indexed in a
+// loop would live in local memory on some GPUs (seen on NVIDIA: half the speed).
+struct Items {
+    index: vec4<u32>,
+    d0: InstanceData,
+    d1: InstanceData,
+    d2: InstanceData,
+    d3: InstanceData,
+}
+
+// Issues all four loads before any vote, for memory-level parallelism.
+fn load_items(first: u32) -> Items {
+    let index = vec4<u32>(first) + vec4<u32>(0u, 1u, 2u, 3u) * WORKGROUP_SIZE;
+    return Items(index, load_item(index.x), load_item(index.y), load_item(index.z), load_item(index.w));
+}
+
+fn vote_items(items: Items) -> vec4<bool> {
+    return vec4<bool>(vote_item(items.index.x, items.d0), vote_item(items.index.y, items.d1),
+                      vote_item(items.index.z, items.d2), vote_item(items.index.w, items.d3));
+}
+
+// Writes the kept items to their slots.
+fn emit_items(items: Items, keep: vec4<bool>, slots: vec4<u32>) {
+    if keep.x { emit(slots.x, items.index.x, items.d0); }
+    if keep.y { emit(slots.y, items.index.y, items.d1); }
+    if keep.z { emit(slots.z, items.index.z, items.d2); }
+    if keep.w { emit(slots.w, items.index.w, items.d3); }
 }
 
 // The four row votes of a thread as the bytes of one u32.

@@ -45,11 +45,8 @@ var<workgroup> recounted: u32;
 
 // The survivors of tile `t`, counted by the whole workgroup (the fallback).
 fn count_tile(t: u32, lid: u32) -> u32 {
-    let i0 = t * TILE + lid;
-    let i1 = i0 + WORKGROUP_SIZE;
-    let i2 = i1 + WORKGROUP_SIZE;
-    let i3 = i2 + WORKGROUP_SIZE;
-    let n = u32(vote(i0)) + u32(vote(i1)) + u32(vote(i2)) + u32(vote(i3));
+    let keep = vote_items(load_items(t * TILE + lid));
+    let n = dot(select(vec4<u32>(0u), vec4<u32>(1u), keep), vec4<u32>(1u));
     workgroupBarrier();
     if lid == 0u {
         atomicStore(&recount, 0u);
@@ -75,15 +72,9 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
     if tile >= tiles {
         return; // a surplus workgroup of a two-dimensional dispatch
     }
-    let i0 = tile * TILE + lid;
-    let i1 = i0 + WORKGROUP_SIZE;
-    let i2 = i1 + WORKGROUP_SIZE;
-    let i3 = i2 + WORKGROUP_SIZE;
-    let d0 = load_item(i0);
-    let d1 = load_item(i1);
-    let d2 = load_item(i2);
-    let d3 = load_item(i3);
-    let votes = pack_votes(vec4<bool>(vote_item(i0, d0), vote_item(i1, d1), vote_item(i2, d2), vote_item(i3, d3)));
+    let items = load_items(tile * TILE + lid);
+    let keep = vote_items(items);
+    let votes = pack_votes(keep);
     let ranks = scan_tile(lid, votes);
     let totals = workgroupUniformLoad(&tile_totals);
     let aggregate = totals.x + totals.y + totals.z + totals.w;
@@ -167,8 +158,5 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
         }
     }
     let slots = vec4<u32>(base + exclusive) + row_offsets(totals) + ranks;
-    if (votes & 0xffu) != 0u { emit(slots.x, i0, d0); }
-    if (votes & 0xff00u) != 0u { emit(slots.y, i1, d1); }
-    if (votes & 0xff0000u) != 0u { emit(slots.z, i2, d2); }
-    if (votes & 0xff000000u) != 0u { emit(slots.w, i3, d3); }
+    emit_items(items, keep, slots);
 }

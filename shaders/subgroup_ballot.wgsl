@@ -32,15 +32,8 @@ fn cull(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let i0 = workgroup_index(wid) * TILE + lid;
-    let i1 = i0 + WORKGROUP_SIZE;
-    let i2 = i1 + WORKGROUP_SIZE;
-    let i3 = i2 + WORKGROUP_SIZE;
-    let d0 = load_item(i0);
-    let d1 = load_item(i1);
-    let d2 = load_item(i2);
-    let d3 = load_item(i3);
-    let v = vec4<bool>(vote_item(i0, d0), vote_item(i1, d1), vote_item(i2, d2), vote_item(i3, d3));
+    let items = load_items(workgroup_index(wid) * TILE + lid);
+    let v = vote_items(items);
     let b0 = subgroupBallot(v.x);
     let b1 = subgroupBallot(v.y);
     let b2 = subgroupBallot(v.z);
@@ -61,8 +54,5 @@ fn cull(
     }
     workgroupBarrier();
     let slots = vec4<u32>(block_base + subgroup_base) + ranks;
-    if v.x { emit(slots.x, i0, d0); }
-    if v.y { emit(slots.y, i1, d1); }
-    if v.z { emit(slots.z, i2, d2); }
-    if v.w { emit(slots.w, i3, d3); }
+    emit_items(items, v, slots);
 }
