@@ -1,7 +1,8 @@
 // The Bevy plugin's draw: each instance is fetched through the cull's
 // output (the indices of the survivors, in draw order), transformed, and lit
 // with Bevy's PBR lighting so culled batches look like Bevy's own meshes.
-// Bindings 0 and 1 are Bevy's view bindings; group 2 is the batch's.
+// Groups 0 and 1 are Bevy's view bindings; group 2 is the batch's
+// (bevy_gpu_cull::instance).
 
 #import bevy_pbr::{
     mesh_view_bindings::view,
@@ -9,16 +10,7 @@
     pbr_functions::{apply_pbr_lighting, main_pass_post_lighting_processing, calculate_view},
     view_transformations::position_world_to_clip,
 }
-
-// bevy_gpu_cull::CulledInstance: 48 bytes.
-struct DrawInstance {
-    position_scale: vec4<f32>,
-    rotation: vec4<f32>,
-    color: vec4<f32>,
-}
-
-@group(2) @binding(0) var<storage, read> draw_data: array<DrawInstance>;
-@group(2) @binding(1) var<storage, read> visible: array<u32>;
+#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, rotate}
 
 struct Vertex {
     @builtin(instance_index) instance_index: u32,
@@ -33,14 +25,10 @@ struct VertexOutput {
     @location(2) color: vec4<f32>,
 }
 
-fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
-    return v + 2.0 * cross(q.xyz, cross(q.xyz, v) + q.w * v);
-}
-
 @vertex
 fn vertex(vertex: Vertex) -> VertexOutput {
-    let instance = draw_data[visible[vertex.instance_index]];
-    let world = instance.position_scale.xyz + rotate(instance.rotation, vertex.position * instance.position_scale.w);
+    let instance = fetch_instance(vertex.instance_index);
+    let world = instance_to_world(instance, vertex.position);
     var out: VertexOutput;
     out.clip_position = position_world_to_clip(world);
     out.world_position = vec4<f32>(world, 1.0);

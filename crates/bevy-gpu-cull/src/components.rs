@@ -5,6 +5,7 @@ use bevy::camera::visibility::NoFrustumCulling;
 use bevy::prelude::*;
 use bevy::render::sync_world::SyncToRenderWorld;
 use bytemuck::{Pod, Zeroable};
+use std::ops::Range;
 
 /// One instance: world-space position, rotation, uniform scale, base color.
 #[repr(C)]
@@ -34,23 +35,139 @@ impl CulledInstance {
 
 /// A batch of instances of the entity's `Mesh3d`, culled per camera on the
 /// GPU and drawn with one indirect instanced draw per camera. Positions are in
-/// world space (the entity's own transform is not applied). Replacing or
-/// editing the list re-uploads it on the next frame; an unchanged list costs
-/// no CPU work per frame.
+/// world space (the entity's own transform is not applied).
+///
+/// The list is changed through methods that record what changed, so the next
+/// frame uploads only that: [`set`](Self::set), [`edit`](Self::edit) and
+/// [`push`](Self::push) upload the touched instances, [`truncate`](Self::truncate)
+/// uploads nothing, and [`replace`](Self::replace) or
+/// [`instances_mut`](Self::instances_mut) upload the whole list. An unchanged
+/// batch costs no CPU work per frame.
 ///
 /// Bevy's own frustum culling of the entity is turned off
 /// ([`NoFrustumCulling`]): the batch's instances are culled one by one instead.
 #[derive(Component, Clone, Debug, Default)]
 #[require(Transform, Visibility, NoFrustumCulling, SyncToRenderWorld)]
 pub struct GpuCulledInstances {
-    /// The instances.
-    pub instances: Vec<CulledInstance>,
+    instances: Vec<CulledInstance>,
+    pub(crate) changes: PendingChanges,
+}
+
+/// What changed in a batch since the render world last took its changes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingChanges {
+    /// Something changed (contents or length).
+    pub any: bool,
+    /// The whole list must be uploaded.
+    pub all: bool,
+    /// Changed ranges, sorted and disjoint (meaningful when `all` is false).
+    pub ranges: DirtyRanges,
 }
 
 impl GpuCulledInstances {
     /// A batch of these instances.
     pub fn new(instances: Vec<CulledInstance>) -> Self {
-        Self { instances }
+        let mut batch = Self {
+            instances,
+            changes: PendingChanges::default(),
+        };
+        batch.mark_all();
+        batch
+    }
+
+    fn mark_all(&mut self) {
+        self.changes.any = true;
+        self.changes.all = true;
+        self.changes.ranges.clear();
+    }
+
+    fn mark(&mut self, range: Range<usize>) {
+        self.changes.any = true;
+        if !self.changes.all {
+            self.changes.ranges.mark(range.start as u32..range.end as u32);
+        }
+    }
+
+    /// The instances.
+    pub fn instances(&self) -> &[CulledInstance] {
+        &self.instances
+    }
+
+    /// The number of instances.
+    pub fn len(&self) -> usize {
+        self.instances.len()
+    }
+
+    /// Whether the batch has no instances.
+    pub fn is_empty(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// Replaces instance `index`; only it is uploaded. Panics if `index` is
+    /// out of bounds, like indexing a slice.
+    pub fn set(&mut self, index: usize, instance: CulledInstance) {
+        self.instances[index] = instance;
+        self.mark(index..index + 1);
+    }
+
+    /// The instances in `range`, to change in place; only they are uploaded.
+    /// Panics if the range is out of bounds, like slicing.
+    pub fn edit(&mut self, range: Range<usize>) -> &mut [CulledInstance] {
+        let _in_bounds = &self.instances[range.clone()];
+        self.mark(range.clone());
+        &mut self.instances[range]
+    }
+
+    /// Appends an instance; only it is uploaded (unless the GPU buffers must
+    /// grow, which re-uploads the batch once, doubling the capacity).
+    pub fn push(&mut self, instance: CulledInstance) {
+        self.instances.push(instance);
+        let end = self.instances.len();
+        self.mark(end - 1..end);
+    }
+
+    /// Appends instances; only they are uploaded (see [`push`](Self::push)).
+    pub fn extend(&mut self, instances: impl IntoIterator<Item = CulledInstance>) {
+        let start = self.instances.len();
+        self.instances.extend(instances);
+        let end = self.instances.len();
+        if end > start {
+            self.mark(start..end);
+        }
+    }
+
+    /// Keeps the first `len` instances; nothing is uploaded.
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.instances.len() {
+            self.instances.truncate(len);
+            self.changes.any = true;
+            self.changes.ranges.clip(len as u32);
+        }
+    }
+
+    /// Removes every instance; nothing is uploaded.
+    pub fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    /// Replaces the whole list; all of it is uploaded.
+    pub fn replace(&mut self, instances: Vec<CulledInstance>) {
+        self.instances = instances;
+        self.mark_all();
+    }
+
+    /// The list itself, for arbitrary changes: the whole list is uploaded on
+    /// the next frame. Prefer [`edit`](Self::edit) or [`set`](Self::set) for
+    /// small changes to a large batch.
+    pub fn instances_mut(&mut self) -> &mut Vec<CulledInstance> {
+        self.mark_all();
+        &mut self.instances
+    }
+
+    /// Takes the changes recorded since the last call (the render world's
+    /// extraction does this).
+    pub(crate) fn take_changes(&mut self) -> PendingChanges {
+        std::mem::take(&mut self.changes)
     }
 
     /// The indices of the instances a camera with this `clip_from_world`
@@ -138,5 +255,130 @@ impl bevy::render::extract_component::ExtractComponent for CullingFrustumOverrid
 
     fn extract_component(item: bevy::ecs::query::QueryItem<'_, '_, Self::QueryData>) -> Option<Self> {
         Some(*item)
+    }
+}
+
+/// Sorted, disjoint, non-adjacent ranges of changed instances. Kept short:
+/// past [`DirtyRanges::MAX`] ranges, the two closest merge (uploading the gap
+/// between them), so tracking costs O(1) memory whatever the edits.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct DirtyRanges(Vec<Range<u32>>);
+
+impl DirtyRanges {
+    pub const MAX: usize = 32;
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    pub fn ranges(&self) -> &[Range<u32>] {
+        &self.0
+    }
+
+    /// Adds `range`, merging it with the ranges it overlaps or touches.
+    pub fn mark(&mut self, range: Range<u32>) {
+        if range.is_empty() {
+            return;
+        }
+        // First range that ends at or after the new start (touching counts).
+        let first = self.0.partition_point(|r| r.end < range.start);
+        // One past the last range that starts at or before the new end.
+        let last = self.0.partition_point(|r| r.start <= range.end);
+        let merged = if first < last {
+            self.0[first].start.min(range.start)..self.0[last - 1].end.max(range.end)
+        } else {
+            range
+        };
+        self.0.splice(first..last, std::iter::once(merged));
+        if self.0.len() > Self::MAX {
+            let closest = (0..self.0.len() - 1)
+                .min_by_key(|&i| self.0[i + 1].start - self.0[i].end)
+                .expect("more than one range");
+            let next = self.0.remove(closest + 1);
+            self.0[closest].end = next.end;
+        }
+    }
+
+    /// Drops what lies at or past `len`.
+    pub fn clip(&mut self, len: u32) {
+        self.0.retain_mut(|r| {
+            r.end = r.end.min(len);
+            r.start < r.end
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ranges as a set of indices, for comparison with a plain model.
+    fn indices(d: &DirtyRanges) -> Vec<u32> {
+        d.ranges().iter().flat_map(|r| r.clone()).collect()
+    }
+
+    #[test]
+    fn ranges_merge_and_stay_sorted() {
+        let mut d = DirtyRanges::default();
+        d.mark(10..12);
+        d.mark(2..3);
+        d.mark(12..14); // touches 10..12
+        d.mark(5..5); // empty: ignored
+        assert_eq!(d.ranges(), &[2..3, 10..14]);
+        d.mark(0..11);
+        assert_eq!(d.ranges(), std::slice::from_ref(&(0..14)));
+        d.clip(5);
+        assert_eq!(d.ranges(), std::slice::from_ref(&(0..5)));
+        d.clip(0);
+        assert!(d.ranges().is_empty());
+    }
+
+    #[test]
+    fn ranges_cover_every_marked_index_whatever_the_order() {
+        // A small deterministic generator: the marked set is always covered,
+        // the ranges stay sorted, disjoint and at most MAX long.
+        let mut state = 0x9e37_79b9_u32;
+        let mut next = |m: u32| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state % m
+        };
+        for _ in 0..50 {
+            let mut d = DirtyRanges::default();
+            let mut marked = std::collections::BTreeSet::new();
+            for _ in 0..200 {
+                let start = next(1000);
+                let len = next(5);
+                d.mark(start..start + len);
+                marked.extend(start..start + len);
+            }
+            let covered: std::collections::BTreeSet<u32> = indices(&d).into_iter().collect();
+            assert!(marked.is_subset(&covered));
+            assert!(d.ranges().len() <= DirtyRanges::MAX);
+            assert!(d.ranges().windows(2).all(|w| w[0].end < w[1].start));
+            let total: u32 = d.ranges().iter().map(|r| r.end - r.start).sum();
+            assert_eq!(total as usize, covered.len());
+        }
+    }
+
+    #[test]
+    fn batch_records_what_changed() {
+        let i = CulledInstance::new(Vec3::ZERO, LinearRgba::WHITE);
+        let mut b = GpuCulledInstances::new(vec![i; 100]);
+        let c = b.take_changes();
+        assert!(c.any && c.all);
+        assert!(!b.take_changes().any, "taking clears");
+        b.set(7, i);
+        b.edit(20..25)[0].scale = 2.0;
+        b.push(i);
+        let c = b.take_changes();
+        assert!(c.any && !c.all);
+        assert_eq!(c.ranges.ranges(), &[7..8, 20..25, 100..101]);
+        b.truncate(50);
+        let c = b.take_changes();
+        assert!(c.any && !c.all && c.ranges.ranges().is_empty());
+        b.instances_mut().push(i);
+        assert!(b.take_changes().all);
     }
 }

@@ -23,6 +23,14 @@
 //! }
 //! ```
 //!
+//! Each (camera, batch) is queued into the camera's `Opaque3d` phase and
+//! depth-tested against Bevy's meshes, with the pipeline key (MSAA, HDR,
+//! tonemapping) Bevy computes for the view. Lists are edited through
+//! [`GpuCulledInstances`]'s methods, which record what changed so that only
+//! that is uploaded; [`GpuCullStats`] reports visible counts and GPU times.
+//! The draw shader's instance fetch is a shader library,
+//! `bevy_gpu_cull::instance`, for custom draw shaders.
+//!
 //! # Cargo features
 //!
 //! One per scan variant of `cull-core`, all on by default and forwarded to it:

@@ -57,6 +57,10 @@ pub struct GpuCullStats {
     /// this exceeds the `render_frame` seen at the move to read counts that
     /// include it.
     pub counts_frame: u64,
+    /// Instances uploaded to the GPU since the app started: a new or
+    /// replaced batch counts whole, an edit counts the instances it touched
+    /// (see [`crate::GpuCulledInstances`]).
+    pub uploaded_instances: u64,
 }
 
 /// Messages from the render world to the main world.
@@ -75,6 +79,9 @@ pub(crate) enum StatMessage {
         view: Entity,
         batch: Entity,
         timings: CullTimings,
+    },
+    Uploaded {
+        instances: u64,
     },
 }
 
@@ -146,6 +153,9 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             }
             StatMessage::Timing { view, batch, timings } => {
                 stats.timings.insert((view, batch), timings);
+            }
+            StatMessage::Uploaded { instances } => {
+                stats.uploaded_instances += instances;
             }
         }
     }

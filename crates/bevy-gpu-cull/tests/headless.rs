@@ -27,18 +27,41 @@ struct Harness {
     pixels: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
+/// How the cameras render.
+#[derive(Clone, Copy, PartialEq)]
+enum CameraSetup {
+    /// LDR, no MSAA: the cheapest on lavapipe.
+    Plain,
+    /// An HDR camera (tonemapped into the LDR target) with 4x MSAA.
+    HdrMsaa4,
+    /// Plain, without pipelined rendering, so the test can reach the render world.
+    PlainSynchronous,
+}
+
 /// A grid of spheres in the XZ plane, and cameras looking at parts of it.
 fn harness(variant: Option<ScanVariant>, camera_transforms: &[Transform]) -> Harness {
+    harness_with(variant, camera_transforms, CameraSetup::Plain)
+}
+
+fn harness_with(
+    variant: Option<ScanVariant>,
+    camera_transforms: &[Transform],
+    setup: CameraSetup,
+) -> Harness {
     let mut app = App::new();
+    let mut plugins = DefaultPlugins
+        .set(WindowPlugin {
+            primary_window: None,
+            exit_condition: ExitCondition::DontExit,
+            ..default()
+        })
+        .disable::<bevy::log::LogPlugin>()
+        .disable::<bevy::winit::WinitPlugin>();
+    if setup == CameraSetup::PlainSynchronous {
+        plugins = plugins.disable::<bevy::render::pipelined_rendering::PipelinedRenderingPlugin>();
+    }
     app.add_plugins((
-        DefaultPlugins
-            .set(WindowPlugin {
-                primary_window: None,
-                exit_condition: ExitCondition::DontExit,
-                ..default()
-            })
-            .disable::<bevy::log::LogPlugin>()
-            .disable::<bevy::winit::WinitPlugin>(),
+        plugins,
         ScheduleRunnerPlugin::run_loop(std::time::Duration::ZERO),
         GpuCullPlugin {
             settings: GpuCullSettings {
@@ -81,10 +104,15 @@ fn harness(variant: Option<ScanVariant>, camera_transforms: &[Transform]) -> Har
                     handle: handle.clone(),
                     scale_factor: 1.0,
                 }),
-                Msaa::Off,
                 *transform,
             ))
             .id();
+        match setup {
+            CameraSetup::Plain | CameraSetup::PlainSynchronous => world.entity_mut(camera).insert(Msaa::Off),
+            CameraSetup::HdrMsaa4 => world
+                .entity_mut(camera)
+                .insert((Msaa::Sample4, bevy::camera::Hdr)),
+        };
         cameras.push(camera);
         if i == 0 {
             world.spawn(Readback::texture(handle));
@@ -158,11 +186,18 @@ fn looking_down_grid() -> Transform {
 /// Renders until the frame shows the clear color (pipelines compile
 /// asynchronously), then checks the instances cover the lower part of the
 /// view and the sky stays background. Saves the frame to the temp folder.
-fn assert_renders(h: &mut Harness, what: &str) {
+fn assert_renders(h: &mut Harness, what: &str) -> Vec<u8> {
+    assert_renders_when(h, what, |_| true)
+}
+
+/// [`assert_renders`], also waiting until `ready` holds for the frame (for
+/// other meshes whose pipelines compile later); returns the frame.
+fn assert_renders_when(h: &mut Harness, what: &str, ready: impl Fn(&[u8]) -> bool) -> Vec<u8> {
     // Pipelines compile asynchronously: render until the frame shows the
     // clear color, then judge it.
     let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
-    let is_background = |p: &[u8]| p[0] < 10 && p[1] < 10 && p[2] > 200;
+    // Blue, also after an HDR camera's tonemapping.
+    let is_background = |p: &[u8]| p[0] < 60 && p[1] < 100 && p[2] > 150;
     // The instances are red-orange, lit: red clearly above blue.
     let is_instance = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30;
     let mut last = None;
@@ -184,7 +219,7 @@ fn assert_renders(h: &mut Harness, what: &str) {
             .count();
         let sky = pixel(w / 2, 1);
         last = Some((covered, sky.clone(), pixels.clone()));
-        if is_background(&sky) && covered > w * hgt / 10 {
+        if is_background(&sky) && covered > w * hgt / 10 && ready(&pixels) {
             break;
         }
     }
@@ -204,6 +239,7 @@ fn assert_renders(h: &mut Harness, what: &str) {
         "{what}: only {covered} pixels show instances (see {})",
         png.display()
     );
+    pixels
 }
 
 #[test]
@@ -236,7 +272,6 @@ fn several_cameras_edits_and_empty_batches() {
         .world_mut()
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()
-        .instances
         .truncate(700);
     let shrunk = run_until_counts_match(&mut h, "after shrinking");
     assert!(shrunk[0] <= counts[0]);
@@ -253,14 +288,13 @@ fn several_cameras_edits_and_empty_batches() {
         .world_mut()
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()
-        .instances = more;
+        .replace(more);
     run_until_counts_match(&mut h, "after growing");
     // Empty: nothing visible, no error.
     h.app
         .world_mut()
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()
-        .instances
         .clear();
     let empty = run_until_counts_match(&mut h, "empty batch");
     assert_eq!(empty, vec![0, 0]);
@@ -271,9 +305,11 @@ fn several_cameras_edits_and_empty_batches() {
         .world_mut()
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()
-        .instances = (0..300)
-        .map(|i| CulledInstance::new(Vec3::new(i as f32 * 0.3 - 45.0, 0.0, -5.0), LinearRgba::WHITE))
-        .collect();
+        .replace(
+            (0..300)
+                .map(|i| CulledInstance::new(Vec3::new(i as f32 * 0.3 - 45.0, 0.0, -5.0), LinearRgba::WHITE))
+                .collect(),
+        );
     run_until_counts_match(&mut h, "after switching variant");
     for _ in 0..3 {
         h.app.update();
@@ -287,6 +323,145 @@ fn several_cameras_edits_and_empty_batches() {
         stats.gpu_time_ms
     );
     assert!(!stats.timings.is_empty());
+}
+
+/// Edits upload only the instances they touch, and the counts follow them.
+#[test]
+fn edits_upload_only_what_changed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness(None, &[looking_down_grid()]);
+    let before = run_until_counts_match(&mut h, "initial")[0];
+    let uploaded = |h: &Harness| h.app.world().resource::<GpuCullStats>().uploaded_instances;
+    assert_eq!(uploaded(&h), 1600, "the new batch goes up whole, once");
+    // Move an instance that is out of view in front of the camera.
+    let hidden = {
+        let camera = h.cameras[0];
+        let world = h.app.world_mut();
+        let (cam, transform) = world
+            .query::<(&Camera, &GlobalTransform)>()
+            .get(world, camera)
+            .unwrap();
+        let clip_from_world = cam.clip_from_view() * transform.to_matrix().inverse();
+        let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+        let batch = world.get::<GpuCulledInstances>(h.batch).unwrap();
+        let visible = batch.visible_on_cpu(bounds, clip_from_world).unwrap();
+        (0..batch.len() as u32)
+            .find(|i| !visible.contains(i))
+            .expect("the camera does not see the whole grid") as usize
+    };
+    let mut batch = h.app.world_mut().get_mut::<GpuCulledInstances>(h.batch).unwrap();
+    let mut moved = batch.instances()[hidden];
+    moved.position = Vec3::new(0.0, 0.0, 2.0);
+    batch.set(hidden, moved);
+    let after = run_until_counts_match(&mut h, "after moving one instance")[0];
+    assert_eq!(after, before + 1, "the moved instance is now visible");
+    assert_eq!(uploaded(&h), 1601, "one instance uploaded");
+    // Edit a range in place, then append within the capacity (2048).
+    for instance in h
+        .app
+        .world_mut()
+        .get_mut::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .edit(100..110)
+    {
+        instance.position.y += 50.0; // lifted out of view
+    }
+    h.app
+        .world_mut()
+        .get_mut::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .extend((0..3).map(|i| CulledInstance::new(Vec3::new(i as f32, 1.0, 0.0), LinearRgba::WHITE)));
+    run_until_counts_match(&mut h, "after editing and appending");
+    assert_eq!(uploaded(&h), 1601 + 10 + 3);
+    // Frames with no edits upload nothing.
+    for _ in 0..5 {
+        h.app.update();
+    }
+    assert_eq!(uploaded(&h), 1614);
+}
+
+/// An HDR camera with 4x MSAA: the pipeline is specialized for the view's
+/// sample count and HDR target, and the instances show after tonemapping.
+#[test]
+fn hdr_msaa_camera_renders() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let camera = looking_down_grid();
+    let mut h = harness_with(None, &[camera], CameraSetup::HdrMsaa4);
+    // An unlit green Bevy mesh in front of the left half of the view: the
+    // instances behind it must be depth-tested away. The view is 2 * 3 *
+    // tan(22.5 deg) * 1.5 = 3.7 wide at distance 3; the box spans from its
+    // left edge to 0.1 left of the center.
+    let world = h.app.world_mut();
+    let mesh = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Cuboid::new(2.0, 3.0, 0.05));
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial {
+            base_color: Color::srgb(0.0, 1.0, 0.0),
+            unlit: true,
+            ..default()
+        });
+    let center = camera.translation + camera.forward() * 3.0 + camera.left() * 1.1;
+    world.spawn((
+        Mesh3d(mesh),
+        MeshMaterial3d(material),
+        Transform::from_translation(center).with_rotation(camera.rotation),
+    ));
+    run_until_counts_match(&mut h, "HDR + MSAA");
+    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
+    let is_green = |p: &[u8]| p[1] > 100 && p[1] as u32 > p[0] as u32 + 80;
+    let pixels = assert_renders_when(&mut h, "HDR MSAA4", |pixels| {
+        let p = (hgt / 2 * w + w / 8) * 4;
+        is_green(&pixels[p..p + 4])
+    });
+    let pixel = |x: usize, y: usize| &pixels[(y * w + x) * 4..(y * w + x) * 4 + 4];
+    let is_instance = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30;
+    let left: Vec<&[u8]> = (0..hgt).map(|y| pixel(w / 8, y)).collect();
+    assert!(
+        left.iter().all(|p| is_green(p)),
+        "the occluder covers the left edge: {left:?}"
+    );
+    let occluded_instances = (0..hgt)
+        .flat_map(|y| (0..w / 2 - 4).map(move |x| (x, y)))
+        .filter(|&(x, y)| is_instance(pixel(x, y)))
+        .count();
+    assert_eq!(occluded_instances, 0, "instances show through a nearer Bevy mesh");
+    let right_instances = (hgt / 2..hgt)
+        .flat_map(|y| (w / 2 + 4..w).map(move |x| (x, y)))
+        .filter(|&(x, y)| is_instance(pixel(x, y)))
+        .count();
+    assert!(
+        right_instances > 100,
+        "instances show right of the occluder: {right_instances}"
+    );
+}
+
+/// After a device loss Bevy re-creates the device and runs `RenderStartup`
+/// again. The plugin's part of that is tested here by running `RenderStartup`
+/// again on the same device: the culler and buffers are rebuilt, the batch goes
+/// up whole again, and counts and pixels come back. (Destroying the device
+/// itself is not testable with Bevy 0.19.1: Bevy's own uniform uploads panic
+/// on a destroyed device before its error handler runs.)
+#[test]
+fn render_startup_rebuilds_gpu_state() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    run_until_counts_match(&mut h, "before");
+    assert_eq!(h.app.world().resource::<GpuCullStats>().uploaded_instances, 1600);
+    h.app
+        .sub_app_mut(bevy::render::RenderApp)
+        .world_mut()
+        .run_schedule(bevy::render::RenderStartup);
+    h.app.world_mut().resource_mut::<GpuCullStats>().visible.clear();
+    *h.pixels.lock().unwrap() = None;
+    run_until_counts_match(&mut h, "after RenderStartup ran again");
+    assert_eq!(
+        h.app.world().resource::<GpuCullStats>().uploaded_instances,
+        3200,
+        "the batch went up again, whole"
+    );
+    assert_renders(&mut h, "after RenderStartup");
 }
 
 /// wgpu's GL backend (llvmpipe through EGL) has no subgroups: the default

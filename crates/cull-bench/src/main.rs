@@ -16,7 +16,7 @@ mod roofline;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
     CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind,
-    ScanVariant,
+    ScanVariant, Tuning,
 };
 use rayon::prelude::*;
 use roofline::{Roofline, median};
@@ -30,6 +30,8 @@ struct Args {
     formats: Vec<InstanceFormat>,
     output: OutputKind,
     runs: usize,
+    /// Culler tuning for the whole run (`--workgroup-size`).
+    tuning: Tuning,
     out: Option<PathBuf>,
     replot: Option<PathBuf>,
 }
@@ -44,6 +46,7 @@ fn parse_args() -> Result<Args, String> {
         formats: InstanceFormat::ALL.to_vec(),
         output: OutputKind::Instances,
         runs: 25,
+        tuning: Tuning::default(),
         out: None,
         replot: None,
     };
@@ -93,11 +96,15 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
+            "--workgroup-size" => {
+                args.tuning.workgroup_size =
+                    Some(value()?.parse().map_err(|e| format!("--workgroup-size: {e}"))?)
+            }
             "--out" => args.out = Some(value()?.into()),
             "--replot" => args.replot = Some(value()?.into()),
             "--help" | "-h" => {
                 return Err("usage: cull-bench [--sizes 1e3,1e6] [--fractions 0.05,0.25,1] [--variants all|NAME,..] \
-                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
+                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--workgroup-size 256] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
                     .into());
             }
             other => return Err(format!("unknown argument {other} (try --help)")),
@@ -209,6 +216,7 @@ fn main() {
                     allow_fallback: false,
                     format,
                     output: args.output,
+                    tuning: args.tuning,
                     ..Default::default()
                 };
                 let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();

@@ -1,6 +1,7 @@
 //! The cull pass, run for each view in `Core3d` before the main pass, and the
 //! asynchronous readback of the visible counts.
 
+use super::BatchData;
 use super::prepare::{GpuBatch, RenderCuller, RenderFrame, ViewTargets};
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{StatMessage, StatSender};
@@ -18,7 +19,7 @@ const READY: u8 = 3;
 
 pub(crate) fn cull_view(
     view: ViewQuery<(Entity, &ExtractedView, Option<&CullingFrustumOverride>)>,
-    batches: Query<(Entity, &GpuBatch)>,
+    batches: Query<(Entity, &BatchData, &GpuBatch)>,
     targets: Res<ViewTargets>,
     culler: Option<Res<RenderCuller>>,
     queue: Res<RenderQueue>,
@@ -44,13 +45,13 @@ pub(crate) fn cull_view(
         }
     };
     let mut culled = false;
-    for (batch_entity, batch) in &batches {
+    for (batch_entity, data, batch) in &batches {
         let Some(target) = targets.map.get(&(view_entity, batch_entity)) else {
             continue;
         };
         let params = CullParams {
             frustum,
-            local_bounds: batch.bounds,
+            local_bounds: data.bounds,
             count: batch.count,
         };
         let encoder = ctx.command_encoder();

@@ -2,21 +2,23 @@
 //! shader that fetches each instance through the cull's output, lit by
 //! Bevy's PBR lighting, and one indirect draw per (view, batch).
 
-use super::prepare::{GpuBatch, ViewTargets};
-use bevy::core_pipeline::core_3d::{Transparent3d, TransparentSortingInfo3d};
+use super::prepare::ViewTargets;
+use bevy::asset::load_embedded_asset;
+use bevy::core_pipeline::core_3d::{Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey};
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
     MeshPipeline, MeshPipelineKey, RenderMeshInstances, SetMeshViewBindGroup,
     SetMeshViewBindingArrayBindGroup, ViewKeyCache,
 };
+use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::render::mesh::RenderMesh;
-use bevy::render::mesh::allocator::MeshAllocator;
+use bevy::render::mesh::allocator::{MeshAllocator, MeshSlabs};
 use bevy::render::render_asset::RenderAssets;
 use bevy::render::render_phase::{
-    DrawFunctions, PhaseItem, PhaseItemExtraIndex, RenderCommand, RenderCommandResult, SetItemPipeline,
-    TrackedRenderPass, ViewSortedRenderPhases,
+    BinnedRenderPhaseType, DrawFunctions, InputUniformIndex, PhaseItem, RenderCommand, RenderCommandResult,
+    SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases,
 };
 use bevy::render::render_resource::binding_types::storage_buffer_read_only_sized;
 use bevy::render::render_resource::{
@@ -24,12 +26,8 @@ use bevy::render::render_resource::{
     SpecializedMeshPipeline, SpecializedMeshPipelineError, SpecializedMeshPipelines,
 };
 use bevy::render::sync_world::MainEntity;
-use bevy::render::view::ExtractedView;
+use bevy::render::view::{ExtractedView, RetainedViewEntity};
 use bevy::shader::Shader;
-
-/// The draw shader's handle, added to the main world's assets by the plugin.
-#[derive(Resource, Clone)]
-pub(crate) struct DrawShader(pub Handle<Shader>);
 
 /// Bevy's mesh pipeline with the instance fetch swapped in.
 #[derive(Resource)]
@@ -43,7 +41,7 @@ pub(crate) struct CulledPipeline {
 pub(crate) fn init_pipeline(
     mut commands: Commands,
     mesh_pipeline: Res<MeshPipeline>,
-    shader: Res<DrawShader>,
+    asset_server: Res<AssetServer>,
 ) {
     let instance_layout = BindGroupLayoutDescriptor::new(
         "gpu_cull_instances",
@@ -57,7 +55,7 @@ pub(crate) fn init_pipeline(
     );
     commands.insert_resource(CulledPipeline {
         mesh_pipeline: mesh_pipeline.clone(),
-        shader: shader.0.clone(),
+        shader: load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_draw.wgsl"),
         instance_layout,
     });
 }
@@ -83,9 +81,17 @@ impl SpecializedMeshPipeline for CulledPipeline {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The batches this plugin put into each view's `Opaque3d` phase last frame.
+/// Binned phases are retained across frames, so items are taken out again
+/// when a batch or its target goes away.
+#[derive(Resource, Default)]
+pub(crate) struct QueuedBatches(HashMap<RetainedViewEntity, Vec<MainEntity>>);
+
+/// Puts each (view, batch) with a cull target into the view's `Opaque3d`
+/// phase as a non-mesh item: the draw is indirect, so Bevy's per-mesh
+/// batching and preprocessing do not apply.
 pub(crate) fn queue_batches(
-    draw_functions: Res<DrawFunctions<Transparent3d>>,
+    draw_functions: Res<DrawFunctions<Opaque3d>>,
     pipeline: Option<Res<CulledPipeline>>,
     mut pipelines: ResMut<SpecializedMeshPipelines<CulledPipeline>>,
     pipeline_cache: Res<PipelineCache>,
@@ -93,10 +99,19 @@ pub(crate) fn queue_batches(
     mesh_instances: Res<RenderMeshInstances>,
     view_keys: Res<ViewKeyCache>,
     targets: Res<ViewTargets>,
-    batches: Query<(Entity, &MainEntity), With<GpuBatch>>,
-    mut phases: ResMut<ViewSortedRenderPhases<Transparent3d>>,
+    batches: Query<(Entity, &MainEntity), With<super::prepare::GpuBatch>>,
+    mut phases: ResMut<ViewBinnedRenderPhases<Opaque3d>>,
+    mut queued: ResMut<QueuedBatches>,
     views: Query<(Entity, &ExtractedView)>,
 ) {
+    // Take out last frame's items; the live ones go back in below.
+    for (view, entities) in queued.0.drain() {
+        if let Some(phase) = phases.get_mut(&view) {
+            for entity in entities {
+                phase.remove(entity);
+            }
+        }
+    }
     let Some(pipeline) = pipeline else {
         return;
     };
@@ -108,7 +123,6 @@ pub(crate) fn queue_batches(
         let Some(view_key) = view_keys.get(&view.retained_view_entity) else {
             continue;
         };
-        let rangefinder = view.rangefinder3d();
         for (entity, main_entity) in &batches {
             if !targets.map.contains_key(&(view_entity, entity)) {
                 continue;
@@ -127,19 +141,26 @@ pub(crate) fn queue_batches(
                     continue;
                 }
             };
-            phase.add_transient(Transparent3d {
-                sorting_info: TransparentSortingInfo3d::Sorted {
-                    mesh_center: mesh.aabb_center,
-                    depth_bias: 0.0,
+            phase.add(
+                Opaque3dBatchSetKey {
+                    pipeline: id,
+                    draw_function: draw,
+                    material_bind_group_index: None,
+                    slabs: MeshSlabs::default(),
+                    lightmap_slab: None,
                 },
-                distance: rangefinder.distance(&mesh.aabb_center),
-                pipeline: id,
-                entity: (entity, *main_entity),
-                draw_function: draw,
-                batch_range: 0..1,
-                extra_index: PhaseItemExtraIndex::None,
-                indexed: mesh.indexed(),
-            });
+                Opaque3dBinKey {
+                    asset_id: mesh_instance.mesh_asset_id().untyped(),
+                },
+                (entity, *main_entity),
+                InputUniformIndex::default(),
+                BinnedRenderPhaseType::NonMesh,
+            );
+            queued
+                .0
+                .entry(view.retained_view_entity)
+                .or_default()
+                .push(*main_entity);
         }
     }
 }

@@ -7,48 +7,59 @@ mod prepare;
 
 use crate::components::{CulledInstance, GpuCullBounds, GpuCulledInstances};
 use crate::plugin::{GpuCullSettings, StatSender};
-use bevy::core_pipeline::core_3d::Transparent3d;
+use bevy::asset::embedded_asset;
+use bevy::core_pipeline::core_3d::Opaque3d;
 use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
-use bevy::pbr::MeshPipelineSystems;
+use bevy::ecs::system::SystemState;
+use bevy::pbr::{MeshPipelineSystems, queue_material_meshes};
+use bevy::platform::collections::HashSet;
 use bevy::prelude::*;
 use bevy::render::render_phase::AddRenderCommand;
 use bevy::render::render_resource::SpecializedMeshPipelines;
 use bevy::render::sync_world::RenderEntity;
-use bevy::render::{Extract, ExtractSchedule, Render, RenderApp, RenderStartup, RenderSystems};
-use bevy::shader::Shader;
+use bevy::render::{
+    ExtractSchedule, GpuResourceAppExt, MainWorld, Render, RenderApp, RenderStartup, RenderSystems,
+};
+use bevy::shader::load_shader_library;
 use cull_core::Sphere;
-use std::sync::Arc;
+use std::ops::Range;
 
-/// The main world's batch as the render world sees it. `new_instances` is
-/// only set in frames where the list changed.
+/// A batch in the render world: a copy of the main world's list, kept up to
+/// date by applying only the changed ranges, and the ranges still to upload.
 #[derive(Component)]
-pub(crate) struct ExtractedBatch {
-    pub new_instances: Option<Arc<Vec<CulledInstance>>>,
+pub(crate) struct BatchData {
+    pub instances: Vec<CulledInstance>,
     pub bounds: Sphere,
+    /// Upload the whole list (new batch, replaced list, or new GPU buffers).
+    pub upload_all: bool,
+    /// Ranges to upload when `upload_all` is false.
+    pub uploads: Vec<Range<u32>>,
 }
 
 pub(crate) fn build(app: &mut App, sender: StatSender) {
-    // The draw shader, from the top-level shaders/ folder; the pipeline is
-    // created in RenderStartup, which may run before `finish`.
-    let shader = Shader::from_wgsl(
-        include_str!("../../shaders/instanced_draw.wgsl"),
-        "bevy_gpu_cull/instanced_draw.wgsl",
-    );
-    let Some(mut shaders) = app.world_mut().get_resource_mut::<Assets<Shader>>() else {
-        return;
-    };
-    let handle = shaders.add(shader);
+    // The draw shader and the instance-fetch library it imports (which custom
+    // shaders can import too), embedded in the binary.
+    load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
+    embedded_asset!(app, "shaders/instanced_draw.wgsl");
     let Some(render_app) = app.get_sub_app_mut(RenderApp) else {
         return;
     };
     render_app
         .insert_resource(sender)
-        .insert_resource(draw::DrawShader(handle))
-        .init_resource::<prepare::ViewTargets>()
         .init_resource::<prepare::RenderFrame>()
-        .init_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
-        .add_render_command::<Transparent3d, draw::DrawCulled>()
-        .add_systems(RenderStartup, draw::init_pipeline.after(MeshPipelineSystems))
+        .init_resource::<draw::QueuedBatches>()
+        // Resources holding GPU objects are (re)created in RenderStartup, which
+        // runs again with a new device after a device loss.
+        .init_gpu_resource::<prepare::ViewTargets>()
+        .init_gpu_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
+        .add_render_command::<Opaque3d, draw::DrawCulled>()
+        .add_systems(
+            RenderStartup,
+            (
+                draw::init_pipeline.after(MeshPipelineSystems),
+                prepare::forget_gpu_batches,
+            ),
+        )
         .add_systems(ExtractSchedule, (extract_batches, extract_settings))
         .add_systems(
             Render,
@@ -61,7 +72,11 @@ pub(crate) fn build(app: &mut App, sender: StatSender) {
                 )
                     .chain()
                     .in_set(RenderSystems::PrepareResources),
-                draw::queue_batches.in_set(RenderSystems::QueueMeshes),
+                // Bevy's material queue removes entities it re-specializes
+                // from the bins by main entity; ours re-adds after it.
+                draw::queue_batches
+                    .in_set(RenderSystems::QueueMeshes)
+                    .after(queue_material_meshes),
                 cull::read_back_counts.in_set(RenderSystems::Cleanup),
             ),
         )
@@ -70,26 +85,94 @@ pub(crate) fn build(app: &mut App, sender: StatSender) {
 
 pub(crate) fn finish(_app: &mut App) {}
 
-fn extract_settings(mut commands: Commands, settings: Extract<Res<GpuCullSettings>>) {
+fn extract_settings(mut commands: Commands, settings: bevy::render::Extract<Res<GpuCullSettings>>) {
     if settings.is_changed() {
         commands.insert_resource(settings.clone());
     }
 }
 
-/// Sends a batch to the render world when it is new or changed; an unchanged
-/// batch costs nothing here.
+type MainBatches<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static RenderEntity,
+        &'static mut GpuCulledInstances,
+        &'static GpuCullBounds,
+    ),
+>;
+
+/// Brings each batch's changes to the render world: the changed ranges only
+/// (taken from the main world's component, hence `MainWorld` rather than
+/// `Extract`), so an unchanged batch costs a flag check and an edited one
+/// the size of its edits.
 fn extract_batches(
     mut commands: Commands,
-    batches: Extract<Query<(RenderEntity, Ref<GpuCulledInstances>, Ref<GpuCullBounds>)>>,
+    mut main_world: ResMut<MainWorld>,
+    mut state: Local<Option<SystemState<MainBatches<'static, 'static>>>>,
+    mut batches: Query<(Entity, &mut BatchData)>,
+    mut live: Local<HashSet<Entity>>,
 ) {
-    for (render_entity, batch, bounds) in &batches {
-        if !(batch.is_changed() || bounds.is_changed()) {
+    let state = state.get_or_insert_with(|| SystemState::new(&mut main_world));
+    let Ok(mut main_batches) = state.get_mut(&mut main_world) else {
+        return;
+    };
+    live.clear();
+    for (render_entity, mut batch, bounds) in &mut main_batches {
+        let render_entity = render_entity.id();
+        live.insert(render_entity);
+        let bounds = Sphere::new(bounds.center, bounds.radius);
+        let Ok((_, mut data)) = batches.get_mut(render_entity) else {
+            let batch = batch.bypass_change_detection();
+            batch.take_changes();
+            commands.entity(render_entity).insert(BatchData {
+                instances: batch.instances().to_vec(),
+                bounds,
+                upload_all: true,
+                uploads: Vec::new(),
+            });
+            continue;
+        };
+        if data.bounds != bounds {
+            data.bounds = bounds;
+        }
+        if !batch.changes.any {
             continue;
         }
-        let bounds = Sphere::new(bounds.center, bounds.radius);
-        commands.entity(render_entity).insert(ExtractedBatch {
-            new_instances: Some(Arc::new(batch.instances.clone())),
-            bounds,
+        let batch = batch.bypass_change_detection();
+        let changes = batch.take_changes();
+        let source = batch.instances();
+        if changes.all {
+            data.instances.clear();
+            data.instances.extend_from_slice(source);
+            data.upload_all = true;
+            data.uploads.clear();
+            continue;
+        }
+        data.instances.truncate(source.len());
+        for range in changes.ranges.ranges() {
+            let (start, end) = (range.start as usize, range.end as usize);
+            if end > data.instances.len() {
+                data.instances.resize(end, source[0]);
+            }
+            data.instances[start..end].copy_from_slice(&source[start..end]);
+            data.uploads.push(range.clone());
+        }
+        data.uploads.retain_mut(|r| {
+            r.end = r.end.min(source.len() as u32);
+            r.start < r.end
         });
+        if data.instances.len() != source.len() {
+            // Cannot happen through the component's methods; stay correct anyway.
+            data.instances.clear();
+            data.instances.extend_from_slice(source);
+            data.upload_all = true;
+        }
+    }
+    // Batches whose component was removed (despawned entities leave the
+    // render world with their components).
+    for (entity, _) in &batches {
+        if !live.contains(&entity) {
+            commands.entity(entity).remove::<(BatchData, prepare::GpuBatch)>();
+        }
     }
 }

@@ -2,10 +2,10 @@
 //! buffers (rewritten only when its list changed), and a cull target per
 //! (view, batch) with its draw bind group.
 
-use super::ExtractedBatch;
+use super::BatchData;
 use super::draw::CulledPipeline;
 use crate::components::CulledInstance;
-use crate::plugin::GpuCullSettings;
+use crate::plugin::{GpuCullSettings, StatMessage, StatSender};
 use bevy::pbr::RenderMeshInstances;
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -16,9 +16,12 @@ use bevy::render::render_resource::{BindGroup, BindGroupEntries, Buffer, Pipelin
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::ExtractedView;
-use cull_core::{CullInput, CullTarget, Culler, CullerDesc, Instance, OutputKind, Sphere};
+use cull_core::{CullInput, CullTarget, Culler, CullerDesc, Instance, OutputKind};
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64};
+
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// The culler for the current settings.
 #[derive(Resource)]
@@ -36,13 +39,9 @@ pub(crate) struct GpuBatch {
     /// [`CulledInstance`] records (48 bytes), read by the draw through the
     /// survivors' indices, whatever the culling format.
     pub draw_data: wgpu::Buffer,
+    /// Instances in the buffers (the batch's length when last prepared).
     pub count: u32,
     pub capacity: u32,
-    pub bounds: Sphere,
-    /// The list, kept to re-encode it if the culling format changes.
-    pub instances: Arc<Vec<CulledInstance>>,
-    /// Bumped whenever the buffers are replaced.
-    pub generation: u64,
     pub culler_generation: u64,
 }
 
@@ -105,7 +104,9 @@ pub(crate) fn prepare_culler(
                 culler.variant(),
                 culler.format()
             );
-            let generation = current.map_or(1, |c| c.generation + 1);
+            // Unique across device losses too, so nothing built for an older
+            // culler is taken for current.
+            let generation = NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             commands.insert_resource(RenderCuller {
                 culler,
                 settings: settings.clone(),
@@ -124,49 +125,67 @@ fn to_instance(i: &CulledInstance) -> Instance {
     }
 }
 
+/// After a device loss (and at start-up): buffers of the old device are
+/// dropped, and every batch is uploaded again from its render-world copy.
+pub(crate) fn forget_gpu_batches(mut commands: Commands, batches: Query<Entity, With<GpuBatch>>) {
+    commands.remove_resource::<RenderCuller>();
+    for entity in &batches {
+        commands.entity(entity).remove::<GpuBatch>();
+    }
+}
+
+/// Uploads what changed: the whole batch into new buffers when it is new,
+/// outgrew its capacity or the culling format changed; otherwise only the
+/// changed ranges.
 pub(crate) fn prepare_batches(
     mut commands: Commands,
     device: Res<RenderDevice>,
     queue: Res<RenderQueue>,
     culler: Option<Res<RenderCuller>>,
-    mut batches: Query<(Entity, &mut ExtractedBatch, Option<&mut GpuBatch>)>,
+    sender: Res<StatSender>,
+    mut batches: Query<(Entity, &mut BatchData, Option<&mut GpuBatch>)>,
 ) {
     let Some(culler) = culler else {
         return;
     };
     let device = device.wgpu_device();
-    for (entity, mut extracted, gpu) in &mut batches {
-        let new = extracted.new_instances.take();
-        let stale_format = gpu
+    let format = culler.culler.format();
+    let mut uploaded = 0u64;
+    for (entity, mut data, gpu) in &mut batches {
+        let data = data.as_mut();
+        let count = data.instances.len() as u32;
+        let reusable = gpu
             .as_ref()
-            .is_some_and(|g| g.culler_generation != culler.generation);
-        let Some(instances) = new.or_else(|| stale_format.then(|| gpu.as_ref().unwrap().instances.clone()))
-        else {
-            continue;
-        };
-        let count = instances.len() as u32;
-        let format = culler.culler.format();
-        let reuse = gpu.as_ref().is_some_and(|g| {
-            g.capacity >= count && g.input.format() == format && g.culler_generation == culler.generation
-        });
-        let capacity = if reuse {
-            gpu.as_ref().unwrap().capacity
-        } else {
-            count.max(1).next_power_of_two()
-        };
-        let encoded: Vec<Instance> = instances.iter().map(to_instance).collect();
-        if reuse {
-            let g = gpu.unwrap().into_inner();
-            if let Err(e) = g.input.write_instances(&queue, 0, &encoded) {
-                error!("GPU culling: {e}");
-                continue;
+            .is_some_and(|g| g.capacity >= count && g.culler_generation == culler.generation);
+        if let (true, Some(mut gpu)) = (reusable, gpu) {
+            let ranges: Vec<Range<u32>> = if data.upload_all {
+                std::iter::once(0..count).collect()
+            } else {
+                std::mem::take(&mut data.uploads)
+            };
+            data.upload_all = false;
+            data.uploads.clear();
+            for range in ranges {
+                let slice = &data.instances[range.start as usize..range.end as usize];
+                let encoded: Vec<Instance> = slice.iter().map(to_instance).collect();
+                if let Err(e) = gpu.input.write_instances(&queue, range.start, &encoded) {
+                    error!("GPU culling: {e}");
+                    continue;
+                }
+                queue.write_buffer(
+                    &gpu.draw_data,
+                    range.start as u64 * size_of::<CulledInstance>() as u64,
+                    bytemuck::cast_slice(slice),
+                );
+                uploaded += slice.len() as u64;
             }
-            queue.write_buffer(&g.draw_data, 0, bytemuck::cast_slice(&instances));
-            g.count = count;
-            g.bounds = extracted.bounds;
-            g.instances = instances;
+            if gpu.count != count {
+                gpu.count = count;
+            }
             continue;
         }
+        // New buffers: the whole list goes up.
+        let capacity = count.max(1).next_power_of_two();
         let input = match CullInput::new(device, format, capacity) {
             Ok(input) => input,
             Err(e) => {
@@ -174,6 +193,7 @@ pub(crate) fn prepare_batches(
                 continue;
             }
         };
+        let encoded: Vec<Instance> = data.instances.iter().map(to_instance).collect();
         if let Err(e) = input.write_instances(&queue, 0, &encoded) {
             error!("GPU culling: {e}");
             continue;
@@ -184,18 +204,23 @@ pub(crate) fn prepare_batches(
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        queue.write_buffer(&draw_data, 0, bytemuck::cast_slice(&instances));
-        let generation = gpu.as_ref().map_or(1, |g| g.generation + 1);
+        queue.write_buffer(&draw_data, 0, bytemuck::cast_slice(&data.instances));
+        uploaded += count as u64;
+        data.upload_all = false;
+        data.uploads.clear();
         commands.entity(entity).insert(GpuBatch {
             input,
             draw_data,
             count,
             capacity,
-            bounds: extracted.bounds,
-            instances,
-            generation,
             culler_generation: culler.generation,
         });
+    }
+    if uploaded > 0 {
+        let _ = sender
+            .0
+            .lock()
+            .map(|s| s.send(StatMessage::Uploaded { instances: uploaded }));
     }
 }
 

@@ -1,0 +1,1 @@
+../../../../../shaders/instanced_draw.wgsl

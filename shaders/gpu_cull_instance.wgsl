@@ -1,0 +1,30 @@
+// bevy_gpu_cull's instance fetch, importable by custom draw shaders:
+// group 2 holds the batch's instance records and the view's survivors (the
+// indices the cull wrote, in draw order); `instance_index` of an indirect
+// draw counts survivors.
+#define_import_path bevy_gpu_cull::instance
+
+// bevy_gpu_cull::CulledInstance: 48 bytes.
+struct CulledInstance {
+    position_scale: vec4<f32>,
+    rotation: vec4<f32>,
+    color: vec4<f32>,
+}
+
+@group(2) @binding(0) var<storage, read> instances: array<CulledInstance>;
+@group(2) @binding(1) var<storage, read> survivors: array<u32>;
+
+// The survivor drawn as instance `instance_index`.
+fn fetch_instance(instance_index: u32) -> CulledInstance {
+    return instances[survivors[instance_index]];
+}
+
+// Rotates `v` by the unit quaternion `q` (x, y, z, w).
+fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
+    return v + 2.0 * cross(q.xyz, cross(q.xyz, v) + q.w * v);
+}
+
+// Mesh space to world space for this instance.
+fn instance_to_world(instance: CulledInstance, local: vec3<f32>) -> vec3<f32> {
+    return instance.position_scale.xyz + rotate(instance.rotation, local * instance.position_scale.w);
+}
