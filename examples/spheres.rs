@@ -127,6 +127,7 @@ fn main() {
             variant: args.variant,
             format: args.format,
         },
+        ..default()
     })
     .insert_resource(args.clone())
     .insert_resource(Fly {

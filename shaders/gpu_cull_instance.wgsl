@@ -4,11 +4,13 @@
 // draw counts survivors.
 #define_import_path bevy_gpu_cull::instance
 
-// bevy_gpu_cull::CulledInstance: 48 bytes.
+// bevy_gpu_cull::CulledInstance: 64 bytes.
 struct CulledInstance {
     position_scale: vec4<f32>,
     rotation: vec4<f32>,
     color: vec4<f32>,
+    // The application's own data (CulledInstance::user).
+    user: vec4<u32>,
 }
 
 @group(2) @binding(0) var<storage, read> instances: array<CulledInstance>;

@@ -7,7 +7,9 @@ use bevy::render::sync_world::SyncToRenderWorld;
 use bytemuck::{Pod, Zeroable};
 use std::ops::Range;
 
-/// One instance: world-space position, rotation, uniform scale, base color.
+/// One instance: world-space position, rotation, uniform scale, base color,
+/// and four words of user data for custom draw shaders (64 bytes, the
+/// layout of `CulledInstance` in the `bevy_gpu_cull::instance` shader library).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 pub struct CulledInstance {
@@ -19,17 +21,27 @@ pub struct CulledInstance {
     pub rotation: Quat,
     /// Base color, linear.
     pub color: [f32; 4],
+    /// Free for the application: the default draw shader ignores it; a
+    /// custom one ([`crate::GpuCullPlugin::draw_shader`]) reads it as
+    /// `instance.user` (`vec4<u32>`).
+    pub user: [u32; 4],
 }
 
 impl CulledInstance {
-    /// An unrotated, unit-scale instance.
+    /// An unrotated, unit-scale instance with zero user data.
     pub fn new(position: Vec3, color: LinearRgba) -> Self {
         Self {
             position,
             scale: 1.0,
             rotation: Quat::IDENTITY,
             color: color.to_f32_array(),
+            user: [0; 4],
         }
+    }
+
+    /// This instance with the given user data.
+    pub fn with_user(self, user: [u32; 4]) -> Self {
+        Self { user, ..self }
     }
 }
 

@@ -4,16 +4,37 @@ use crate::render;
 use bevy::diagnostic::{Diagnostic, DiagnosticPath, Diagnostics, RegisterDiagnostic};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
+use bevy::shader::ShaderRef;
 use cull_core::{CullTimings, InstanceFormat, ScanVariant};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};
 
 /// Adds GPU culling and drawing of [`crate::GpuCulledInstances`] batches.
-#[derive(Clone, Debug, Default)]
+#[derive(Default)]
 pub struct GpuCullPlugin {
     /// The initial settings (also changeable at run time through the
     /// [`GpuCullSettings`] resource).
     pub settings: GpuCullSettings,
+    /// The draw shader: `ShaderRef::Default` is the plugin's PBR-lit one. A
+    /// custom shader provides `vertex` and `fragment` entry points taking
+    /// Bevy's mesh vertex layout, and fetches instances with
+    /// `#import bevy_gpu_cull::instance::fetch_instance` (group 2, bound by
+    /// the plugin), e.g. to read [`crate::CulledInstance::user`].
+    pub draw_shader: ShaderRef,
+}
+
+impl std::fmt::Debug for GpuCullPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shader = match &self.draw_shader {
+            ShaderRef::Default => "default".to_string(),
+            ShaderRef::Handle(h) => format!("{h:?}"),
+            ShaderRef::Path(p) => p.to_string(),
+        };
+        f.debug_struct("GpuCullPlugin")
+            .field("settings", &self.settings)
+            .field("draw_shader", &shader)
+            .finish()
+    }
 }
 
 /// Run-time settings; a change takes effect on the next frame.
@@ -123,7 +144,12 @@ impl Plugin for GpuCullPlugin {
             .add_plugins(bevy::render::extract_component::ExtractComponentPlugin::<
                 crate::components::CullingFrustumOverride,
             >::default());
-        render::build(app, StatSender(Mutex::new(sender)));
+        let draw_shader = match &self.draw_shader {
+            ShaderRef::Default => ShaderRef::Default,
+            ShaderRef::Handle(h) => ShaderRef::Handle(h.clone()),
+            ShaderRef::Path(p) => ShaderRef::Path(p.clone()),
+        };
+        render::build(app, StatSender(Mutex::new(sender)), draw_shader);
     }
 
     fn finish(&self, app: &mut App) {

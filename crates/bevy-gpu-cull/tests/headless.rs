@@ -36,6 +36,8 @@ enum CameraSetup {
     HdrMsaa4,
     /// Plain, without pipelined rendering, so the test can reach the render world.
     PlainSynchronous,
+    /// Plain, with this WGSL as the plugin's draw shader.
+    CustomShader(&'static str),
 }
 
 /// A grid of spheres in the XZ plane, and cameras looking at parts of it.
@@ -60,16 +62,22 @@ fn harness_with(
     if setup == CameraSetup::PlainSynchronous {
         plugins = plugins.disable::<bevy::render::pipelined_rendering::PipelinedRenderingPlugin>();
     }
-    app.add_plugins((
-        plugins,
-        ScheduleRunnerPlugin::run_loop(std::time::Duration::ZERO),
-        GpuCullPlugin {
-            settings: GpuCullSettings {
-                variant,
-                format: InstanceFormat::PosQuat,
-            },
+    app.add_plugins((plugins, ScheduleRunnerPlugin::run_loop(std::time::Duration::ZERO)));
+    let draw_shader = match setup {
+        CameraSetup::CustomShader(source) => bevy::shader::ShaderRef::Handle(
+            app.world_mut()
+                .resource_mut::<Assets<bevy::shader::Shader>>()
+                .add(bevy::shader::Shader::from_wgsl(source, "test_custom_draw.wgsl")),
+        ),
+        _ => bevy::shader::ShaderRef::Default,
+    };
+    app.add_plugins(GpuCullPlugin {
+        settings: GpuCullSettings {
+            variant,
+            format: InstanceFormat::PosQuat,
         },
-    ));
+        draw_shader,
+    });
     let world = app.world_mut();
     let mesh = world
         .resource_mut::<Assets<Mesh>>()
@@ -108,7 +116,9 @@ fn harness_with(
             ))
             .id();
         match setup {
-            CameraSetup::Plain | CameraSetup::PlainSynchronous => world.entity_mut(camera).insert(Msaa::Off),
+            CameraSetup::Plain | CameraSetup::PlainSynchronous | CameraSetup::CustomShader(_) => {
+                world.entity_mut(camera).insert(Msaa::Off)
+            }
             CameraSetup::HdrMsaa4 => world
                 .entity_mut(camera)
                 .insert((Msaa::Sample4, bevy::camera::Hdr)),
@@ -434,6 +444,79 @@ fn hdr_msaa_camera_renders() {
     assert!(
         right_instances > 100,
         "instances show right of the occluder: {right_instances}"
+    );
+}
+
+/// A custom draw shader fetching instances through the plugin's shader
+/// library and coloring them from their user data.
+const USER_COLOR_SHADER: &str = r#"
+#import bevy_pbr::view_transformations::position_world_to_clip
+#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world}
+
+struct Vertex {
+    @builtin(instance_index) instance_index: u32,
+    @location(0) position: vec3<f32>,
+}
+
+struct VertexOutput {
+    @builtin(position) clip_position: vec4<f32>,
+    @location(0) @interpolate(flat) user: vec4<u32>,
+}
+
+@vertex
+fn vertex(v: Vertex) -> VertexOutput {
+    let instance = fetch_instance(v.instance_index);
+    var out: VertexOutput;
+    out.clip_position = position_world_to_clip(instance_to_world(instance, v.position));
+    out.user = instance.user;
+    return out;
+}
+
+@fragment
+fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
+    return vec4<f32>(vec3<f32>(in.user.xyz) / 255.0, 1.0);
+}
+"#;
+
+#[test]
+fn custom_draw_shader_reads_user_data() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(
+        None,
+        &[looking_down_grid()],
+        CameraSetup::CustomShader(USER_COLOR_SHADER),
+    );
+    for instance in h
+        .app
+        .world_mut()
+        .get_mut::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .instances_mut()
+    {
+        instance.user = [0, 255, 0, 7];
+    }
+    run_until_counts_match(&mut h, "custom shader");
+    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
+    let is_user_green = |p: &[u8]| p[0] < 5 && p[1] > 250 && p[2] < 5;
+    let mut green = 0;
+    for _ in 0..300 {
+        h.app.update();
+        let Some(padded) = h.pixels.lock().unwrap().clone() else {
+            continue;
+        };
+        let stride = padded.len() / hgt;
+        green = padded
+            .chunks(stride)
+            .flat_map(|row| row[..w * 4].chunks(4))
+            .filter(|p| is_user_green(p))
+            .count();
+        if green > w * hgt / 10 {
+            break;
+        }
+    }
+    assert!(
+        green > w * hgt / 10,
+        "only {green} pixels show the user-data color"
     );
 }
 

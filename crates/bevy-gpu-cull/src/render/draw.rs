@@ -27,7 +27,7 @@ use bevy::render::render_resource::{
 };
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
-use bevy::shader::Shader;
+use bevy::shader::{Shader, ShaderRef};
 
 /// Bevy's mesh pipeline with the instance fetch swapped in.
 #[derive(Resource)]
@@ -38,10 +38,15 @@ pub(crate) struct CulledPipeline {
     pub instance_layout: BindGroupLayoutDescriptor,
 }
 
+/// The draw shader the plugin was configured with.
+#[derive(Resource)]
+pub(crate) struct DrawShaderRef(pub ShaderRef);
+
 pub(crate) fn init_pipeline(
     mut commands: Commands,
     mesh_pipeline: Res<MeshPipeline>,
     asset_server: Res<AssetServer>,
+    draw_shader: Res<DrawShaderRef>,
 ) {
     let instance_layout = BindGroupLayoutDescriptor::new(
         "gpu_cull_instances",
@@ -55,7 +60,11 @@ pub(crate) fn init_pipeline(
     );
     commands.insert_resource(CulledPipeline {
         mesh_pipeline: mesh_pipeline.clone(),
-        shader: load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_draw.wgsl"),
+        shader: match &draw_shader.0 {
+            ShaderRef::Default => load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_draw.wgsl"),
+            ShaderRef::Handle(handle) => handle.clone(),
+            ShaderRef::Path(path) => asset_server.load(path.clone()),
+        },
         instance_layout,
     });
 }

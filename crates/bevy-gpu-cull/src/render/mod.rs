@@ -36,7 +36,7 @@ pub(crate) struct BatchData {
     pub uploads: Vec<Range<u32>>,
 }
 
-pub(crate) fn build(app: &mut App, sender: StatSender) {
+pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
     // The draw shader and the instance-fetch library it imports (which custom
     // shaders can import too), embedded in the binary.
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
@@ -46,6 +46,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender) {
     };
     render_app
         .insert_resource(sender)
+        .insert_resource(draw::DrawShaderRef(draw_shader))
         .init_resource::<prepare::RenderFrame>()
         .init_resource::<draw::QueuedBatches>()
         // Resources holding GPU objects are (re)created in RenderStartup, which

@@ -36,7 +36,7 @@ pub(crate) struct RenderCuller {
 pub(crate) struct GpuBatch {
     /// Instances in the culler's format, for culling.
     pub input: CullInput,
-    /// [`CulledInstance`] records (48 bytes), read by the draw through the
+    /// [`CulledInstance`] records (64 bytes), read by the draw through the
     /// survivors' indices, whatever the culling format.
     pub draw_data: wgpu::Buffer,
     /// Instances in the buffers (the batch's length when last prepared).
