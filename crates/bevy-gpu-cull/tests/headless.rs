@@ -158,18 +158,22 @@ fn expected_visible(app: &mut App, camera: Entity, batch: Entity) -> u32 {
     batch.visible_on_cpu(bounds, clip_from_world).unwrap().len() as u32
 }
 
+/// The CPU reference count for each camera.
+fn expected_counts(h: &mut Harness) -> Vec<u32> {
+    let cameras = h.cameras.clone();
+    cameras
+        .iter()
+        .map(|&c| expected_visible(&mut h.app, c, h.batch))
+        .collect()
+}
+
 /// Runs frames until every camera reports a count for the batch that equals
 /// the reference (counts arrive a frame or two late), or fails.
 fn run_until_counts_match(h: &mut Harness, what: &str) -> Vec<u32> {
     let mut last = Vec::new();
     for _ in 0..120 {
         h.app.update();
-        let expected: Vec<u32> = h
-            .cameras
-            .clone()
-            .iter()
-            .map(|&c| expected_visible(&mut h.app, c, h.batch))
-            .collect();
+        let expected = expected_counts(h);
         let stats = h.app.world().resource::<GpuCullStats>();
         last = h
             .cameras
@@ -180,12 +184,7 @@ fn run_until_counts_match(h: &mut Harness, what: &str) -> Vec<u32> {
             return expected;
         }
     }
-    let expected: Vec<u32> = h
-        .cameras
-        .clone()
-        .iter()
-        .map(|&c| expected_visible(&mut h.app, c, h.batch))
-        .collect();
+    let expected = expected_counts(h);
     panic!("{what}: GPU counts {last:?}, CPU reference {expected:?}");
 }
 

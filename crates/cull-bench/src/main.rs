@@ -71,21 +71,13 @@ fn parse_args() -> Result<Args, String> {
                     .collect::<Result<_, _>>()?
             }
             "--variants" => {
-                let v = value()?;
-                if v != "all" {
-                    args.variants = v
-                        .split(',')
-                        .map(|s| ScanVariant::from_name(s).ok_or(format!("unknown variant {s}")))
-                        .collect::<Result<_, _>>()?;
+                if let Some(v) = named_list(&value()?, "variant", ScanVariant::from_name)? {
+                    args.variants = v;
                 }
             }
             "--formats" => {
-                let v = value()?;
-                if v != "all" {
-                    args.formats = v
-                        .split(',')
-                        .map(|s| InstanceFormat::from_name(s).ok_or(format!("unknown format {s}")))
-                        .collect::<Result<_, _>>()?;
+                if let Some(f) = named_list(&value()?, "format", InstanceFormat::from_name)? {
+                    args.formats = f;
                 }
             }
             "--output" => {
@@ -111,6 +103,17 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     Ok(args)
+}
+
+/// A comma-separated list of names; `None` for "all".
+fn named_list<T>(list: &str, what: &str, parse: fn(&str) -> Option<T>) -> Result<Option<Vec<T>>, String> {
+    if list == "all" {
+        return Ok(None);
+    }
+    list.split(',')
+        .map(|s| parse(s).ok_or(format!("unknown {what} {s}")))
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 /// One measured cell of the table.

@@ -21,7 +21,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64};
 
-static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+/// IDs of cullers (generations) and of batch buffers, unique across device losses.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The culler for the current settings.
 #[derive(Resource)]
@@ -43,6 +44,8 @@ pub(crate) struct GpuBatch {
     pub count: u32,
     pub capacity: u32,
     pub culler_generation: u64,
+    /// Unique per pair of buffers, so views rebind only when they change.
+    pub buffers_id: u64,
 }
 
 /// One view's cull of one batch.
@@ -51,6 +54,8 @@ pub(crate) struct ViewTarget {
     /// `target.draw_args()` as a Bevy buffer, for the render pass.
     pub draw_args: Buffer,
     pub bind_group: Option<BindGroup>,
+    /// The [`GpuBatch::buffers_id`] `bind_group` binds.
+    bound_buffers: u64,
     pub capacity: u32,
     pub culler_generation: u64,
     pub readback: wgpu::Buffer,
@@ -106,7 +111,7 @@ pub(crate) fn prepare_culler(
             );
             // Unique across device losses too, so nothing built for an older
             // culler is taken for current.
-            let generation = NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let generation = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             commands.insert_resource(RenderCuller {
                 culler,
                 settings: settings.clone(),
@@ -164,7 +169,6 @@ pub(crate) fn prepare_batches(
                 std::mem::take(&mut data.uploads)
             };
             data.upload_all = false;
-            data.uploads.clear();
             for range in ranges {
                 let slice = &data.instances[range.start as usize..range.end as usize];
                 let encoded: Vec<Instance> = slice.iter().map(to_instance).collect();
@@ -214,6 +218,7 @@ pub(crate) fn prepare_batches(
             count,
             capacity,
             culler_generation: culler.generation,
+            buffers_id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         });
     }
     if uploaded > 0 {
@@ -244,7 +249,6 @@ pub(crate) fn prepare_targets(
     for target in targets.map.values_mut() {
         target.live = false;
     }
-    let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
     for (view, main_view) in &views {
         for (batch_entity, main_batch, batch) in &batches {
             let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_batch) else {
@@ -282,6 +286,7 @@ pub(crate) fn prepare_targets(
                         target,
                         draw_args,
                         bind_group: None,
+                        bound_buffers: 0,
                         capacity: batch.capacity,
                         culler_generation: culler.generation,
                         readback,
@@ -314,14 +319,20 @@ pub(crate) fn prepare_targets(
                         .set_draw(&queue, mesh.vertex_count, vertices.range.start, 0);
                 }
             }
-            target.bind_group = Some(device.create_bind_group(
-                "gpu_cull_instances",
-                &layout,
-                &BindGroupEntries::sequential((
-                    batch.draw_data.as_entire_binding(),
-                    target.target.output_buffer().as_entire_binding(),
-                )),
-            ));
+            // The output buffer is the target's own; the draw data is the
+            // batch's: rebind only when either was replaced.
+            if fresh || target.bound_buffers != batch.buffers_id {
+                let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
+                target.bind_group = Some(device.create_bind_group(
+                    "gpu_cull_instances",
+                    &layout,
+                    &BindGroupEntries::sequential((
+                        batch.draw_data.as_entire_binding(),
+                        target.target.output_buffer().as_entire_binding(),
+                    )),
+                ));
+                target.bound_buffers = batch.buffers_id;
+            }
             target.live = true;
         }
     }

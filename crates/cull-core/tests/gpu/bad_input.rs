@@ -1,9 +1,7 @@
 //! Bad input gets a typed error, never a panic inside wgpu or an overrun.
 
 use crate::harness::*;
-use cull_core::{
-    CullError, CullInput, CullParams, CullTarget, Frustum, InstanceFormat, OutputKind, ScanVariant, Sphere,
-};
+use cull_core::{CullError, CullInput, CullParams, CullTarget, Frustum, InstanceFormat, ScanVariant, Sphere};
 use glam::Mat4;
 
 fn params(count: u32) -> CullParams {
@@ -19,13 +17,7 @@ fn params(count: u32) -> CullParams {
 fn count_over_capacity_is_an_error() {
     let ctx = gpu();
     let variant = variants(ctx)[0];
-    let culler = culler(
-        ctx,
-        variant,
-        InstanceFormat::PosQuat,
-        OutputKind::Instances,
-        Default::default(),
-    );
+    let culler = posquat_culler(ctx, variant);
     let input = CullInput::new(&ctx.device, InstanceFormat::PosQuat, 100).unwrap();
     let target = CullTarget::new(&ctx.device, &culler, 50).unwrap();
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
@@ -44,13 +36,7 @@ fn count_over_capacity_is_an_error() {
 #[test]
 fn zero_capacity_is_an_error() {
     let ctx = gpu();
-    let culler = culler(
-        ctx,
-        variants(ctx)[0],
-        InstanceFormat::PosQuat,
-        OutputKind::Instances,
-        Default::default(),
-    );
+    let culler = posquat_culler(ctx, variants(ctx)[0]);
     assert!(matches!(
         CullInput::new(&ctx.device, InstanceFormat::PosQuat, 0),
         Err(CullError::ZeroCapacity)
@@ -109,20 +95,8 @@ fn wrong_buffers_are_errors() {
 fn mismatched_format_and_foreign_target_are_errors() {
     let ctx = gpu();
     let v = variants(ctx)[0];
-    let a = culler(
-        ctx,
-        v,
-        InstanceFormat::PosQuat,
-        OutputKind::Instances,
-        Default::default(),
-    );
-    let b = culler(
-        ctx,
-        v,
-        InstanceFormat::PosQuat,
-        OutputKind::Instances,
-        Default::default(),
-    );
+    let a = posquat_culler(ctx, v);
+    let b = posquat_culler(ctx, v);
     let input = CullInput::new(&ctx.device, InstanceFormat::Matrix, 10).unwrap();
     let target = CullTarget::new(&ctx.device, &a, 10).unwrap();
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
@@ -141,13 +115,7 @@ fn mismatched_format_and_foreign_target_are_errors() {
 fn zero_instances_give_a_zero_count() {
     let ctx = gpu();
     for variant in variants(ctx) {
-        let culler = culler(
-            ctx,
-            variant,
-            InstanceFormat::PosQuat,
-            OutputKind::Instances,
-            Default::default(),
-        );
+        let culler = posquat_culler(ctx, variant);
         let input = CullInput::new(&ctx.device, InstanceFormat::PosQuat, 10).unwrap();
         let target = CullTarget::new(&ctx.device, &culler, 10).unwrap();
         // A stale count from an earlier cull must be reset.

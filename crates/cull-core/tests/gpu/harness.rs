@@ -105,6 +105,18 @@ pub fn culler(
     Culler::new(&ctx.device, &ctx.queue, &desc).unwrap()
 }
 
+/// A culler of `variant` with the common setup: position + quaternion
+/// instances, instance output, default tuning.
+pub fn posquat_culler(ctx: &GpuContext, variant: ScanVariant) -> Culler {
+    culler(
+        ctx,
+        variant,
+        InstanceFormat::PosQuat,
+        OutputKind::Instances,
+        Tuning::default(),
+    )
+}
+
 /// Culls the first `count` instances of `scene` on the GPU (with a target
 /// of `capacity`) and returns the survivors as batch indices, in output order.
 pub fn run(ctx: &GpuContext, culler: &Culler, scene: &Scene, capacity: u32) -> Vec<u32> {

@@ -1,7 +1,7 @@
 //! Timestamp queries report per-pass GPU time.
 
 use crate::harness::*;
-use cull_core::{CullError, InstanceFormat, OutputKind, ScanVariant};
+use cull_core::{CullError, InstanceFormat, ScanVariant};
 
 #[test]
 fn timings_cover_each_pass() {
@@ -10,13 +10,7 @@ fn timings_cover_each_pass() {
         panic!("the adapter lacks TIMESTAMP_QUERY; lavapipe has it: is this lavapipe?");
     }
     for variant in variants(ctx) {
-        let culler = culler(
-            ctx,
-            variant,
-            InstanceFormat::PosQuat,
-            OutputKind::Instances,
-            Default::default(),
-        );
+        let culler = posquat_culler(ctx, variant);
         let scene = edge_scene(1, 20_000, Camera::Perspective, InstanceFormat::PosQuat);
         let job = Job::new(ctx, &culler, &scene, 20_000);
         job.cull(ctx, &culler);
@@ -48,13 +42,7 @@ fn timings_cover_each_pass() {
 fn timings_can_be_polled_without_blocking() {
     let ctx = gpu();
     let variant = variants(ctx)[0];
-    let culler = culler(
-        ctx,
-        variant,
-        InstanceFormat::PosQuat,
-        OutputKind::Instances,
-        Default::default(),
-    );
+    let culler = posquat_culler(ctx, variant);
     let scene = edge_scene(2, 5_000, Camera::InfiniteReverseZ, InstanceFormat::PosQuat);
     let job = Job::new(ctx, &culler, &scene, 5_000);
     let mut timed = 0;
