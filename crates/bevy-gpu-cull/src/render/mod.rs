@@ -5,7 +5,7 @@ mod cull;
 mod draw;
 mod prepare;
 
-use crate::components::{CulledInstance, GpuCullBounds, GpuCulledInstances};
+use crate::components::{CulledInstance, DirtyRanges, GpuCullBounds, GpuCulledInstances};
 use crate::plugin::{GpuCullSettings, StatSender};
 use bevy::asset::embedded_asset;
 use bevy::core_pipeline::core_3d::Opaque3d;
@@ -22,7 +22,6 @@ use bevy::render::{
 };
 use bevy::shader::load_shader_library;
 use cull_core::Sphere;
-use std::ops::Range;
 
 /// A batch in the render world: a copy of the main world's list, kept up to
 /// date by applying only the changed ranges, and the ranges still to upload.
@@ -33,7 +32,7 @@ pub(crate) struct BatchData {
     /// Upload the whole list (new batch, replaced list, or new GPU buffers).
     pub upload_all: bool,
     /// Ranges to upload when `upload_all` is false.
-    pub uploads: Vec<Range<u32>>,
+    pub uploads: DirtyRanges,
 }
 
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
@@ -129,7 +128,7 @@ fn extract_batches(
                 instances: batch.instances().to_vec(),
                 bounds,
                 upload_all: true,
-                uploads: Vec::new(),
+                uploads: DirtyRanges::default(),
             });
             continue;
         };
@@ -156,12 +155,11 @@ fn extract_batches(
                 data.instances.resize(end, source[0]);
             }
             data.instances[start..end].copy_from_slice(&source[start..end]);
-            data.uploads.push(range.clone());
+            data.uploads.mark(range.clone());
         }
-        data.uploads.retain_mut(|r| {
-            r.end = r.end.min(source.len() as u32);
-            r.start < r.end
-        });
+        // Ranges still pending from a frame that uploaded nothing may lie
+        // past a truncation.
+        data.uploads.clip(source.len() as u32);
         if data.instances.len() != source.len() {
             // Cannot happen through the component's methods; stay correct anyway.
             data.instances.clear();

@@ -163,10 +163,11 @@ pub(crate) fn prepare_batches(
             .as_ref()
             .is_some_and(|g| g.capacity >= count && g.culler_generation == culler.generation);
         if let (true, Some(mut gpu)) = (reusable, gpu) {
+            let pending = std::mem::take(&mut data.uploads);
             let ranges: Vec<Range<u32>> = if data.upload_all {
                 std::iter::once(0..count).collect()
             } else {
-                std::mem::take(&mut data.uploads)
+                pending.ranges().to_vec()
             };
             data.upload_all = false;
             for range in ranges {
