@@ -278,17 +278,23 @@ fn main() {
                     local_bounds: scene.bounds,
                     count: n as u32,
                 };
+                // Every culler is checked first, then all are timed in
+                // interleaved rounds (each culler once per round, with the
+                // copy over its own buffers, from a rotating start), so that
+                // a GPU whose memory speed drifts during the run (seen on an
+                // H200) slows every variant of a cell alike.
+                let run = |culler: &Culler, target: &CullTarget| {
+                    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+                    culler
+                        .cull(&mut encoder, &ctx.queue, input, target, &params)
+                        .unwrap();
+                    ctx.queue.submit([encoder.finish()]);
+                    target.read_timings(&ctx.device).unwrap().total.as_secs_f64() * 1e6
+                };
+                let mut timed = Vec::new();
                 for (culler, target) in cullers {
                     let variant = culler.variant();
-                    let run = || {
-                        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-                        culler
-                            .cull(&mut encoder, &ctx.queue, input, target, &params)
-                            .unwrap();
-                        ctx.queue.submit([encoder.finish()]);
-                        target.read_timings(&ctx.device).unwrap()
-                    };
-                    run();
+                    run(culler, target);
                     let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
                     let correct = check(
                         &ctx,
@@ -300,16 +306,14 @@ fn main() {
                         expected,
                         visible,
                     );
+                    if !correct {
+                        eprintln!("  {variant:?} {format:?} n={n}: WRONG OUTPUT, not timed");
+                    }
                     let out_stride = args.output.stride(format);
                     let bytes_moved = n as u64 * format.stride() + visible as u64 * out_stride + 4;
-                    let copy_us = roofline.copy_us(
-                        &ctx,
-                        input.buffer(),
-                        target.output_buffer(),
-                        bytes_moved / 2,
-                        args.runs,
-                    );
-                    let mut cell = Cell {
+                    let copy =
+                        roofline.copy_job(&ctx, input.buffer(), target.output_buffer(), bytes_moved / 2);
+                    let cell = Cell {
                         variant: variant.name().into(),
                         format: format.name().into(),
                         n,
@@ -318,30 +322,43 @@ fn main() {
                         gpu_min_us: f64::NAN,
                         gpu_max_us: f64::NAN,
                         bytes_moved,
-                        copy_us,
+                        copy_us: f64::NAN,
                         launch_us,
                         cpu_us,
                         correct,
                     };
-                    if correct {
-                        for _ in 0..3 {
-                            run();
+                    timed.push((culler, target, copy, cell, Vec::new(), Vec::new()));
+                }
+                const WARM_UP: usize = 3;
+                for round in 0..WARM_UP + args.runs {
+                    for j in 0..timed.len() {
+                        let k = (j + round) % timed.len();
+                        let (culler, target, copy, cell, cull_us, copy_us) = &mut timed[k];
+                        if !cell.correct {
+                            continue;
                         }
-                        let mut times: Vec<f64> =
-                            (0..args.runs).map(|_| run().total.as_secs_f64() * 1e6).collect();
-                        times.sort_by(f64::total_cmp);
-                        cell.gpu_us = times[times.len() / 2];
-                        cell.gpu_min_us = times[0];
-                        cell.gpu_max_us = times[times.len() - 1];
-                    } else {
-                        eprintln!("  {variant:?} {format:?} n={n}: WRONG OUTPUT, not timed");
+                        let t = run(culler, target);
+                        let c = roofline.time_copy(&ctx, copy);
+                        if round >= WARM_UP {
+                            cull_us.push(t);
+                            copy_us.push(c);
+                        }
+                    }
+                }
+                for (_, _, _, mut cell, mut cull_us, copy_us) in timed {
+                    if cell.correct {
+                        cull_us.sort_by(f64::total_cmp);
+                        cell.gpu_us = median(cull_us.clone());
+                        cell.gpu_min_us = cull_us[0];
+                        cell.gpu_max_us = cull_us[cull_us.len() - 1];
+                        cell.copy_us = median(copy_us);
                     }
                     eprintln!(
                         "  {:16} {:8} {:>9} vis {:>5.1}%  {:>9.1} us  {:>5.1}% roofline  cpu {:>9.1} us",
-                        variant.name(),
+                        cell.variant,
                         format.name(),
                         n,
-                        100.0 * visible as f64 / n.max(1) as f64,
+                        100.0 * cell.visible as f64 / n.max(1) as f64,
                         cell.gpu_us,
                         cell.roofline_pct(),
                         cpu_us

@@ -111,20 +111,13 @@ impl Roofline {
         )
     }
 
-    /// Median microseconds to copy `bytes` from the start of `src` to the
-    /// start of `dst`: `bytes` read and `bytes` written. Measured in the
-    /// cull's own buffers, since on some GPUs (seen on an H200) the
-    /// bandwidth of an allocation depends on where it lands. Where a buffer
-    /// is smaller than `bytes`, the copy covers what fits and the time is
-    /// scaled up to `bytes`.
-    pub fn copy_us(
-        &self,
-        ctx: &GpuContext,
-        src: &wgpu::Buffer,
-        dst: &wgpu::Buffer,
-        bytes: u64,
-        runs: usize,
-    ) -> f64 {
+    /// Prepares a copy of `bytes` from the start of `src` to the start of
+    /// `dst` (`bytes` read and `bytes` written), timed by
+    /// [`Self::time_copy`]. Measured in the cull's own buffers, since on some
+    /// GPUs (seen on an H200) the bandwidth of an allocation depends on
+    /// where it lands. Where a buffer is smaller than `bytes`, the copy
+    /// covers what fits and its time is scaled up to `bytes`.
+    pub fn copy_job(&self, ctx: &GpuContext, src: &wgpu::Buffer, dst: &wgpu::Buffer, bytes: u64) -> CopyJob {
         let device = &ctx.device;
         let limits = device.limits();
         let wanted = bytes.max(16);
@@ -180,20 +173,28 @@ impl Roofline {
             groups.push((group, x, y));
             offset += size;
         }
-        let run = || {
-            self.timed(ctx, |pass| {
-                pass.set_pipeline(&self.copy);
-                for (group, x, y) in &groups {
-                    pass.set_bind_group(0, group, &[]);
-                    pass.dispatch_workgroups(*x, *y, 1);
-                }
-            })
-        };
-        for _ in 0..3 {
-            run();
+        CopyJob {
+            groups,
+            scale: wanted as f64 / bytes as f64,
         }
-        median((0..runs).map(|_| run()).collect()) * wanted as f64 / bytes as f64
     }
+
+    /// Microseconds of one run of a prepared copy (scaled to the bytes asked for).
+    pub fn time_copy(&self, ctx: &GpuContext, job: &CopyJob) -> f64 {
+        self.timed(ctx, |pass| {
+            pass.set_pipeline(&self.copy);
+            for (group, x, y) in &job.groups {
+                pass.set_bind_group(0, group, &[]);
+                pass.dispatch_workgroups(*x, *y, 1);
+            }
+        }) * job.scale
+    }
+}
+
+/// A copy kernel's bind groups and dispatches, prepared once and timed many times.
+pub struct CopyJob {
+    groups: Vec<(wgpu::BindGroup, u32, u32)>,
+    scale: f64,
 }
 
 pub fn median(mut v: Vec<f64>) -> f64 {
