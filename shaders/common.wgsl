@@ -111,10 +111,16 @@ struct Items {
     d3: InstanceData,
 }
 
-// Issues all four loads before any vote, for memory-level parallelism.
-fn load_items(first: u32) -> Items {
-    let index = vec4<u32>(first) + vec4<u32>(0u, 1u, 2u, 3u) * WORKGROUP_SIZE;
+// Issues all four loads before any vote, for memory-level parallelism:
+// rows at `first + k * stride`.
+fn load_rows(first: u32, stride: u32) -> Items {
+    let index = vec4<u32>(first) + vec4<u32>(0u, 1u, 2u, 3u) * stride;
     return Items(index, load_item(index.x), load_item(index.y), load_item(index.z), load_item(index.w));
+}
+
+// A thread's items in the workgroup-wide layout: rows of WORKGROUP_SIZE.
+fn load_items(first: u32) -> Items {
+    return load_rows(first, WORKGROUP_SIZE);
 }
 
 fn vote_items(items: Items) -> vec4<bool> {

@@ -1,20 +1,25 @@
 // Ordered: one pass, survivors in their original order. A chained scan with
 // decoupled look-back (Merrill & Garland 2016) in the portable "decoupled
-// fallback" form, which assumes no forward progress between workgroups:
+// fallback" form, which assumes no forward progress between workgroups.
+// This file holds what both forms share; the entry point and the scan of a
+// tile are in ordered_subgroup.wgsl (subgroup ballots) or
+// ordered_workgroup.wgsl (workgroup memory, for devices without subgroups).
 //
 // 1. A workgroup takes the next tile ID from an atomic counter, so tile t's
 //    predecessors have all started before it, whatever the dispatch order.
-// 2. It scans its tile (tile_scan.wgsl) and publishes the tile's aggregate
-//    (its survivor count) in the tile's status word.
-// 3. It walks back over its predecessors' status words, a workgroup's
-//    worth at a time,
-//    adding aggregates until it meets an inclusive prefix. A predecessor
-//    that has published nothing within SPIN_LIMIT polls is not waited for:
-//    the workgroup counts that tile's survivors itself from the (read-only)
-//    instances and goes on. Every wait is bounded, so the pass finishes
-//    however workgroups are scheduled.
+// 2. It votes and scans its tile and publishes the tile's aggregate (its
+//    survivor count) in the tile's status word.
+// 3. It looks back over its predecessors' status words, a window of
+//    WORKGROUP_SIZE at a time, adding aggregates until it meets an inclusive
+//    prefix. Only predecessors nearer than the nearest published prefix are
+//    waited for, and each wait is bounded: a predecessor that has published
+//    nothing within SPIN_LIMIT polls is counted by this workgroup itself from
+//    the (read-only) instances. So the pass finishes however workgroups are
+//    scheduled.
 // 4. It publishes its inclusive prefix and writes its survivors at
-//    base + exclusive prefix + rank within the tile.
+//    base + exclusive prefix + rank within the tile, reading them again
+//    (from L2: the tile loaded them moments ago) rather than holding them in
+//    registers through the look-back, which keeps more workgroups resident.
 //
 // Status words hold a flag in the top two bits and a 30-bit count below;
 // atomicMax publishes them, so a status only ever moves from nothing to
@@ -36,59 +41,64 @@ const SILENT_TILES: u32 = 0u;
 
 const NO_STOP: u32 = 0xffffffffu;
 
-var<workgroup> tile_id: u32;
+var<workgroup> tile_and_base: vec2<u32>;
 var<workgroup> window_stop: atomic<u32>;
+var<workgroup> window_prefix: atomic<u32>;
 var<workgroup> window_sum: atomic<u32>;
 var<workgroup> window_result: vec2<u32>;
-var<workgroup> recount: atomic<u32>;
-var<workgroup> recounted: u32;
 
-// The survivors of tile `t`, counted by the whole workgroup (the fallback).
+// The next tile ID and the chunk's base (the visible count before it, which
+// stays constant during the pass): one round trip before the loads, instead
+// of a second one before the writes.
+fn take_tile(lid: u32) -> vec2<u32> {
+    if lid == 0u {
+        tile_and_base = vec2<u32>(atomicAdd(&scan_state[0], 1u), atomicLoad(&scan_state[1]));
+    }
+    return workgroupUniformLoad(&tile_and_base);
+}
+
+fn publishes(tile: u32) -> bool {
+    return (tile & SILENT_TILES) == 0u;
+}
+
+// Step 2, by one invocation: tile 0's aggregate is its inclusive prefix.
+fn publish_aggregate(tile: u32, aggregate: u32) {
+    if publishes(tile) {
+        atomicMax(&scan_state[2u + tile], select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u) | aggregate);
+    }
+}
+
+// The survivors of tile `t`, counted by the whole workgroup (the fallback),
+// one row at a time so that the fallback adds few live registers.
 fn count_tile(t: u32, lid: u32) -> u32 {
-    let keep = vote_items(load_items(t * TILE + lid));
-    let n = dot(select(vec4<u32>(0u), vec4<u32>(1u), keep), vec4<u32>(1u));
+    var n = 0u;
+    for (var k = 0u; k < ITEMS; k += 1u) {
+        if vote(t * TILE + k * WORKGROUP_SIZE + lid) {
+            n += 1u;
+        }
+    }
     workgroupBarrier();
     if lid == 0u {
-        atomicStore(&recount, 0u);
+        atomicStore(&window_sum, 0u);
     }
     workgroupBarrier();
     if n > 0u {
-        atomicAdd(&recount, n);
+        atomicAdd(&window_sum, n);
     }
     workgroupBarrier();
     if lid == 0u {
-        recounted = atomicLoad(&recount);
+        window_result = vec2<u32>(atomicLoad(&window_sum), 0u);
     }
-    return workgroupUniformLoad(&recounted);
+    return workgroupUniformLoad(&window_result).x;
 }
 
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn cull(@builtin(local_invocation_index) lid: u32) {
-    if lid == 0u {
-        tile_id = atomicAdd(&scan_state[0], 1u);
-    }
-    let tile = workgroupUniformLoad(&tile_id);
-    let tiles = (params.chunk_len + TILE - 1u) / TILE;
-    if tile >= tiles {
-        return; // a surplus workgroup of a two-dimensional dispatch
-    }
-    let items = load_items(tile * TILE + lid);
-    let keep = vote_items(items);
-    let votes = pack_votes(keep);
-    let ranks = scan_tile(lid, votes);
-    let totals = workgroupUniformLoad(&tile_totals);
-    let aggregate = totals.x + totals.y + totals.z + totals.w;
-    let publish = (tile & SILENT_TILES) == 0u;
-    if lid == 0u && publish {
-        let status = select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u) | aggregate;
-        atomicMax(&scan_state[2u + tile], status);
-    }
-
-    // Look back over a window of WORKGROUP_SIZE predecessors at a time,
-    // nearest first: thread l reads (and if need be polls) the status of
-    // tile pred - 1 - l, the window stops at its nearest prefix or silent
-    // tile (a shared atomicMin), and the aggregates before it are summed
-    // (a shared atomicAdd), all in parallel.
+// Step 3: the number of survivors in the tiles before `tile`. Thread l
+// reads the status of tile pred - 1 - l once; the nearest prefix in the
+// window (a shared atomicMin) bounds what is needed, and only unpublished
+// tiles nearer than it are polled again. The window stops at its nearest
+// prefix or still-silent tile (another atomicMin), and the aggregates before
+// the stop are summed with a shared atomicAdd.
+fn look_back(tile: u32, lid: u32) -> u32 {
     var exclusive = 0u;
     var pred = tile; // tiles below `pred` are still to be accounted for
     loop {
@@ -98,14 +108,21 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
         workgroupBarrier(); // everyone has read the previous window's result
         if lid == 0u {
             atomicStore(&window_stop, NO_STOP);
+            atomicStore(&window_prefix, NO_STOP);
             atomicStore(&window_sum, 0u);
         }
         workgroupBarrier();
         // Before tile 0 there is nothing: an inclusive prefix of 0.
         var s = FLAG_PREFIX;
+        let index = 2u + pred - 1u - lid;
         if lid < pred {
-            let index = 2u + pred - 1u - lid;
             s = atomicLoad(&scan_state[index]);
+        }
+        if (s & FLAG_PREFIX) != 0u {
+            atomicMin(&window_prefix, lid);
+        }
+        workgroupBarrier();
+        if lid < atomicLoad(&window_prefix) {
             for (var spin = 0u; spin < SPIN_LIMIT && s == 0u; spin += 1u) {
                 s = atomicLoad(&scan_state[index]);
             }
@@ -145,18 +162,25 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
             pred = silent_tile;
         }
     }
+    return exclusive;
+}
 
-    let base = atomicLoad(&scan_state[1]);
-    if lid == 0u {
-        if tile > 0u && publish {
-            atomicMax(&scan_state[2u + tile], FLAG_PREFIX | (exclusive + aggregate));
-        }
-        if tile == tiles - 1u {
-            // The last tile knows the chunk's total; no other tile reads
-            // draw_args in this pass (they read the base from scan_state[1]).
-            atomicStore(&draw_args[1], base + exclusive + aggregate);
-        }
+// Step 4's bookkeeping, by one invocation: the tile's inclusive prefix, and
+// the chunk's count from its last tile (no other tile reads draw_args in
+// this pass: they read the base from scan_state[1]).
+fn publish_prefix(tile: u32, tiles: u32, base: u32, inclusive: u32) {
+    if tile > 0u && publishes(tile) {
+        atomicMax(&scan_state[2u + tile], FLAG_PREFIX | inclusive);
     }
-    let slots = vec4<u32>(base + exclusive) + row_offsets(totals) + ranks;
-    emit_items(items, keep, slots);
+    if tile == tiles - 1u {
+        atomicStore(&draw_args[1], base + inclusive);
+    }
+}
+
+// Writes the kept ones of instances `index` to `slots`, reading them again.
+fn emit_again(keep: vec4<bool>, index: vec4<u32>, slots: vec4<u32>) {
+    if keep.x { emit(slots.x, index.x, instances[index.x]); }
+    if keep.y { emit(slots.y, index.y, instances[index.y]); }
+    if keep.z { emit(slots.z, index.z, instances[index.z]); }
+    if keep.w { emit(slots.w, index.w, instances[index.w]); }
 }

@@ -65,6 +65,11 @@ pub struct Tuning {
     /// any of these bits set publish nothing, so their successors must
     /// count their survivors themselves. 0 (the default) for real use.
     pub lookback_silent_tiles: u32,
+    /// [`ScanVariant::Ordered`]: scan tiles in workgroup memory even where
+    /// the device has subgroups (the form used without
+    /// [`wgpu::Features::SUBGROUP`]), for tests and comparisons. Off by
+    /// default: the subgroup form is faster.
+    pub workgroup_scan: bool,
 }
 
 /// Default threads per workgroup.
@@ -152,6 +157,7 @@ pub struct Culler {
     workgroup_size: u32,
     spin_limit: u32,
     silent_tiles: u32,
+    subgroups: bool,
     timestamps: bool,
     timestamp_period: f32,
     /// Pipelines by number of output windows, compiled when a target first needs them.
@@ -204,6 +210,7 @@ impl Culler {
                 .lookback_spin_limit
                 .unwrap_or(DEFAULT_LOOKBACK_SPIN_LIMIT),
             silent_tiles: desc.tuning.lookback_silent_tiles,
+            subgroups: device.features().contains(wgpu::Features::SUBGROUP) && !desc.tuning.workgroup_scan,
             timestamps,
             timestamp_period: queue.get_timestamp_period(),
             pipelines: Mutex::new(vec![None; MAX_OUTPUT_WINDOWS as usize]),
@@ -225,6 +232,16 @@ impl Culler {
     /// The output kind.
     pub fn output(&self) -> OutputKind {
         self.output
+    }
+
+    /// Whether the passes use subgroup operations: the subgroup variants
+    /// always; [`ScanVariant::Ordered`] where the device has subgroups
+    /// (unless [`Tuning::workgroup_scan`]), else it scans in workgroup memory.
+    pub fn uses_subgroups(&self) -> bool {
+        match self.variant {
+            ScanVariant::Ordered => self.subgroups,
+            v => v.required_features().contains(wgpu::Features::SUBGROUP),
+        }
     }
 
     /// Instances per chunk: a batch larger than this is culled chunk by chunk.
@@ -287,6 +304,7 @@ impl Culler {
             workgroup_size: self.workgroup_size,
             spin_limit: self.spin_limit,
             silent_tiles: self.silent_tiles,
+            subgroups: self.subgroups,
         };
         let p = Arc::new(Pipelines::new(&self.device, shape)?);
         *slot = Some(p.clone());

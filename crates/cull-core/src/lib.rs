@@ -44,7 +44,7 @@
 //! | `block-atomic` | [`ScanVariant::BlockAtomic`] | one | — |
 //! | `subgroup-ballot` | [`ScanVariant::SubgroupBallot`] | one | `Features::SUBGROUP` |
 //! | `subgroup-shuffle` | [`ScanVariant::SubgroupShuffle`] | one | `Features::SUBGROUP` |
-//! | `ordered` | [`ScanVariant::Ordered`] | one, order preserved | — |
+//! | `ordered` | [`ScanVariant::Ordered`] | one, order preserved | — (uses subgroups where present) |
 //!
 //! [`CullerDesc::variant`] `None` (the default) picks the fastest compiled-in
 //! variant the device runs ([`ScanVariant::best_available`]). Asking for a

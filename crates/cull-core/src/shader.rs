@@ -28,17 +28,38 @@ fn output_source(output: OutputKind) -> &'static str {
 #[cfg(any(feature = "block-atomic", feature = "ordered"))]
 const TILE_SCAN: &str = include_str!("../shaders/tile_scan.wgsl");
 
-/// The variant's own passes; `None` when compiled out.
-fn variant_source(variant: ScanVariant) -> Option<String> {
+/// Ballot helpers, shared by the passes that use subgroup operations.
+#[cfg(any(feature = "subgroup-ballot", feature = "ordered"))]
+const SUBGROUP: &str = include_str!("../shaders/subgroup.wgsl");
+
+/// The ordered variant's look-back and bookkeeping, shared by its two forms.
+#[cfg(feature = "ordered")]
+const ORDERED: &str = include_str!("../shaders/ordered.wgsl");
+
+/// The variant's own passes, in their subgroup form where `subgroups` and
+/// the variant has one; `None` when compiled out.
+fn variant_source(variant: ScanVariant, subgroups: bool) -> Option<String> {
     let source: String = match variant {
         #[cfg(feature = "hillis-steele")]
         ScanVariant::HillisSteele => include_str!("../shaders/hillis_steele.wgsl").into(),
         #[cfg(feature = "block-atomic")]
         ScanVariant::BlockAtomic => [TILE_SCAN, include_str!("../shaders/block_atomic.wgsl")].join("\n"),
         #[cfg(feature = "ordered")]
-        ScanVariant::Ordered => [TILE_SCAN, include_str!("../shaders/ordered.wgsl")].join("\n"),
+        ScanVariant::Ordered if subgroups => [
+            SUBGROUP,
+            ORDERED,
+            include_str!("../shaders/ordered_subgroup.wgsl"),
+        ]
+        .join("\n"),
+        #[cfg(feature = "ordered")]
+        ScanVariant::Ordered => [
+            TILE_SCAN,
+            ORDERED,
+            include_str!("../shaders/ordered_workgroup.wgsl"),
+        ]
+        .join("\n"),
         #[cfg(feature = "subgroup-ballot")]
-        ScanVariant::SubgroupBallot => include_str!("../shaders/subgroup_ballot.wgsl").into(),
+        ScanVariant::SubgroupBallot => [SUBGROUP, include_str!("../shaders/subgroup_ballot.wgsl")].join("\n"),
         #[cfg(feature = "subgroup-shuffle")]
         ScanVariant::SubgroupShuffle => include_str!("../shaders/subgroup_shuffle.wgsl").into(),
         #[allow(unreachable_patterns)]
@@ -98,6 +119,9 @@ pub(crate) struct ModuleShape {
     pub spin_limit: u32,
     /// Tiles that publish nothing (`SILENT_TILES`, for tests).
     pub silent_tiles: u32,
+    /// The subgroup form of a variant that has one (ordered); the device
+    /// must have `Features::SUBGROUP`.
+    pub subgroups: bool,
 }
 
 /// Replaces the value of `const NAME: u32 = ...;` in WGSL source.
@@ -115,7 +139,7 @@ fn set_const(src: &str, name: &str, value: u32) -> String {
 
 /// The full module for one shape.
 pub(crate) fn compose(shape: ModuleShape) -> Option<String> {
-    let variant = variant_source(shape.variant)?;
+    let variant = variant_source(shape.variant, shape.subgroups)?;
     let source = [
         COMMON,
         format_source(shape.format),
@@ -140,7 +164,15 @@ mod tests {
     fn every_module_validates() {
         use naga::valid::{Capabilities, ValidationFlags, Validator};
         let mut checked = 0;
-        for variant in ScanVariant::compiled() {
+        let forms = ScanVariant::compiled().flat_map(|v| {
+            let both = v == ScanVariant::Ordered;
+            [(v, v.required_features().contains(wgpu::Features::SUBGROUP))]
+                .into_iter()
+                .chain(both.then_some((v, true)))
+        });
+        let mut expected = 0;
+        for (variant, subgroups) in forms {
+            expected += 3 * 2 * crate::culler::MAX_OUTPUT_WINDOWS as usize;
             for format in InstanceFormat::ALL {
                 for output in [OutputKind::Instances, OutputKind::Indices] {
                     for windows in 1..=crate::culler::MAX_OUTPUT_WINDOWS {
@@ -152,6 +184,7 @@ mod tests {
                             workgroup_size: 64,
                             spin_limit: 3,
                             silent_tiles: 1,
+                            subgroups,
                         };
                         let src = compose(shape).unwrap();
                         assert!(src.contains("const WORKGROUP_SIZE: u32 = 64u;"));
@@ -176,10 +209,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(
-            checked,
-            ScanVariant::compiled().count() * 3 * 2 * crate::culler::MAX_OUTPUT_WINDOWS as usize
-        );
+        assert_eq!(checked, expected);
     }
 
     /// The value of `const NAME: f32 = value;` in a WGSL source.

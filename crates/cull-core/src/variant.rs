@@ -24,7 +24,9 @@ pub enum ScanVariant {
     /// waits too long on a predecessor counting that predecessor's survivors
     /// itself (decoupled fallback), so no forward progress between
     /// workgroups is assumed. Survivors come out in their original order,
-    /// every frame.
+    /// every frame. Needs no device feature: it scans its tiles with
+    /// subgroup ballots where the device has [`wgpu::Features::SUBGROUP`],
+    /// in workgroup memory elsewhere (see [`crate::Tuning::workgroup_scan`]).
     Ordered,
 }
 

@@ -1,16 +1,21 @@
 //! Every variant x format x output kind x camera x size, as exact sets.
 
 use crate::harness::*;
-use cull_core::{InstanceFormat, OutputKind, Tuning};
+use cull_core::{InstanceFormat, OutputKind};
 
 const SIZES: [usize; 9] = [0, 1, 2, 255, 256, 257, 1023, 1025, 100_003];
 
 fn check_all(output: OutputKind) {
     let ctx = gpu();
     let mut runs = 0;
-    for variant in variants(ctx) {
+    for (variant, tuning) in forms(ctx) {
         for format in InstanceFormat::ALL {
-            let culler = culler(ctx, variant, format, output, Tuning::default());
+            let culler = culler(ctx, variant, format, output, tuning);
+            let form = if culler.uses_subgroups() {
+                "subgroups"
+            } else {
+                "workgroup"
+            };
             for (c, camera) in Camera::ALL.into_iter().enumerate() {
                 for (s, &size) in SIZES.iter().enumerate() {
                     let scene = edge_scene((c * 100 + s) as u64, size, camera, format);
@@ -18,14 +23,14 @@ fn check_all(output: OutputKind) {
                     // A target larger than the count: survivors must not spill.
                     let survivors = run(ctx, &culler, &scene, size as u32 + 77);
                     assert_exact(
-                        &format!("{variant:?} {format:?} {output:?} {camera:?} n={size}"),
+                        &format!("{variant:?} ({form}) {format:?} {output:?} {camera:?} n={size}"),
                         &reference,
                         &survivors,
                     );
                     if variant.preserves_order() {
                         assert!(
                             survivors.windows(2).all(|w| w[0] < w[1]),
-                            "{variant:?} lost order"
+                            "{variant:?} ({form}) lost order"
                         );
                     }
                     runs += 1;
@@ -33,7 +38,7 @@ fn check_all(output: OutputKind) {
             }
         }
     }
-    assert_eq!(runs, variants(ctx).len() * 3 * 3 * SIZES.len());
+    assert_eq!(runs, forms(ctx).len() * 3 * 3 * SIZES.len());
 }
 
 #[test]

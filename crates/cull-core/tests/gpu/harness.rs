@@ -43,6 +43,30 @@ pub fn variants(ctx: &GpuContext) -> Vec<ScanVariant> {
         .collect()
 }
 
+/// Each available variant with its default tuning, plus the ordered
+/// variant's workgroup-memory form where the device has subgroups (it would
+/// otherwise use its subgroup form), so both forms are tested everywhere.
+pub fn forms(ctx: &GpuContext) -> Vec<(ScanVariant, Tuning)> {
+    let mut forms: Vec<_> = variants(ctx)
+        .into_iter()
+        .map(|v| (v, Tuning::default()))
+        .collect();
+    if ScanVariant::Ordered.is_available(ctx.device.features())
+        && ctx.device.features().contains(wgpu::Features::SUBGROUP)
+    {
+        forms.push((ScanVariant::Ordered, workgroup_scan()));
+    }
+    forms
+}
+
+/// Tuning for the ordered variant's workgroup-memory form.
+pub fn workgroup_scan() -> Tuning {
+    Tuning {
+        workgroup_scan: true,
+        ..Default::default()
+    }
+}
+
 /// A random scene with edge cases: every 41st instance is non-finite, every
 /// 37th exactly tangent to a frustum plane from outside (as this format
 /// decodes it), and one surrounds the camera. Instances are all distinct.

@@ -13,35 +13,56 @@ fn assert_ordered(what: &str, scene: &cull_core::scene::Scene, format: InstanceF
     );
 }
 
+/// The ordered variant's forms on this device: its subgroup form where the
+/// device has subgroups, and its workgroup-memory form.
+fn ordered_forms(ctx: &cull_core::GpuContext) -> Vec<Tuning> {
+    forms(ctx)
+        .into_iter()
+        .filter(|(v, _)| *v == ScanVariant::Ordered)
+        .map(|(_, t)| t)
+        .collect()
+}
+
 /// Workgroups of 32 threads make tiles of 128 instances: 100,003 instances
 /// are 782 tiles racing through the look-back, with spin limits from
 /// "never wait" to the default, and with every other tile (or three in
-/// four) publishing nothing, so their successors must count them.
+/// four) publishing nothing, so their successors must count them. In each
+/// of the variant's forms.
 #[cfg(feature = "ordered")]
 #[test]
 fn ordered_stress_tiny_tiles_and_forced_fallback() {
     let ctx = gpu();
     let format = InstanceFormat::PosQuat;
+    let forms = ordered_forms(ctx);
+    assert_eq!(forms.len(), 2, "lavapipe has subgroups: both forms run");
     let scenes: Vec<_> = [1_000usize, 100_003]
         .into_iter()
         .enumerate()
         .map(|(s, n)| edge_scene(40 + s as u64, n, Camera::InfiniteReverseZ, format))
         .collect();
-    for (spin, silent) in [(0, 0), (0, 1), (0, 3), (4, 1), (256, 0), (256, 0b101)] {
+    for (form, (spin, silent)) in forms
+        .iter()
+        .flat_map(|f| [(0, 0), (0, 1), (0, 3), (4, 1), (256, 0), (256, 0b101)].map(|c| (f, c)))
+    {
         let tuning = Tuning {
             workgroup_size: Some(32),
             lookback_spin_limit: Some(spin),
             lookback_silent_tiles: silent,
-            ..Default::default()
+            ..*form
         };
         for output in [OutputKind::Indices, OutputKind::Instances] {
             let culler = culler(ctx, ScanVariant::Ordered, format, output, tuning);
+            let form = if culler.uses_subgroups() {
+                "subgroups"
+            } else {
+                "workgroup"
+            };
             for scene in &scenes {
                 let n = scene.instances.len();
                 for repeat in 0..3 {
                     let survivors = run(ctx, &culler, scene, n as u32);
                     assert_ordered(
-                        &format!("spin {spin} silent {silent:#b} {output:?} n={n} #{repeat}"),
+                        &format!("{form}: spin {spin} silent {silent:#b} {output:?} n={n} #{repeat}"),
                         scene,
                         format,
                         &survivors,
@@ -58,20 +79,26 @@ fn ordered_stress_tiny_tiles_and_forced_fallback() {
 #[test]
 fn ordered_across_chunks_and_surplus_workgroups() {
     let ctx = gpu();
-    let tuning = Tuning {
-        max_binding_size: Some(64 << 10),
-        max_workgroups_per_dimension: Some(5),
-        workgroup_size: Some(32),
-        ..Default::default()
-    };
-    for format in InstanceFormat::ALL {
+    for (form, format) in ordered_forms(ctx)
+        .into_iter()
+        .flat_map(|f| InstanceFormat::ALL.map(|format| (f, format)))
+    {
+        let tuning = Tuning {
+            max_binding_size: Some(64 << 10),
+            max_workgroups_per_dimension: Some(5),
+            workgroup_size: Some(32),
+            ..form
+        };
         let culler = culler(ctx, ScanVariant::Ordered, format, OutputKind::Indices, tuning);
         let chunk = culler.chunk_len() as usize;
         for n in [chunk - 3, 2 * chunk + 129, 4 * chunk] {
             let scene = edge_scene(n as u64, n, Camera::Perspective, format);
             let survivors = run(ctx, &culler, &scene, (4 * chunk) as u32);
             assert_ordered(
-                &format!("{format:?} n={n} chunk={chunk}"),
+                &format!(
+                    "{format:?} subgroups={} n={n} chunk={chunk}",
+                    culler.uses_subgroups()
+                ),
                 &scene,
                 format,
                 &survivors,

@@ -3,7 +3,7 @@
 //! loads, so each width runs this test binary again in a child process.
 
 use crate::harness::*;
-use cull_core::{InstanceFormat, OutputKind, ScanVariant};
+use cull_core::{InstanceFormat, OutputKind, ScanVariant, Tuning};
 
 const EXPECT_VAR: &str = "CULL_CORE_EXPECT_SUBGROUP_SIZE";
 
@@ -69,26 +69,35 @@ fn subgroup_variants_at_this_width() {
             "LP_NATIVE_VECTOR_WIDTH did not give the expected subgroup size"
         );
     }
-    // The ordered variant uses no subgroup operations, but its look-back
-    // runs under the same driver scheduling: check it at every width too.
-    for variant in [
-        ScanVariant::SubgroupBallot,
-        ScanVariant::SubgroupShuffle,
-        ScanVariant::Ordered,
-    ] {
+    // The ordered variant in both forms: its subgroup form scans with
+    // ballots, and its workgroup form's look-back runs under the same
+    // driver scheduling. Its output must also be in index order.
+    let forms = [
+        (ScanVariant::SubgroupBallot, Tuning::default()),
+        (ScanVariant::SubgroupShuffle, Tuning::default()),
+        (ScanVariant::Ordered, Tuning::default()),
+        (ScanVariant::Ordered, workgroup_scan()),
+    ];
+    for (variant, tuning) in forms {
         if !variant.is_compiled() {
             continue;
         }
         for format in InstanceFormat::ALL {
-            let culler = culler(ctx, variant, format, OutputKind::Indices, Default::default());
+            let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
+            let what = format!(
+                "{variant:?} (subgroups: {}) {format:?} sg={size}",
+                culler.uses_subgroups()
+            );
             for (s, n) in [1usize, 3, 255, 257, 4099, 65_537].into_iter().enumerate() {
                 let scene = edge_scene(s as u64 + 17, n, Camera::InfiniteReverseZ, format);
                 let survivors = run(ctx, &culler, &scene, n as u32);
-                assert_exact(
-                    &format!("{variant:?} {format:?} sg={size} n={n}"),
-                    &reference(&scene, format),
-                    &survivors,
-                );
+                assert_exact(&format!("{what} n={n}"), &reference(&scene, format), &survivors);
+                if variant.preserves_order() {
+                    assert!(
+                        survivors.windows(2).all(|w| w[0] < w[1]),
+                        "{what} n={n}: out of order"
+                    );
+                }
             }
         }
     }

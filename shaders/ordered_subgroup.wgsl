@@ -1,0 +1,70 @@
+// Ordered, with subgroups: a tile's votes are scanned with ballots, as in
+// subgroup_ballot.wgsl, but in index order. Each subgroup reserves a range
+// of lanes with one shared atomic (any subgroup size, any mapping of
+// invocations to subgroups) and takes ITEMS rows of that many consecutive
+// instances from ITEMS times the range's start: so the tile's order is
+// subgroup range, then row, then lane, and a survivor's rank in the tile is
+// the survivors of earlier ranges (one shared array, one barrier), then of
+// earlier rows, then of lower lanes (the ballot).
+
+// Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
+var<workgroup> range_counts: array<u32, WORKGROUP_SIZE>;
+var<workgroup> lanes_taken: atomic<u32>;
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn cull(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    // This subgroup's lanes: how many, this one's rank, and where their
+    // range starts in the workgroup (reserved while thread 0 takes the tile).
+    let below = lanes_below(lane);
+    let members = subgroupBallot(true);
+    let width = popcount4(members);
+    let rank = popcount4(members & below);
+    var first = 0u;
+    if rank == 0u {
+        first = atomicAdd(&lanes_taken, width);
+    }
+    first = subgroupMax(first);
+    let tile_base = take_tile(lid);
+    let tile = tile_base.x;
+    let tiles = (params.chunk_len + TILE - 1u) / TILE;
+    if tile >= tiles {
+        return; // a surplus workgroup of a two-dimensional dispatch
+    }
+
+    let index = vec4<u32>(tile * TILE + ITEMS * first + rank) + vec4<u32>(0u, 1u, 2u, 3u) * width;
+    let keep = vote_items(load_rows(index.x, width));
+    let b0 = subgroupBallot(keep.x);
+    let b1 = subgroupBallot(keep.y);
+    let b2 = subgroupBallot(keep.z);
+    let b3 = subgroupBallot(keep.w);
+    let counts = vec4<u32>(popcount4(b0), popcount4(b1), popcount4(b2), popcount4(b3));
+    let ranks = row_offsets(counts)
+        + vec4<u32>(popcount4(b0 & below), popcount4(b1 & below), popcount4(b2 & below), popcount4(b3 & below));
+    if rank == 0u {
+        range_counts[first] = counts.x + counts.y + counts.z + counts.w;
+    }
+    workgroupBarrier();
+    // Survivors of the ranges before this subgroup's, and of the whole tile.
+    var before = 0u;
+    var all = 0u;
+    for (var j = rank; j < WORKGROUP_SIZE; j += width) {
+        let c = range_counts[j];
+        all += c;
+        before += select(0u, c, j < first);
+    }
+    before = subgroupAdd(before);
+    let aggregate = subgroupAdd(all);
+    if lid == 0u {
+        publish_aggregate(tile, aggregate);
+    }
+
+    let exclusive = look_back(tile, lid);
+    let base = tile_base.y;
+    if lid == 0u {
+        publish_prefix(tile, tiles, base, exclusive + aggregate);
+    }
+    emit_again(keep, index, vec4<u32>(base + exclusive + before) + ranks);
+}

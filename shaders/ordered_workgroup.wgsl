@@ -1,0 +1,30 @@
+// Ordered, without subgroups: a tile's votes are scanned in workgroup memory
+// (tile_scan.wgsl, as block_atomic.wgsl does). Thread t holds instance
+// tile_start + k * WORKGROUP_SIZE + t of row k, so ranks taken row after row
+// are the instances' order within the tile.
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn cull(@builtin(local_invocation_index) lid: u32) {
+    let tile_base = take_tile(lid);
+    let tile = tile_base.x;
+    let tiles = (params.chunk_len + TILE - 1u) / TILE;
+    if tile >= tiles {
+        return; // a surplus workgroup of a two-dimensional dispatch
+    }
+
+    let index = vec4<u32>(tile * TILE + lid) + vec4<u32>(0u, 1u, 2u, 3u) * WORKGROUP_SIZE;
+    let keep = vote_items(load_items(index.x));
+    let ranks = scan_tile(lid, pack_votes(keep));
+    let totals = workgroupUniformLoad(&tile_totals);
+    let aggregate = totals.x + totals.y + totals.z + totals.w;
+    if lid == 0u {
+        publish_aggregate(tile, aggregate);
+    }
+
+    let exclusive = look_back(tile, lid);
+    let base = tile_base.y;
+    if lid == 0u {
+        publish_prefix(tile, tiles, base, exclusive + aggregate);
+    }
+    emit_again(keep, index, vec4<u32>(base + exclusive) + row_offsets(totals) + ranks);
+}
