@@ -116,6 +116,17 @@ fn named_list<T>(list: &str, what: &str, parse: fn(&str) -> Option<T>) -> Result
         .map(Some)
 }
 
+/// A culler's name in the tables: its variant's, with `-workgroup` for the
+/// ordered variant's workgroup-memory form on a device with subgroups.
+fn label(culler: &Culler) -> String {
+    let variant = culler.variant();
+    if variant == ScanVariant::Ordered && !culler.uses_subgroups() {
+        format!("{}-workgroup", variant.name())
+    } else {
+        variant.name().into()
+    }
+}
+
 /// One measured cell of the table.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Cell {
@@ -211,15 +222,28 @@ fn main() {
     for &format in &args.formats {
         let cap = capacity(format);
         let input = CullInput::new(&ctx.device, format, cap).unwrap();
-        let cullers: Vec<(Culler, CullTarget)> = variants
-            .iter()
-            .map(|&variant| {
+        // The ordered variant also in its workgroup-memory form where the
+        // device has subgroups: the form devices without them get.
+        let forms = variants.iter().flat_map(|&variant| {
+            let both = variant == ScanVariant::Ordered
+                && ctx.device.features().contains(wgpu::Features::SUBGROUP)
+                && !args.tuning.workgroup_scan;
+            [(variant, args.tuning)].into_iter().chain(both.then_some((
+                variant,
+                Tuning {
+                    workgroup_scan: true,
+                    ..args.tuning
+                },
+            )))
+        });
+        let cullers: Vec<(Culler, CullTarget)> = forms
+            .map(|(variant, tuning)| {
                 let desc = CullerDesc {
                     variant: Some(variant),
                     allow_fallback: false,
                     format,
                     output: args.output,
-                    tuning: args.tuning,
+                    tuning,
                     ..Default::default()
                 };
                 let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
@@ -314,7 +338,7 @@ fn main() {
                     let copy =
                         roofline.copy_job(&ctx, input.buffer(), target.output_buffer(), bytes_moved / 2);
                     let cell = Cell {
-                        variant: variant.name().into(),
+                        variant: label(culler),
                         format: format.name().into(),
                         n,
                         visible,
@@ -368,7 +392,11 @@ fn main() {
             }
         }
     }
-    let table = report::markdown(&cells, &device_line, launch_us);
+    let table = format!(
+        "{}\n{}",
+        report::markdown(&cells, &device_line, launch_us),
+        report::ordered_summary(&cells)
+    );
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("bench.md"), &table).unwrap();
@@ -444,7 +472,8 @@ fn replot(json: &std::path::Path, dir: &std::path::Path) {
         }
     }
     println!(
-        "{}",
-        report::markdown(&cells, device, value["launch_us"].as_f64().unwrap_or(f64::NAN))
+        "{}\n{}",
+        report::markdown(&cells, device, value["launch_us"].as_f64().unwrap_or(f64::NAN)),
+        report::ordered_summary(&cells)
     );
 }

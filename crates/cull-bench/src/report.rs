@@ -144,3 +144,72 @@ pub fn plot(
     root.present()?;
     Ok(())
 }
+
+/// The ordered variant's forms against the best variant that does not keep
+/// order, cell by cell. Each variant's speed is taken as its fraction of the
+/// copy over its own buffers (measured in the same rounds): on some GPUs
+/// (seen on an H200) the bandwidth of an allocation depends on where it
+/// lands, so plain instances/s would compare buffers as much as kernels.
+/// Where the copies match, this is the instances/s ratio.
+pub fn ordered_summary(cells: &[Cell]) -> String {
+    let unordered = ["subgroup-ballot", "subgroup-shuffle", "block-atomic"];
+    let ordered: Vec<&str> = ["ordered", "ordered-workgroup"]
+        .into_iter()
+        .filter(|o| cells.iter().any(|c| c.variant == *o))
+        .collect();
+    let mut s = String::new();
+    if ordered.is_empty() {
+        return s;
+    }
+    writeln!(
+        s,
+        "| format | N | visible % | best unordered (% of its copy) | {} |",
+        ordered
+            .iter()
+            .map(|o| format!("{o} / best"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    )
+    .unwrap();
+    writeln!(s, "|---|---:|---:|---|{}", "---:|".repeat(ordered.len())).unwrap();
+    let mut seen = Vec::new();
+    for c in cells {
+        let key = (c.format.as_str(), c.n, c.visible);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let same = |v: &str| {
+            cells
+                .iter()
+                .find(|b| b.variant == v && (b.format.as_str(), b.n, b.visible) == key && b.correct)
+        };
+        let Some(best) = unordered
+            .iter()
+            .filter_map(|v| same(v))
+            .max_by(|a, b| a.roofline_pct().total_cmp(&b.roofline_pct()))
+        else {
+            continue;
+        };
+        let ratios: Vec<String> = ordered
+            .iter()
+            .map(|o| {
+                same(o).map_or("-".into(), |c| {
+                    format!("{:.2}", c.roofline_pct() / best.roofline_pct())
+                })
+            })
+            .collect();
+        writeln!(
+            s,
+            "| {} | {} | {:.1} | {} ({:.0}%) | {} |",
+            c.format,
+            c.n,
+            100.0 * c.visible as f64 / c.n.max(1) as f64,
+            best.variant,
+            best.roofline_pct(),
+            ratios.join(" | ")
+        )
+        .unwrap();
+    }
+    s
+}
