@@ -61,12 +61,6 @@ fn publishes(tile: u32) -> bool {
     return (tile & SILENT_TILES) == 0u;
 }
 
-// Step 2, by one invocation: tile 0's aggregate is its inclusive prefix.
-fn publish_aggregate(tile: u32, aggregate: u32) {
-    if publishes(tile) {
-        atomicMax(&scan_state[2u + tile], select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u) | aggregate);
-    }
-}
 
 // The survivors of tile `t`, counted by the whole workgroup (the fallback),
 // one row at a time so that the fallback adds few live registers.
@@ -165,16 +159,25 @@ fn look_back(tile: u32, lid: u32) -> u32 {
     return exclusive;
 }
 
-// Step 4's bookkeeping, by one invocation: the tile's inclusive prefix, and
-// the chunk's count from its last tile (no other tile reads draw_args in
-// this pass: they read the base from scan_state[1]).
-fn publish_prefix(tile: u32, tiles: u32, base: u32, inclusive: u32) {
-    if tile > 0u && publishes(tile) {
-        atomicMax(&scan_state[2u + tile], FLAG_PREFIX | inclusive);
+// Steps 2 to 4's bookkeeping, once the tile's survivors are counted: publish
+// the aggregate (tile 0's is its inclusive prefix), look back, publish the
+// inclusive prefix, and from the chunk's last tile its count (no other tile
+// reads draw_args in this pass: they read the base from scan_state[1]).
+// Returns the survivors before this tile in the chunk.
+fn chain_tile(tile: u32, tiles: u32, lid: u32, base: u32, aggregate: u32) -> u32 {
+    if lid == 0u && publishes(tile) {
+        atomicMax(&scan_state[2u + tile], select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u) | aggregate);
     }
-    if tile == tiles - 1u {
-        atomicStore(&draw_args[1], base + inclusive);
+    let exclusive = look_back(tile, lid);
+    if lid == 0u {
+        if tile > 0u && publishes(tile) {
+            atomicMax(&scan_state[2u + tile], FLAG_PREFIX | (exclusive + aggregate));
+        }
+        if tile == tiles - 1u {
+            atomicStore(&draw_args[1], base + exclusive + aggregate);
+        }
     }
+    return exclusive;
 }
 
 // Writes the kept ones of instances `index` to `slots`, reading them again.

@@ -57,14 +57,7 @@ fn cull(
     }
     before = subgroupAdd(before);
     let aggregate = subgroupAdd(all);
-    if lid == 0u {
-        publish_aggregate(tile, aggregate);
-    }
-
-    let exclusive = look_back(tile, lid);
     let base = tile_base.y;
-    if lid == 0u {
-        publish_prefix(tile, tiles, base, exclusive + aggregate);
-    }
+    let exclusive = chain_tile(tile, tiles, lid, base, aggregate);
     emit_again(keep, index, vec4<u32>(base + exclusive + before) + ranks);
 }

@@ -17,14 +17,7 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
     let ranks = scan_tile(lid, pack_votes(keep));
     let totals = workgroupUniformLoad(&tile_totals);
     let aggregate = totals.x + totals.y + totals.z + totals.w;
-    if lid == 0u {
-        publish_aggregate(tile, aggregate);
-    }
-
-    let exclusive = look_back(tile, lid);
     let base = tile_base.y;
-    if lid == 0u {
-        publish_prefix(tile, tiles, base, exclusive + aggregate);
-    }
+    let exclusive = chain_tile(tile, tiles, lid, base, aggregate);
     emit_again(keep, index, vec4<u32>(base + exclusive) + row_offsets(totals) + ranks);
 }
