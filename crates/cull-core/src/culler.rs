@@ -290,13 +290,8 @@ impl Culler {
         Ok(windows)
     }
 
-    pub(crate) fn pipelines_for(&self, windows: u32) -> Result<Arc<Pipelines>, CullError> {
-        let mut cache = self.pipelines.lock().expect("pipeline cache poisoned");
-        let slot = &mut cache[windows as usize - 1];
-        if let Some(p) = slot {
-            return Ok(p.clone());
-        }
-        let shape = crate::shader::ModuleShape {
+    fn shape(&self, windows: u32) -> crate::shader::ModuleShape {
+        crate::shader::ModuleShape {
             variant: self.variant,
             format: self.format,
             output: self.output,
@@ -305,8 +300,22 @@ impl Culler {
             spin_limit: self.spin_limit,
             silent_tiles: self.silent_tiles,
             subgroups: self.subgroups,
-        };
-        let p = Arc::new(Pipelines::new(&self.device, shape)?);
+        }
+    }
+
+    /// The WGSL of this culler's passes for a batch that fits one binding,
+    /// exactly as compiled (for inspection: disassembly, register counts).
+    pub fn shader_source(&self) -> String {
+        crate::shader::compose(self.shape(1)).expect("a culler's variant is compiled in")
+    }
+
+    pub(crate) fn pipelines_for(&self, windows: u32) -> Result<Arc<Pipelines>, CullError> {
+        let mut cache = self.pipelines.lock().expect("pipeline cache poisoned");
+        let slot = &mut cache[windows as usize - 1];
+        if let Some(p) = slot {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Pipelines::new(&self.device, self.shape(windows))?);
         *slot = Some(p.clone());
         Ok(p)
     }

@@ -1,0 +1,269 @@
+//! cull-registers: what the driver made of each pass — registers per
+//! invocation, shared memory, stack — through Vulkan's
+//! `VK_KHR_pipeline_executable_properties`, which wgpu does not expose.
+//! Registers decide how many workgroups a multiprocessor keeps resident, and
+//! with them how much memory traffic is in flight: see docs/benchmarks.md.
+//!
+//! ```text
+//! cargo run --release -p cull-bench --bin cull-registers
+//! ```
+//!
+//! Each culler's WGSL ([`Culler::shader_source`], as wgpu compiles it for the
+//! device wgpu picks) is translated to SPIR-V by naga and compiled again on a
+//! Vulkan device of the first physical device, with statistics capture on.
+//! Prints a markdown table.
+
+use ash::vk;
+use cull_core::{Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant, Tuning};
+use std::ffi::CStr;
+
+fn main() {
+    let ctx = GpuContext::new(wgpu::Backends::VULKAN, wgpu::Features::empty()).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    let vulkan = Vulkan::new().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    println!("Device: {} (statistics from {})\n", ctx.describe(), vulkan.name);
+    let mut header = None;
+    for format in InstanceFormat::ALL {
+        for (variant, tuning) in forms(&ctx) {
+            let desc = CullerDesc {
+                variant: Some(variant),
+                allow_fallback: false,
+                format,
+                output: OutputKind::Instances,
+                tuning,
+                ..Default::default()
+            };
+            let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
+            let label = match (variant, culler.uses_subgroups()) {
+                (ScanVariant::Ordered, false) => "ordered-workgroup".to_string(),
+                _ => variant.name().to_string(),
+            };
+            for (entry, stats) in vulkan.statistics(&culler.shader_source()) {
+                if header.is_none() {
+                    let names: Vec<&str> = stats.iter().map(|(n, _)| n.as_str()).collect();
+                    println!("| variant | format | entry point | {} |", names.join(" | "));
+                    println!("|---|---|---|{}", "---:|".repeat(names.len()));
+                    header = Some(());
+                }
+                let values: Vec<String> = stats.iter().map(|(_, v)| v.clone()).collect();
+                println!(
+                    "| {label} | {} | {entry} | {} |",
+                    format.name(),
+                    values.join(" | ")
+                );
+            }
+        }
+    }
+}
+
+/// Every compiled-in variant the device runs, and the ordered variant's
+/// workgroup-memory form too where it would use subgroups.
+fn forms(ctx: &GpuContext) -> Vec<(ScanVariant, Tuning)> {
+    let features = ctx.device.features();
+    let mut forms: Vec<_> = ScanVariant::compiled()
+        .filter(|v| v.is_available(features))
+        .map(|v| (v, Tuning::default()))
+        .collect();
+    if ScanVariant::Ordered.is_available(features) && features.contains(wgpu::Features::SUBGROUP) {
+        forms.push((
+            ScanVariant::Ordered,
+            Tuning {
+                workgroup_scan: true,
+                ..Default::default()
+            },
+        ));
+    }
+    forms
+}
+
+/// A Vulkan device with pipeline statistics capture.
+struct Vulkan {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    device: ash::Device,
+    executables: ash::khr::pipeline_executable_properties::Device,
+    name: String,
+}
+
+impl Vulkan {
+    fn new() -> Result<Self, String> {
+        // SAFETY: plain Vulkan object creation; every handle is destroyed in Drop.
+        unsafe {
+            let entry = ash::Entry::load().map_err(|e| format!("no Vulkan loader: {e}"))?;
+            let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_3);
+            let instance = entry
+                .create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None)
+                .map_err(|e| format!("vkCreateInstance: {e}"))?;
+            let physical = *instance
+                .enumerate_physical_devices()
+                .map_err(|e| e.to_string())?
+                .first()
+                .ok_or("no Vulkan device")?;
+            let props = instance.get_physical_device_properties(physical);
+            let name = CStr::from_ptr(props.device_name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            let extensions = [ash::khr::pipeline_executable_properties::NAME.as_ptr()];
+            let mut capture = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+                .pipeline_executable_info(true);
+            let priorities = [1.0f32];
+            let queues = [vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(0)
+                .queue_priorities(&priorities)];
+            let device = instance
+                .create_device(
+                    physical,
+                    &vk::DeviceCreateInfo::default()
+                        .queue_create_infos(&queues)
+                        .enabled_extension_names(&extensions)
+                        .push_next(&mut capture),
+                    None,
+                )
+                .map_err(|e| format!("{name} has no VK_KHR_pipeline_executable_properties ({e})"))?;
+            let executables = ash::khr::pipeline_executable_properties::Device::new(&instance, &device);
+            Ok(Self {
+                _entry: entry,
+                instance,
+                device,
+                executables,
+                name,
+            })
+        }
+    }
+
+    /// Each entry point of `wgsl` with the driver's statistics, in its order.
+    fn statistics(&self, wgsl: &str) -> Vec<(String, Vec<(String, String)>)> {
+        use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags, Validator};
+        let module = naga::front::wgsl::parse_str(wgsl).expect("the culler's WGSL parses");
+        let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+            .subgroup_stages(ShaderStages::COMPUTE)
+            .subgroup_operations(SubgroupOperationSet::all())
+            .validate(&module)
+            .expect("the culler's WGSL validates");
+        // As wgpu compiles for Vulkan: SPIR-V 1.3 (subgroup operations), indices clamped.
+        let options = naga::back::spv::Options {
+            lang_version: (1, 3),
+            bounds_check_policies: naga::proc::BoundsCheckPolicies {
+                index: naga::proc::BoundsCheckPolicy::Restrict,
+                buffer: naga::proc::BoundsCheckPolicy::Restrict,
+                image_load: naga::proc::BoundsCheckPolicy::Restrict,
+                binding_array: naga::proc::BoundsCheckPolicy::Restrict,
+            },
+            ..Default::default()
+        };
+        let bindings: Vec<_> = module
+            .global_variables
+            .iter()
+            .filter_map(|(_, var)| {
+                let ty = match var.space {
+                    naga::AddressSpace::Uniform => vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC,
+                    naga::AddressSpace::Storage { .. } => vk::DescriptorType::STORAGE_BUFFER,
+                    _ => return None,
+                };
+                let binding = var.binding.as_ref()?;
+                Some(
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(binding.binding)
+                        .descriptor_type(ty)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE),
+                )
+            })
+            .collect();
+        module
+            .entry_points
+            .iter()
+            .map(|ep| {
+                let pipeline_options = naga::back::spv::PipelineOptions {
+                    shader_stage: naga::ShaderStage::Compute,
+                    entry_point: ep.name.clone(),
+                };
+                let words = naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline_options))
+                    .expect("SPIR-V");
+                (ep.name.clone(), self.compile(&words, &ep.name, &bindings))
+            })
+            .collect()
+    }
+
+    fn compile(
+        &self,
+        words: &[u32],
+        entry: &str,
+        bindings: &[vk::DescriptorSetLayoutBinding<'_>],
+    ) -> Vec<(String, String)> {
+        let d = &self.device;
+        let entry = std::ffi::CString::new(entry).unwrap();
+        // SAFETY: the objects are created, queried and destroyed here, on one thread.
+        unsafe {
+            let module = d
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(words), None)
+                .unwrap();
+            let set = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(bindings),
+                    None,
+                )
+                .unwrap();
+            let sets = [set];
+            let layout = d
+                .create_pipeline_layout(&vk::PipelineLayoutCreateInfo::default().set_layouts(&sets), None)
+                .unwrap();
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(module)
+                .name(&entry);
+            let create = [vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(layout)
+                .flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR)];
+            let pipeline = d
+                .create_compute_pipelines(vk::PipelineCache::null(), &create, None)
+                .map_err(|(_, e)| e)
+                .unwrap()[0];
+            let mut out = Vec::new();
+            let executables = self
+                .executables
+                .get_pipeline_executable_properties(&vk::PipelineInfoKHR::default().pipeline(pipeline))
+                .unwrap();
+            for index in 0..executables.len() as u32 {
+                let info = vk::PipelineExecutableInfoKHR::default()
+                    .pipeline(pipeline)
+                    .executable_index(index);
+                for s in self
+                    .executables
+                    .get_pipeline_executable_statistics(&info)
+                    .unwrap()
+                {
+                    let name = CStr::from_ptr(s.name.as_ptr()).to_string_lossy().into_owned();
+                    let value = match s.format {
+                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => (s.value.b32 != 0).to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::UINT64 => s.value.u64.to_string(),
+                        _ => format!("{:.2}", s.value.f64),
+                    };
+                    out.push((name, value));
+                }
+            }
+            d.destroy_pipeline(pipeline, None);
+            d.destroy_pipeline_layout(layout, None);
+            d.destroy_descriptor_set_layout(set, None);
+            d.destroy_shader_module(module, None);
+            out
+        }
+    }
+}
+
+impl Drop for Vulkan {
+    fn drop(&mut self) {
+        // SAFETY: nothing created from them outlives this.
+        unsafe {
+            self.device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
