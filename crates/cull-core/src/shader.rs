@@ -38,6 +38,7 @@ const ORDERED: &str = include_str!("../shaders/ordered.wgsl");
 
 /// The variant's own passes, in their subgroup form where `subgroups` and
 /// the variant has one; `None` when compiled out.
+#[cfg_attr(not(feature = "ordered"), allow(unused_variables))] // only Ordered has two forms
 fn variant_source(variant: ScanVariant, subgroups: bool) -> Option<String> {
     let source: String = match variant {
         #[cfg(feature = "hillis-steele")]
