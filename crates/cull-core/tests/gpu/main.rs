@@ -9,6 +9,7 @@ mod exact_sets;
 mod fallback;
 mod harness;
 mod large;
+#[cfg(feature = "ordered")]
 mod ordered;
 mod subgroups;
 mod timing;

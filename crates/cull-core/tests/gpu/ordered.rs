@@ -28,7 +28,6 @@ fn ordered_forms(ctx: &cull_core::GpuContext) -> Vec<Tuning> {
 /// "never wait" to the default, and with every other tile (or three in
 /// four) publishing nothing, so their successors must count them. In each
 /// of the variant's forms.
-#[cfg(feature = "ordered")]
 #[test]
 fn ordered_stress_tiny_tiles_and_forced_fallback() {
     let ctx = gpu();
@@ -75,7 +74,6 @@ fn ordered_stress_tiny_tiles_and_forced_fallback() {
 
 /// Chunks (small bindings) and a two-dimensional dispatch with surplus
 /// workgroups, which take tile IDs too and must not disturb the chain.
-#[cfg(feature = "ordered")]
 #[test]
 fn ordered_across_chunks_and_surplus_workgroups() {
     let ctx = gpu();
