@@ -139,6 +139,12 @@ mod tests {
     use super::*;
 
     #[test]
+    // Needs both subgroup variants, and one that runs without subgroups to fall back to.
+    #[cfg(all(
+        feature = "subgroup-ballot",
+        feature = "subgroup-shuffle",
+        any(feature = "block-atomic", feature = "ordered", feature = "hillis-steele")
+    ))]
     fn subgroup_variants_need_subgroups() {
         let none = wgpu::Features::empty();
         assert!(!ScanVariant::SubgroupBallot.is_available(none));
