@@ -10,6 +10,7 @@
 //! Prints a markdown table last; writes `bench.json`, `bench.md` and one SVG
 //! plot per format to `--out`.
 
+mod forms;
 mod report;
 mod roofline;
 
@@ -18,6 +19,7 @@ use cull_core::{
     CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind,
     ScanVariant, Tuning,
 };
+use forms::{forms, label};
 use rayon::prelude::*;
 use roofline::{Roofline, median};
 use std::path::PathBuf;
@@ -116,17 +118,6 @@ fn named_list<T>(list: &str, what: &str, parse: fn(&str) -> Option<T>) -> Result
         .map(Some)
 }
 
-/// A culler's name in the tables: its variant's, with `-workgroup` for the
-/// ordered variant's workgroup-memory form on a device with subgroups.
-fn label(culler: &Culler) -> String {
-    let variant = culler.variant();
-    if variant == ScanVariant::Ordered && !culler.uses_subgroups() {
-        format!("{}-workgroup", variant.name())
-    } else {
-        variant.name().into()
-    }
-}
-
 /// One measured cell of the table.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Cell {
@@ -222,21 +213,8 @@ fn main() {
     for &format in &args.formats {
         let cap = capacity(format);
         let input = CullInput::new(&ctx.device, format, cap).unwrap();
-        // The ordered variant also in its workgroup-memory form where the
-        // device has subgroups: the form devices without them get.
-        let forms = variants.iter().flat_map(|&variant| {
-            let both = variant == ScanVariant::Ordered
-                && ctx.device.features().contains(wgpu::Features::SUBGROUP)
-                && !args.tuning.workgroup_scan;
-            [(variant, args.tuning)].into_iter().chain(both.then_some((
-                variant,
-                Tuning {
-                    workgroup_scan: true,
-                    ..args.tuning
-                },
-            )))
-        });
-        let cullers: Vec<(Culler, CullTarget)> = forms
+        let cullers: Vec<(Culler, CullTarget)> = forms(&variants, ctx.device.features(), args.tuning)
+            .into_iter()
             .map(|(variant, tuning)| {
                 let desc = CullerDesc {
                     variant: Some(variant),
@@ -372,7 +350,7 @@ fn main() {
                 for (_, _, _, mut cell, mut cull_us, copy_us) in timed {
                     if cell.correct {
                         cull_us.sort_by(f64::total_cmp);
-                        cell.gpu_us = median(cull_us.clone());
+                        cell.gpu_us = cull_us[cull_us.len() / 2];
                         cell.gpu_min_us = cull_us[0];
                         cell.gpu_max_us = cull_us[cull_us.len() - 1];
                         cell.copy_us = median(copy_us);

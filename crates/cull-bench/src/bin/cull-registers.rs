@@ -13,6 +13,9 @@
 //! Vulkan device of the first physical device, with statistics capture on.
 //! Prints a markdown table.
 
+#[path = "../forms.rs"]
+mod forms;
+
 use ash::vk;
 use cull_core::{Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant, Tuning};
 use std::ffi::CStr;
@@ -27,9 +30,13 @@ fn main() {
         std::process::exit(1)
     });
     println!("Device: {} (statistics from {})\n", ctx.describe(), vulkan.name);
+    let features = ctx.device.features();
+    let variants: Vec<ScanVariant> = ScanVariant::compiled()
+        .filter(|v| v.is_available(features))
+        .collect();
     let mut header = None;
     for format in InstanceFormat::ALL {
-        for (variant, tuning) in forms(&ctx) {
+        for (variant, tuning) in forms::forms(&variants, features, Tuning::default()) {
             let desc = CullerDesc {
                 variant: Some(variant),
                 allow_fallback: false,
@@ -39,10 +46,7 @@ fn main() {
                 ..Default::default()
             };
             let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
-            let label = match (variant, culler.uses_subgroups()) {
-                (ScanVariant::Ordered, false) => "ordered-workgroup".to_string(),
-                _ => variant.name().to_string(),
-            };
+            let label = forms::label(&culler);
             for (entry, stats) in vulkan.statistics(&culler.shader_source()) {
                 if header.is_none() {
                     let names: Vec<&str> = stats.iter().map(|(n, _)| n.as_str()).collect();
@@ -59,26 +63,6 @@ fn main() {
             }
         }
     }
-}
-
-/// Every compiled-in variant the device runs, and the ordered variant's
-/// workgroup-memory form too where it would use subgroups.
-fn forms(ctx: &GpuContext) -> Vec<(ScanVariant, Tuning)> {
-    let features = ctx.device.features();
-    let mut forms: Vec<_> = ScanVariant::compiled()
-        .filter(|v| v.is_available(features))
-        .map(|v| (v, Tuning::default()))
-        .collect();
-    if ScanVariant::Ordered.is_available(features) && features.contains(wgpu::Features::SUBGROUP) {
-        forms.push((
-            ScanVariant::Ordered,
-            Tuning {
-                workgroup_scan: true,
-                ..Default::default()
-            },
-        ));
-    }
-    forms
 }
 
 /// A Vulkan device with pipeline statistics capture.
