@@ -140,6 +140,12 @@ impl Cell {
     pub fn ginst_per_s(&self) -> f64 {
         self.n as f64 / self.gpu_us / 1e3
     }
+    /// The copy kernel's speed over this cell's bytes (read + written): the
+    /// state of the memory system during this cell.
+    pub fn copy_tb_per_s(&self) -> f64 {
+        self.bytes_moved as f64 / self.copy_us / 1e6
+    }
+
     pub fn roofline_pct(&self) -> f64 {
         100.0 * self.copy_us / self.gpu_us
     }

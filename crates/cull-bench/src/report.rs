@@ -163,7 +163,8 @@ pub fn ordered_summary(cells: &[Cell]) -> String {
     }
     writeln!(
         s,
-        "| format | N | visible % | best unordered (% of its copy) | {} |",
+        "| format | N | visible % | copy TB/s (best / {}) | best unordered (% of its copy) | {} |",
+        ordered[0],
         ordered
             .iter()
             .map(|o| format!("{o} / best"))
@@ -171,7 +172,7 @@ pub fn ordered_summary(cells: &[Cell]) -> String {
             .join(" | ")
     )
     .unwrap();
-    writeln!(s, "|---|---:|---:|---|{}", "---:|".repeat(ordered.len())).unwrap();
+    writeln!(s, "|---|---:|---:|---:|---|{}", "---:|".repeat(ordered.len())).unwrap();
     let mut seen = Vec::new();
     // With no instances there is no speed to compare.
     for c in cells.iter().filter(|c| c.n > 0) {
@@ -202,10 +203,12 @@ pub fn ordered_summary(cells: &[Cell]) -> String {
             .collect();
         writeln!(
             s,
-            "| {} | {} | {:.1} | {} ({:.0}%) | {} |",
+            "| {} | {} | {:.1} | {:.2} / {} | {} ({:.0}%) | {} |",
             c.format,
             c.n,
             100.0 * c.visible as f64 / c.n.max(1) as f64,
+            best.copy_tb_per_s(),
+            same(ordered[0]).map_or("-".into(), |o| format!("{:.2}", o.copy_tb_per_s())),
             best.variant,
             best.roofline_pct(),
             ratios.join(" | ")
