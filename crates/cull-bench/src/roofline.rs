@@ -179,6 +179,31 @@ impl Roofline {
         }
     }
 
+    /// Keeps the GPU busy with `job` for `duration` of wall time. An NVIDIA
+    /// H100 left without work for a second or two (while the CPU builds the
+    /// next cell's scene) idles down, and the short submissions of a timed
+    /// round do not bring it back: every kernel, the copy included, then
+    /// runs at about 57% of its speed with 4.5x the memory latency
+    /// (`cull-membw --cells cpu` shows it). Sustained work first restores it.
+    pub fn warm_up(&self, ctx: &GpuContext, job: &CopyJob, duration: std::time::Duration) {
+        let start = std::time::Instant::now();
+        while start.elapsed() < duration {
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                pass.set_pipeline(&self.copy);
+                for _ in 0..8 {
+                    for (group, x, y) in &job.groups {
+                        pass.set_bind_group(0, group, &[]);
+                        pass.dispatch_workgroups(*x, *y, 1);
+                    }
+                }
+            }
+            ctx.queue.submit([encoder.finish()]);
+            ctx.device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        }
+    }
+
     /// Microseconds of one run of a prepared copy (scaled to the bytes asked for).
     pub fn time_copy(&self, ctx: &GpuContext, job: &CopyJob) -> f64 {
         self.timed(ctx, |pass| {
