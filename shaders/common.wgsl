@@ -85,7 +85,10 @@ fn vote(i: u32) -> bool {
 
 // The single-pass variants handle four item rows per thread (Items below).
 const ITEMS: u32 = 4u;
-const TILE: u32 = WORKGROUP_SIZE * ITEMS;
+// Groups of ITEMS rows per thread (set by Rust): 2 in the ordered variant's
+// subgroup form for 16-byte instances, 1 everywhere else.
+const ROW_GROUPS: u32 = 1u;
+const TILE: u32 = WORKGROUP_SIZE * ITEMS * ROW_GROUPS;
 
 // Instance `i` of the chunk, or zeros past its end.
 fn load_item(i: u32) -> InstanceData {

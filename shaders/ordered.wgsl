@@ -66,7 +66,7 @@ fn publishes(tile: u32) -> bool {
 // one row at a time so that the fallback adds few live registers.
 fn count_tile(t: u32, lid: u32) -> u32 {
     var n = 0u;
-    for (var k = 0u; k < ITEMS; k += 1u) {
+    for (var k = 0u; k < ITEMS * ROW_GROUPS; k += 1u) {
         if vote(t * TILE + k * WORKGROUP_SIZE + lid) {
             n += 1u;
         }

@@ -6,10 +6,37 @@
 // subgroup range, then row, then lane, and a survivor's rank in the tile is
 // the survivors of earlier ranges (one shared array, one barrier), then of
 // earlier rows, then of lower lanes (the ballot).
+//
+// With ROW_GROUPS = 2 (16-byte instances) a lane takes 2 * ITEMS rows, in two
+// groups of ITEMS: the tile then carries as many bytes as a 32-byte one, so
+// the chain's fixed cost per tile (tile ID, look-back, publishing) is spread
+// over as many bytes. The second group is loaded after the first is voted
+// (a barrier keeps the compiler from hoisting its loads): with both in
+// flight the pass needed 59 registers instead of 47, and ran slower.
 
 // Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
 var<workgroup> range_counts: array<u32, WORKGROUP_SIZE>;
 var<workgroup> lanes_taken: atomic<u32>;
+
+// One group of ITEMS rows: their votes, each kept item's rank among the
+// group's survivors (by row, then lane), and the group's survivor count.
+struct RowVotes {
+    keep: vec4<bool>,
+    ranks: vec4<u32>,
+    count: u32,
+}
+
+fn scan_rows(items: Items, below: vec4<u32>) -> RowVotes {
+    let keep = vote_items(items);
+    let b0 = subgroupBallot(keep.x);
+    let b1 = subgroupBallot(keep.y);
+    let b2 = subgroupBallot(keep.z);
+    let b3 = subgroupBallot(keep.w);
+    let counts = vec4<u32>(popcount4(b0), popcount4(b1), popcount4(b2), popcount4(b3));
+    let ranks = row_offsets(counts)
+        + vec4<u32>(popcount4(b0 & below), popcount4(b1 & below), popcount4(b2 & below), popcount4(b3 & below));
+    return RowVotes(keep, ranks, counts.x + counts.y + counts.z + counts.w);
+}
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(
@@ -34,17 +61,18 @@ fn cull(
         return; // a surplus workgroup of a two-dimensional dispatch
     }
 
-    let index = vec4<u32>(tile * TILE + ITEMS * first + rank) + vec4<u32>(0u, 1u, 2u, 3u) * width;
-    let keep = vote_items(load_rows(index.x, width));
-    let b0 = subgroupBallot(keep.x);
-    let b1 = subgroupBallot(keep.y);
-    let b2 = subgroupBallot(keep.z);
-    let b3 = subgroupBallot(keep.w);
-    let counts = vec4<u32>(popcount4(b0), popcount4(b1), popcount4(b2), popcount4(b3));
-    let ranks = row_offsets(counts)
-        + vec4<u32>(popcount4(b0 & below), popcount4(b1 & below), popcount4(b2 & below), popcount4(b3 & below));
+    let start = tile * TILE + ITEMS * ROW_GROUPS * first + rank;
+    let lo = load_rows(start, width);
+    let votes_lo = scan_rows(lo, below);
+    var hi: Items;
+    var votes_hi = RowVotes(vec4<bool>(false), vec4<u32>(0u), 0u);
+    if ROW_GROUPS > 1u {
+        workgroupBarrier(); // see the top of this file
+        hi = load_rows(start + ITEMS * width, width);
+        votes_hi = scan_rows(hi, below);
+    }
     if rank == 0u {
-        range_counts[first] = counts.x + counts.y + counts.z + counts.w;
+        range_counts[first] = votes_lo.count + votes_hi.count;
     }
     workgroupBarrier();
     // Survivors of the ranges before this subgroup's, and of the whole tile.
@@ -59,5 +87,9 @@ fn cull(
     let aggregate = subgroupAdd(all);
     let base = tile_base.y;
     let exclusive = chain_tile(tile, tiles, lid, base, aggregate);
-    emit_again(keep, index, vec4<u32>(base + exclusive + before) + ranks);
+    let slots = vec4<u32>(base + exclusive + before);
+    emit_again(votes_lo.keep, lo.index, slots + votes_lo.ranks);
+    if ROW_GROUPS > 1u {
+        emit_again(votes_hi.keep, hi.index, slots + votes_lo.count + votes_hi.ranks);
+    }
 }

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 /// Most output bindings one batch may span (see `emit()` in the shaders):
 /// a batch can hold up to this many times the device's largest storage binding.
 pub const MAX_OUTPUT_WINDOWS: u32 = 4;
-/// Instances each thread of the single-pass variants handles (`ITEMS` in the shaders).
+/// Instances in each of a thread's row groups in the single-pass variants
+/// (`ITEMS` in the shaders; see [`crate::shader::row_groups`]).
 pub(crate) const ITEMS_PER_THREAD: u32 = 4;
 /// Status words carry 30-bit counts (`shaders/ordered.wgsl`), so no chunk may
 /// hold more instances than this.
@@ -176,7 +177,9 @@ impl Culler {
                 "workgroup_size must be a power of two from 32 to 256",
             ));
         }
-        let tile = workgroup_size * ITEMS_PER_THREAD;
+        let subgroups = device.features().contains(wgpu::Features::SUBGROUP) && !desc.tuning.workgroup_scan;
+        let tile =
+            workgroup_size * ITEMS_PER_THREAD * crate::shader::row_groups(variant, desc.format, subgroups);
         let binding = desc
             .tuning
             .max_binding_size
@@ -210,7 +213,7 @@ impl Culler {
                 .lookback_spin_limit
                 .unwrap_or(DEFAULT_LOOKBACK_SPIN_LIMIT),
             silent_tiles: desc.tuning.lookback_silent_tiles,
-            subgroups: device.features().contains(wgpu::Features::SUBGROUP) && !desc.tuning.workgroup_scan,
+            subgroups,
             timestamps,
             timestamp_period: queue.get_timestamp_period(),
             pipelines: Mutex::new(vec![None; MAX_OUTPUT_WINDOWS as usize]),
@@ -261,7 +264,9 @@ impl Culler {
 
     /// Instances per workgroup of the single-pass variants.
     pub fn tile_len(&self) -> u32 {
-        self.workgroup_size * ITEMS_PER_THREAD
+        self.workgroup_size
+            * ITEMS_PER_THREAD
+            * crate::shader::row_groups(self.variant, self.format, self.subgroups)
     }
 
     pub(crate) fn id(&self) -> u64 {

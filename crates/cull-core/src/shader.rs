@@ -106,6 +106,21 @@ fn emit_source(windows: u32) -> String {
     s
 }
 
+/// Groups of `ITEMS` rows each thread of a single-pass variant takes
+/// (`ROW_GROUPS` in the shaders). Two for the ordered variant's subgroup form
+/// with 16-byte instances: its tiles then carry as many bytes as 32-byte
+/// ones, which spreads the look-back chain's fixed cost per tile over twice
+/// the instances (on an H100 at 5-25% visible, 0.72-0.75 of the best
+/// unordered variant instead of 0.60-0.68; see docs/benchmarks.md). One
+/// elsewhere: wider instances already fill a tile with as many bytes.
+pub(crate) fn row_groups(variant: ScanVariant, format: InstanceFormat, subgroups: bool) -> u32 {
+    if variant == ScanVariant::Ordered && subgroups && format.stride() <= 16 {
+        2
+    } else {
+        1
+    }
+}
+
 /// What one shader module is specialized for.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ModuleShape {
@@ -150,6 +165,11 @@ pub(crate) fn compose(shape: ModuleShape) -> Option<String> {
     ]
     .join("\n");
     let source = set_const(&source, "WORKGROUP_SIZE", shape.workgroup_size);
+    let source = set_const(
+        &source,
+        "ROW_GROUPS",
+        row_groups(shape.variant, shape.format, shape.subgroups),
+    );
     let source = set_const(&source, "SPIN_LIMIT", shape.spin_limit);
     Some(set_const(&source, "SILENT_TILES", shape.silent_tiles))
 }

@@ -27,22 +27,28 @@ fn ordered_forms(ctx: &cull_core::GpuContext) -> Vec<Tuning> {
 /// are 782 tiles racing through the look-back, with spin limits from
 /// "never wait" to the default, and with every other tile (or three in
 /// four) publishing nothing, so their successors must count them. In each
-/// of the variant's forms.
+/// of the variant's forms, and for 16-byte instances, whose subgroup form
+/// takes two row groups per thread (tiles of 256).
 #[test]
 fn ordered_stress_tiny_tiles_and_forced_fallback() {
     let ctx = gpu();
-    let format = InstanceFormat::PosQuat;
     let forms = ordered_forms(ctx);
     assert_eq!(forms.len(), 2, "lavapipe has subgroups: both forms run");
-    let scenes: Vec<_> = [1_000usize, 100_003]
-        .into_iter()
-        .enumerate()
-        .map(|(s, n)| edge_scene(40 + s as u64, n, Camera::InfiniteReverseZ, format))
-        .collect();
-    for (form, (spin, silent)) in forms
+    let configs = [(0, 0), (0, 1), (0, 3), (4, 1), (256, 0), (256, 0b101)];
+    let cases = forms
         .iter()
-        .flat_map(|f| [(0, 0), (0, 1), (0, 3), (4, 1), (256, 0), (256, 0b101)].map(|c| (f, c)))
-    {
+        .flat_map(|f| configs.map(|c| (f, InstanceFormat::PosQuat, c)))
+        .chain(configs.map(|c| (&forms[0], InstanceFormat::Packed16, c)));
+    let scenes = |format| -> Vec<_> {
+        [1_000usize, 100_003]
+            .into_iter()
+            .enumerate()
+            .map(|(s, n)| edge_scene(40 + s as u64, n, Camera::InfiniteReverseZ, format))
+            .collect()
+    };
+    let scenes = [scenes(InstanceFormat::PosQuat), scenes(InstanceFormat::Packed16)];
+    for (form, format, (spin, silent)) in cases {
+        let scenes = &scenes[usize::from(format == InstanceFormat::Packed16)];
         let tuning = Tuning {
             workgroup_size: Some(32),
             lookback_spin_limit: Some(spin),
@@ -56,12 +62,14 @@ fn ordered_stress_tiny_tiles_and_forced_fallback() {
             } else {
                 "workgroup"
             };
-            for scene in &scenes {
+            for scene in scenes {
                 let n = scene.instances.len();
                 for repeat in 0..3 {
                     let survivors = run(ctx, &culler, scene, n as u32);
                     assert_ordered(
-                        &format!("{form}: spin {spin} silent {silent:#b} {output:?} n={n} #{repeat}"),
+                        &format!(
+                            "{form} {format:?}: spin {spin} silent {silent:#b} {output:?} n={n} #{repeat}"
+                        ),
                         scene,
                         format,
                         &survivors,
