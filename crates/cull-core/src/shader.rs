@@ -110,7 +110,7 @@ fn emit_source(windows: u32) -> String {
 /// (`ROW_GROUPS` in the shaders). Two for the ordered variant's subgroup form
 /// with 16-byte instances: its tiles then carry as many bytes as 32-byte
 /// ones, which spreads the look-back chain's fixed cost per tile over twice
-/// the instances (on an H100 at 5-25% visible, 0.72-0.75 of the best
+/// the instances (on an H100 at 5-25% visible, 0.70-0.74 of the best
 /// unordered variant instead of 0.60-0.68; see docs/benchmarks.md). One
 /// elsewhere: wider instances already fill a tile with as many bytes.
 pub(crate) fn row_groups(variant: ScanVariant, format: InstanceFormat, subgroups: bool) -> u32 {
