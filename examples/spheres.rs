@@ -21,7 +21,7 @@ use bevy::camera::{ImageRenderTarget, RenderTarget};
 use bevy::input::mouse::AccumulatedMouseMotion;
 use bevy::prelude::*;
 use bevy::render::render_resource::TextureFormat;
-use bevy::render::view::screenshot::{Screenshot, save_to_disk};
+use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
 use bevy::window::ExitCondition;
 use bevy::winit::WinitPlugin;
 use bevy_gpu_cull::prelude::*;
@@ -194,6 +194,9 @@ struct FrameTimes {
     cpu_start: Option<(f64, u32)>,
     /// The plugin's render frame when the headless camera stopped.
     stopped_at: Option<u64>,
+    /// The screenshot was captured and written (it arrives a few frames
+    /// after it is requested, later on a busy machine).
+    screenshot_saved: bool,
 }
 
 /// Frames skipped before timing: pipelines compile in the first frames.
@@ -491,15 +494,20 @@ fn finish_headless(
     {
         commands
             .spawn(Screenshot::image(target.handle.clone()))
-            .observe(save_to_disk(path.clone()));
+            .observe(save_to_disk(path.clone()))
+            .observe(|_: On<ScreenshotCaptured>, mut times: ResMut<FrameTimes>| {
+                times.screenshot_saved = true;
+            });
     }
     if times.frames < args.frames {
         return;
     }
     // Counts are read back a few frames late: report one culled after the
-    // camera stopped (a few more frames at most).
+    // camera stopped (a few more frames at most), and exit once the
+    // screenshot is on disk.
     let fresh = times.stopped_at.is_some_and(|stop| stats.counts_frame > stop + 2);
-    if !args.compare_bevy && !fresh && times.frames < args.frames + 300 {
+    let waiting = (!args.compare_bevy && !fresh) || (args.screenshot.is_some() && !times.screenshot_saved);
+    if waiting && times.frames < args.frames + 300 {
         return;
     }
     let mut wall = times.wall_ms.clone();
