@@ -147,10 +147,9 @@ pub fn plot(
 
 /// The ordered variant's forms against the best variant that does not keep
 /// order, cell by cell. Each variant's speed is taken as its fraction of the
-/// copy over its own buffers (measured in the same rounds): on some GPUs
-/// (seen on an H200) the bandwidth of an allocation depends on where it
-/// lands, so plain instances/s would compare buffers as much as kernels.
-/// Where the copies match, this is the instances/s ratio.
+/// copy over its own buffers (measured in the same rounds), so that a change
+/// of the GPU's speed between rounds weighs on both sides alike. Where the
+/// copies match, this is the instances/s ratio.
 pub fn ordered_summary(cells: &[Cell]) -> String {
     let unordered = ["subgroup-ballot", "subgroup-shuffle", "block-atomic"];
     let ordered: Vec<&str> = ["ordered", "ordered-workgroup"]

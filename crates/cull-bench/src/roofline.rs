@@ -73,7 +73,8 @@ impl Roofline {
         }
     }
 
-    fn timed(&self, ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass)) -> f64 {
+    /// GPU microseconds of the compute pass `record` encodes (timestamp queries).
+    pub fn timed(&self, ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass)) -> f64 {
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -113,10 +114,10 @@ impl Roofline {
 
     /// Prepares a copy of `bytes` from the start of `src` to the start of
     /// `dst` (`bytes` read and `bytes` written), timed by
-    /// [`Self::time_copy`]. Measured in the cull's own buffers, since on some
-    /// GPUs (seen on an H200) the bandwidth of an allocation depends on
-    /// where it lands. Where a buffer is smaller than `bytes`, the copy
-    /// covers what fits and its time is scaled up to `bytes`.
+    /// [`Self::time_copy`]. Measured in the cull's own buffers, so that the
+    /// ceiling covers the very memory the cull moves. Where a buffer is
+    /// smaller than `bytes`, the copy covers what fits and its time is scaled
+    /// up to `bytes`.
     pub fn copy_job(&self, ctx: &GpuContext, src: &wgpu::Buffer, dst: &wgpu::Buffer, bytes: u64) -> CopyJob {
         let device = &ctx.device;
         let limits = device.limits();
