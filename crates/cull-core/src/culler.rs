@@ -159,6 +159,8 @@ pub struct Culler {
     spin_limit: u32,
     silent_tiles: u32,
     subgroups: bool,
+    /// Instances per workgroup of the single-pass variants.
+    tile_len: u32,
     timestamps: bool,
     timestamp_period: f32,
     /// Pipelines by number of output windows, compiled when a target first needs them.
@@ -214,6 +216,7 @@ impl Culler {
                 .unwrap_or(DEFAULT_LOOKBACK_SPIN_LIMIT),
             silent_tiles: desc.tuning.lookback_silent_tiles,
             subgroups,
+            tile_len: tile,
             timestamps,
             timestamp_period: queue.get_timestamp_period(),
             pipelines: Mutex::new(vec![None; MAX_OUTPUT_WINDOWS as usize]),
@@ -264,9 +267,7 @@ impl Culler {
 
     /// Instances per workgroup of the single-pass variants.
     pub fn tile_len(&self) -> u32 {
-        self.workgroup_size
-            * ITEMS_PER_THREAD
-            * crate::shader::row_groups(self.variant, self.format, self.subgroups)
+        self.tile_len
     }
 
     pub(crate) fn id(&self) -> u64 {

@@ -11,11 +11,7 @@ fn check_all(output: OutputKind) {
     for (variant, tuning) in forms(ctx) {
         for format in InstanceFormat::ALL {
             let culler = culler(ctx, variant, format, output, tuning);
-            let form = if culler.uses_subgroups() {
-                "subgroups"
-            } else {
-                "workgroup"
-            };
+            let form = form_name(&culler);
             for (c, camera) in Camera::ALL.into_iter().enumerate() {
                 for (s, &size) in SIZES.iter().enumerate() {
                     let scene = edge_scene((c * 100 + s) as u64, size, camera, format);

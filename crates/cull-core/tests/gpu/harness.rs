@@ -59,6 +59,15 @@ pub fn forms(ctx: &GpuContext) -> Vec<(ScanVariant, Tuning)> {
     forms
 }
 
+/// How a culler scans its tiles, for test messages.
+pub fn form_name(culler: &cull_core::Culler) -> &'static str {
+    if culler.uses_subgroups() {
+        "subgroups"
+    } else {
+        "workgroup"
+    }
+}
+
 /// Tuning for the ordered variant's workgroup-memory form.
 pub fn workgroup_scan() -> Tuning {
     Tuning {

@@ -57,11 +57,7 @@ fn ordered_stress_tiny_tiles_and_forced_fallback() {
         };
         for output in [OutputKind::Indices, OutputKind::Instances] {
             let culler = culler(ctx, ScanVariant::Ordered, format, output, tuning);
-            let form = if culler.uses_subgroups() {
-                "subgroups"
-            } else {
-                "workgroup"
-            };
+            let form = form_name(&culler);
             for scene in scenes {
                 let n = scene.instances.len();
                 for repeat in 0..3 {
