@@ -194,6 +194,7 @@ struct FrameTimes {
     cpu_start: Option<(f64, u32)>,
     /// The plugin's render frame when the headless camera stopped.
     stopped_at: Option<u64>,
+    screenshot_requested: bool,
     /// The screenshot was captured and written (it arrives a few frames
     /// after it is requested, later on a busy machine).
     screenshot_saved: bool,
@@ -480,7 +481,7 @@ fn record_frame(mut times: ResMut<FrameTimes>, args: Res<Args>, stats: Res<GpuCu
 /// with the CPU reference for the final camera, and exits.
 fn finish_headless(
     args: Res<Args>,
-    times: Res<FrameTimes>,
+    mut times: ResMut<FrameTimes>,
     stats: Res<GpuCullStats>,
     mut commands: Commands,
     camera: Query<(&Camera, &GlobalTransform), With<MainCamera>>,
@@ -488,10 +489,16 @@ fn finish_headless(
     targets: Query<&RenderTarget, With<MainCamera>>,
     mut exit: MessageWriter<AppExit>,
 ) {
-    let screenshot_frame = args.frames.saturating_sub(6);
-    if times.frames == screenshot_frame
+    // The screenshot near the end, once the culled spheres have been drawn:
+    // their pipeline compiles asynchronously, and until it has, frames show
+    // only the background (for a second or more on lavapipe under load).
+    let drawn = args.compare_bevy || stats.drawn_frames >= 2;
+    if !times.screenshot_requested
+        && times.frames >= args.frames.saturating_sub(6)
+        && drawn
         && let (Some(path), Ok(RenderTarget::Image(target))) = (&args.screenshot, targets.single())
     {
+        times.screenshot_requested = true;
         commands
             .spawn(Screenshot::image(target.handle.clone()))
             .observe(save_to_disk(path.clone()))
@@ -507,7 +514,7 @@ fn finish_headless(
     // screenshot is on disk.
     let fresh = times.stopped_at.is_some_and(|stop| stats.counts_frame > stop + 2);
     let waiting = (!args.compare_bevy && !fresh) || (args.screenshot.is_some() && !times.screenshot_saved);
-    if waiting && times.frames < args.frames + 300 {
+    if waiting && times.frames < args.frames + 1000 {
         return;
     }
     let mut wall = times.wall_ms.clone();

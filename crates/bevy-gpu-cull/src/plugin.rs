@@ -82,6 +82,12 @@ pub struct GpuCullStats {
     /// replaced batch counts whole, an edit counts the instances it touched
     /// (see [`crate::GpuCulledInstances`]).
     pub uploaded_instances: u64,
+    /// Frames in which at least one culled batch was drawn. It stays 0 until
+    /// the draw's pipeline has compiled, which Bevy does asynchronously
+    /// (from a few frames to seconds after startup, by driver): until then
+    /// the culled instances are culled and counted but not on screen. Wait
+    /// for it before a screenshot.
+    pub drawn_frames: u64,
 }
 
 /// Messages from the render world to the main world.
@@ -104,6 +110,8 @@ pub(crate) enum StatMessage {
     Uploaded {
         instances: u64,
     },
+    /// The render world drew at least one culled batch this frame.
+    Drawn,
 }
 
 #[derive(Resource)]
@@ -183,6 +191,7 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             StatMessage::Uploaded { instances } => {
                 stats.uploaded_instances += instances;
             }
+            StatMessage::Drawn => stats.drawn_frames += 1,
         }
     }
     if culled {

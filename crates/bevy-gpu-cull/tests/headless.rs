@@ -265,6 +265,12 @@ fn counts_match_reference_and_pixels_show_instances() {
             "the camera sees part of the grid: {expected:?}"
         );
         assert_renders(&mut h, &format!("{variant:?}"));
+        // The frames that showed instances were drawn by the plugin.
+        let drawn = h.app.world().resource::<GpuCullStats>().drawn_frames;
+        assert!(
+            drawn > 0,
+            "{variant:?}: instances on screen, but drawn_frames = 0"
+        );
     }
 }
 

@@ -3,6 +3,7 @@
 //! Bevy's PBR lighting, and one indirect draw per (view, batch).
 
 use super::prepare::ViewTargets;
+use crate::plugin::{StatMessage, StatSender};
 use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::{Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey};
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
@@ -28,6 +29,7 @@ use bevy::render::render_resource::{
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
 use bevy::shader::{Shader, ShaderRef};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bevy's mesh pipeline with the instance fetch swapped in.
 #[derive(Resource)]
@@ -181,6 +183,18 @@ pub(crate) type DrawCulled = (
     DrawCulledInstances,
 );
 
+/// Set when a culled batch is drawn; reported and cleared once per frame
+/// (`report_drawn`), for [`crate::GpuCullStats::drawn_frames`].
+#[derive(Resource, Default)]
+pub(crate) struct DrawnThisFrame(pub AtomicBool);
+
+/// Sends [`crate::GpuCullStats::drawn_frames`]'s message for a frame that drew.
+pub(crate) fn report_drawn(drawn: Res<DrawnThisFrame>, sender: Res<StatSender>) {
+    if drawn.0.swap(false, Ordering::Relaxed) {
+        let _ = sender.0.lock().map(|s| s.send(StatMessage::Drawn));
+    }
+}
+
 /// Binds the batch's instance data for this view and issues its indirect draw.
 pub(crate) struct DrawCulledInstances;
 
@@ -190,6 +204,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         SRes<RenderMeshInstances>,
         SRes<RenderAssets<RenderMesh>>,
         SRes<MeshAllocator>,
+        SRes<DrawnThisFrame>,
     );
     type ViewQuery = Entity;
     type ItemQuery = ();
@@ -198,7 +213,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         item: &P,
         view: Entity,
         _: Option<()>,
-        (targets, mesh_instances, meshes, allocator): SystemParamItem<'w, '_, Self::Param>,
+        (targets, mesh_instances, meshes, allocator, drawn): SystemParamItem<'w, '_, Self::Param>,
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
         let (targets, meshes, allocator) =
@@ -232,6 +247,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
                 pass.draw_indirect(&target.draw_args, 0);
             }
         }
+        drawn.0.store(true, Ordering::Relaxed);
         RenderCommandResult::Success
     }
 }

@@ -48,6 +48,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .insert_resource(draw::DrawShaderRef(draw_shader))
         .init_resource::<prepare::RenderFrame>()
         .init_resource::<draw::QueuedBatches>()
+        .init_resource::<draw::DrawnThisFrame>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
         .init_gpu_resource::<prepare::ViewTargets>()
@@ -77,7 +78,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                 draw::queue_batches
                     .in_set(RenderSystems::QueueMeshes)
                     .after(queue_material_meshes),
-                cull::read_back_counts.in_set(RenderSystems::Cleanup),
+                (cull::read_back_counts, draw::report_drawn).in_set(RenderSystems::Cleanup),
             ),
         )
         .add_systems(Core3d, cull::cull_view.before(Core3dSystems::MainPass));
