@@ -188,14 +188,7 @@ fn main() {
         replot(json, args.out.as_deref().unwrap_or(std::path::Path::new(".")));
         return;
     }
-    let ctx = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty()).unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(1)
-    });
-    if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        eprintln!("the adapter has no timestamp queries: GPU times cannot be measured");
-        std::process::exit(1);
-    }
+    let ctx = roofline::timed_context();
     let device_line = ctx.describe();
     eprintln!("device: {device_line}");
     eprintln!("CPU threads for the CPU cull: {}", rayon::current_num_threads());

@@ -26,6 +26,20 @@ fn copy(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 fn empty() {}
 "#;
 
+/// The device to measure on, or exit with the reason: GPU times come from
+/// timestamp queries, so an adapter without them cannot be measured.
+pub fn timed_context() -> GpuContext {
+    let ctx = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty()).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("the adapter has no timestamp queries: GPU times cannot be measured");
+        std::process::exit(1);
+    }
+    ctx
+}
+
 /// Timestamped reference kernels.
 pub struct Roofline {
     copy: wgpu::ComputePipeline,

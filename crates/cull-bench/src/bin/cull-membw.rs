@@ -24,7 +24,6 @@
 #[allow(dead_code)] // shared with the bench, which uses all of it
 mod roofline;
 
-use cull_core::GpuContext;
 use roofline::{Roofline, median};
 use std::time::{Duration, Instant};
 
@@ -62,14 +61,7 @@ fn main() {
             _ => panic!("usage: cull-membw [--cells write|readback|cpu|idle|none] [--warm-ms 500]"),
         }
     }
-    let ctx = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty()).unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(1)
-    });
-    if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        eprintln!("the adapter has no timestamp queries: GPU times cannot be measured");
-        std::process::exit(1);
-    }
+    let ctx = roofline::timed_context();
     println!(
         "Device: {}; between cells: {action}; then {warm_ms} ms of copies before measuring\n",
         ctx.describe()
