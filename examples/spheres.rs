@@ -194,6 +194,7 @@ struct FrameTimes {
     cpu_start: Option<(f64, u32)>,
     /// The plugin's render frame when the headless camera stopped.
     stopped_at: Option<u64>,
+    /// The screenshot was requested (once the culled spheres were drawn).
     screenshot_requested: bool,
     /// The screenshot was captured and written (it arrives a few frames
     /// after it is requested, later on a busy machine).

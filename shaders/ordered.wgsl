@@ -61,7 +61,6 @@ fn publishes(tile: u32) -> bool {
     return (tile & SILENT_TILES) == 0u;
 }
 
-
 // The survivors of tile `t`, counted by the whole workgroup (the fallback),
 // one row at a time so that the fallback adds few live registers.
 fn count_tile(t: u32, lid: u32) -> u32 {
