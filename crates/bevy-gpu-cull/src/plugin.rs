@@ -86,7 +86,8 @@ pub struct GpuCullStats {
     /// the draw's pipeline has compiled, which Bevy does asynchronously
     /// (from a few frames to seconds after startup, by driver): until then
     /// the culled instances are culled and counted but not on screen. Wait
-    /// for it before a screenshot.
+    /// for it before a screenshot. Like the counts, it arrives from the
+    /// render world a frame or two after the draw.
     pub drawn_frames: u64,
 }
 
