@@ -27,8 +27,22 @@ struct CullParams {
     window_len: u32,
     // Hillis-Steele: the distance added in this step.
     scan_offset: u32,
-    _pad0: u32,
+    // 3 * |local_sphere.xyz|: the magnitude of the mesh-space center's terms
+    // per unit of scale (cull_core::instance::local_terms).
+    local_terms: f32,
     _pad1: u32,
+}
+
+// An instance's bounding sphere in world space (WorldSphere in Rust).
+struct WorldSphere {
+    center: vec3<f32>,
+    // NaN or infinite when the transform overflows f32: kept.
+    radius: f32,
+    // Magnitude of the terms the center was summed from: its rounding scales
+    // with this, not with |center|, when the position cancels the offset.
+    terms: f32,
+    // False when the instance holds a NaN or an infinity: culled.
+    finite_input: bool,
 }
 
 @group(0) @binding(0) var<uniform> params: CullParams;
@@ -41,7 +55,7 @@ fn all_finite(v: vec4<f32>) -> bool {
 }
 
 // One plane of the conservative sphere test, mirrored by
-// Frustum::classify_sphere in the same order of operations. The plane's
+// Frustum::classify in the same order of operations. The plane's
 // offset arrives widened by the tolerance (widen_plane on the CPU).
 fn plane_keeps(p: vec4<f32>, center: vec3<f32>, wide_radius: f32) -> bool {
     return p.x * center.x + p.y * center.y + p.z * center.z + p.w + wide_radius >= 0.0;
@@ -49,11 +63,9 @@ fn plane_keeps(p: vec4<f32>, center: vec3<f32>, wide_radius: f32) -> bool {
 
 // All six planes with constant indices (unused ones are (0, 0, 0, 1), which
 // keeps everything): no loop, and constant indices let the compiler read the
-// uniforms directly instead of with indexed loads. The radius is widened by
-// the tolerance once per instance (widen_radius on the CPU), which bounds the
-// rounding of every plane's sum since the normals are unit length.
-fn sphere_visible(center: vec3<f32>, radius: f32) -> bool {
-    let r = radius + PLANE_TOLERANCE * (abs(center.x) + abs(center.y) + abs(center.z) + radius);
+// uniforms directly instead of with indexed loads. `wide_radius` is widened
+// by the tolerance (see visible()).
+fn sphere_visible(center: vec3<f32>, r: f32) -> bool {
     return plane_keeps(params.planes[0], center, r) & plane_keeps(params.planes[1], center, r)
         & plane_keeps(params.planes[2], center, r) & plane_keeps(params.planes[3], center, r)
         & plane_keeps(params.planes[4], center, r) & plane_keeps(params.planes[5], center, r);
@@ -68,11 +80,18 @@ fn workgroup_index(wid: vec3<u32>) -> u32 {
     return wid.y * params.groups_x + wid.x;
 }
 
-// Whether a loaded instance is visible. Non-finite instances make
-// world_sphere() return a negative radius.
+// Whether a loaded instance is visible, mirrored by Frustum::classify. The
+// radius is widened by the tolerance once per instance (widen_radius on the
+// CPU), which bounds the rounding of the world sphere and of every plane's
+// sum since the normals are unit length. Non-finite input is culled; a
+// sphere that overflows f32 from finite input is kept (it may cover
+// anything). Both are decided on bits: a compiler may assume no NaN.
 fn visible(inst: InstanceData) -> bool {
     let s = world_sphere(inst);
-    return s.w >= 0.0 && sphere_visible(s.xyz, s.w);
+    let c = s.center;
+    let wide = s.radius + PLANE_TOLERANCE * (abs(c.x) + abs(c.y) + abs(c.z) + s.radius + s.terms);
+    let overflow = !all_finite(vec4<f32>(c, wide));
+    return s.finite_input & (overflow | sphere_visible(c, wide));
 }
 
 // Whether chunk-local instance `i` is visible; false past the chunk's end.

@@ -3,13 +3,21 @@ alias InstanceData = mat4x4<f32>;
 
 @group(0) @binding(1) var<storage, read> instances: array<InstanceData>;
 
-fn world_sphere(m: InstanceData) -> vec4<f32> {
-    if !(all_finite(m[0]) && all_finite(m[1]) && all_finite(m[2]) && all_finite(m[3])) {
-        return vec4<f32>(0.0, 0.0, 0.0, -1.0);
-    }
+fn world_sphere(m: InstanceData) -> WorldSphere {
+    let finite = all_finite(m[0]) & all_finite(m[1]) & all_finite(m[2]) & all_finite(m[3]);
     let c = params.local_sphere.xyz;
-    let center = m[0].xyz * c.x + m[1].xyz * c.y + m[2].xyz * c.z + m[3].xyz;
-    // The largest axis scale bounds any non-uniform scale too.
-    let scale2 = max(max(dot(m[0].xyz, m[0].xyz), dot(m[1].xyz, m[1].xyz)), dot(m[2].xyz, m[2].xyz));
-    return vec4<f32>(center, params.local_sphere.w * sqrt(scale2));
+    let x = m[0].xyz;
+    let y = m[1].xyz;
+    let z = m[2].xyz;
+    let center = x * c.x + y * c.y + z * c.z + m[3].xyz;
+    // The largest factor by which the 3x3 stretches any vector, for any
+    // matrix (sheared too): Gershgorin's bound on its Gram matrix
+    // (cull_core::instance::gram_bound).
+    let xy = abs(dot(x, y));
+    let xz = abs(dot(x, z));
+    let yz = abs(dot(y, z));
+    let scale2 = max(max(dot(x, x) + xy + xz, dot(y, y) + xy + yz), dot(z, z) + xz + yz);
+    let scale = sqrt(scale2);
+    let t = abs(m[3].xyz);
+    return WorldSphere(center, params.local_sphere.w * scale, t.x + t.y + t.z + scale * params.local_terms, finite);
 }

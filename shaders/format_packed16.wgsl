@@ -26,12 +26,12 @@ fn unpack_quat(bits: u32) -> vec4<f32> {
     );
 }
 
-fn world_sphere(raw: InstanceData) -> vec4<f32> {
+fn world_sphere(raw: InstanceData) -> WorldSphere {
     let position = bitcast<vec3<f32>>(raw.xyz);
-    if !all_finite(vec4<f32>(position, 0.0)) {
-        return vec4<f32>(0.0, 0.0, 0.0, -1.0);
-    }
+    let finite = all_finite(vec4<f32>(position, 0.0));
     let c = params.local_sphere.xyz;
     let center = position + rotate(unpack_quat(raw.w), c);
-    return vec4<f32>(center, params.local_sphere.w + length(c) * PACKED_ROTATION_ERROR_BOUND);
+    let p = abs(position);
+    return WorldSphere(center, params.local_sphere.w + length(c) * PACKED_ROTATION_ERROR_BOUND,
+                       p.x + p.y + p.z + 2.0 * params.local_terms, finite);
 }

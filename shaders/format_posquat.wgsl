@@ -6,11 +6,17 @@ struct InstanceData {
 
 @group(0) @binding(1) var<storage, read> instances: array<InstanceData>;
 
-fn world_sphere(inst: InstanceData) -> vec4<f32> {
-    if !(all_finite(inst.position_scale) && all_finite(inst.rotation)) {
-        return vec4<f32>(0.0, 0.0, 0.0, -1.0);
-    }
+fn world_sphere(inst: InstanceData) -> WorldSphere {
+    let finite = all_finite(inst.position_scale) & all_finite(inst.rotation);
+    let q = inst.rotation;
+    let position = inst.position_scale.xyz;
     let scale = inst.position_scale.w;
-    let center = inst.position_scale.xyz + rotate(inst.rotation, params.local_sphere.xyz) * scale;
-    return vec4<f32>(center, params.local_sphere.w * abs(scale));
+    // rotate() with |q| != 1 stretches by up to 2|q|^2 - 1: bound the
+    // transform the bytes define, as the draw applies it.
+    let qq = dot(q, q);
+    let stretch = max(2.0 * qq - 1.0, 1.0);
+    let center = position + rotate(q, params.local_sphere.xyz) * scale;
+    let p = abs(position);
+    return WorldSphere(center, params.local_sphere.w * abs(scale) * stretch,
+                       p.x + p.y + p.z + abs(scale) * params.local_terms * (1.0 + qq), finite);
 }

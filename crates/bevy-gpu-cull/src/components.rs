@@ -202,12 +202,7 @@ impl GpuCulledInstances {
         let format = cull_core::InstanceFormat::PosQuat;
         let frustum = cull_core::Frustum::from_clip_from_world(clip_from_world, None)?;
         let sphere = cull_core::Sphere::new(bounds.center, bounds.radius);
-        Ok(cull_core::cpu::cull(
-            format,
-            &format.encode(&instances),
-            sphere,
-            &frustum,
-        ))
+        cull_core::cpu::cull(format, &format.encode(&instances)?, sphere, &frustum)
     }
 }
 

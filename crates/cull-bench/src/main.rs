@@ -16,7 +16,7 @@ mod roofline;
 
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind,
+    CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, Instance, InstanceFormat, OutputKind,
     ScanVariant, Tuning,
 };
 use forms::{forms, label};
@@ -170,11 +170,24 @@ fn fingerprint<'a>(elements: impl ParallelIterator<Item = &'a [u8]>) -> (u64, u6
         .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1.wrapping_add(b.1)))
 }
 
+/// The scene's instances in `format`; a format without scale gets them at
+/// scale 1 (the random scenes' scales only vary what is visible).
 fn encode_par(format: InstanceFormat, scene: &Scene) -> Vec<u8> {
     scene
         .instances
         .par_chunks(1 << 16)
-        .map(|c| format.encode(c))
+        .map(|c| {
+            let unscaled: Vec<Instance>;
+            let c = if format.carries_scale() {
+                c
+            } else {
+                unscaled = c.iter().map(|i| Instance { scale: 1.0, ..*i }).collect();
+                &unscaled
+            };
+            format
+                .encode(c)
+                .expect("random scenes are finite, at scale 1 where the format has none")
+        })
         .flatten_iter()
         .collect()
 }
@@ -255,19 +268,18 @@ fn main() {
                     continue;
                 }
                 let bytes = encode_par(format, &scene);
-                let reference = cull_core::cpu::classify(format, &bytes, scene.bounds, &frustum);
+                let reference = cull_core::cpu::classify(format, &bytes, scene.bounds, &frustum)
+                    .expect("random scenes have valid bounds");
                 // The multi-threaded CPU cull of the same scene.
                 let cpu_runs = if n >= 4_000_000 { 3 } else { 9 };
                 let cpu_us = median(
                     (0..cpu_runs)
                         .map(|_| {
                             let t = Instant::now();
-                            std::hint::black_box(cull_core::cpu::cull(
-                                format,
-                                &bytes,
-                                scene.bounds,
-                                &frustum,
-                            ));
+                            std::hint::black_box(
+                                cull_core::cpu::cull(format, &bytes, scene.bounds, &frustum)
+                                    .expect("random scenes have valid bounds"),
+                            );
                             t.elapsed().as_secs_f64() * 1e6
                         })
                         .collect(),

@@ -14,7 +14,6 @@ use cull_core::{
 };
 use glam::{Mat4, Quat, Vec3};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 #[derive(Serialize, Deserialize)]
 struct SceneFile {
@@ -185,13 +184,20 @@ fn main() {
     let mut results = Vec::new();
     let mut all_match = true;
     for &format in &formats {
-        let bytes = format.encode(&instances);
-        let reference = cull_core::cpu::classify(format, &bytes, bounds, &frustum);
-        let index: HashMap<&[u8], u32> = bytes
-            .chunks_exact(format.stride() as usize)
-            .enumerate()
-            .map(|(i, c)| (c, i as u32))
-            .collect();
+        let fail = |e: cull_core::CullError| -> ! {
+            eprintln!("{}: {e}", format.name());
+            std::process::exit(1)
+        };
+        let bytes = match format.encode(&instances) {
+            Ok(bytes) => bytes,
+            Err(e @ cull_core::CullError::ScaleNotCarried { .. }) => {
+                results.push(serde_json::json!({ "format": format.name(), "error": e.to_string() }));
+                continue;
+            }
+            Err(e) => fail(e),
+        };
+        let reference =
+            cull_core::cpu::classify(format, &bytes, bounds, &frustum).unwrap_or_else(|e| fail(e));
         let input = CullInput::new(&ctx.device, format, capacity).unwrap();
         input.write(&ctx.queue, 0, &bytes).unwrap();
         for &variant in &variants {
@@ -227,27 +233,32 @@ fn main() {
             ctx.queue.submit([encoder.finish()]);
             let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
             let out = target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
-            let mut survivors: Vec<i64> = match output {
-                OutputKind::Indices => bytemuck::pod_collect_to_vec::<u8, u32>(&out)
-                    .into_iter()
-                    .map(i64::from)
-                    .collect(),
-                // Identical instances map to the first of them; -1 means an
-                // output matching no input.
-                OutputKind::Instances => out
-                    .chunks_exact(format.stride() as usize)
-                    .map(|c| index.get(c).map_or(-1, |&i| i as i64))
-                    .collect(),
+            let survivors: Vec<u32> = match output {
+                OutputKind::Indices => bytemuck::pod_collect_to_vec::<u8, u32>(&out),
+                // Copies of byte-identical instances take their indices in
+                // turn; u32::MAX (-1 below) is an output matching no input.
+                OutputKind::Instances => {
+                    cull_core::cpu::copies_to_indices(format.stride() as usize, &bytes, &out)
+                }
             };
-            survivors.sort_unstable();
-            let check = reference.check(&survivors.iter().map(|&s| s as u32).collect::<Vec<_>>());
-            all_match &= check.is_ok();
+            let check = reference.check(&survivors);
+            // Ordered promises input order: the survivors as written must ascend.
+            let in_order = survivors.windows(2).all(|w| w[0] < w[1]);
+            let order_ok = !variant.preserves_order() || in_order;
+            all_match &= check.is_ok() && order_ok;
+            let mut sorted: Vec<i64> = survivors
+                .iter()
+                .map(|&s| if s == u32::MAX { -1 } else { i64::from(s) })
+                .collect();
+            sorted.sort_unstable();
             results.push(serde_json::json!({
                 "variant": variant.name(),
                 "format": format.name(),
-                "survivors": survivors,
+                "survivors": sorted,
                 "matches_reference": check.is_ok(),
                 "difference": check.err(),
+                "in_input_order": in_order,
+                "order_required": variant.preserves_order(),
             }));
         }
         results.push(serde_json::json!({

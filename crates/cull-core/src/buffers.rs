@@ -85,7 +85,12 @@ impl CullInput {
         first: u32,
         instances: &[Instance],
     ) -> Result<(), CullError> {
-        self.write(queue, first, &self.format.encode(instances))
+        self.write(queue, first, &self.format.encode(instances)?)
+    }
+
+    /// Bytes of GPU buffer memory it holds, for accounting.
+    pub fn buffer_bytes(&self) -> u64 {
+        self.buffer.size()
     }
 
     /// The buffer.
@@ -210,6 +215,19 @@ impl CullTarget {
             timing,
             timestamp_period: culler.timestamp_period(),
         })
+    }
+
+    /// Bytes of GPU buffer memory it holds (survivors, draw arguments,
+    /// uniforms, scratch, look-back state, timestamp readback), for
+    /// accounting: a renderer can check that what it frees returns.
+    pub fn buffer_bytes(&self) -> u64 {
+        let scratch: u64 = self.scratch.iter().flatten().map(wgpu::Buffer::size).sum();
+        self.output.size()
+            + self.draw_args.size()
+            + self.params.size()
+            + scratch
+            + self.scan_state.as_ref().map_or(0, wgpu::Buffer::size)
+            + self.timing.as_ref().map_or(0, TimingQueries::buffer_bytes)
     }
 
     /// Sets the fields of the indexed draw arguments other than

@@ -4,20 +4,27 @@
 //! survivors) and the fallback where there is no GPU. [`cull`] runs the
 //! three stages on all cores.
 
-use crate::InstanceFormat;
 use crate::frustum::{Frustum, Sphere, SphereClass};
+use crate::{CullError, InstanceFormat};
 use rayon::prelude::*;
 
 /// Stage 1: one vote (0 or 1) per instance, as `vote()` in `shaders/common.wgsl`.
-pub fn vote(format: InstanceFormat, bytes: &[u8], local: Sphere, frustum: &Frustum) -> Vec<u32> {
+/// Fails on bounds that [`Sphere::validate`] refuses, as the GPU cull does.
+pub fn vote(
+    format: InstanceFormat,
+    bytes: &[u8],
+    local: Sphere,
+    frustum: &Frustum,
+) -> Result<Vec<u32>, CullError> {
+    local.validate()?;
     let n = bytes.len() / format.stride() as usize;
-    (0..n)
+    Ok((0..n)
         .into_par_iter()
         .map(|i| match format.world_sphere(bytes, i, local) {
-            Some((c, r)) => frustum.intersects_sphere(c, r) as u32,
+            Some(s) => (frustum.classify(&s) != SphereClass::Outside) as u32,
             None => 0,
         })
-        .collect()
+        .collect())
 }
 
 /// Stage 2: the exclusive prefix sum of the votes, and their total.
@@ -46,21 +53,57 @@ pub fn compact(votes: &[u32], scan: &[u32], total: u32) -> Vec<u32> {
 }
 
 /// All three stages: the indices of the visible instances, in order.
-pub fn cull(format: InstanceFormat, bytes: &[u8], local: Sphere, frustum: &Frustum) -> Vec<u32> {
-    let votes = vote(format, bytes, local, frustum);
+pub fn cull(
+    format: InstanceFormat,
+    bytes: &[u8],
+    local: Sphere,
+    frustum: &Frustum,
+) -> Result<Vec<u32>, CullError> {
+    let votes = vote(format, bytes, local, frustum)?;
     let (scan, total) = exclusive_scan(&votes);
-    compact(&votes, &scan, total)
+    Ok(compact(&votes, &scan, total))
+}
+
+/// The batch indices of output instance copies (records of `stride` bytes
+/// copied from `input`), for comparing an [`crate::OutputKind::Instances`]
+/// output with a reference. Byte-identical inputs cannot be told apart, so
+/// the copies of one record are given that record's indices in ascending
+/// order, one each: a copy beyond their number repeats the last (a duplicate
+/// the check reports), and a copy matching no input is `u32::MAX` (invented).
+/// Survivors in input order stay in input order.
+pub fn copies_to_indices(stride: usize, input: &[u8], output: &[u8]) -> Vec<u32> {
+    let mut groups: std::collections::HashMap<&[u8], (Vec<u32>, usize)> = Default::default();
+    for (i, record) in input.chunks_exact(stride).enumerate() {
+        groups.entry(record).or_default().0.push(i as u32);
+    }
+    output
+        .chunks_exact(stride)
+        .map(|record| match groups.get_mut(record) {
+            Some((indices, used)) => {
+                let index = indices[(*used).min(indices.len() - 1)];
+                *used += 1;
+                index
+            }
+            None => u32::MAX,
+        })
+        .collect()
 }
 
 /// For comparing against the GPU: the clearly visible indices, and those
 /// within rounding of the boundary, which either answer may keep (see
 /// [`crate::frustum::PLANE_TOLERANCE`]).
-pub fn classify(format: InstanceFormat, bytes: &[u8], local: Sphere, frustum: &Frustum) -> Reference {
+pub fn classify(
+    format: InstanceFormat,
+    bytes: &[u8],
+    local: Sphere,
+    frustum: &Frustum,
+) -> Result<Reference, CullError> {
+    local.validate()?;
     let n = bytes.len() / format.stride() as usize;
     let classes: Vec<SphereClass> = (0..n)
         .into_par_iter()
         .map(|i| match format.world_sphere(bytes, i, local) {
-            Some((c, r)) => frustum.classify_sphere(c, r),
+            Some(s) => frustum.classify(&s),
             None => SphereClass::Outside,
         })
         .collect();
@@ -72,7 +115,7 @@ pub fn classify(format: InstanceFormat, bytes: &[u8], local: Sphere, frustum: &F
             SphereClass::Outside => {}
         }
     }
-    reference
+    Ok(reference)
 }
 
 /// The CPU's answer for one scene, as [`classify`] gives it.
@@ -153,6 +196,25 @@ mod tests {
         assert_eq!(scan, [0, 1, 1, 1, 2, 3, 3]);
         assert_eq!(total, 4);
         assert_eq!(compact(&votes, &scan, total), [0, 3, 4, 6]);
+    }
+
+    #[test]
+    fn identical_copies_map_to_distinct_indices() {
+        // Records 0, 2 and 3 are identical; 1 differs.
+        let input = [7u8, 9, 7, 7];
+        assert_eq!(copies_to_indices(1, &input, &[7, 7, 9, 7]), [0, 2, 1, 3]);
+        // More copies than inputs: the last index repeats (a duplicate).
+        assert_eq!(copies_to_indices(1, &input, &[9, 9]), [1, 1]);
+        assert_eq!(copies_to_indices(1, &input, &[5]), [u32::MAX]);
+        let r = Reference {
+            visible: vec![0, 1, 2, 3],
+            borderline: vec![],
+        };
+        assert!(r.check(&copies_to_indices(1, &input, &[7, 9, 7, 7])).is_ok());
+        assert!(
+            r.check(&copies_to_indices(1, &input, &[7, 9, 7])).is_err(),
+            "one lost"
+        );
     }
 
     #[test]

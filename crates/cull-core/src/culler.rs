@@ -132,7 +132,8 @@ pub(crate) struct GpuParams {
     pub groups_x: u32,
     pub window_len: u32,
     pub scan_offset: u32,
-    pub _pad: [u32; 2],
+    pub local_terms: f32,
+    pub _pad: u32,
 }
 
 /// One chunk of a batch: the instances one set of bindings covers.
@@ -372,6 +373,7 @@ impl Culler {
         if target.culler_id() != self.id {
             return Err(CullError::ForeignTarget);
         }
+        params.local_bounds.validate()?;
         if input.format() != self.format {
             return Err(CullError::FormatMismatch {
                 input: input.format(),
@@ -412,6 +414,7 @@ impl Culler {
             .center
             .extend(params.local_bounds.radius)
             .to_array();
+        base.local_terms = crate::instance::local_terms(params.local_bounds.center);
         base.window_len = self.window_len;
         let mut uniforms = vec![0u8; (chunks.len() as u32 * per_chunk) as usize * PARAMS_STRIDE as usize];
         for chunk in &chunks {

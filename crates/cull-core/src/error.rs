@@ -88,6 +88,37 @@ pub enum CullError {
     /// The projection matrix gives no usable frustum.
     #[error("degenerate frustum: {0}")]
     DegenerateFrustum(&'static str),
+    /// An orthographic `clip_from_world` matrix cannot tell its near plane
+    /// from its far plane (a mirrored view and a reverse-Z one look alike), so
+    /// `max_distance` cannot be placed.
+    #[error(
+        "max_distance with an orthographic clip_from_world is ambiguous (mirrored or reverse-Z?): use Frustum::from_view"
+    )]
+    AmbiguousDepth,
+    /// The mesh's local bounding sphere cannot bound anything: its center is
+    /// not finite, or its radius is negative or not finite.
+    #[error(
+        "invalid local bounds: center {center:?}, radius {radius} (need a finite center and a finite radius >= 0)"
+    )]
+    InvalidBounds {
+        /// The center given.
+        center: [f32; 3],
+        /// The radius given.
+        radius: f32,
+    },
+    /// The instance format carries no scale and an instance has a finite
+    /// scale other than 1: culling it unscaled could lose it while visible.
+    #[error(
+        "instance {index} has scale {scale}, but {format:?} carries no scale: fold the scale into the bounds (Sphere::covering_scales) and write scale 1"
+    )]
+    ScaleNotCarried {
+        /// The format.
+        format: InstanceFormat,
+        /// Index of the instance in the slice written.
+        index: usize,
+        /// Its scale.
+        scale: f32,
+    },
     /// A parameter is out of its range.
     #[error("invalid parameter: {0}")]
     InvalidParameter(&'static str),

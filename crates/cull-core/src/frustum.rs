@@ -6,9 +6,14 @@
 //! projection is reverse-Z with an infinite far plane: there the `z >= 0` row
 //! has a zero normal (the far plane sits at infinity). Such a plane is dropped
 //! rather than normalized into NaN.
+//!
+//! The frustum is the one the given `f32` matrix defines in exact
+//! arithmetic: the rows are combined and normalized in `f64`, so neither the
+//! distance of the camera from the world origin nor the cancellation in a
+//! row difference loses a plane (see `docs/architecture.md`, "Contracts").
 
 use crate::CullError;
-use glam::{Mat4, Vec3, Vec4, Vec4Swizzles};
+use glam::{DMat4, DVec3, DVec4, Mat4, Vec3, Vec4};
 
 /// A bounding sphere: `center` and `radius` in the space of the mesh (local)
 /// or of the world, depending on context.
@@ -25,6 +30,42 @@ impl Sphere {
     pub const fn new(center: Vec3, radius: f32) -> Self {
         Self { center, radius }
     }
+
+    /// `Ok` when the sphere can bound a mesh: a finite center and a finite,
+    /// non-negative radius. [`crate::Culler::cull`] and the CPU reference
+    /// refuse other bounds with [`CullError::InvalidBounds`].
+    pub fn validate(&self) -> Result<(), CullError> {
+        if self.center.is_finite() && self.radius.is_finite() && self.radius >= 0.0 {
+            Ok(())
+        } else {
+            Err(CullError::InvalidBounds {
+                center: self.center.to_array(),
+                radius: self.radius,
+            })
+        }
+    }
+
+    /// The mesh-space sphere that bounds this one under every uniform scale
+    /// in `min_scale..=max_scale` (negative scales included), for instance
+    /// formats that carry no scale ([`crate::InstanceFormat::carries_scale`]):
+    /// cull with it and draw with each instance's own scale, and no scaled
+    /// instance is culled while visible.
+    ///
+    /// Centered at the middle scale `k`, the sphere's points `s·v` lie within
+    /// `|s − k|·|c| + |s|·r` of `k·c`. Returns `None` when a scale is not
+    /// finite or `min_scale > max_scale`.
+    pub fn covering_scales(&self, min_scale: f32, max_scale: f32) -> Option<Sphere> {
+        if !(min_scale.is_finite() && max_scale.is_finite() && min_scale <= max_scale) {
+            return None;
+        }
+        let (lo, hi) = (min_scale as f64, max_scale as f64);
+        let k = 0.5 * (lo + hi);
+        let center = self.center.as_dvec3();
+        let radius = 0.5 * (hi - lo) * center.length() + lo.abs().max(hi.abs()) * self.radius as f64;
+        // Rounded outwards: f32 conversion may round down by half an ulp.
+        let radius = (radius as f32) * (1.0 + f32::EPSILON);
+        Some(Sphere::new((center * k).as_vec3(), radius))
+    }
 }
 
 /// Relative tolerance of the sphere/plane test, shared by the CPU reference
@@ -32,26 +73,60 @@ impl Sphere {
 ///
 /// A sphere is kept when, for every plane,
 /// `dot(n, c) + d' + r' >= 0` with `d' = d + PLANE_TOLERANCE·|d|` (widened
-/// once per frame, [`widen_plane`]) and `r' = r + PLANE_TOLERANCE·(|c|₁ + r)`
-/// (once per instance, [`widen_radius`]). For a unit normal
-/// `Σ|nᵢcᵢ| ≤ |c|₁`, so the slack is at least `2⁻¹⁸` of the magnitudes of
-/// every term, about 32 ulps: it bounds the rounding of the left side, so
+/// once per frame, [`widen_plane`]) and
+/// `r' = r + PLANE_TOLERANCE·(|c|₁ + r + t)` (once per instance,
+/// [`widen_radius`]), where `t` is the magnitude of the terms the center was
+/// computed from ([`WorldSphere::terms`]: the position and the transformed
+/// mesh-space offset, which may cancel). For a unit normal `Σ|nᵢcᵢ| ≤ |c|₁`,
+/// so the slack is at least `2⁻¹⁸` of the magnitudes of every term, about 32
+/// ulps: it bounds the rounding of the left side and of the world sphere, so
 /// mathematically tangent spheres survive whatever the rounding (fused
 /// multiply-add on the GPU, none on the CPU), which is what "conservative"
-/// demands, at three multiply-adds and a compare per plane. GPU and CPU can
-/// then only disagree within a few ulps of that slightly widened boundary;
-/// the tests count such borderline instances and allow either answer for
-/// them alone.
+/// demands. GPU and CPU can then only disagree within a few ulps of that
+/// slightly widened boundary; the tests count such borderline instances and
+/// allow either answer for them alone.
 pub const PLANE_TOLERANCE: f32 = 1.0 / (1 << 18) as f32;
+
+/// A plane whose normal is this small against the magnitude of the matrix
+/// entries it was combined from (`|n| ≤ 2⁻²⁰·(|a| + |b|)` for `n = a ± b`)
+/// is within `f32` rounding of zero: it lies at infinity (the far plane of an
+/// infinite projection) or so far that the matrix cannot place it (a
+/// standard-depth far plane beyond about 10⁶ times the near distance). Such
+/// a plane is dropped, which keeps more, never less. The test compares
+/// normals with normals only, so it does not depend on where the world
+/// origin is.
+const AT_INFINITY: f64 = 1.0 / (1u64 << 20) as f64;
 
 /// A plane with its offset widened by the tolerance, as uploaded to the GPU.
 pub fn widen_plane(p: Vec4) -> Vec4 {
     Vec4::new(p.x, p.y, p.z, p.w + PLANE_TOLERANCE * p.w.abs())
 }
 
-/// A sphere's radius widened by the tolerance, as the shaders compute it.
-pub fn widen_radius(center: Vec3, radius: f32) -> f32 {
-    radius + PLANE_TOLERANCE * (center.x.abs() + center.y.abs() + center.z.abs() + radius)
+/// The magnitude the slack scales with: `|c|₁ + r + terms`, as the shaders
+/// compute it.
+fn slack_magnitude(center: Vec3, radius: f32, terms: f32) -> f32 {
+    center.x.abs() + center.y.abs() + center.z.abs() + radius + terms
+}
+
+/// A sphere's radius widened by the tolerance, as the shaders compute it;
+/// `terms` is [`WorldSphere::terms`] (0 for a sphere given in world space).
+pub fn widen_radius(center: Vec3, radius: f32, terms: f32) -> f32 {
+    radius + PLANE_TOLERANCE * slack_magnitude(center, radius, terms)
+}
+
+/// An instance's bounding sphere in world space, as a format computes it
+/// ([`crate::InstanceFormat::world_sphere`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorldSphere {
+    /// Center in world space.
+    pub center: Vec3,
+    /// Radius. NaN or infinite when the transform overflows `f32` (such a
+    /// sphere is kept: it may cover anything).
+    pub radius: f32,
+    /// Magnitude of the terms the center was summed from (the position and
+    /// the transformed mesh-space center): its rounding is relative to this,
+    /// not to the center, when the two cancel.
+    pub terms: f32,
 }
 
 /// The planes of a view frustum, normals pointing inwards, normalized.
@@ -67,29 +142,71 @@ pub struct Frustum {
 impl Frustum {
     /// Extracts the frustum of a `clip_from_world` matrix in wgpu's clip space
     /// (depth 0..1, either standard or reverse-Z, finite or infinite far plane,
-    /// perspective or orthographic).
+    /// perspective or orthographic, mirrored or not), anywhere in the world.
     ///
     /// `max_distance`, when given, adds a plane parallel to the near plane at
-    /// that distance beyond it, which bounds infinite projections.
+    /// that distance beyond it, which bounds infinite projections. A
+    /// perspective matrix tells its near plane by `w`, which grows with view
+    /// depth. An orthographic one cannot: a mirrored view and a reverse-Z one
+    /// give the same kind of matrix, so with `max_distance` an orthographic
+    /// matrix is refused ([`CullError::AmbiguousDepth`]); use
+    /// [`Self::from_view`], which knows where the camera looks.
     pub fn from_clip_from_world(clip_from_world: Mat4, max_distance: Option<f32>) -> Result<Self, CullError> {
         if !clip_from_world.is_finite() {
             return Err(CullError::DegenerateFrustum("the matrix is not finite"));
         }
-        let r0 = clip_from_world.row(0);
-        let r1 = clip_from_world.row(1);
-        let r2 = clip_from_world.row(2);
-        let r3 = clip_from_world.row(3);
-        // Order matters only for speed: the side planes reject most instances.
-        let raw = [r3 + r0, r3 - r0, r3 + r1, r3 - r1, r2, r3 - r2];
+        Self::extract(clip_from_world.as_dmat4(), None, max_distance)
+    }
+
+    /// Extracts the frustum of a camera from its projection (`clip_from_view`,
+    /// wgpu clip space) and its transform (`world_from_view`, which may mirror
+    /// or scale): the planes are found in view space, where the camera looks
+    /// along −Z (Bevy's and glam's convention), and moved into the world in
+    /// `f64`. Unlike [`Self::from_clip_from_world`], this tells the near plane
+    /// of an orthographic projection in a mirrored view, so `max_distance`
+    /// works with every projection.
+    pub fn from_view(
+        clip_from_view: Mat4,
+        world_from_view: Mat4,
+        max_distance: Option<f32>,
+    ) -> Result<Self, CullError> {
+        if !(clip_from_view.is_finite() && world_from_view.is_finite()) {
+            return Err(CullError::DegenerateFrustum("the matrix is not finite"));
+        }
+        let world_from_view = world_from_view.as_dmat4();
+        if world_from_view.determinant() == 0.0 {
+            return Err(CullError::DegenerateFrustum("world_from_view is singular"));
+        }
+        let forward = world_from_view.transform_vector3(DVec3::NEG_Z);
+        let clip_from_world = clip_from_view.as_dmat4() * world_from_view.inverse();
+        Self::extract(clip_from_world, Some(forward), max_distance)
+    }
+
+    /// The planes of `clip_from_world` (entries exact `f32` values, or the
+    /// `f64` product of [`Self::from_view`]); `forward` is where the camera
+    /// looks, when known.
+    fn extract(m: DMat4, forward: Option<DVec3>, max_distance: Option<f32>) -> Result<Self, CullError> {
+        let (r0, r1, r2, r3) = (m.row(0), m.row(1), m.row(2), m.row(3));
+        // (plane, magnitude of what it was combined from). Order matters only
+        // for speed: the side planes reject most instances.
+        let len3 = |v: DVec4| v.truncate().length();
+        let raw = [
+            (r3 + r0, len3(r3) + len3(r0)),
+            (r3 - r0, len3(r3) + len3(r0)),
+            (r3 + r1, len3(r3) + len3(r1)),
+            (r3 - r1, len3(r3) + len3(r1)),
+            (r2, len3(r2)),
+            (r3 - r2, len3(r3) + len3(r2)),
+        ];
         let mut planes = [Vec4::ZERO; 6];
         let mut len = 0;
-        // Normalized depth planes: [z >= 0, z <= w]; None when at infinity.
-        let mut depth = [None, None];
-        for (i, p) in raw.iter().enumerate() {
-            let n = p.xyz().length();
-            // A normal this short against its offset means the plane is at
-            // infinity (the far plane of an infinite projection).
-            if n == 0.0 || n <= p.w.abs() * 1e-6 {
+        // Normalized depth planes in f64: [z >= 0, z <= w]; None when at infinity.
+        let mut depth: [Option<(usize, DVec4)>; 2] = [None, None];
+        for (i, (p, magnitude)) in raw.iter().enumerate() {
+            let n = len3(*p);
+            let plane = *p / n;
+            let at_infinity = n == 0.0 || n <= magnitude * AT_INFINITY || !plane.as_vec4().is_finite();
+            if at_infinity {
                 if p.w >= 0.0 {
                     continue; // every point satisfies it
                 }
@@ -97,8 +214,7 @@ impl Frustum {
                     "a clip plane at infinity excludes every point",
                 ));
             }
-            let plane = *p / n;
-            planes[len] = plane;
+            planes[len] = plane.as_vec4();
             len += 1;
             if i >= 4 {
                 depth[i - 4] = Some((len - 1, plane));
@@ -107,59 +223,56 @@ impl Frustum {
         if len < 5 {
             return Err(CullError::DegenerateFrustum("fewer than five usable planes"));
         }
-        if let Some(max_distance) = max_distance {
-            if !(max_distance.is_finite() && max_distance > 0.0) {
-                return Err(CullError::InvalidParameter(
-                    "max_distance must be finite and positive",
-                ));
+        let Some(max_distance) = max_distance else {
+            return Ok(Self { planes, len });
+        };
+        if !(max_distance.is_finite() && max_distance > 0.0) {
+            return Err(CullError::InvalidParameter(
+                "max_distance must be finite and positive",
+            ));
+        }
+        // The direction in which view depth grows: w's gradient for a
+        // perspective projection (exact, whatever the mirroring), else the
+        // camera's forward axis when known. An orthographic w is constant:
+        // its gradient is zero, or rounding noise after a product.
+        let w_gradient = r3.truncate();
+        let deeper = if w_gradient.length() > len3(r0) * AT_INFINITY {
+            w_gradient
+        } else if let Some(forward) = forward {
+            forward
+        } else {
+            return Err(CullError::AmbiguousDepth);
+        };
+        // The near plane faces deeper (its inside is in front of it); the far
+        // plane faces back towards the camera.
+        let faces_deeper = |p: &DVec4| p.truncate().dot(deeper) > 0.0;
+        let near = depth.iter().flatten().find(|(_, p)| faces_deeper(p));
+        let far = depth.iter().flatten().find(|(_, p)| !faces_deeper(p));
+        let Some(&(_, near)) = near else {
+            return Err(CullError::InvalidParameter(
+                "max_distance needs a near plane, and this projection has none",
+            ));
+        };
+        // near: n.p + d >= 0 (inside is in front). bound: -n.p - d + distance >= 0.
+        let bound = DVec4::new(-near.x, -near.y, -near.z, -near.w + max_distance as f64);
+        match far {
+            // Measure the far plane's distance from the point of the near
+            // plane closest to the origin (exact for parallel depth planes).
+            Some(&(idx, far)) => {
+                let on_near = -near.truncate() * near.w;
+                if far.truncate().dot(on_near) + far.w > max_distance as f64 {
+                    planes[idx] = bound.as_vec4();
+                }
             }
-            let (near, far) = match depth {
-                [Some(a), Some(b)] => {
-                    if Self::z_zero_is_near(clip_from_world) {
-                        (a.1, Some(b))
-                    } else {
-                        (b.1, Some(a))
-                    }
+            None => {
+                if len == planes.len() {
+                    return Err(CullError::DegenerateFrustum("no room for the max_distance plane"));
                 }
-                [Some(a), None] | [None, Some(a)] => (a.1, None),
-                [None, None] => unreachable!("five planes include a depth plane"),
-            };
-            let bound = flip_and_offset(near, max_distance);
-            match far {
-                // Depth planes are parallel: measure the far plane's distance
-                // from the point of the near plane closest to the origin.
-                Some((idx, far)) => {
-                    let on_near = -near.xyz() * near.w;
-                    if far.xyz().dot(on_near) + far.w > max_distance {
-                        planes[idx] = bound;
-                    }
-                }
-                None => {
-                    planes[len] = bound;
-                    len += 1;
-                }
+                planes[len] = bound.as_vec4();
+                len += 1;
             }
         }
         Ok(Self { planes, len })
-    }
-
-    /// Whether clip depth 0 is the near plane (standard depth) rather than
-    /// the far one (reverse-Z). A perspective projection tells by `w`, which
-    /// grows with view depth. An orthographic one tells by handedness: a
-    /// right-handed world mapped to wgpu's left-handed NDC flips orientation
-    /// (negative determinant) unless depth is reversed.
-    fn z_zero_is_near(clip_from_world: Mat4) -> bool {
-        let world_from_clip = clip_from_world.inverse();
-        let w_at = |z: f32| {
-            let p = world_from_clip.project_point3(Vec3::new(0.0, 0.0, z));
-            clip_from_world.row(3).dot(p.extend(1.0))
-        };
-        let (w0, w1) = (w_at(0.0), w_at(1.0));
-        if (w0 - w1).abs() > 1e-6 * w0.abs().max(w1.abs()) {
-            w0 < w1
-        } else {
-            glam::Mat3::from_mat4(clip_from_world).determinant() < 0.0
-        }
     }
 
     /// The planes in use.
@@ -180,9 +293,29 @@ impl Frustum {
         if !(center.is_finite() && radius.is_finite()) {
             return SphereClass::Outside;
         }
+        self.classify(&WorldSphere {
+            center,
+            radius,
+            terms: 0.0,
+        })
+    }
+
+    /// Classifies an instance's world sphere exactly as the shaders' vote
+    /// does (`visible()` in `shaders/common.wgsl`): a sphere whose widened
+    /// radius or center is not finite (the transform overflowed `f32`) is
+    /// kept; otherwise each plane's margin decides.
+    pub fn classify(&self, sphere: &WorldSphere) -> SphereClass {
+        let WorldSphere {
+            center,
+            radius,
+            terms,
+        } = *sphere;
+        let magnitude = slack_magnitude(center, radius, terms);
+        let wide = radius + PLANE_TOLERANCE * magnitude;
+        if !(center.is_finite() && wide.is_finite()) {
+            return SphereClass::Inside;
+        }
         let mut class = SphereClass::Inside;
-        let wide = widen_radius(center, radius);
-        let magnitude = center.x.abs() + center.y.abs() + center.z.abs() + radius.abs();
         for p in self.planes() {
             let p = widen_plane(*p);
             // Same order of operations as plane_keeps() in the shaders.
@@ -216,14 +349,10 @@ pub enum SphereClass {
     Outside,
 }
 
-fn flip_and_offset(near: Vec4, distance: f32) -> Vec4 {
-    // near: n.p + d >= 0 (inside is in front). far: -n.p - d + distance >= 0.
-    Vec4::new(-near.x, -near.y, -near.z, -near.w + distance)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::CullError;
 
     fn frustum(m: Mat4) -> Frustum {
         Frustum::from_clip_from_world(m, None).unwrap()
@@ -302,5 +431,151 @@ mod tests {
     fn camera_inside_sphere_is_kept() {
         let f = frustum(Mat4::perspective_infinite_reverse_rh(1.0, 1.0, 0.1));
         assert!(f.intersects_sphere(Vec3::new(0.0, 0.0, 3.0), 5.0));
+    }
+
+    fn look(eye: Vec3, target: Vec3, up: Vec3) -> Mat4 {
+        Mat4::look_at_rh(eye, target, up)
+    }
+
+    /// Item 1 of issue 14: a camera 1.2e6 from the origin keeps all its
+    /// planes; Bevy's default projection there gives five.
+    #[test]
+    fn big_world_camera_keeps_its_planes() {
+        for distance in [1.2e6f32, 1e7, 3e7] {
+            let eye = Vec3::new(0.0, 0.0, distance);
+            let view = look(eye, Vec3::ZERO, Vec3::Y);
+            let f = frustum(Mat4::perspective_infinite_reverse_rh(1.0, 1.0, 0.1) * view);
+            assert_eq!(f.len, 5, "at {distance}");
+            assert!(f.intersects_sphere(Vec3::ZERO, 1.0));
+            // Behind the camera, by a few times the tolerance's reach.
+            let behind = eye + Vec3::Z * (distance * 1e-4 + 2.0);
+            assert!(!f.intersects_sphere(behind, 1.0), "at {distance}");
+            // Off to the side, far outside the 1 rad fov.
+            assert!(!f.intersects_sphere(Vec3::new(distance, 0.0, 0.0), 1.0));
+        }
+    }
+
+    #[test]
+    fn big_world_finite_far_and_near_planes_stay() {
+        // A finite far plane 1.5e6 from the origin.
+        let eye = Vec3::new(0.0, 0.0, 1.6e6);
+        let view = look(eye, Vec3::ZERO, Vec3::Y);
+        let f = frustum(Mat4::perspective_rh(1.0, 1.0, 0.5, 1e5) * view);
+        assert_eq!(f.len, 6);
+        assert!(f.intersects_sphere(Vec3::new(0.0, 0.0, 1.51e6), 1.0));
+        assert!(!f.intersects_sphere(Vec3::new(0.0, 0.0, 1.49e6), 1.0));
+        // A standard-depth camera far from the origin keeps its near plane,
+        // and max_distance keeps the slab in front of it.
+        let eye = Vec3::new(1e6, 2e6, -3e6);
+        let forward = Vec3::new(0.3, -0.2, 1.0).normalize();
+        let view = look(eye, eye + forward, Vec3::Y);
+        let proj = Mat4::perspective_rh(1.0, 1.5, 0.5, 1e4);
+        let f = Frustum::from_clip_from_world(proj * view, Some(100.0)).unwrap();
+        assert_eq!(f.len, 6);
+        assert!(f.intersects_sphere(eye + forward * 50.0, 1.0));
+        assert!(!f.intersects_sphere(eye + forward * 200.0, 1.0));
+        assert!(!f.intersects_sphere(eye - forward * 60.0, 1.0));
+        assert!(
+            !f.intersects_sphere(eye + forward * 9_000.0, 1.0),
+            "the far end is not the slab"
+        );
+    }
+
+    /// Item 2 of issue 14: a mirrored view keeps the slab at its near end.
+    #[test]
+    fn mirrored_views_keep_the_near_slab() {
+        let eye = Vec3::new(3.0, 4.0, 5.0);
+        let mirror = Mat4::from_scale(Vec3::new(-1.0, 1.0, 1.0));
+        let world_from_view = Mat4::from_translation(eye) * mirror;
+        let forward = world_from_view.transform_vector3(Vec3::NEG_Z);
+        // Bevy's orthographic (reverse-Z), standard-depth ortho, and perspectives.
+        let projections = [
+            Mat4::orthographic_rh(-10.0, 10.0, -10.0, 10.0, 500.0, 0.0),
+            Mat4::orthographic_rh(-10.0, 10.0, -10.0, 10.0, 0.0, 500.0),
+            Mat4::perspective_rh(1.0, 1.0, 0.1, 500.0),
+            Mat4::perspective_infinite_reverse_rh(1.0, 1.0, 0.1),
+        ];
+        for (k, proj) in projections.into_iter().enumerate() {
+            let f = Frustum::from_view(proj, world_from_view, Some(50.0)).unwrap();
+            assert!(f.intersects_sphere(eye + forward * 40.0, 1.0), "projection {k}");
+            assert!(!f.intersects_sphere(eye + forward * 60.0, 1.0), "projection {k}");
+            assert!(!f.intersects_sphere(eye + forward * 450.0, 1.0), "projection {k}");
+            let m = proj * world_from_view.inverse();
+            let from_matrix = Frustum::from_clip_from_world(m, Some(50.0));
+            if k < 2 {
+                // An orthographic matrix alone cannot tell: refused, not guessed.
+                assert!(
+                    matches!(from_matrix, Err(CullError::AmbiguousDepth)),
+                    "projection {k}"
+                );
+                assert!(Frustum::from_clip_from_world(m, None).is_ok());
+            } else {
+                // A perspective one tells by w, mirrored or not.
+                let f = from_matrix.unwrap();
+                assert!(f.intersects_sphere(eye + forward * 40.0, 1.0), "projection {k}");
+                assert!(!f.intersects_sphere(eye + forward * 60.0, 1.0), "projection {k}");
+            }
+        }
+    }
+
+    /// Item 7 of issue 14, on the CPU: a sphere that overflows from finite
+    /// input is kept, whatever overflowed.
+    #[test]
+    fn overflow_keeps_and_non_finite_input_culls() {
+        let f = frustum(Mat4::perspective_rh(1.0, 1.0, 0.1, 100.0));
+        let keep = |center: Vec3, radius: f32| {
+            f.classify(&WorldSphere {
+                center,
+                radius,
+                terms: 0.0,
+            })
+        };
+        assert_eq!(keep(Vec3::new(0.0, 0.0, 1e3), f32::INFINITY), SphereClass::Inside);
+        assert_eq!(keep(Vec3::new(0.0, 0.0, 1e3), f32::NAN), SphereClass::Inside);
+        assert_eq!(keep(Vec3::new(3e38, 3e38, 1e3), 1.0), SphereClass::Inside);
+        assert_eq!(keep(Vec3::new(0.0, 0.0, 1e3), 1.0), SphereClass::Outside);
+        // A sphere given directly with NaN is not an instance's: culled.
+        assert!(!f.intersects_sphere(Vec3::new(0.0, 0.0, -5.0), f32::NAN));
+    }
+
+    /// Item 8 of issue 14: when the position cancels the rotated offset,
+    /// the center rounds at the scale of the terms; the slack follows them.
+    #[test]
+    fn slack_follows_the_terms_not_the_center() {
+        let f = frustum(Mat4::orthographic_rh(-10.0, 10.0, -10.0, 10.0, 0.0, 50.0));
+        let tangent = WorldSphere {
+            center: Vec3::new(12.0, 0.0, -10.0),
+            radius: 2.0,
+            terms: 0.0,
+        };
+        assert_eq!(
+            f.classify(&tangent),
+            SphereClass::Inside,
+            "tangent spheres are clearly kept"
+        );
+        // 1e6 of cancelled terms: the center may be off by ulp(1e6) = 0.0625.
+        let off = WorldSphere {
+            center: Vec3::new(12.06, 0.0, -10.0),
+            terms: 2e6,
+            ..tangent
+        };
+        assert_ne!(f.classify(&off), SphereClass::Outside);
+        let clearly_out = WorldSphere {
+            center: Vec3::new(30.0, 0.0, -10.0),
+            terms: 2e6,
+            ..tangent
+        };
+        assert_eq!(f.classify(&clearly_out), SphereClass::Outside);
+    }
+
+    #[test]
+    fn at_infinity_ignores_the_origin_but_drops_noise() {
+        // A standard infinite projection: the far plane's normal is rounding
+        // noise once the matrix is far from the origin; it is dropped.
+        let eye = Vec3::new(7e6, -3e6, 5e5);
+        let view = look(eye, eye + Vec3::new(1.0, 0.5, 0.2), Vec3::Z);
+        let f = frustum(Mat4::perspective_infinite_rh(0.8, 2.0, 0.1) * view);
+        assert_eq!(f.len, 5);
+        assert!(f.intersects_sphere(eye + Vec3::new(1.0, 0.5, 0.2) * 1e5, 1.0));
     }
 }

@@ -6,7 +6,8 @@
 //! Each format's CPU decoding here mirrors `shaders/format_*.wgsl` line for
 //! line; the tests hold the two to the same answers.
 
-use crate::frustum::Sphere;
+use crate::CullError;
+use crate::frustum::{Sphere, WorldSphere};
 use bytemuck::{Pod, Zeroable};
 use glam::{Mat4, Quat, Vec3, Vec4};
 
@@ -16,7 +17,8 @@ use glam::{Mat4, Quat, Vec3, Vec4};
 pub struct Instance {
     /// World-space translation.
     pub position: Vec3,
-    /// Rotation; expected to be normalized.
+    /// Rotation. Normalized when written ([`InstanceFormat::encode`]); a
+    /// zero or non-finite quaternion culls the instance.
     pub rotation: Quat,
     /// Uniform scale.
     pub scale: f32,
@@ -38,6 +40,30 @@ impl Instance {
         Self {
             position,
             ..Default::default()
+        }
+    }
+
+    /// This instance as the formats store it: the rotation normalized (in
+    /// `f64`, so huge or tiny quaternions keep their direction). A rotation
+    /// that has no direction (zero or not finite) becomes NaN, so the
+    /// instance is culled in every format.
+    pub fn normalized(&self) -> Instance {
+        let q = self.rotation.to_array().map(f64::from);
+        let len = q.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let rotation = if len.is_finite() && len > 0.0 {
+            Quat::from_array(q.map(|v| (v / len) as f32))
+        } else {
+            Quat::from_array([f32::NAN; 4])
+        };
+        let position = if rotation.is_finite() && self.scale.is_finite() {
+            self.position
+        } else {
+            Vec3::NAN // the packed format has no other field to mark it
+        };
+        Instance {
+            position,
+            rotation,
+            scale: self.scale,
         }
     }
 
@@ -89,32 +115,64 @@ impl InstanceFormat {
         Self::ALL.into_iter().find(|f| f.name() == name)
     }
 
+    /// Whether the format stores a scale. One that does not
+    /// ([`Self::Packed16`]) culls and draws every instance at scale 1:
+    /// [`Self::encode`] refuses other scales, and a renderer that scales such
+    /// instances in its draw must cull with bounds that cover the scales
+    /// ([`Sphere::covering_scales`], as the Bevy plugin does).
+    pub const fn carries_scale(self) -> bool {
+        !matches!(self, Self::Packed16)
+    }
+
     /// Encodes instances into this format's bytes.
-    pub fn encode(self, instances: &[Instance]) -> Vec<u8> {
-        match self {
-            Self::Matrix => bytemuck::cast_slice(
-                &instances
-                    .iter()
-                    .map(|i| i.to_matrix().to_cols_array())
-                    .collect::<Vec<_>>(),
-            )
-            .to_vec(),
-            Self::PosQuat => {
-                bytemuck::cast_slice(&instances.iter().map(PosQuatInstance::from).collect::<Vec<_>>())
+    ///
+    /// The contract every format shares (`docs/architecture.md`,
+    /// "Contracts"): rotations are normalized on write, so the three formats
+    /// cull the same rotation; an instance with a non-finite position, scale
+    /// or rotation, or a zero rotation, is written so that it is culled.
+    /// Fails with [`CullError::ScaleNotCarried`] for a finite scale other
+    /// than 1 in a format that carries no scale.
+    pub fn encode(self, instances: &[Instance]) -> Result<Vec<u8>, CullError> {
+        if !self.carries_scale()
+            && let Some((index, i)) = instances
+                .iter()
+                .enumerate()
+                .find(|(_, i)| i.scale.is_finite() && i.scale != 1.0)
+        {
+            return Err(CullError::ScaleNotCarried {
+                format: self,
+                index,
+                scale: i.scale,
+            });
+        }
+        let unit = instances.iter().map(Instance::normalized);
+        Ok(match self {
+            Self::Matrix => {
+                bytemuck::cast_slice(&unit.map(|i| i.to_matrix().to_cols_array()).collect::<Vec<_>>())
                     .to_vec()
             }
-            Self::Packed16 => {
-                bytemuck::cast_slice(&instances.iter().map(PackedInstance::from).collect::<Vec<_>>()).to_vec()
+            Self::PosQuat => {
+                bytemuck::cast_slice(&unit.map(|i| PosQuatInstance::from(&i)).collect::<Vec<_>>()).to_vec()
             }
-        }
+            Self::Packed16 => {
+                bytemuck::cast_slice(&unit.map(|i| PackedInstance::from(&i)).collect::<Vec<_>>()).to_vec()
+            }
+        })
     }
 
     /// The world-space bounding sphere of instance `index` in `bytes`, exactly
-    /// as the shaders compute it. `None` when the instance is not finite (it
-    /// is culled).
-    pub fn world_sphere(self, bytes: &[u8], index: usize, local: Sphere) -> Option<(Vec3, f32)> {
+    /// as the shaders compute it (`world_sphere()` in `shaders/format_*.wgsl`).
+    /// `None` when the instance is not finite (it is culled).
+    ///
+    /// Each sphere bounds the transform the format's bytes define, whatever
+    /// they hold: any 3x3 matrix (sheared, mirrored, non-uniformly scaled),
+    /// and a quaternion of any length in [`PosQuatInstance`] (the draw's
+    /// `rotate()` stretches by up to `2|q|² − 1` when `|q| > 1`).
+    pub fn world_sphere(self, bytes: &[u8], index: usize, local: Sphere) -> Option<WorldSphere> {
         let s = self.stride() as usize;
         let raw = &bytes[index * s..(index + 1) * s];
+        let c = local.center;
+        let c_terms = local_terms(c);
         match self {
             Self::Matrix => {
                 let m: [f32; 16] = bytemuck::pod_read_unaligned(raw);
@@ -122,19 +180,20 @@ impl InstanceFormat {
                     return None;
                 }
                 let m = Mat4::from_cols_array(&m);
-                let c = local.center;
+                let (x, y, z, t) = (
+                    m.x_axis.truncate(),
+                    m.y_axis.truncate(),
+                    m.z_axis.truncate(),
+                    m.w_axis.truncate(),
+                );
                 // Same order of operations as format_matrix.wgsl.
-                let center = m.x_axis.truncate() * c.x
-                    + m.y_axis.truncate() * c.y
-                    + m.z_axis.truncate() * c.z
-                    + m.w_axis.truncate();
-                let scale2 = m
-                    .x_axis
-                    .truncate()
-                    .length_squared()
-                    .max(m.y_axis.truncate().length_squared())
-                    .max(m.z_axis.truncate().length_squared());
-                Some((center, local.radius * scale2.sqrt()))
+                let center = x * c.x + y * c.y + z * c.z + t;
+                let scale = gram_bound(x, y, z).sqrt();
+                Some(WorldSphere {
+                    center,
+                    radius: local.radius * scale,
+                    terms: abs_sum(t) + scale * c_terms,
+                })
             }
             Self::PosQuat => {
                 let p: PosQuatInstance = bytemuck::pod_read_unaligned(raw);
@@ -143,21 +202,57 @@ impl InstanceFormat {
                     return None;
                 }
                 let q = Vec4::from_array(p.rotation);
-                let center = Vec3::from_array(p.position) + rotate(q, local.center) * p.scale;
-                Some((center, local.radius * p.scale.abs()))
+                let position = Vec3::from_array(p.position);
+                let qq = q.dot(q);
+                let stretch = (2.0 * qq - 1.0).max(1.0);
+                let center = position + rotate(q, c) * p.scale;
+                Some(WorldSphere {
+                    center,
+                    radius: local.radius * p.scale.abs() * stretch,
+                    terms: abs_sum(position) + p.scale.abs() * c_terms * (1.0 + qq),
+                })
             }
             Self::Packed16 => {
                 let p: PackedInstance = bytemuck::pod_read_unaligned(raw);
                 if p.position.iter().any(|v| !v.is_finite()) {
                     return None;
                 }
+                let position = Vec3::from_array(p.position);
                 let q = unpack_quat(p.rotation);
-                let center = Vec3::from_array(p.position) + rotate(q, local.center);
-                let radius = local.radius + local.center.length() * PACKED_ROTATION_ERROR_BOUND;
-                Some((center, radius))
+                let center = position + rotate(q, c);
+                Some(WorldSphere {
+                    center,
+                    radius: local.radius + c.length() * PACKED_ROTATION_ERROR_BOUND,
+                    terms: abs_sum(position) + 2.0 * c_terms,
+                })
             }
         }
     }
+}
+
+/// `|x| + |y| + |z|`, in the shaders' order.
+fn abs_sum(v: Vec3) -> f32 {
+    v.x.abs() + v.y.abs() + v.z.abs()
+}
+
+/// The magnitude of a transformed mesh-space center's terms per unit of
+/// scale: `3·|c|` bounds `Σᵢ|cᵢ|·|mᵢ|₁` for any 3x3 of unit spectral norm,
+/// and the intermediates of `rotate()` for a unit quaternion. Uploaded once
+/// per cull (`local_terms` in `shaders/common.wgsl`).
+pub(crate) fn local_terms(c: Vec3) -> f32 {
+    3.0 * c.length()
+}
+
+/// An upper bound on the squared spectral norm of the 3x3 with columns
+/// `x, y, z` (the largest factor by which it stretches any vector), for any
+/// matrix, sheared or not: Gershgorin's bound on the largest eigenvalue of
+/// its Gram matrix, the largest row sum of `|xᵢ·xⱼ|`. Exact for orthogonal
+/// columns (a rotation times a non-uniform scale). Same order of operations
+/// as format_matrix.wgsl.
+pub(crate) fn gram_bound(x: Vec3, y: Vec3, z: Vec3) -> f32 {
+    let (xx, yy, zz) = (x.dot(x), y.dot(y), z.dot(z));
+    let (xy, xz, yz) = (x.dot(y).abs(), x.dot(z).abs(), y.dot(z).abs());
+    (xx + xy + xz).max(yy + xy + yz).max(zz + xz + yz)
 }
 
 /// `rotate(q, v)` as the shaders write it: `v + 2 * cross(q.xyz, cross(q.xyz, v) + q.w * v)`.
@@ -291,6 +386,10 @@ mod tests {
         assert!(mean < 0.1f32.to_radians());
     }
 
+    fn sphere_of(f: InstanceFormat, inst: Instance, local: Sphere) -> Option<WorldSphere> {
+        f.world_sphere(&f.encode(&[inst]).unwrap(), 0, local)
+    }
+
     #[test]
     fn formats_agree_on_world_sphere() {
         let inst = Instance {
@@ -299,21 +398,191 @@ mod tests {
             scale: 2.5,
         };
         let local = Sphere::new(Vec3::new(0.5, 0.25, -1.0), 1.5);
-        let m = InstanceFormat::Matrix.world_sphere(&InstanceFormat::Matrix.encode(&[inst]), 0, local);
-        let p = InstanceFormat::PosQuat.world_sphere(&InstanceFormat::PosQuat.encode(&[inst]), 0, local);
-        let (mc, mr) = m.unwrap();
-        let (pc, pr) = p.unwrap();
-        assert!((mc - pc).length() < 1e-4, "{mc} vs {pc}");
-        assert!((mr - pr).abs() < 1e-4);
+        let m = sphere_of(InstanceFormat::Matrix, inst, local).unwrap();
+        let p = sphere_of(InstanceFormat::PosQuat, inst, local).unwrap();
+        assert!((m.center - p.center).length() < 1e-4, "{m:?} vs {p:?}");
+        // An orthogonal matrix's Gershgorin bound is its scale, up to rounding.
+        assert!((m.radius - p.radius).abs() < 1e-4, "{m:?} vs {p:?}");
         let unit = Instance { scale: 1.0, ..inst };
-        let (kc, kr) = InstanceFormat::Packed16
-            .world_sphere(&InstanceFormat::Packed16.encode(&[unit]), 0, local)
-            .unwrap();
-        let (uc, _) = InstanceFormat::PosQuat
-            .world_sphere(&InstanceFormat::PosQuat.encode(&[unit]), 0, local)
-            .unwrap();
+        let k = sphere_of(InstanceFormat::Packed16, unit, local).unwrap();
+        let u = sphere_of(InstanceFormat::PosQuat, unit, local).unwrap();
         // The widened radius covers the quantized center.
-        assert!((kc - uc).length() <= kr - local.radius + 1e-6);
+        assert!((k.center - u.center).length() <= k.radius - local.radius + 1e-6);
+    }
+
+    /// Item 5 of issue 14: the sphere must bound the mesh under any 3x3,
+    /// sheared ones too (`r * max column length` does not).
+    #[test]
+    fn matrix_radius_bounds_sheared_transforms() {
+        let mut state = 0x1234_5678_9abc_def1u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        let local = Sphere::new(Vec3::new(0.3, -0.2, 0.1), 1.0);
+        for _ in 0..20_000 {
+            let cols: [Vec3; 3] = std::array::from_fn(|_| Vec3::new(next(), next(), next()) * 3.0);
+            let t = Vec3::new(next(), next(), next()) * 100.0;
+            let m = Mat4::from_cols(
+                cols[0].extend(0.0),
+                cols[1].extend(0.0),
+                cols[2].extend(0.0),
+                t.extend(1.0),
+            );
+            let bytes = bytemuck::cast_slice(&m.to_cols_array()).to_vec();
+            let s = InstanceFormat::Matrix.world_sphere(&bytes, 0, local).unwrap();
+            // Points of the local sphere's surface, mapped by m, stay inside
+            // (up to rounding, which the plane tolerance covers).
+            for _ in 0..8 {
+                let dir = Vec3::new(next(), next(), next()).normalize_or(Vec3::X);
+                let p = m.transform_point3(local.center + dir * local.radius);
+                let slack = 1e-5 * (s.radius + s.terms);
+                assert!(
+                    (p - s.center).length() <= s.radius + slack,
+                    "{m:?}: {p} outside {s:?}"
+                );
+            }
+        }
+        // The old bound (largest column) misses this shear.
+        let shear = Mat4::from_cols(Vec4::X, Vec4::new(1.0, 1.0, 0.0, 0.0), Vec4::Z, Vec4::W);
+        let s = InstanceFormat::Matrix
+            .world_sphere(
+                bytemuck::cast_slice(&shear.to_cols_array()),
+                0,
+                Sphere::new(Vec3::ZERO, 1.0),
+            )
+            .unwrap();
+        let stretched = shear
+            .transform_vector3(Vec3::new(1.0, 1.0, 0.0).normalize())
+            .length();
+        assert!(
+            stretched > 2f32.sqrt(),
+            "the shear stretches past the longest column"
+        );
+        assert!(s.radius >= stretched, "{s:?} vs {stretched}");
+    }
+
+    /// Item 6 of issue 14: one contract for non-unit quaternions: every
+    /// format normalizes on write, so all three cull the same rotation; raw
+    /// PosQuat bytes with a non-unit quaternion are bounded as rotate()
+    /// stretches them.
+    #[test]
+    fn non_unit_quaternions_normalize_on_write() {
+        let local = Sphere::new(Vec3::new(2.0, 0.0, 0.0), 1.0);
+        let q = Quat::from_rotation_z(0.9);
+        for len in [1e-20f32, 0.1, 0.5, 2.0, 10.0, 1e15] {
+            let inst = Instance {
+                position: Vec3::ZERO,
+                rotation: Quat::from_vec4(Vec4::from(q) * len),
+                scale: 1.0,
+            };
+            let unit = Instance { rotation: q, ..inst };
+            for f in InstanceFormat::ALL {
+                let a = sphere_of(f, inst, local).unwrap();
+                let b = sphere_of(f, unit, local).unwrap();
+                assert!(
+                    (a.center - b.center).length() < 1e-5,
+                    "{f:?} |q| = {len}: {a:?} vs {b:?}"
+                );
+                assert!((a.radius - b.radius).abs() < 1e-5, "{f:?} |q| = {len}");
+            }
+        }
+        // Raw bytes: q of length 2 stretches rotate() by up to 2|q|^2 - 1 = 7.
+        let raw = PosQuatInstance {
+            position: [0.0; 3],
+            scale: 1.0,
+            rotation: [0.0, 0.0, 0.0, 2.0],
+        };
+        let s = InstanceFormat::PosQuat
+            .world_sphere(bytemuck::bytes_of(&raw), 0, Sphere::new(Vec3::ZERO, 1.0))
+            .unwrap();
+        assert!(s.radius >= 7.0, "{s:?}");
+        let v = rotate(Vec4::new(0.0, 0.0, 0.0, 2.0), Vec3::X);
+        assert!(v.length() <= s.radius, "{v}");
+        // A zero quaternion is no rotation: culled in every format.
+        let zero = Instance {
+            rotation: Quat::from_xyzw(0.0, 0.0, 0.0, 0.0),
+            ..Default::default()
+        };
+        for f in InstanceFormat::ALL {
+            assert!(sphere_of(f, zero, local).is_none(), "{f:?}");
+        }
+    }
+
+    /// Item 4 of issue 14: a non-finite rotation culls in every format,
+    /// the packed one included (its bits could not hold a NaN).
+    #[test]
+    fn non_finite_rotation_culls_in_every_format() {
+        for rotation in [
+            Quat::from_xyzw(f32::NAN, 0.0, 0.0, 1.0),
+            Quat::from_xyzw(0.0, f32::INFINITY, 0.0, 1.0),
+        ] {
+            let inst = Instance {
+                rotation,
+                ..Default::default()
+            };
+            for f in InstanceFormat::ALL {
+                assert!(sphere_of(f, inst, Sphere::new(Vec3::ONE, 1.0)).is_none(), "{f:?}");
+            }
+        }
+    }
+
+    /// Item 3 of issue 14, in the core: a format without scale refuses a
+    /// scaled instance instead of culling it unscaled.
+    #[test]
+    fn packed16_refuses_scale() {
+        let scaled = Instance {
+            scale: 3.0,
+            ..Default::default()
+        };
+        let err = InstanceFormat::Packed16
+            .encode(&[Instance::default(), scaled])
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CullError::ScaleNotCarried {
+                    index: 1,
+                    scale: 3.0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // A non-finite scale culls, as in the other formats.
+        let nan = Instance {
+            scale: f32::NAN,
+            ..Default::default()
+        };
+        let bytes = InstanceFormat::Packed16.encode(&[nan]).unwrap();
+        assert!(
+            InstanceFormat::Packed16
+                .world_sphere(&bytes, 0, Sphere::new(Vec3::ZERO, 1.0))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn covering_scales_bounds_every_scale() {
+        let local = Sphere::new(Vec3::new(1.0, 2.0, -0.5), 0.75);
+        for (lo, hi) in [(1.0, 1.0), (0.5, 4.0), (-2.0, 3.0), (2.0, 2.0), (-3.0, -1.0)] {
+            let cover = local.covering_scales(lo, hi).unwrap();
+            for k in 0..=20 {
+                let s = lo + (hi - lo) * k as f32 / 20.0;
+                // The scaled sphere lies inside the cover.
+                let reach = (local.center * s - cover.center).length() + s.abs() * local.radius;
+                assert!(
+                    reach <= cover.radius * (1.0 + 1e-6),
+                    "{lo}..{hi} at {s}: {reach} > {cover:?}"
+                );
+            }
+        }
+        let exact = local.covering_scales(2.0, 2.0).unwrap();
+        assert!((exact.radius - 1.5).abs() < 1e-5 && exact.center == local.center * 2.0);
+        assert!(local.covering_scales(f32::NAN, 1.0).is_none());
+        assert!(local.covering_scales(2.0, 1.0).is_none());
     }
 
     #[test]
@@ -327,16 +596,8 @@ mod tests {
             ..Default::default()
         };
         for f in InstanceFormat::ALL {
-            assert!(
-                f.world_sphere(&f.encode(&[bad]), 0, Sphere::new(Vec3::ZERO, 1.0))
-                    .is_none()
-            );
-        }
-        for f in [InstanceFormat::Matrix, InstanceFormat::PosQuat] {
-            assert!(
-                f.world_sphere(&f.encode(&[inf]), 0, Sphere::new(Vec3::ZERO, 1.0))
-                    .is_none()
-            );
+            assert!(sphere_of(f, bad, Sphere::new(Vec3::ZERO, 1.0)).is_none());
+            assert!(sphere_of(f, inf, Sphere::new(Vec3::ZERO, 1.0)).is_none());
         }
     }
 }

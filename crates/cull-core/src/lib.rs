@@ -86,7 +86,7 @@ pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE};
 pub use context::GpuContext;
 pub use culler::{CullParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, OutputKind, Tuning};
 pub use error::CullError;
-pub use frustum::{Frustum, Sphere};
+pub use frustum::{Frustum, Sphere, WorldSphere};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
 pub use timing::{CullTimings, PassKind};
 pub use variant::ScanVariant;

@@ -3,7 +3,7 @@
 //! them from files (`docs/scene-format.md`).
 
 use crate::frustum::{Frustum, Sphere};
-use crate::{CullError, Instance};
+use crate::{CullError, Instance, InstanceFormat};
 use glam::{Mat4, Quat, Vec3, Vec4};
 
 /// The projections the tests and benchmark cover.
@@ -85,6 +85,18 @@ impl SceneRng {
 }
 
 impl Scene {
+    /// The scene as `format` can hold it: a format that carries no scale
+    /// ([`InstanceFormat::carries_scale`]) gets every finite scale set to 1
+    /// (random scenes vary the scale only to vary what is visible).
+    pub fn fit(mut self, format: InstanceFormat) -> Self {
+        if !format.carries_scale() {
+            for i in self.instances.iter_mut().filter(|i| i.scale.is_finite()) {
+                i.scale = 1.0;
+            }
+        }
+        self
+    }
+
     /// The scene's frustum.
     pub fn frustum(&self) -> Result<Frustum, CullError> {
         Frustum::from_clip_from_world(self.clip_from_world, None)

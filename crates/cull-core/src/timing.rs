@@ -65,6 +65,11 @@ pub(crate) struct TimingQueries {
 }
 
 impl TimingQueries {
+    /// Bytes of the buffers it holds (the query set's memory is the driver's).
+    pub fn buffer_bytes(&self) -> u64 {
+        self.resolve.size() + self.readback.size()
+    }
+
     pub fn new(device: &wgpu::Device, max_passes: u32) -> Self {
         let count = max_passes * 2;
         let size = count as u64 * 8;

@@ -1,7 +1,9 @@
 //! Bad input gets a typed error, never a panic inside wgpu or an overrun.
 
 use crate::harness::*;
-use cull_core::{CullError, CullInput, CullParams, CullTarget, Frustum, InstanceFormat, ScanVariant, Sphere};
+use cull_core::{
+    CullError, CullInput, CullParams, CullTarget, Frustum, InstanceFormat, OutputKind, ScanVariant, Sphere,
+};
 use glam::Mat4;
 
 fn params(count: u32) -> CullParams {
@@ -155,6 +157,130 @@ fn compiled_out_or_unsupported_variants_are_refused() {
             (false, _) => assert!(matches!(result, Err(CullError::VariantNotCompiled { .. }))),
             (true, false) => assert!(matches!(result, Err(CullError::MissingFeature { .. }))),
             (true, true) => assert_eq!(result.unwrap().variant(), variant),
+        }
+    }
+}
+
+/// Issue 14, item 7: a local sphere that bounds nothing (negative or
+/// non-finite radius, non-finite center) is a typed error, on the GPU path
+/// and in the CPU reference alike.
+#[test]
+fn invalid_bounds_are_an_error() {
+    let ctx = gpu();
+    let culler = posquat_culler(ctx, variants(ctx)[0]);
+    let input = CullInput::new(&ctx.device, InstanceFormat::PosQuat, 4).unwrap();
+    let target = CullTarget::new(&ctx.device, &culler, 4).unwrap();
+    let bytes = InstanceFormat::PosQuat
+        .encode(&[cull_core::Instance::default()])
+        .unwrap();
+    for bounds in [
+        Sphere::new(glam::Vec3::ZERO, -1.0),
+        Sphere::new(glam::Vec3::ZERO, f32::INFINITY),
+        Sphere::new(glam::Vec3::new(f32::NAN, 0.0, 0.0), 1.0),
+    ] {
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let err = culler
+            .cull(
+                &mut encoder,
+                &ctx.queue,
+                &input,
+                &target,
+                &CullParams {
+                    local_bounds: bounds,
+                    ..params(1)
+                },
+            )
+            .unwrap_err();
+        assert!(matches!(err, CullError::InvalidBounds { .. }), "{err}");
+        let cpu = cull_core::cpu::classify(InstanceFormat::PosQuat, &bytes, bounds, &params(1).frustum);
+        assert!(matches!(cpu, Err(CullError::InvalidBounds { .. })), "{bounds:?}");
+    }
+}
+
+/// Issue 14, items 7 and 8: instances whose world sphere overflows f32
+/// from finite input are kept by the GPU and the CPU reference alike; a
+/// sphere whose position cancels a huge rotated offset, tangent to a plane
+/// from outside, is kept by both.
+#[test]
+fn overflow_and_cancellation_agree_with_the_reference() {
+    use cull_core::Instance;
+    use cull_core::scene::Scene;
+    use glam::{Quat, Vec3, Vec4Swizzles};
+    let ctx = gpu();
+    let clip_from_world = Mat4::perspective_rh(1.0, 1.5, 0.1, 200.0);
+    let frustum = Frustum::from_clip_from_world(clip_from_world, None).unwrap();
+    for local in [
+        Sphere::new(Vec3::new(1.0, 0.5, 0.0), 2.0),
+        Sphere::new(Vec3::new(1.0, 0.0, 0.0), 0.0),
+    ] {
+        for format in InstanceFormat::ALL {
+            let scaled = |scale: f32| if format.carries_scale() { scale } else { 1.0 };
+            let mut instances = vec![];
+            // (index, whether it must be kept or must be culled)
+            let mut expected = vec![];
+            let mut push = |inst: Instance, keep: bool, list: &mut Vec<Instance>| {
+                expected.push((list.len() as u32, keep));
+                list.push(inst);
+            };
+            let at = |position: Vec3, scale: f32| Instance {
+                position,
+                rotation: Quat::from_rotation_y(0.3),
+                scale: scaled(scale),
+            };
+            // An infinite radius (or 0 * inf) from a finite scale.
+            if format.carries_scale() {
+                push(at(Vec3::new(0.0, 0.0, -10.0), 2e38), true, &mut instances);
+                push(at(Vec3::new(500.0, 0.0, 300.0), 3e38), true, &mut instances);
+            }
+            // Positions near f32::MAX: |c|₁ overflows, so the margin would be inf - inf.
+            push(at(Vec3::new(3e38, 3e38, 0.0), 1.0), true, &mut instances);
+            push(at(Vec3::new(-3e38, -3e38, 1.0), 1.0), true, &mut instances);
+            // Far but finite: clearly outside.
+            push(at(Vec3::new(-3e37, 0.0, 0.0), 1.0), false, &mut instances);
+            // Positions cancelling a huge scaled offset, tangent to each plane from outside.
+            if format.carries_scale() {
+                for plane in frustum.planes() {
+                    for scale in [1e5f32, -3e6] {
+                        let mut inst = Instance {
+                            position: Vec3::new(0.0, 0.0, -50.0),
+                            rotation: Quat::from_rotation_z(0.7),
+                            scale,
+                        };
+                        // Move the position so that the exact center sits
+                        // -50 along the axis, then tangent to the plane.
+                        let offset = (Quat::from_rotation_z(0.7) * local.center) * scale;
+                        inst.position -= offset;
+                        let s = format
+                            .world_sphere(&format.encode(&[inst]).unwrap(), 0, local)
+                            .unwrap();
+                        let dist = plane.xyz().dot(s.center) + plane.w;
+                        inst.position += plane.xyz() * (-s.radius - dist);
+                        push(inst, true, &mut instances);
+                    }
+                }
+            }
+            let scene = Scene {
+                clip_from_world,
+                bounds: local,
+                instances,
+            };
+            let reference = reference(&scene, format);
+            for (variant, tuning) in forms(ctx) {
+                let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
+                let what = format!("{variant:?} ({}) {format:?} {local:?}", form_name(&culler));
+                let got = run(ctx, &culler, &scene, scene.instances.len() as u32);
+                if let Err(e) = reference.check(&got) {
+                    panic!("{what}: {e}");
+                }
+                for &(i, keep) in &expected {
+                    let inst = scene.instances[i as usize];
+                    assert_eq!(
+                        got.contains(&i),
+                        keep,
+                        "{what}: instance {i} ({inst:?}) kept: expected {keep}"
+                    );
+                }
+            }
         }
     }
 }

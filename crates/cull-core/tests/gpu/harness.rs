@@ -8,7 +8,6 @@ use cull_core::{
     ScanVariant, Tuning,
 };
 use glam::{Vec3, Vec4Swizzles};
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// The process's device: the adapter wgpu picks (honouring WGPU_BACKEND and
@@ -80,7 +79,7 @@ pub fn workgroup_scan() -> Tuning {
 /// 37th exactly tangent to a frustum plane from outside (as this format
 /// decodes it), and one surrounds the camera. Instances are all distinct.
 pub fn edge_scene(seed: u64, count: usize, camera: CameraKind, format: InstanceFormat) -> Scene {
-    let mut scene = Scene::random(seed, count, camera, None);
+    let mut scene = Scene::random(seed, count, camera, None).fit(format);
     let frustum = scene.frustum().unwrap();
     let eye = scene
         .clip_from_world
@@ -89,22 +88,19 @@ pub fn edge_scene(seed: u64, count: usize, camera: CameraKind, format: InstanceF
     let mut rng = SceneRng::new(seed ^ 0xABCD);
     for i in 0..count {
         let inst = &mut scene.instances[i];
-        if format == InstanceFormat::Packed16 {
-            inst.scale = 1.0; // the packed format has no scale
-        }
         match i % 41 {
             3 => inst.position.x = f32::NAN,
             7 => inst.position.y = f32::INFINITY,
-            11 if format != InstanceFormat::Packed16 => inst.scale = f32::NAN,
-            13 if format != InstanceFormat::Packed16 => inst.rotation.w = f32::NAN,
+            11 => inst.scale = f32::NAN,
+            13 => inst.rotation.w = f32::NAN,
             _ => {}
         }
         let plane = frustum.planes()[rng.range(0.0, frustum.len as f32) as usize % frustum.len];
         if i % 37 == 5 {
             // Move the instance so its world sphere touches a plane from outside.
-            if let Some((center, radius)) = format.world_sphere(&format.encode(&[*inst]), 0, scene.bounds) {
-                let dist = plane.xyz().dot(center) + plane.w;
-                inst.position += plane.xyz() * (-radius - dist);
+            if let Some(s) = format.world_sphere(&format.encode(&[*inst]).unwrap(), 0, scene.bounds) {
+                let dist = plane.xyz().dot(s.center) + plane.w;
+                inst.position += plane.xyz() * (-s.radius - dist);
             }
         }
         if i == count / 2 && count > 2 {
@@ -173,7 +169,7 @@ pub struct Job {
 impl Job {
     /// Uploads `scene` into buffers of `capacity` instances.
     pub fn new(ctx: &GpuContext, culler: &Culler, scene: &Scene, capacity: u32) -> Self {
-        let bytes = culler.format().encode(&scene.instances);
+        let bytes = culler.format().encode(&scene.instances).unwrap();
         let input = CullInput::new(&ctx.device, culler.format(), capacity).unwrap();
         input.write(&ctx.queue, 0, &bytes).unwrap();
         let target = CullTarget::new(&ctx.device, culler, capacity).unwrap();
@@ -210,17 +206,7 @@ pub fn survivors_as_indices(
 ) -> Vec<u32> {
     match output {
         OutputKind::Indices => bytemuck::pod_collect_to_vec(out),
-        OutputKind::Instances => {
-            let s = format.stride() as usize;
-            let index: HashMap<&[u8], u32> = input
-                .chunks_exact(s)
-                .enumerate()
-                .map(|(i, c)| (c, i as u32))
-                .collect();
-            out.chunks_exact(s)
-                .map(|c| index.get(c).copied().unwrap_or(u32::MAX))
-                .collect()
-        }
+        OutputKind::Instances => cull_core::cpu::copies_to_indices(format.stride() as usize, input, out),
     }
 }
 
@@ -228,10 +214,11 @@ pub fn survivors_as_indices(
 pub fn reference(scene: &Scene, format: InstanceFormat) -> Reference {
     cull_core::cpu::classify(
         format,
-        &format.encode(&scene.instances),
+        &format.encode(&scene.instances).unwrap(),
         scene.bounds,
         &scene.frustum().unwrap(),
     )
+    .unwrap()
 }
 
 /// Asserts GPU survivors equal the reference as an exact set, and that

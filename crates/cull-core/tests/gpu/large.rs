@@ -79,7 +79,7 @@ fn more_than_65535_workgroups() {
         Default::default(),
     );
     assert!(n.div_ceil(256) > max);
-    let scene = cull_core::scene::Scene::random(5, n, Camera::InfiniteReverseZ, Some(0.3));
+    let scene = cull_core::scene::Scene::random(5, n, Camera::InfiniteReverseZ, Some(0.3)).fit(format);
     let survivors = run(ctx, &culler, &scene, n as u32);
     assert_exact(
         &format!("n={n}, chunk={}", culler.chunk_len()),

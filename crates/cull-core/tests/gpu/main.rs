@@ -11,5 +11,6 @@ mod harness;
 mod large;
 #[cfg(feature = "ordered")]
 mod ordered;
+mod properties;
 mod subgroups;
 mod timing;
