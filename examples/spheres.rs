@@ -484,6 +484,7 @@ fn finish_headless(
     args: Res<Args>,
     mut times: ResMut<FrameTimes>,
     stats: Res<GpuCullStats>,
+    settings: Res<GpuCullSettings>,
     mut commands: Commands,
     camera: Query<(&Camera, &GlobalTransform), With<MainCamera>>,
     batch: Query<(&GpuCulledInstances, &GpuCullBounds)>,
@@ -530,9 +531,8 @@ fn finish_headless(
     };
     let reference = match (camera.single(), batch.single()) {
         (Ok((cam, transform)), Ok((instances, bounds))) => {
-            let clip_from_world = cam.clip_from_view() * transform.to_matrix().inverse();
-            instances
-                .visible_on_cpu(*bounds, clip_from_world)
+            bevy_gpu_cull::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None)
+                .and_then(|frustum| instances.visible_on_cpu(*bounds, &frustum, settings.format))
                 .ok()
                 .map(|v| v.len())
         }

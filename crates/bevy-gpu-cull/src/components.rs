@@ -15,9 +15,12 @@ use std::ops::Range;
 pub struct CulledInstance {
     /// World-space translation.
     pub position: Vec3,
-    /// Uniform scale.
+    /// Uniform scale. With [`cull_core::InstanceFormat::Packed16`], which
+    /// stores none, the cull covers the batch's range of scales instead; a
+    /// non-finite scale hides the instance.
     pub scale: f32,
-    /// Rotation (unit quaternion).
+    /// Rotation. Normalized on upload, for the cull and the draw alike; a
+    /// zero or non-finite quaternion hides the instance (it is culled).
     pub rotation: Quat,
     /// Base color, linear.
     pub color: [f32; 4],
@@ -42,6 +45,23 @@ impl CulledInstance {
     /// This instance with the given user data.
     pub fn with_user(self, user: [u32; 4]) -> Self {
         Self { user, ..self }
+    }
+
+    /// The instance as a culling format takes it: a format without scale
+    /// gets scale 1 (the cull's bounds cover the batch's scales instead, see
+    /// [`ScaleRange`]), or NaN for a non-finite scale, which culls it as the
+    /// other formats do.
+    pub(crate) fn cull_instance(&self, format: cull_core::InstanceFormat) -> cull_core::Instance {
+        let scale = match (format.carries_scale(), self.scale.is_finite()) {
+            (true, _) => self.scale,
+            (false, true) => 1.0,
+            (false, false) => f32::NAN,
+        };
+        cull_core::Instance {
+            position: self.position,
+            rotation: self.rotation,
+            scale,
+        }
     }
 }
 
@@ -182,27 +202,58 @@ impl GpuCulledInstances {
         std::mem::take(&mut self.changes)
     }
 
-    /// The indices of the instances a camera with this `clip_from_world`
-    /// keeps, computed on the CPU by `cull-core`'s reference: what the GPU
-    /// must produce, for tests and for checking a scene.
+    /// The indices of the instances the plugin keeps for a view with this
+    /// frustum when culling in `format`, computed on the CPU by `cull-core`'s
+    /// reference: what the GPU must produce, for tests and for checking a
+    /// scene. The plugin builds a camera's frustum as
+    /// `Frustum::from_view(camera.clip_from_view(), global_transform.to_matrix(), None)`.
+    /// For a format without scale the bounds cover the batch's scales, as the
+    /// plugin's do (after edits that narrowed that range, the plugin's may
+    /// still be wider until the next whole-list change, keeping a superset).
     pub fn visible_on_cpu(
         &self,
         bounds: GpuCullBounds,
-        clip_from_world: Mat4,
+        frustum: &cull_core::Frustum,
+        format: cull_core::InstanceFormat,
     ) -> Result<Vec<u32>, cull_core::CullError> {
-        let instances: Vec<cull_core::Instance> = self
-            .instances
-            .iter()
-            .map(|i| cull_core::Instance {
-                position: i.position,
-                rotation: i.rotation,
-                scale: i.scale,
-            })
-            .collect();
-        let format = cull_core::InstanceFormat::PosQuat;
-        let frustum = cull_core::Frustum::from_clip_from_world(clip_from_world, None)?;
-        let sphere = cull_core::Sphere::new(bounds.center, bounds.radius);
-        cull_core::cpu::cull(format, &format.encode(&instances)?, sphere, &frustum)
+        let instances: Vec<cull_core::Instance> =
+            self.instances.iter().map(|i| i.cull_instance(format)).collect();
+        let mut sphere = cull_core::Sphere::new(bounds.center, bounds.radius);
+        if !format.carries_scale() {
+            sphere = ScaleRange::of(&self.instances).cover(sphere);
+        }
+        cull_core::cpu::cull(format, &format.encode(&instances)?, sphere, frustum)
+    }
+}
+
+/// The smallest and largest finite scale of a batch's instances: a format
+/// without scale culls with bounds covering them all
+/// ([`cull_core::Sphere::covering_scales`]). Recomputed when the whole list changes;
+/// edits only widen it, which stays conservative (a shrunk range returns
+/// with the next whole-list change).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct ScaleRange(Option<(f32, f32)>);
+
+impl ScaleRange {
+    pub fn of(instances: &[CulledInstance]) -> Self {
+        let mut range = Self::default();
+        range.widen(instances);
+        range
+    }
+
+    pub fn widen(&mut self, instances: &[CulledInstance]) {
+        for s in instances.iter().map(|i| i.scale).filter(|s| s.is_finite()) {
+            let (lo, hi) = self.0.get_or_insert((s, s));
+            *lo = lo.min(s);
+            *hi = hi.max(s);
+        }
+    }
+
+    /// Bounds that cover `bounds` under every scale of the batch.
+    pub fn cover(&self, bounds: cull_core::Sphere) -> cull_core::Sphere {
+        self.0
+            .and_then(|(lo, hi)| bounds.covering_scales(lo, hi))
+            .unwrap_or(bounds)
     }
 }
 

@@ -46,7 +46,7 @@ mod plugin;
 mod render;
 
 pub use components::{CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCulledInstances};
-pub use cull_core::{InstanceFormat, ScanVariant};
+pub use cull_core::{Frustum, InstanceFormat, ScanVariant};
 pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats};
 
 /// The plugin, its settings and the batch component.

@@ -89,6 +89,11 @@ pub struct GpuCullStats {
     /// for it before a screenshot. Like the counts, it arrives from the
     /// render world a frame or two after the draw.
     pub drawn_frames: u64,
+    /// Bytes of GPU buffer memory the plugin holds (each batch's instances
+    /// and draw records, each (camera, batch)'s cull target and readback),
+    /// as of a frame or two ago. It returns to its earlier level when the
+    /// batches and cameras that grew it are gone.
+    pub gpu_buffer_bytes: u64,
 }
 
 /// Messages from the render world to the main world.
@@ -113,6 +118,8 @@ pub(crate) enum StatMessage {
     },
     /// The render world drew at least one culled batch this frame.
     Drawn,
+    /// The plugin's GPU buffers changed size.
+    GpuBytes(u64),
 }
 
 #[derive(Resource)]
@@ -193,6 +200,7 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
                 stats.uploaded_instances += instances;
             }
             StatMessage::Drawn => stats.drawn_frames += 1,
+            StatMessage::GpuBytes(bytes) => stats.gpu_buffer_bytes = bytes,
         }
     }
     if culled {

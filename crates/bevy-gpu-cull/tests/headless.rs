@@ -150,12 +150,13 @@ fn expected_visible(app: &mut App, camera: Entity, batch: Entity) -> u32 {
         .query::<(&Camera, &GlobalTransform)>()
         .get(world, camera)
         .unwrap();
-    let clip_from_world = cam.clip_from_view() * transform.to_matrix().inverse();
+    let frustum = cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None).unwrap();
+    let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world
         .get::<GpuCullBounds>(batch)
         .expect("the plugin computed the batch's bounds");
     let batch = world.get::<GpuCulledInstances>(batch).unwrap();
-    batch.visible_on_cpu(bounds, clip_from_world).unwrap().len() as u32
+    batch.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32
 }
 
 /// The CPU reference count for each camera.
@@ -363,10 +364,13 @@ fn edits_upload_only_what_changed() {
             .query::<(&Camera, &GlobalTransform)>()
             .get(world, camera)
             .unwrap();
-        let clip_from_world = cam.clip_from_view() * transform.to_matrix().inverse();
+        let frustum =
+            cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None).unwrap();
         let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
         let batch = world.get::<GpuCulledInstances>(h.batch).unwrap();
-        let visible = batch.visible_on_cpu(bounds, clip_from_world).unwrap();
+        let visible = batch
+            .visible_on_cpu(bounds, &frustum, InstanceFormat::PosQuat)
+            .unwrap();
         (0..batch.len() as u32)
             .find(|i| !visible.contains(i))
             .expect("the camera does not see the whole grid") as usize
@@ -611,4 +615,338 @@ fn gl_backend_child() {
         "{variant:?} needs subgroups"
     );
     assert_renders(&mut h, "GL backend");
+}
+
+/// Issue 14, item 3: `Packed16` stores no scale, yet the draw scales each
+/// instance. Spheres drawn at scale 3 whose centers lie just outside the
+/// view's left edge poke into it: the cull must keep them (an unscaled cull
+/// drops every one), the count must equal the CPU reference for the scaled
+/// spheres, and the pixels at the left edge must show them.
+#[test]
+fn packed16_culls_scaled_instances_like_the_draw() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let camera = Transform::from_xyz(0.0, 0.0, 0.0).looking_at(Vec3::NEG_Z, Vec3::Y);
+    let mut h = harness(None, &[camera]);
+    h.app.world_mut().resource_mut::<GpuCullSettings>().format = InstanceFormat::Packed16;
+    // Frames until the camera has its projection and the batch its bounds.
+    for _ in 0..10 {
+        h.app.update();
+        if h.app.world().get::<GpuCullBounds>(h.batch).is_some() {
+            break;
+        }
+    }
+    let clip_from_world = {
+        let world = h.app.world_mut();
+        let (cam, transform) = world
+            .query::<(&Camera, &GlobalTransform)>()
+            .get(world, h.cameras[0])
+            .unwrap();
+        cam.clip_from_view() * transform.to_matrix().inverse()
+    };
+    let frustum = cull_core::Frustum::from_clip_from_world(clip_from_world, None).unwrap();
+    let left = frustum.planes()[0];
+    let (normal, d) = (left.truncate(), left.w);
+    let radius = h
+        .app
+        .world()
+        .get::<GpuCullBounds>(h.batch)
+        .expect("bounds computed")
+        .radius;
+    // Centers 1.2 radii outside the left plane: the unit sphere misses the
+    // view, the sphere at scale 3 reaches 1.8 radii into it.
+    let edge: Vec<CulledInstance> = (0..12)
+        .map(|k| {
+            let on_axis = Vec3::new(0.0, (k as f32 - 5.5) * 0.3, -6.0 - k as f32 * 0.25);
+            let on_plane = on_axis - normal * (normal.dot(on_axis) + d);
+            let mut i = CulledInstance::new(on_plane - normal * 1.2 * radius, LinearRgba::rgb(1.0, 0.2, 0.1));
+            i.scale = 3.0;
+            i
+        })
+        .collect();
+    let unscaled_visible = edge
+        .iter()
+        .filter(|i| frustum.intersects_sphere(i.position, radius))
+        .count();
+    assert_eq!(unscaled_visible, 0, "the test places every unit sphere outside");
+    h.app
+        .world_mut()
+        .get_mut::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .replace(edge);
+    let counts = run_until_counts_match(&mut h, "packed16 at scale 3");
+    assert_eq!(counts, vec![12], "every scaled sphere reaches into the view");
+    // The left pixel columns show instances.
+    let hgt = HEIGHT as usize;
+    let mut edge_pixels = 0;
+    for _ in 0..300 {
+        h.app.update();
+        let Some(padded) = h.pixels.lock().unwrap().clone() else {
+            continue;
+        };
+        let stride = padded.len() / hgt;
+        edge_pixels = (0..hgt)
+            .flat_map(|y| (0..2).map(move |x| (x, y)))
+            .filter(|&(x, y)| {
+                let p = &padded[y * stride + x * 4..y * stride + x * 4 + 4];
+                p[0] > 40 && p[0] as u32 > p[2] as u32 + 30
+            })
+            .count();
+        if edge_pixels > hgt / 4 {
+            break;
+        }
+    }
+    assert!(
+        edge_pixels > hgt / 4,
+        "only {edge_pixels} pixels of the left edge show the scaled instances"
+    );
+}
+
+/// wgpu errors Bevy caught during a test (see [`record_render_errors`]).
+static RENDER_ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Routes Bevy's render errors (wgpu validation, out of memory, device
+/// loss) into [`RENDER_ERRORS`] instead of quitting, so a test can assert
+/// there were none.
+fn record_render_errors(app: &mut App) {
+    use bevy::render::error_handler::{RenderErrorHandler, RenderErrorPolicy};
+    app.insert_resource(RenderErrorHandler(|error, _, _| {
+        RENDER_ERRORS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("{:?}: {}", error.ty, error.description));
+        RenderErrorPolicy::Ignore
+    }));
+}
+
+/// Whether every (camera, batch) count equals the CPU reference for the
+/// current format; the first mismatch otherwise.
+fn counts_match(h: &mut Harness, cameras: &[Entity], batches: &[Entity]) -> Result<(), String> {
+    let world = h.app.world_mut();
+    let format = world.resource::<GpuCullSettings>().format;
+    for &camera in cameras {
+        let (cam, transform) = world
+            .query::<(&Camera, &GlobalTransform)>()
+            .get(world, camera)
+            .unwrap();
+        let frustum =
+            cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None).unwrap();
+        for &batch in batches {
+            let Some(bounds) = world.get::<GpuCullBounds>(batch).copied() else {
+                return Err(format!("batch {batch} has no bounds yet"));
+            };
+            let instances = world.get::<GpuCulledInstances>(batch).unwrap();
+            let expected = instances.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32;
+            let got = world
+                .resource::<GpuCullStats>()
+                .visible
+                .get(&(camera, batch))
+                .copied();
+            if got != Some(expected) {
+                return Err(format!(
+                    "camera {camera}, batch {batch} ({format:?}): GPU {got:?}, CPU reference {expected}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs frames with no changes until every count matches the reference.
+fn settle_counts(h: &mut Harness, cameras: &[Entity], batches: &[Entity], what: &str) {
+    let mut last = Ok(());
+    for _ in 0..150 {
+        h.app.update();
+        last = counts_match(h, cameras, batches);
+        if last.is_ok() {
+            // Two more frames: counts from before the last change may still arrive.
+            h.app.update();
+            h.app.update();
+            if counts_match(h, cameras, batches).is_ok() {
+                return;
+            }
+        }
+    }
+    panic!("{what}: {}", last.unwrap_err());
+}
+
+/// A soak test of the plugin (issue 14): frames in which batches are
+/// spawned, despawned, grown, shrunk and edited, cameras added and removed,
+/// and the variant and format switched every few frames. No wgpu error may
+/// occur, the visible counts must equal the CPU reference at checkpoints,
+/// and the plugin's GPU buffer memory must return to its starting level
+/// once the churn stops. `SOAK_FRAMES` sets the length (default 2000; see
+/// docs/bevy-plugin.md for the longer run).
+#[test]
+fn soak_churn_keeps_counts_and_returns_memory() {
+    use cull_core::scene::SceneRng;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let frames: usize = std::env::var("SOAK_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let started = std::time::Instant::now();
+    let mut h = harness(None, &[looking_down_grid()]);
+    record_render_errors(&mut h.app);
+    let main_camera = h.cameras[0];
+    let original = h.app.world().get::<GpuCulledInstances>(h.batch).unwrap().clone();
+    run_until_counts_match(&mut h, "soak start");
+    for _ in 0..4 {
+        h.app.update();
+    }
+    let baseline = h.app.world().resource::<GpuCullStats>().gpu_buffer_bytes;
+    assert!(baseline > 0, "the plugin reports its buffers");
+
+    let mesh = h.app.world().get::<Mesh3d>(h.batch).unwrap().0.clone();
+    let mut rng = SceneRng::new(0x50A4);
+    let variants: Vec<Option<ScanVariant>> = std::iter::once(None)
+        .chain(ScanVariant::compiled().map(Some))
+        .collect();
+    // Every batch has one scale, kept by its edits, so a packed batch's
+    // covering bounds stay exact and the counts comparable.
+    let mut batches: Vec<(Entity, f32)> = vec![(h.batch, 1.0)];
+    let mut cameras: Vec<Entity> = vec![main_camera];
+    let instance = |rng: &mut SceneRng, scale: f32| {
+        let mut i = CulledInstance::new(
+            Vec3::new(
+                rng.range(-40.0, 40.0),
+                rng.range(-1.0, 1.0),
+                rng.range(-80.0, 5.0),
+            ),
+            LinearRgba::rgb(1.0, 0.2, 0.1),
+        );
+        i.scale = scale;
+        // Rotations of any length: normalized for cull and draw alike.
+        i.rotation = Quat::from_xyzw(
+            rng.range(-1.0, 1.0),
+            rng.range(-1.0, 1.0),
+            rng.range(-1.0, 1.0),
+            1.0,
+        );
+        i
+    };
+    let (mut checkpoints, mut switches) = (0, 0);
+    for frame in 0..frames {
+        let pick = |rng: &mut SceneRng, n: usize| (rng.unit() * n as f32) as usize % n.max(1);
+        if frame % 7 == 0 && batches.len() < 6 {
+            let scale = rng.range(0.5, 2.0);
+            let n = pick(&mut rng, 800);
+            let list = (0..n).map(|_| instance(&mut rng, scale)).collect();
+            let entity = h
+                .app
+                .world_mut()
+                .spawn((Mesh3d(mesh.clone()), GpuCulledInstances::new(list)))
+                .id();
+            batches.push((entity, scale));
+        }
+        if frame % 11 == 5 && batches.len() > 1 {
+            let (entity, _) = batches.remove(1 + pick(&mut rng, batches.len() - 1));
+            h.app.world_mut().despawn(entity);
+        }
+        if frame % 3 == 1 {
+            let (entity, scale) = batches[pick(&mut rng, batches.len())];
+            let mut b = h.app.world_mut().get_mut::<GpuCulledInstances>(entity).unwrap();
+            let len = b.len();
+            match pick(&mut rng, 6) {
+                0 if len > 0 => b.set(pick(&mut rng, len), instance(&mut rng, scale)),
+                1 if len > 0 => {
+                    let start = pick(&mut rng, len);
+                    let end = (start + 1 + pick(&mut rng, 50)).min(len);
+                    for i in b.edit(start..end) {
+                        i.position.y += 0.5;
+                    }
+                }
+                2 => b.extend((0..pick(&mut rng, 1200)).map(|_| instance(&mut rng, scale))),
+                3 => b.truncate(pick(&mut rng, len + 1)),
+                4 => b.replace(
+                    (0..pick(&mut rng, 800))
+                        .map(|_| instance(&mut rng, scale))
+                        .collect(),
+                ),
+                _ => b.push(instance(&mut rng, scale)),
+            }
+        }
+        if frame % 13 == 0 && cameras.len() < 3 {
+            let world = h.app.world_mut();
+            let mut image = Image::new_target_texture(32, 32, TextureFormat::Rgba8UnormSrgb, None);
+            image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
+            let handle = world.resource_mut::<Assets<Image>>().add(image);
+            let eye = Vec3::new(
+                rng.range(-30.0, 30.0),
+                rng.range(2.0, 10.0),
+                rng.range(-20.0, 10.0),
+            );
+            let camera = world
+                .spawn((
+                    Camera3d::default(),
+                    Camera {
+                        order: 10 + frame as isize,
+                        ..default()
+                    },
+                    RenderTarget::Image(ImageRenderTarget {
+                        handle,
+                        scale_factor: 1.0,
+                    }),
+                    Msaa::Off,
+                    Transform::from_translation(eye).looking_at(Vec3::new(0.0, 0.0, -30.0), Vec3::Y),
+                ))
+                .id();
+            cameras.push(camera);
+        }
+        if frame % 17 == 8 && cameras.len() > 1 {
+            let camera = cameras.remove(1 + pick(&mut rng, cameras.len() - 1));
+            h.app.world_mut().despawn(camera);
+        }
+        if frame % 19 == 0 {
+            let mut settings = h.app.world_mut().resource_mut::<GpuCullSettings>();
+            settings.variant = variants[(frame / 19) % variants.len()];
+            switches += 1;
+        }
+        if frame % 29 == 0 {
+            let mut settings = h.app.world_mut().resource_mut::<GpuCullSettings>();
+            settings.format = InstanceFormat::ALL[(frame / 29) % InstanceFormat::ALL.len()];
+        }
+        h.app.update();
+        if frame % 300 == 299 {
+            let ids: Vec<Entity> = batches.iter().map(|b| b.0).collect();
+            settle_counts(&mut h, &cameras, &ids, &format!("checkpoint at frame {frame}"));
+            checkpoints += 1;
+        }
+        let errors = RENDER_ERRORS.lock().unwrap().clone();
+        assert!(errors.is_empty(), "frame {frame}: wgpu errors: {errors:?}");
+    }
+    // The churn stops: back to the starting scene and settings, in new
+    // entities (a batch's buffers keep the capacity it grew to, so the
+    // original batch is replaced rather than restored).
+    for &(entity, _) in &batches {
+        h.app.world_mut().despawn(entity);
+    }
+    for &camera in &cameras[1..] {
+        h.app.world_mut().despawn(camera);
+    }
+    *h.app.world_mut().resource_mut::<GpuCullSettings>() = GpuCullSettings::default();
+    let batch = h
+        .app
+        .world_mut()
+        .spawn((
+            Mesh3d(mesh),
+            GpuCulledInstances::new(original.instances().to_vec()),
+        ))
+        .id();
+    settle_counts(&mut h, &[main_camera], &[batch], "after the churn");
+    let mut bytes = 0;
+    for _ in 0..10 {
+        h.app.update();
+        bytes = h.app.world().resource::<GpuCullStats>().gpu_buffer_bytes;
+        if bytes == baseline {
+            break;
+        }
+    }
+    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    assert!(errors.is_empty(), "wgpu errors: {errors:?}");
+    assert_eq!(bytes, baseline, "GPU buffer bytes after the churn vs before");
+    eprintln!(
+        "soak: {frames} frames, {checkpoints} checkpoints, {switches} variant switches, buffers {baseline} B before and after, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(checkpoints >= frames / 300);
 }

@@ -31,13 +31,18 @@ pub(crate) fn cull_view(
         return;
     };
     let (view_entity, extracted, frozen) = view.into_inner();
-    let clip_from_world = match frozen {
-        Some(frozen) => frozen.clip_from_world,
-        None => extracted
-            .clip_from_world
-            .unwrap_or_else(|| extracted.clip_from_view * extracted.world_from_view.to_matrix().inverse()),
+    // From the view's two matrices where Bevy has them: the planes are then
+    // moved into the world in f64, exact far from the origin.
+    let frustum = match (frozen, extracted.clip_from_world) {
+        (Some(frozen), _) => Frustum::from_clip_from_world(frozen.clip_from_world, None),
+        (None, Some(clip_from_world)) => Frustum::from_clip_from_world(clip_from_world, None),
+        (None, None) => Frustum::from_view(
+            extracted.clip_from_view,
+            extracted.world_from_view.to_matrix(),
+            None,
+        ),
     };
-    let frustum = match Frustum::from_clip_from_world(clip_from_world, None) {
+    let frustum = match frustum {
         Ok(f) => f,
         Err(e) => {
             warn_once!("GPU culling skipped a view: {e}");
@@ -49,9 +54,16 @@ pub(crate) fn cull_view(
         let Some(target) = targets.map.get(&(view_entity, batch_entity)) else {
             continue;
         };
+        // A format without scale culls with bounds covering every scale
+        // the draw applies, so it is never less conservative than the draw.
+        let local_bounds = if culler.culler.format().carries_scale() {
+            data.bounds
+        } else {
+            data.scales.cover(data.bounds)
+        };
         let params = CullParams {
             frustum,
-            local_bounds: data.bounds,
+            local_bounds,
             count: batch.count,
         };
         let encoder = ctx.command_encoder();

@@ -5,7 +5,7 @@ mod cull;
 mod draw;
 mod prepare;
 
-use crate::components::{CulledInstance, DirtyRanges, GpuCullBounds, GpuCulledInstances};
+use crate::components::{CulledInstance, DirtyRanges, GpuCullBounds, GpuCulledInstances, ScaleRange};
 use crate::plugin::{GpuCullSettings, StatSender};
 use bevy::asset::embedded_asset;
 use bevy::core_pipeline::core_3d::Opaque3d;
@@ -33,6 +33,8 @@ pub(crate) struct BatchData {
     pub upload_all: bool,
     /// Ranges to upload when `upload_all` is false.
     pub uploads: DirtyRanges,
+    /// The finite scales in the batch, for formats that carry no scale.
+    pub scales: ScaleRange,
 }
 
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
@@ -78,7 +80,12 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                 draw::queue_batches
                     .in_set(RenderSystems::QueueMeshes)
                     .after(queue_material_meshes),
-                (cull::read_back_counts, draw::report_drawn).in_set(RenderSystems::Cleanup),
+                (
+                    cull::read_back_counts,
+                    draw::report_drawn,
+                    prepare::report_gpu_bytes,
+                )
+                    .in_set(RenderSystems::Cleanup),
             ),
         )
         .add_systems(Core3d, cull::cull_view.before(Core3dSystems::MainPass));
@@ -130,6 +137,7 @@ fn extract_batches(
                 bounds,
                 upload_all: true,
                 uploads: DirtyRanges::default(),
+                scales: ScaleRange::of(batch.instances()),
             });
             continue;
         };
@@ -147,6 +155,7 @@ fn extract_batches(
             data.instances.extend_from_slice(source);
             data.upload_all = true;
             data.uploads.clear();
+            data.scales = ScaleRange::of(source);
             continue;
         }
         data.instances.truncate(source.len());
@@ -156,6 +165,7 @@ fn extract_batches(
                 data.instances.resize(end, source[0]);
             }
             data.instances[start..end].copy_from_slice(&source[start..end]);
+            data.scales.widen(&source[start..end]);
             data.uploads.mark(range.clone());
         }
         // Ranges still pending from a frame that uploaded nothing may lie
@@ -166,6 +176,7 @@ fn extract_batches(
             data.instances.clear();
             data.instances.extend_from_slice(source);
             data.upload_all = true;
+            data.scales = ScaleRange::of(source);
         }
     }
     // Batches whose component was removed (despawned entities leave the

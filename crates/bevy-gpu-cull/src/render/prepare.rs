@@ -16,7 +16,7 @@ use bevy::render::render_resource::{BindGroup, BindGroupEntries, Buffer, Pipelin
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::ExtractedView;
-use cull_core::{CullInput, CullTarget, Culler, CullerDesc, Instance, OutputKind};
+use cull_core::{CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, OutputKind};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64};
@@ -122,12 +122,19 @@ pub(crate) fn prepare_culler(
     }
 }
 
-fn to_instance(i: &CulledInstance) -> Instance {
-    Instance {
-        position: i.position,
-        rotation: i.rotation,
-        scale: i.scale,
-    }
+/// The records the draw reads: rotations normalized, as the cull's input is
+/// (`InstanceFormat::encode`), so cull and draw apply the same rotation
+/// whatever the quaternion's length. One that cannot be normalized is left
+/// as it is: the cull drops that instance.
+fn draw_records(slice: &[CulledInstance]) -> Vec<CulledInstance> {
+    slice
+        .iter()
+        .map(|i| {
+            let unit = i.cull_instance(InstanceFormat::PosQuat).normalized().rotation;
+            let rotation = if unit.is_finite() { unit } else { i.rotation };
+            CulledInstance { rotation, ..*i }
+        })
+        .collect()
 }
 
 /// After a device loss (and at start-up): buffers of the old device are
@@ -172,7 +179,7 @@ pub(crate) fn prepare_batches(
             data.upload_all = false;
             for range in ranges {
                 let slice = &data.instances[range.start as usize..range.end as usize];
-                let encoded: Vec<Instance> = slice.iter().map(to_instance).collect();
+                let encoded: Vec<Instance> = slice.iter().map(|i| i.cull_instance(format)).collect();
                 if let Err(e) = gpu.input.write_instances(&queue, range.start, &encoded) {
                     error!("GPU culling: {e}");
                     continue;
@@ -180,7 +187,7 @@ pub(crate) fn prepare_batches(
                 queue.write_buffer(
                     &gpu.draw_data,
                     range.start as u64 * size_of::<CulledInstance>() as u64,
-                    bytemuck::cast_slice(slice),
+                    bytemuck::cast_slice(&draw_records(slice)),
                 );
                 uploaded += slice.len() as u64;
             }
@@ -198,7 +205,7 @@ pub(crate) fn prepare_batches(
                 continue;
             }
         };
-        let encoded: Vec<Instance> = data.instances.iter().map(to_instance).collect();
+        let encoded: Vec<Instance> = data.instances.iter().map(|i| i.cull_instance(format)).collect();
         if let Err(e) = input.write_instances(&queue, 0, &encoded) {
             error!("GPU culling: {e}");
             continue;
@@ -209,7 +216,11 @@ pub(crate) fn prepare_batches(
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        queue.write_buffer(&draw_data, 0, bytemuck::cast_slice(&data.instances));
+        queue.write_buffer(
+            &draw_data,
+            0,
+            bytemuck::cast_slice(&draw_records(&data.instances)),
+        );
         uploaded += count as u64;
         data.upload_all = false;
         data.uploads.clear();
@@ -338,4 +349,27 @@ pub(crate) fn prepare_targets(
         }
     }
     targets.map.retain(|_, t| t.live);
+}
+
+/// Reports the bytes of the plugin's GPU buffers when they change.
+pub(crate) fn report_gpu_bytes(
+    batches: Query<&GpuBatch>,
+    targets: Res<ViewTargets>,
+    sender: Res<StatSender>,
+    mut last: Local<Option<u64>>,
+) {
+    let batch_bytes: u64 = batches
+        .iter()
+        .map(|b| b.input.buffer_bytes() + b.draw_data.size())
+        .sum();
+    let target_bytes: u64 = targets
+        .map
+        .values()
+        .map(|t| t.target.buffer_bytes() + t.readback.size())
+        .sum();
+    let bytes = batch_bytes + target_bytes;
+    if *last != Some(bytes) {
+        *last = Some(bytes);
+        let _ = sender.0.lock().map(|s| s.send(StatMessage::GpuBytes(bytes)));
+    }
 }
