@@ -54,6 +54,11 @@ fn all_finite(v: vec4<f32>) -> bool {
     return all(exponent != vec4<u32>(0x7f800000u));
 }
 
+// True when x is neither NaN nor infinite, on the bits.
+fn finite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
 // One plane of the conservative sphere test, mirrored by
 // Frustum::classify in the same order of operations. The plane's
 // offset arrives widened by the tolerance (widen_plane on the CPU).
@@ -90,7 +95,9 @@ fn visible(inst: InstanceData) -> bool {
     let s = world_sphere(inst);
     let c = s.center;
     let wide = s.radius + PLANE_TOLERANCE * (abs(c.x) + abs(c.y) + abs(c.z) + s.radius + s.terms);
-    let overflow = !all_finite(vec4<f32>(c, wide));
+    // Every center component reaches `wide` through abs(): an infinity or
+    // NaN anywhere makes it non-finite, so one scalar test covers them all.
+    let overflow = !finite(wide);
     return s.finite_input & (overflow | sphere_visible(c, wide));
 }
 

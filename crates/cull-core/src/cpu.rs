@@ -72,19 +72,28 @@ pub fn cull(
 /// the check reports), and a copy matching no input is `u32::MAX` (invented).
 /// Survivors in input order stay in input order.
 pub fn copies_to_indices(stride: usize, input: &[u8], output: &[u8]) -> Vec<u32> {
-    let mut groups: std::collections::HashMap<&[u8], (Vec<u32>, usize)> = Default::default();
-    for (i, record) in input.chunks_exact(stride).enumerate() {
-        groups.entry(record).or_default().0.push(i as u32);
+    const END: u32 = u32::MAX;
+    // Each record's next identical one, and per distinct record the index
+    // its next copy takes: built backwards so the chains ascend.
+    let n = input.len() / stride;
+    let mut next = vec![END; n];
+    let mut cursor: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::with_capacity(n);
+    for (i, record) in input.chunks_exact(stride).enumerate().rev() {
+        if let Some(head) = cursor.insert(record, i as u32) {
+            next[i] = head;
+        }
     }
     output
         .chunks_exact(stride)
-        .map(|record| match groups.get_mut(record) {
-            Some((indices, used)) => {
-                let index = indices[(*used).min(indices.len() - 1)];
-                *used += 1;
+        .map(|record| match cursor.get_mut(record) {
+            Some(at) => {
+                let index = *at;
+                if next[index as usize] != END {
+                    *at = next[index as usize];
+                }
                 index
             }
-            None => u32::MAX,
+            None => END,
         })
         .collect()
 }
