@@ -701,6 +701,38 @@ fn packed16_culls_scaled_instances_like_the_draw() {
     );
 }
 
+/// A view whose matrices give no frustum (here a NaN override) is culled
+/// with one that keeps everything: every instance is counted and drawn,
+/// never last frame's survivors.
+#[test]
+fn a_view_without_a_frustum_draws_everything() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness(None, &[looking_down_grid()]);
+    run_until_counts_match(&mut h, "before");
+    h.app
+        .world_mut()
+        .entity_mut(h.cameras[0])
+        .insert(CullingFrustumOverride {
+            clip_from_world: Mat4::NAN,
+        });
+    let total = h.app.world().get::<GpuCulledInstances>(h.batch).unwrap().len() as u32;
+    let mut count = None;
+    for _ in 0..60 {
+        h.app.update();
+        count = h
+            .app
+            .world()
+            .resource::<GpuCullStats>()
+            .visible
+            .get(&(h.cameras[0], h.batch))
+            .copied();
+        if count == Some(total) {
+            break;
+        }
+    }
+    assert_eq!(count, Some(total), "every instance kept");
+}
+
 /// wgpu errors Bevy caught during a test (see [`record_render_errors`]).
 static RENDER_ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 

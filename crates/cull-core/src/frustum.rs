@@ -275,6 +275,16 @@ impl Frustum {
         Ok(Self { planes, len })
     }
 
+    /// A frustum with no planes: it keeps every finite instance. For a view
+    /// whose matrices give no usable frustum, culling with it draws too much
+    /// rather than losing what might be visible (the Bevy plugin does this).
+    pub const fn everything() -> Self {
+        Self {
+            planes: [Vec4::ZERO; 6],
+            len: 0,
+        }
+    }
+
     /// The planes in use.
     pub fn planes(&self) -> &[Vec4] {
         &self.planes[..self.len]
@@ -427,6 +437,14 @@ mod tests {
         assert!(!f.intersects_sphere(Vec3::new(f32::NAN, 0.0, -5.0), 1.0));
         assert!(!f.intersects_sphere(Vec3::new(0.0, 0.0, -5.0), f32::INFINITY));
         assert!(Frustum::from_clip_from_world(Mat4::ZERO, None).is_err());
+    }
+
+    #[test]
+    fn everything_keeps_every_finite_sphere() {
+        let f = Frustum::everything();
+        assert!(f.planes().is_empty());
+        assert!(f.intersects_sphere(Vec3::new(1e30, -1e30, 0.0), 0.0));
+        assert!(!f.intersects_sphere(Vec3::new(f32::NAN, 0.0, 0.0), 1.0));
     }
 
     #[test]

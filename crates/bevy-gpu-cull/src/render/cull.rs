@@ -42,13 +42,12 @@ pub(crate) fn cull_view(
             None,
         ),
     };
-    let frustum = match frustum {
-        Ok(f) => f,
-        Err(e) => {
-            warn_once!("GPU culling skipped a view: {e}");
-            return;
-        }
-    };
+    // A view whose matrices give no frustum keeps everything: drawing too
+    // much beats losing what may be visible, or drawing last frame's set.
+    let frustum = frustum.unwrap_or_else(|e| {
+        warn_once!("GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled");
+        Frustum::everything()
+    });
     let mut culled = false;
     for (batch_entity, data, batch) in &batches {
         let Some(target) = targets.map.get(&(view_entity, batch_entity)) else {
@@ -71,7 +70,10 @@ pub(crate) fn cull_view(
             .culler
             .cull(encoder, &queue, &batch.input, &target.target, &params)
         {
-            error!("GPU culling: {e}");
+            // E.g. GpuCullBounds with a negative radius: draw nothing rather
+            // than the survivors of an earlier frame.
+            error_once!("GPU culling: {e}; the batch is not drawn");
+            encoder.clear_buffer(target.target.draw_args(), 4, Some(4));
             continue;
         }
         culled = true;

@@ -411,7 +411,7 @@ fn random_views_keep_what_touches_them_in_every_variant_and_format() {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(96);
+        .unwrap_or(300);
     let config = Config {
         cases,
         failure_persistence: None,
