@@ -38,6 +38,7 @@
 //! `ordered`. [`GpuCullSettings::variant`] `None` picks the fastest one the
 //! adapter runs; changing the resource takes effect on the next frame.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Bevy systems take many parameters of long types by nature.
 #![allow(clippy::type_complexity, clippy::too_many_arguments)]
 
@@ -56,3 +57,8 @@ pub mod prelude {
         GpuCulledInstances, ScanVariant,
     };
 }
+
+/// The README's examples, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

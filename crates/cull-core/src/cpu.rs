@@ -2,11 +2,23 @@
 //!
 //! It is the oracle of the tests (the GPU must produce exactly these
 //! survivors) and the fallback where there is no GPU. [`cull`] runs the
-//! three stages on all cores.
+//! three stages, on all cores with the `parallel` feature.
 
 use crate::frustum::{Frustum, Sphere, SphereClass};
 use crate::{CullError, InstanceFormat};
-use rayon::prelude::*;
+
+/// `f` over `0..n`, on all cores with the `parallel` feature, else on this thread.
+fn map_indices<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+    #[cfg(feature = "parallel")]
+    {
+        use rayon::prelude::*;
+        (0..n).into_par_iter().map(f).collect()
+    }
+    #[cfg(not(feature = "parallel"))]
+    {
+        (0..n).map(f).collect()
+    }
+}
 
 /// Stage 1: one vote (0 or 1) per instance, as `vote()` in `shaders/common.wgsl`.
 /// Fails on bounds that [`Sphere::validate`] refuses, as the GPU cull does.
@@ -18,13 +30,10 @@ pub fn vote(
 ) -> Result<Vec<u32>, CullError> {
     local.validate()?;
     let n = bytes.len() / format.stride() as usize;
-    Ok((0..n)
-        .into_par_iter()
-        .map(|i| match format.world_sphere(bytes, i, local) {
-            Some(s) => (frustum.classify(&s) != SphereClass::Outside) as u32,
-            None => 0,
-        })
-        .collect())
+    Ok(map_indices(n, |i| match format.world_sphere(bytes, i, local) {
+        Some(s) => (frustum.classify(&s) != SphereClass::Outside) as u32,
+        None => 0,
+    }))
 }
 
 /// Stage 2: the exclusive prefix sum of the votes, and their total.
@@ -109,13 +118,10 @@ pub fn classify(
 ) -> Result<Reference, CullError> {
     local.validate()?;
     let n = bytes.len() / format.stride() as usize;
-    let classes: Vec<SphereClass> = (0..n)
-        .into_par_iter()
-        .map(|i| match format.world_sphere(bytes, i, local) {
-            Some(s) => frustum.classify(&s),
-            None => SphereClass::Outside,
-        })
-        .collect();
+    let classes: Vec<SphereClass> = map_indices(n, |i| match format.world_sphere(bytes, i, local) {
+        Some(s) => frustum.classify(&s),
+        None => SphereClass::Outside,
+    });
     let mut reference = Reference::default();
     for (i, class) in classes.into_iter().enumerate() {
         match class {

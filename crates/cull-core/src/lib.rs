@@ -67,9 +67,22 @@
 //! workgroup limit wrap into a second dimension, and a batch larger than
 //! the largest storage binding is culled in chunks, its output bound as up to
 //! [`MAX_OUTPUT_WINDOWS`] bindings.
+//!
+//! # Other cargo features
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `parallel` | on | the CPU reference ([`cpu`]) and random scenes ([`scene`]) run on all cores (rayon); off, on the calling thread |
+//! | `blocking` | on | `GpuContext`, which opens an adapter and a device by blocking on wgpu's futures (pollster) |
+//!
+//! Neither is used on the GPU path: a renderer that only culls turns both off
+//! (`default-features = false` and the variants it wants), as the Bevy plugin does.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod buffers;
+#[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod context;
 pub mod cpu;
 pub mod culler;
@@ -83,6 +96,7 @@ pub mod timing;
 pub mod variant;
 
 pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE};
+#[cfg(feature = "blocking")]
 pub use context::GpuContext;
 pub use culler::{CullParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, OutputKind, Tuning};
 pub use error::CullError;
@@ -93,8 +107,15 @@ pub use variant::ScanVariant;
 
 /// The types most programs need.
 pub mod prelude {
+    #[cfg(feature = "blocking")]
+    pub use crate::GpuContext;
     pub use crate::{
-        CullError, CullInput, CullParams, CullTarget, CullTimings, Culler, CullerDesc, Frustum, GpuContext,
-        Instance, InstanceFormat, OutputKind, ScanVariant, Sphere,
+        CullError, CullInput, CullParams, CullTarget, CullTimings, Culler, CullerDesc, Frustum, Instance,
+        InstanceFormat, OutputKind, ScanVariant, Sphere,
     };
 }
+
+/// The README's examples, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -108,10 +108,9 @@ impl Scene {
     /// inside the view and the rest behind the camera, so the visible share
     /// is known in advance (for benchmarks). Without it, instances fill a
     /// box around the camera, many straddling the planes (for tests).
-    /// Generated on all cores, in blocks with their own streams, so the
-    /// result depends only on the arguments.
+    /// Generated in blocks with their own streams (on all cores with the
+    /// `parallel` feature), so the result depends only on the arguments.
     pub fn random(seed: u64, count: usize, camera: CameraKind, visible_fraction: Option<f32>) -> Scene {
-        use rayon::prelude::*;
         const BLOCK: usize = 1 << 16;
         let mut rng = SceneRng::new(seed);
         let eye = Vec3::new(rng.range(-5.0, 5.0), rng.range(-5.0, 5.0), rng.range(-5.0, 5.0));
@@ -121,43 +120,47 @@ impl Scene {
         let world_from_view = view.inverse();
         let bounds = Sphere::new(Vec3::new(0.3, -0.2, 0.1), 0.8);
         let mut instances = vec![Instance::default(); count];
-        instances
-            .par_chunks_mut(BLOCK)
-            .enumerate()
-            .for_each(|(block, chunk)| {
-                let mut rng = SceneRng::new(seed ^ ((block as u64 + 1) << 32));
-                for inst in chunk {
-                    let position = match visible_fraction {
-                        Some(fraction) => {
-                            let depth = rng.range(5.0, 100.0);
-                            // Within 80% of the half extent at that depth, less a
-                            // margin for the radius (the ortho view is 40 x 22.5
-                            // at every depth).
-                            let (hx, hy) = match camera {
-                                CameraKind::Orthographic => (40.0, 22.5),
-                                _ => (depth * 0.5463 * 16.0 / 9.0, depth * 0.5463),
-                            };
-                            let x = rng.range(-0.8, 0.8) * (hx - 4.0f32).max(0.0);
-                            let y = rng.range(-0.8, 0.8) * (hy - 4.0f32).max(0.0);
-                            let behind = rng.unit() >= fraction;
-                            let z = if behind { depth } else { -depth };
-                            world_from_view.transform_point3(Vec3::new(x, y, z))
-                        }
-                        None => {
-                            eye + Vec3::new(
-                                rng.range(-90.0, 90.0),
-                                rng.range(-60.0, 60.0),
-                                rng.range(-130.0, 40.0),
-                            )
-                        }
-                    };
-                    *inst = Instance {
-                        position,
-                        rotation: rng.rotation(),
-                        scale: rng.range(0.25, 2.5),
-                    };
-                }
-            });
+        let fill = |(block, chunk): (usize, &mut [Instance])| {
+            let mut rng = SceneRng::new(seed ^ ((block as u64 + 1) << 32));
+            for inst in chunk {
+                let position = match visible_fraction {
+                    Some(fraction) => {
+                        let depth = rng.range(5.0, 100.0);
+                        // Within 80% of the half extent at that depth, less a
+                        // margin for the radius (the ortho view is 40 x 22.5
+                        // at every depth).
+                        let (hx, hy) = match camera {
+                            CameraKind::Orthographic => (40.0, 22.5),
+                            _ => (depth * 0.5463 * 16.0 / 9.0, depth * 0.5463),
+                        };
+                        let x = rng.range(-0.8, 0.8) * (hx - 4.0f32).max(0.0);
+                        let y = rng.range(-0.8, 0.8) * (hy - 4.0f32).max(0.0);
+                        let behind = rng.unit() >= fraction;
+                        let z = if behind { depth } else { -depth };
+                        world_from_view.transform_point3(Vec3::new(x, y, z))
+                    }
+                    None => {
+                        eye + Vec3::new(
+                            rng.range(-90.0, 90.0),
+                            rng.range(-60.0, 60.0),
+                            rng.range(-130.0, 40.0),
+                        )
+                    }
+                };
+                *inst = Instance {
+                    position,
+                    rotation: rng.rotation(),
+                    scale: rng.range(0.25, 2.5),
+                };
+            }
+        };
+        #[cfg(feature = "parallel")]
+        {
+            use rayon::prelude::*;
+            instances.par_chunks_mut(BLOCK).enumerate().for_each(fill);
+        }
+        #[cfg(not(feature = "parallel"))]
+        instances.chunks_mut(BLOCK).enumerate().for_each(fill);
         Scene {
             clip_from_world,
             bounds,
