@@ -26,6 +26,17 @@ impl GpuContext {
     /// the adapter's full limits and the [`USEFUL_FEATURES`] it has, minus
     /// `disabled`.
     pub fn new(backends: wgpu::Backends, disabled: wgpu::Features) -> Result<Self, CullError> {
+        Self::with_limits(backends, disabled, None)
+    }
+
+    /// Like [`Self::new`], with `limits` instead of the adapter's (e.g.
+    /// `wgpu::Limits::default()`, WebGPU's defaults, to check that culling
+    /// works where a browser would run it).
+    pub fn with_limits(
+        backends: wgpu::Backends,
+        disabled: wgpu::Features,
+        limits: Option<wgpu::Limits>,
+    ) -> Result<Self, CullError> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
             backends: wgpu::Backends::from_env().unwrap_or(backends),
             ..wgpu::InstanceDescriptor::new_without_display_handle()
@@ -43,7 +54,7 @@ impl GpuContext {
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("cull-core"),
             required_features: features,
-            required_limits: adapter.limits(),
+            required_limits: limits.unwrap_or_else(|| adapter.limits()),
             ..Default::default()
         }))?;
         Ok(Self {

@@ -88,11 +88,13 @@ pub enum CullError {
     /// The projection matrix gives no usable frustum.
     #[error("degenerate frustum: {0}")]
     DegenerateFrustum(&'static str),
-    /// An orthographic `clip_from_world` matrix cannot tell its near plane
-    /// from its far plane (a mirrored view and a reverse-Z one look alike), so
-    /// `max_distance` cannot be placed.
+    /// A `clip_from_world` matrix alone cannot tell its near plane from its
+    /// far plane: an orthographic one (a mirrored view and a reverse-Z one
+    /// look alike), or one whose `w` gradient does not line up with its depth
+    /// planes (rounding noise, a strongly oblique near plane). So
+    /// `max_distance` cannot be placed; `Frustum::from_view` can.
     #[error(
-        "max_distance with an orthographic clip_from_world is ambiguous (mirrored or reverse-Z?): use Frustum::from_view"
+        "max_distance with this clip_from_world is ambiguous (orthographic: mirrored or reverse-Z?): use Frustum::from_view"
     )]
     AmbiguousDepth,
     /// The mesh's local bounding sphere cannot bound anything: its center is
@@ -118,6 +120,17 @@ pub enum CullError {
         index: usize,
         /// Its scale.
         scale: f32,
+    },
+    /// A pass would bind more storage buffers than the device allows per
+    /// shader stage (a batch past one binding adds output windows).
+    #[error("pass {pass} needs {needed} storage buffers; the device binds at most {limit} per stage")]
+    TooManyStorageBuffers {
+        /// The pass.
+        pass: String,
+        /// Storage buffers it binds.
+        needed: u32,
+        /// `max_storage_buffers_per_shader_stage`.
+        limit: u32,
     },
     /// A parameter is out of its range.
     #[error("invalid parameter: {0}")]

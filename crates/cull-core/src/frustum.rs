@@ -177,15 +177,24 @@ impl Frustum {
         if world_from_view.determinant() == 0.0 {
             return Err(CullError::DegenerateFrustum("world_from_view is singular"));
         }
-        let forward = world_from_view.transform_vector3(DVec3::NEG_Z);
+        // Depth grows along w's gradient for a perspective projection and
+        // along the camera's -Z for an orthographic one (constant w), told
+        // exactly from the projection alone.
+        let perspective = clip_from_view.row(3).truncate() != Vec3::ZERO;
+        let deeper = if perspective {
+            None
+        } else {
+            Some(world_from_view.transform_vector3(DVec3::NEG_Z))
+        };
         let clip_from_world = clip_from_view.as_dmat4() * world_from_view.inverse();
-        Self::extract(clip_from_world, Some(forward), max_distance)
+        Self::extract(clip_from_world, deeper, max_distance)
     }
 
     /// The planes of `clip_from_world` (entries exact `f32` values, or the
-    /// `f64` product of [`Self::from_view`]); `forward` is where the camera
-    /// looks, when known.
-    fn extract(m: DMat4, forward: Option<DVec3>, max_distance: Option<f32>) -> Result<Self, CullError> {
+    /// `f64` product of [`Self::from_view`]); `deeper` is where an
+    /// orthographic camera looks, when known (`None` for a perspective one,
+    /// or when unknown).
+    fn extract(m: DMat4, deeper: Option<DVec3>, max_distance: Option<f32>) -> Result<Self, CullError> {
         let (r0, r1, r2, r3) = (m.row(0), m.row(1), m.row(2), m.row(3));
         // (plane, magnitude of what it was combined from). Order matters only
         // for speed: the side planes reject most instances.
@@ -198,21 +207,27 @@ impl Frustum {
             (r2, len3(r2)),
             (r3 - r2, len3(r3) + len3(r2)),
         ];
+        // The side rows set the scale w's gradient is judged against below.
+        let side_scale = len3(r0).max(len3(r1));
         let mut planes = [Vec4::ZERO; 6];
         let mut len = 0;
         // Normalized depth planes in f64: [z >= 0, z <= w]; None when at infinity.
         let mut depth: [Option<(usize, DVec4)>; 2] = [None, None];
         for (i, (p, magnitude)) in raw.iter().enumerate() {
             let n = len3(*p);
-            let plane = *p / n;
-            let at_infinity = n == 0.0 || n <= magnitude * AT_INFINITY || !plane.as_vec4().is_finite();
-            if at_infinity {
+            if n == 0.0 {
                 if p.w >= 0.0 {
                     continue; // every point satisfies it
                 }
                 return Err(CullError::DegenerateFrustum(
                     "a clip plane at infinity excludes every point",
                 ));
+            }
+            let plane = *p / n;
+            // Dropped whatever the sign of its offset, which depends on where
+            // the origin is: dropping keeps more, never less.
+            if n <= magnitude * AT_INFINITY || !plane.as_vec4().is_finite() {
+                continue;
             }
             planes[len] = plane.as_vec4();
             len += 1;
@@ -231,17 +246,17 @@ impl Frustum {
                 "max_distance must be finite and positive",
             ));
         }
-        // The direction in which view depth grows: w's gradient for a
-        // perspective projection (exact, whatever the mirroring), else the
-        // camera's forward axis when known. An orthographic w is constant:
-        // its gradient is zero, or rounding noise after a product.
+        // The direction in which view depth grows: the orthographic camera's
+        // forward axis when known, else w's gradient, which for a perspective
+        // projection is exact whatever the mirroring. An orthographic w is
+        // constant: its gradient is zero in glam's and Bevy's matrices; a
+        // gradient that is rounding noise of a hand-made one points anywhere,
+        // which the alignment check below refuses.
         let w_gradient = r3.truncate();
-        let deeper = if w_gradient.length() > len3(r0) * AT_INFINITY {
-            w_gradient
-        } else if let Some(forward) = forward {
-            forward
-        } else {
-            return Err(CullError::AmbiguousDepth);
+        let (deeper, from_w) = match deeper {
+            Some(forward) => (forward, false),
+            None if w_gradient.length() > side_scale * (AT_INFINITY * AT_INFINITY) => (w_gradient, true),
+            None => return Err(CullError::AmbiguousDepth),
         };
         // The near plane faces deeper (its inside is in front of it); the far
         // plane faces back towards the camera.
@@ -253,6 +268,12 @@ impl Frustum {
                 "max_distance needs a near plane, and this projection has none",
             ));
         };
+        // A perspective near plane faces along w's gradient (exactly, unless
+        // the projection is oblique); one far off it means the gradient is
+        // noise, or an oblique plane too tilted to measure from.
+        if from_w && near.truncate().dot(deeper) < 0.5 * deeper.length() {
+            return Err(CullError::AmbiguousDepth);
+        }
         // near: n.p + d >= 0 (inside is in front). bound: -n.p - d + distance >= 0.
         let bound = DVec4::new(-near.x, -near.y, -near.z, -near.w + max_distance as f64);
         match far {
@@ -586,6 +607,30 @@ mod tests {
             ..tangent
         };
         assert_eq!(f.classify(&clearly_out), SphereClass::Outside);
+    }
+
+    /// Review findings: a standard far plane past the matrix's precision is
+    /// dropped whatever the sign of its offset (it depends on the origin),
+    /// and a very narrow perspective still places max_distance.
+    #[test]
+    fn far_plane_noise_and_narrow_views() {
+        // near 0.1, far 6e4: far/near 6e5; the origin lies beyond the far plane.
+        let eye = Vec3::new(0.0, 0.0, 1e5);
+        let view = look(eye, Vec3::ZERO, Vec3::Y);
+        let f = frustum(Mat4::perspective_rh(1.0, 1.0, 0.1, 6e4) * view);
+        assert!(f.intersects_sphere(eye - Vec3::Z * 100.0, 1.0));
+        for (fov, aspect) in [(1e-3f32, 1e-3f32), (1e-4, 1e-2), (2.0, 1e3)] {
+            let proj = Mat4::perspective_infinite_reverse_rh(fov, aspect, 0.1);
+            let f = Frustum::from_clip_from_world(proj, Some(50.0)).unwrap();
+            assert!(
+                f.intersects_sphere(Vec3::new(0.0, 0.0, -40.0), 1e-3),
+                "fov {fov} aspect {aspect}"
+            );
+            assert!(
+                !f.intersects_sphere(Vec3::new(0.0, 0.0, -60.0), 1e-3),
+                "fov {fov} aspect {aspect}"
+            );
+        }
     }
 
     #[test]

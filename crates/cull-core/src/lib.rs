@@ -80,6 +80,18 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(not(any(
+    feature = "hillis-steele",
+    feature = "block-atomic",
+    feature = "subgroup-ballot",
+    feature = "subgroup-shuffle",
+    feature = "ordered"
+)))]
+compile_error!(
+    "cull-core needs at least one scan-variant feature: hillis-steele, block-atomic, subgroup-ballot, \
+     subgroup-shuffle or ordered (all are on by default)"
+);
+
 pub mod buffers;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]

@@ -4,6 +4,7 @@
 //! before each chunk.
 
 use super::{Slot, chunk_entries, layout, output_slots, pipeline};
+use crate::CullError;
 use crate::buffers::{CullInput, CullTarget};
 use crate::culler::{Chunk, Culler, PARAMS_STRIDE};
 use crate::timing::{PassKind, Recorder};
@@ -18,19 +19,24 @@ pub(super) struct FusedPass {
 const SCAN_STATE: u32 = 10;
 
 impl FusedPass {
-    pub fn new(device: &wgpu::Device, module: &wgpu::ShaderModule, windows: u32, ordered: bool) -> Self {
+    pub fn new(
+        device: &wgpu::Device,
+        module: &wgpu::ShaderModule,
+        windows: u32,
+        ordered: bool,
+    ) -> Result<Self, CullError> {
         let slots: Vec<_> = [(0, Slot::Params), (1, Slot::Read), (2, Slot::ReadWrite)]
             .into_iter()
             .chain(output_slots(windows))
             .chain(ordered.then_some((SCAN_STATE, Slot::ReadWrite)))
             .collect();
-        let layout = layout(device, "cull-fused", &slots);
+        let layout = layout(device, "cull-fused", &slots)?;
         let pipeline = pipeline(device, module, &layout, "cull");
-        Self {
+        Ok(Self {
             layout,
             pipeline,
             ordered,
-        }
+        })
     }
 
     pub fn encode(

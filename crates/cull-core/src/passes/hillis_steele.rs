@@ -3,6 +3,7 @@
 //! pass that adds the chunk's total to the running count.
 
 use super::{Slot, bind_window, chunk_entries, layout, output_slots, pipeline};
+use crate::CullError;
 use crate::buffers::{CullInput, CullTarget};
 use crate::culler::{Chunk, Culler, GpuParams, PARAMS_STRIDE};
 use crate::timing::{PassKind, Recorder};
@@ -19,18 +20,18 @@ pub(super) struct HillisSteelePasses {
 }
 
 impl HillisSteelePasses {
-    pub fn new(device: &wgpu::Device, module: &wgpu::ShaderModule, windows: u32) -> Self {
+    pub fn new(device: &wgpu::Device, module: &wgpu::ShaderModule, windows: u32) -> Result<Self, CullError> {
         let make = |name: &str, slots: Vec<(u32, Slot)>| {
-            let l = layout(device, name, &slots);
+            let l = layout(device, name, &slots)?;
             let p = pipeline(device, module, &l, name);
-            (l, p)
+            Ok::<_, CullError>((l, p))
         };
         let compact_slots = [(0, Slot::Params), (1, Slot::Read), (2, Slot::ReadWrite)]
             .into_iter()
             .chain(output_slots(windows))
             .chain([(VOTES, Slot::ReadWrite), (SCAN_IN, Slot::Read)])
             .collect();
-        Self {
+        Ok(Self {
             vote: make(
                 "vote_pass",
                 vec![
@@ -39,7 +40,7 @@ impl HillisSteelePasses {
                     (VOTES, Slot::ReadWrite),
                     (SCAN_OUT, Slot::ReadWrite),
                 ],
-            ),
+            )?,
             scan: make(
                 "scan_step",
                 vec![
@@ -47,13 +48,13 @@ impl HillisSteelePasses {
                     (SCAN_IN, Slot::Read),
                     (SCAN_OUT, Slot::ReadWrite),
                 ],
-            ),
-            compact: make("compact", compact_slots),
+            )?,
+            compact: make("compact", compact_slots)?,
             finalize: make(
                 "finalize",
                 vec![(0, Slot::Params), (2, Slot::ReadWrite), (SCAN_IN, Slot::Read)],
-            ),
-        }
+            )?,
+        })
     }
 
     pub fn encode(

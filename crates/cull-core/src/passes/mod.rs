@@ -35,10 +35,10 @@ impl Pipelines {
         });
         let passes = match variant {
             ScanVariant::HillisSteele => {
-                Passes::HillisSteele(hillis_steele::HillisSteelePasses::new(device, &module, windows))
+                Passes::HillisSteele(hillis_steele::HillisSteelePasses::new(device, &module, windows)?)
             }
-            ScanVariant::Ordered => Passes::Fused(fused::FusedPass::new(device, &module, windows, true)),
-            _ => Passes::Fused(fused::FusedPass::new(device, &module, windows, false)),
+            ScanVariant::Ordered => Passes::Fused(fused::FusedPass::new(device, &module, windows, true)?),
+            _ => Passes::Fused(fused::FusedPass::new(device, &module, windows, false)?),
         };
         Ok(Self { windows, passes })
     }
@@ -71,7 +71,23 @@ enum Slot {
     ReadWrite,
 }
 
-fn layout(device: &wgpu::Device, label: &str, slots: &[(u32, Slot)]) -> wgpu::BindGroupLayout {
+/// A pass's bind group layout; a typed error, before wgpu sees it, when the
+/// pass needs more storage buffers than the device binds per stage (WebGPU's
+/// default is 8; a batch past one binding needs more output windows).
+fn layout(
+    device: &wgpu::Device,
+    label: &str,
+    slots: &[(u32, Slot)],
+) -> Result<wgpu::BindGroupLayout, CullError> {
+    let storage = slots.iter().filter(|(_, s)| !matches!(s, Slot::Params)).count() as u32;
+    let limit = device.limits().max_storage_buffers_per_shader_stage;
+    if storage > limit {
+        return Err(CullError::TooManyStorageBuffers {
+            pass: label.to_owned(),
+            needed: storage,
+            limit,
+        });
+    }
     let entries: Vec<_> = slots
         .iter()
         .map(|&(binding, slot)| wgpu::BindGroupLayoutEntry {
@@ -94,10 +110,10 @@ fn layout(device: &wgpu::Device, label: &str, slots: &[(u32, Slot)]) -> wgpu::Bi
             count: None,
         })
         .collect();
-    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+    Ok(device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: Some(label),
         entries: &entries,
-    })
+    }))
 }
 
 fn pipeline(

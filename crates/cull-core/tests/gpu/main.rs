@@ -14,3 +14,4 @@ mod ordered;
 mod properties;
 mod subgroups;
 mod timing;
+mod webgpu_limits;

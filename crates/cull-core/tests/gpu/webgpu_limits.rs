@@ -1,0 +1,115 @@
+//! WebGPU's limits (issue 15): Bevy's own GPU culling is off in browsers, so
+//! every variant that needs no native-only feature must run within WebGPU's
+//! default limits (`wgpu::Limits::default()`: 8 storage buffers per stage,
+//! 128 MiB per binding, 16 KiB of workgroup memory, 256 invocations) and
+//! without subgroups or immediates. A device with exactly those limits and
+//! no optional features is opened on the test adapter (lavapipe here) and the
+//! exact-set tests run through it, past one binding's worth of instances too.
+
+use crate::harness::*;
+use cull_core::{CullError, GpuContext, InstanceFormat, OutputKind, ScanVariant, Tuning};
+
+fn webgpu_device() -> GpuContext {
+    GpuContext::with_limits(
+        wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
+        wgpu::Features::all(),
+        Some(wgpu::Limits::default()),
+    )
+    .unwrap_or_else(|e| panic!("a device with WebGPU's default limits: {e}"))
+}
+
+#[test]
+fn every_portable_variant_is_exact_within_webgpu_limits() {
+    let ctx = webgpu_device();
+    assert!(ctx.device.features().is_empty(), "no optional feature");
+    assert_eq!(ctx.device.limits().max_storage_buffers_per_shader_stage, 8);
+    let portable: Vec<ScanVariant> = ScanVariant::compiled()
+        .filter(|v| v.is_available(wgpu::Features::empty()))
+        .collect();
+    if portable.is_empty() {
+        // Only subgroup variants are compiled in (a feature-subset build):
+        // such a device gets a typed refusal, which is what is checked.
+        let err = cull_core::Culler::new(&ctx.device, &ctx.queue, &Default::default()).err();
+        assert!(matches!(err, Some(CullError::NoVariantAvailable)), "{err:?}");
+        eprintln!("no variant without subgroups is compiled in: checked the refusal only");
+        return;
+    }
+    // Small bindings put every shape's largest bind group (four output
+    // windows) and the chunk loop through the same limits at small sizes.
+    let small = Tuning {
+        max_binding_size: Some(64 << 10),
+        ..Default::default()
+    };
+    for variant in portable {
+        for format in InstanceFormat::ALL {
+            for output in [OutputKind::Indices, OutputKind::Instances] {
+                for tuning in [Tuning::default(), small] {
+                    let culler = culler(&ctx, variant, format, output, tuning);
+                    assert!(!culler.uses_subgroups());
+                    let chunk = culler.chunk_len() as usize;
+                    let sizes: Vec<usize> = if tuning == small {
+                        vec![chunk + 1, 3 * chunk + 77]
+                    } else {
+                        vec![0, 1, 255, 257, 100_003]
+                    };
+                    for n in sizes {
+                        let scene = edge_scene(n as u64 + 5, n, Camera::InfiniteReverseZ, format);
+                        let survivors = run(&ctx, &culler, &scene, (n as u32).max(1));
+                        let what =
+                            format!("{variant:?} {format:?} {output:?} n={n} chunk={chunk} (WebGPU limits)");
+                        assert_exact(&what, &reference(&scene, format), &survivors);
+                        if variant.preserves_order() {
+                            assert!(survivors.windows(2).all(|w| w[0] < w[1]), "{what}: out of order");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A device that binds fewer storage buffers than a pass needs gets a typed
+/// error from the culler, not a wgpu validation panic.
+#[test]
+fn too_few_storage_buffers_is_an_error() {
+    let limits = wgpu::Limits {
+        max_storage_buffers_per_shader_stage: 4,
+        ..wgpu::Limits::downlevel_defaults()
+    };
+    let ctx = GpuContext::with_limits(
+        wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
+        wgpu::Features::all(),
+        Some(limits),
+    )
+    .unwrap();
+    for variant in ScanVariant::compiled().filter(|v| v.is_available(wgpu::Features::empty())) {
+        let desc = cull_core::CullerDesc {
+            variant: Some(variant),
+            allow_fallback: false,
+            format: InstanceFormat::PosQuat,
+            output: OutputKind::Indices,
+            ..Default::default()
+        };
+        match cull_core::Culler::new(&ctx.device, &ctx.queue, &desc) {
+            // Fits in four with one output window: then a batch needing four
+            // windows must be refused when its target is made.
+            Ok(culler) => {
+                let four_windows = 3 * culler.chunk_len() + 1;
+                let err = cull_core::CullTarget::new(&ctx.device, &culler, four_windows).err();
+                assert!(
+                    matches!(
+                        err,
+                        Some(
+                            CullError::TooManyStorageBuffers { .. } | CullError::CountExceedsCapacity { .. }
+                        )
+                    ),
+                    "{variant:?}: {err:?}"
+                );
+            }
+            Err(e) => assert!(
+                matches!(e, CullError::TooManyStorageBuffers { .. }),
+                "{variant:?}: {e}"
+            ),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Each scan-variant feature of cull-core builds and passes its tests alone
+# (with the `parallel` and `blocking` helpers the tests use), and none at all
+# is a compile error that says what to enable. CI runs this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+variants="hillis-steele block-atomic subgroup-ballot subgroup-shuffle ordered"
+for v in $variants; do
+    echo "== cull-core with only the $v variant"
+    cargo test -q -p cull-core --no-default-features --features "$v parallel blocking" 2>&1 \
+        | grep -E "^test result|panicked|FAILED|error" || true
+    cargo test -q -p cull-core --no-default-features --features "$v parallel blocking" >/dev/null 2>&1 \
+        || { echo "cull-core with only $v failed; rerun: cargo test -p cull-core --no-default-features --features \"$v parallel blocking\""; exit 1; }
+done
+echo "== cull-core with no variant must not build"
+if out=$(cargo check -q -p cull-core --no-default-features 2>&1); then
+    echo "cull-core built with no scan variant"; exit 1
+fi
+grep -q "at least one scan-variant feature" <<<"$out" || { echo "unexpected error: $out"; exit 1; }
+echo "every variant alone: ok; none: refused with a message"
