@@ -37,6 +37,41 @@ impl std::fmt::Debug for GpuCullPlugin {
     }
 }
 
+/// The plugin's systems, for ordering your own against them.
+///
+/// ```no_run
+/// # use bevy::prelude::*;
+/// # use bevy_gpu_cull::GpuCullSystems;
+/// # fn read_survivors() {}
+/// # let mut render_app = App::new();
+/// // In the render app: a pass of yours that reads this frame's culled sets.
+/// render_app.add_systems(
+///     bevy::core_pipeline::schedule::Core3d,
+///     read_survivors.after(GpuCullSystems::Cull),
+/// );
+/// ```
+#[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuCullSystems {
+    /// Main world, `PostUpdate`: fills in [`crate::GpuCullBounds`] for
+    /// batches whose mesh has loaded.
+    ComputeBounds,
+    /// Main world, `PreUpdate`: takes the render world's statistics into
+    /// [`GpuCullStats`].
+    ReceiveStats,
+    /// Render world, `ExtractSchedule`: brings the batches' changes and the
+    /// settings over.
+    Extract,
+    /// Render world, in `RenderSystems::PrepareResources`: the culler, each
+    /// batch's buffers and each (view, batch) target, in that order.
+    Prepare,
+    /// Render world, in each camera's `Core3d` schedule before
+    /// `Core3dSystems::MainPass`: the cull of every batch for that view.
+    Cull,
+    /// Render world, in `RenderSystems::Cleanup`: the asynchronous readback
+    /// of counts and timings, and the statistics sent to the main world.
+    Readback,
+}
+
 /// Run-time settings; a change takes effect on the next frame.
 #[derive(Resource, Clone, Debug, PartialEq, Eq)]
 pub struct GpuCullSettings {
@@ -94,6 +129,9 @@ pub struct GpuCullStats {
     /// as of a frame or two ago. It returns to its earlier level when the
     /// batches and cameras that grew it are gone.
     pub gpu_buffer_bytes: u64,
+    /// Times the draw arguments of a (view, batch) were written: once per
+    /// new target or changed mesh, not per frame.
+    pub draw_args_writes: u64,
 }
 
 /// Messages from the render world to the main world.
@@ -120,6 +158,8 @@ pub(crate) enum StatMessage {
     Drawn,
     /// The plugin's GPU buffers changed size.
     GpuBytes(u64),
+    /// A target's draw arguments were written.
+    DrawArgsWritten,
 }
 
 #[derive(Resource)]
@@ -155,8 +195,11 @@ impl Plugin for GpuCullPlugin {
             .register_diagnostic(Diagnostic::new(Self::VOTE_TIME))
             .register_diagnostic(Diagnostic::new(Self::SCAN_TIME))
             .register_diagnostic(Diagnostic::new(Self::COMPACT_TIME))
-            .add_systems(PreUpdate, receive_stats)
-            .add_systems(PostUpdate, crate::components::compute_bounds)
+            .add_systems(PreUpdate, receive_stats.in_set(GpuCullSystems::ReceiveStats))
+            .add_systems(
+                PostUpdate,
+                crate::components::compute_bounds.in_set(GpuCullSystems::ComputeBounds),
+            )
             .add_plugins(bevy::render::extract_component::ExtractComponentPlugin::<
                 crate::components::CullingFrustumOverride,
             >::default());
@@ -201,6 +244,7 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             }
             StatMessage::Drawn => stats.drawn_frames += 1,
             StatMessage::GpuBytes(bytes) => stats.gpu_buffer_bytes = bytes,
+            StatMessage::DrawArgsWritten => stats.draw_args_writes += 1,
         }
     }
     if culled {

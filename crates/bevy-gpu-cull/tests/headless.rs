@@ -701,6 +701,22 @@ fn packed16_culls_scaled_instances_like_the_draw() {
     );
 }
 
+/// Frames that change nothing write no draw arguments (issue 15: they were
+/// written for every view and batch every frame); a new camera writes its own.
+#[test]
+fn unchanged_frames_write_no_draw_arguments() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness(None, &[looking_down_grid()]);
+    run_until_counts_match(&mut h, "start");
+    let writes = |h: &Harness| h.app.world().resource::<GpuCullStats>().draw_args_writes;
+    let before = writes(&h);
+    assert!(before >= 1, "the target's arguments were written once");
+    for _ in 0..20 {
+        h.app.update();
+    }
+    assert_eq!(writes(&h), before, "20 unchanged frames wrote draw arguments");
+}
+
 /// A view whose matrices give no frustum (here a NaN override) is culled
 /// with one that keeps everything: every instance is counted and drawn,
 /// never last frame's survivors.

@@ -3,6 +3,7 @@
 
 use crate::culler::{Culler, PARAMS_STRIDE};
 use crate::passes::Pipelines;
+pub use crate::readback::read_back;
 use crate::timing::{Recorder, TimingQueries};
 use crate::{CullError, CullTimings, Instance, InstanceFormat};
 use std::sync::Arc;
@@ -144,6 +145,9 @@ pub struct CullTarget {
 
 /// Bytes of `DrawIndexedIndirectArgs` (five `u32`); `DrawIndirectArgs` uses the first four.
 pub const DRAW_ARGS_SIZE: u64 = 20;
+/// Byte offset of `instance_count` (the visible count the cull writes) in
+/// [`CullTarget::draw_args`], for both argument layouts.
+pub const INSTANCE_COUNT_OFFSET: u64 = 4;
 
 impl CullTarget {
     /// Allocates a target for up to `capacity` instances.
@@ -316,7 +320,7 @@ impl CullTarget {
     /// Copies the visible count (the draw's `instance_count`) back to the CPU,
     /// waiting for the GPU. For tests and tools, not for the frame loop.
     pub fn read_visible_count(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<u32, CullError> {
-        let bytes = read_back(device, queue, &self.draw_args, 4, 4)?;
+        let bytes = read_back(device, queue, &self.draw_args, INSTANCE_COUNT_OFFSET, 4)?;
         Ok(bytemuck::pod_read_unaligned(&bytes))
     }
 
@@ -351,50 +355,4 @@ impl CullTarget {
     pub fn poll_timings(&self) -> Option<CullTimings> {
         self.timing.as_ref()?.poll(self.timestamp_period)
     }
-}
-
-/// Copies `size` bytes at `offset` of `buffer` (which needs `COPY_SRC`) to
-/// the CPU, blocking until the GPU is done.
-pub fn read_back(
-    device: &wgpu::Device,
-    queue: &wgpu::Queue,
-    buffer: &wgpu::Buffer,
-    offset: u64,
-    size: u64,
-) -> Result<Vec<u8>, CullError> {
-    if size == 0 {
-        return Ok(Vec::new());
-    }
-    let staging = device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("cull-readback"),
-        size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut encoder = device.create_command_encoder(&Default::default());
-    encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size);
-    queue.submit([encoder.finish()]);
-    map_blocking(device, &staging, size)
-}
-
-/// Maps the first `size` bytes of a `MAP_READ` buffer, copies them out and unmaps.
-pub(crate) fn map_blocking(
-    device: &wgpu::Device,
-    buffer: &wgpu::Buffer,
-    size: u64,
-) -> Result<Vec<u8>, CullError> {
-    let slice = buffer.slice(..size);
-    let (tx, rx) = std::sync::mpsc::channel();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        let _ = tx.send(r);
-    });
-    device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| CullError::Readback(e.to_string()))?;
-    rx.recv()
-        .map_err(|e| CullError::Readback(e.to_string()))?
-        .map_err(|e| CullError::Readback(e.to_string()))?;
-    let data = slice.get_mapped_range().to_vec();
-    buffer.unmap();
-    Ok(data)
 }

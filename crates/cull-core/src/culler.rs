@@ -436,7 +436,7 @@ impl Culler {
         }
 
         // The atomic counter is the draw's instance count: zero it.
-        encoder.clear_buffer(target.draw_args(), 4, Some(4));
+        encoder.clear_buffer(target.draw_args(), crate::buffers::INSTANCE_COUNT_OFFSET, Some(4));
         let mut recorder = target.timing_recorder();
         target
             .pipelines()

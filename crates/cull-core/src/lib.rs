@@ -102,18 +102,20 @@ pub mod error;
 pub mod frustum;
 pub mod instance;
 mod passes;
+pub mod readback;
 pub mod scene;
 mod shader;
 pub mod timing;
 pub mod variant;
 
-pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE};
+pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE, INSTANCE_COUNT_OFFSET};
 #[cfg(feature = "blocking")]
 pub use context::GpuContext;
 pub use culler::{CullParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, OutputKind, Tuning};
 pub use error::CullError;
 pub use frustum::{Frustum, Sphere, WorldSphere};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
+pub use readback::AsyncReadback;
 pub use timing::{CullTimings, PassKind};
 pub use variant::ScanVariant;
 

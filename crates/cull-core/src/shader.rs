@@ -140,17 +140,19 @@ pub(crate) struct ModuleShape {
     pub subgroups: bool,
 }
 
-/// Replaces the value of `const NAME: u32 = ...;` in WGSL source.
+/// Replaces the value of `const NAME: u32 = ...;` in WGSL source. The
+/// sources are compiled into the crate, so a missing constant is this
+/// crate's bug, not the caller's: it panics with the name rather than
+/// composing a module that silently keeps the default (`every_module_validates`
+/// composes every shape on each `cargo test`).
 fn set_const(src: &str, name: &str, value: u32) -> String {
     let key = format!("const {name}: u32 = ");
-    match src.find(&key) {
-        Some(start) => {
-            let from = start + key.len();
-            let end = from + src[from..].find(';').expect("a const ends with ;");
-            format!("{}{value}u{}", &src[..from], &src[end..])
-        }
-        None => src.to_owned(),
-    }
+    let start = src
+        .find(&key)
+        .unwrap_or_else(|| panic!("the composed WGSL declares no `const {name}: u32`"));
+    let from = start + key.len();
+    let end = from + src[from..].find(';').expect("a const ends with ;");
+    format!("{}{value}u{}", &src[..from], &src[end..])
 }
 
 /// The full module for one shape.
@@ -165,13 +167,17 @@ pub(crate) fn compose(shape: ModuleShape) -> Option<String> {
     ]
     .join("\n");
     let source = set_const(&source, "WORKGROUP_SIZE", shape.workgroup_size);
-    let source = set_const(
+    let mut source = set_const(
         &source,
         "ROW_GROUPS",
         row_groups(shape.variant, shape.format, shape.subgroups),
     );
-    let source = set_const(&source, "SPIN_LIMIT", shape.spin_limit);
-    Some(set_const(&source, "SILENT_TILES", shape.silent_tiles))
+    // The look-back's knobs exist only in the ordered variant's module.
+    if shape.variant == ScanVariant::Ordered {
+        source = set_const(&source, "SPIN_LIMIT", shape.spin_limit);
+        source = set_const(&source, "SILENT_TILES", shape.silent_tiles);
+    }
+    Some(source)
 }
 
 #[cfg(test)]
@@ -239,6 +245,12 @@ mod tests {
         src[start..start + src[start..].find(';').unwrap()]
             .parse()
             .unwrap()
+    }
+
+    #[test]
+    #[should_panic(expected = "declares no `const NOT_THERE: u32`")]
+    fn a_missing_constant_is_not_silently_skipped() {
+        set_const(COMMON, "NOT_THERE", 1);
     }
 
     #[test]

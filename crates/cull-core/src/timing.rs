@@ -1,17 +1,12 @@
 //! GPU timestamps around each pass of a cull.
 
 use crate::CullError;
-use crate::buffers::map_blocking;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::readback::AsyncReadback;
+use std::sync::Mutex;
 use std::time::Duration;
 
-/// Readback states: the resolve buffer is copied to the readback buffer only
-/// when no mapping of it is pending, so culling never waits on the CPU.
-const IDLE: u8 = 0;
-const COPIED: u8 = 1;
-const MAPPING: u8 = 2;
-const READY: u8 = 3;
+// The resolve buffer is copied to the readback buffer (an AsyncReadback)
+// only when no mapping of it is pending, so culling never waits on the CPU.
 
 /// Which stage a compute pass belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,17 +52,16 @@ pub struct CullTimings {
 pub(crate) struct TimingQueries {
     query_set: wgpu::QuerySet,
     resolve: wgpu::Buffer,
-    readback: wgpu::Buffer,
+    readback: AsyncReadback,
     max_passes: u32,
     /// Kinds of the passes whose timestamps are in the readback buffer.
     recorded: Mutex<Vec<PassKind>>,
-    state: Arc<AtomicU8>,
 }
 
 impl TimingQueries {
     /// Bytes of the buffers it holds (the query set's memory is the driver's).
     pub fn buffer_bytes(&self) -> u64 {
-        self.resolve.size() + self.readback.size()
+        self.resolve.size() + self.readback.buffer_bytes()
     }
 
     pub fn new(device: &wgpu::Device, max_passes: u32) -> Self {
@@ -85,15 +79,9 @@ impl TimingQueries {
                 usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             }),
-            readback: device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("cull-timestamps-readback"),
-                size,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            }),
+            readback: AsyncReadback::new(device, size, "cull-timestamps-readback"),
             max_passes,
             recorded: Mutex::new(Vec::new()),
-            state: Arc::new(AtomicU8::new(IDLE)),
         }
     }
 
@@ -106,49 +94,16 @@ impl TimingQueries {
 
     /// Reads the timestamps of the last cull copied for reading (blocking).
     pub fn read(&self, device: &wgpu::Device, period_ns: f32) -> Result<CullTimings, CullError> {
-        let len = self.recorded.lock().expect("timing lock poisoned").len() as u64;
-        if len == 0 {
+        if self.recorded.lock().expect("timing lock poisoned").is_empty() {
             return Ok(CullTimings::default());
         }
-        if self.state.load(Ordering::Acquire) != COPIED {
-            return Err(CullError::Readback(
-                "an asynchronous timing readback is in progress".into(),
-            ));
-        }
-        let bytes = map_blocking(device, &self.readback, len * 16)?;
-        self.state.store(IDLE, Ordering::Release);
+        let (bytes, _) = self.readback.read_blocking(device)?;
         Ok(self.decode(&bytes, period_ns))
     }
 
-    /// The non-blocking form of [`Self::read`]: starts mapping the last
-    /// copied timestamps and returns them on a later call, once the GPU is
-    /// done and the device has been polled. Culls recorded meanwhile are not
-    /// timed.
     pub fn poll(&self, period_ns: f32) -> Option<CullTimings> {
-        match self.state.load(Ordering::Acquire) {
-            COPIED => {
-                let len = self.recorded.lock().expect("timing lock poisoned").len() as u64;
-                if len == 0 {
-                    return None;
-                }
-                self.state.store(MAPPING, Ordering::Release);
-                let state = self.state.clone();
-                self.readback
-                    .slice(..len * 16)
-                    .map_async(wgpu::MapMode::Read, move |r| {
-                        state.store(if r.is_ok() { READY } else { IDLE }, Ordering::Release);
-                    });
-                None
-            }
-            READY => {
-                let len = self.recorded.lock().expect("timing lock poisoned").len() as u64;
-                let bytes = self.readback.slice(..len * 16).get_mapped_range().to_vec();
-                self.readback.unmap();
-                self.state.store(IDLE, Ordering::Release);
-                Some(self.decode(&bytes, period_ns))
-            }
-            _ => None,
-        }
+        let (bytes, _) = self.readback.poll()?;
+        Some(self.decode(&bytes, period_ns))
     }
 
     fn decode(&self, bytes: &[u8], period_ns: f32) -> CullTimings {
@@ -202,13 +157,12 @@ impl<'a> Recorder<'a> {
             return;
         }
         let q = self.queries;
-        let state = q.state.load(Ordering::Acquire);
-        if state == MAPPING || state == READY {
-            return; // this cull goes untimed rather than wait
+        // While a mapping is pending this cull goes untimed rather than wait.
+        if !q.readback.can_copy() {
+            return;
         }
         encoder.resolve_query_set(&q.query_set, 0..2 * n, &q.resolve, 0);
-        encoder.copy_buffer_to_buffer(&q.resolve, 0, &q.readback, 0, n as u64 * 16);
+        q.readback.copy(encoder, &q.resolve, 0, n as u64 * 16, 0);
         *q.recorded.lock().expect("timing lock poisoned") = self.kinds;
-        q.state.store(COPIED, Ordering::Release);
     }
 }

@@ -8,14 +8,7 @@ use crate::plugin::{StatMessage, StatSender};
 use bevy::prelude::*;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::ExtractedView;
-use cull_core::{CullParams, Frustum};
-use std::sync::atomic::Ordering;
-
-/// Readback states of a target's visible count.
-const IDLE: u8 = 0;
-const COPIED: u8 = 1;
-const MAPPING: u8 = 2;
-const READY: u8 = 3;
+use cull_core::{CullParams, Frustum, INSTANCE_COUNT_OFFSET};
 
 pub(crate) fn cull_view(
     view: ViewQuery<(Entity, &ExtractedView, Option<&CullingFrustumOverride>)>,
@@ -73,19 +66,19 @@ pub(crate) fn cull_view(
             // E.g. GpuCullBounds with a negative radius: draw nothing rather
             // than the survivors of an earlier frame.
             error_once!("GPU culling: {e}; the batch is not drawn");
-            encoder.clear_buffer(target.target.draw_args(), 4, Some(4));
+            encoder.clear_buffer(target.target.draw_args(), INSTANCE_COUNT_OFFSET, Some(4));
             continue;
         }
         culled = true;
-        // Copy the count for the CPU only when the last copy has been read.
-        if target
-            .readback_state
-            .compare_exchange(IDLE, COPIED, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            encoder.copy_buffer_to_buffer(target.target.draw_args(), 4, &target.readback, 0, 4);
-            target.readback_frame.store(frame.0, Ordering::Release);
-        }
+        // The count for the CPU, tagged with this frame; skipped while the
+        // previous one is still being mapped.
+        target.counts.copy(
+            encoder,
+            target.target.draw_args(),
+            INSTANCE_COUNT_OFFSET,
+            4,
+            frame.0,
+        );
     }
     if culled {
         let _ = sender.0.lock().map(|s| {
@@ -108,33 +101,14 @@ pub(crate) fn read_back_counts(
         return;
     };
     for target in targets.map.values() {
-        let state = target.readback_state.clone();
-        match state.load(Ordering::Acquire) {
-            COPIED => {
-                state.store(MAPPING, Ordering::Release);
-                target
-                    .readback
-                    .slice(..)
-                    .map_async(wgpu::MapMode::Read, move |result| {
-                        state.store(if result.is_ok() { READY } else { IDLE }, Ordering::Release);
-                    });
-            }
-            READY => {
-                let count = u32::from_le_bytes(
-                    target.readback.slice(..).get_mapped_range()[..4]
-                        .try_into()
-                        .expect("four bytes"),
-                );
-                target.readback.unmap();
-                state.store(IDLE, Ordering::Release);
-                let _ = sender.send(StatMessage::Visible {
-                    view: target.main_view,
-                    batch: target.main_batch,
-                    count,
-                    frame: target.readback_frame.load(Ordering::Acquire),
-                });
-            }
-            _ => {}
+        if let Some((bytes, frame)) = target.counts.poll() {
+            let count = u32::from_le_bytes(bytes[..4].try_into().expect("four bytes"));
+            let _ = sender.send(StatMessage::Visible {
+                view: target.main_view,
+                batch: target.main_batch,
+                count,
+                frame,
+            });
         }
         if let Some(timings) = target.target.poll_timings() {
             let _ = sender.send(StatMessage::Timing {

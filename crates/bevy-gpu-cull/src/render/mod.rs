@@ -6,7 +6,7 @@ mod draw;
 mod prepare;
 
 use crate::components::{CulledInstance, DirtyRanges, GpuCullBounds, GpuCulledInstances, ScaleRange};
-use crate::plugin::{GpuCullSettings, StatSender};
+use crate::plugin::{GpuCullSettings, GpuCullSystems, StatSender};
 use bevy::asset::embedded_asset;
 use bevy::core_pipeline::core_3d::Opaque3d;
 use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
@@ -63,7 +63,10 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                 prepare::forget_gpu_batches,
             ),
         )
-        .add_systems(ExtractSchedule, (extract_batches, extract_settings))
+        .add_systems(
+            ExtractSchedule,
+            (extract_batches, extract_settings).in_set(GpuCullSystems::Extract),
+        )
         .add_systems(
             Render,
             (
@@ -74,6 +77,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     prepare::prepare_targets,
                 )
                     .chain()
+                    .in_set(GpuCullSystems::Prepare)
                     .in_set(RenderSystems::PrepareResources),
                 // Bevy's material queue removes entities it re-specializes
                 // from the bins by main entity; ours re-adds after it.
@@ -88,7 +92,12 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     .in_set(RenderSystems::Cleanup),
             ),
         )
-        .add_systems(Core3d, cull::cull_view.before(Core3dSystems::MainPass));
+        .add_systems(
+            Core3d,
+            cull::cull_view
+                .in_set(GpuCullSystems::Cull)
+                .before(Core3dSystems::MainPass),
+        );
 }
 
 pub(crate) fn finish(_app: &mut App) {}

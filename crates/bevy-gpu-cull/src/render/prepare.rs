@@ -16,10 +16,12 @@ use bevy::render::render_resource::{BindGroup, BindGroupEntries, Buffer, Pipelin
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::ExtractedView;
-use cull_core::{CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, OutputKind};
+use cull_core::{
+    AsyncReadback, CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, OutputKind,
+};
 use std::ops::Range;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64};
+
+use std::sync::atomic::AtomicU64;
 
 /// IDs of cullers (generations) and of batch buffers, unique across device losses.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -58,13 +60,27 @@ pub(crate) struct ViewTarget {
     bound_buffers: u64,
     pub capacity: u32,
     pub culler_generation: u64,
-    pub readback: wgpu::Buffer,
-    pub readback_state: Arc<AtomicU8>,
-    /// The render frame whose count is in (or on its way to) `readback`.
-    pub readback_frame: AtomicU64,
+    /// The visible count on its way to the CPU, tagged with its render frame.
+    pub counts: AsyncReadback,
     pub main_view: Entity,
     pub main_batch: Entity,
     live: bool,
+    /// The draw arguments last written to `target` (all but the count).
+    written_args: Option<DrawArgs>,
+}
+
+/// The mesh's part of a target's draw arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DrawArgs {
+    Indexed {
+        index_count: u32,
+        first_index: u32,
+        base_vertex: i32,
+    },
+    NonIndexed {
+        vertex_count: u32,
+        first_vertex: u32,
+    },
 }
 
 /// Counts render-world frames, to date the counts read back.
@@ -254,6 +270,7 @@ pub(crate) fn prepare_targets(
     allocator: Res<MeshAllocator>,
     pipeline: Option<Res<CulledPipeline>>,
     pipeline_cache: Res<PipelineCache>,
+    sender: Res<StatSender>,
 ) {
     let (Some(culler), Some(pipeline)) = (culler, pipeline) else {
         return;
@@ -285,12 +302,7 @@ pub(crate) fn prepare_targets(
                         continue;
                     }
                 };
-                let readback = device.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gpu_cull_count_readback"),
-                    size: 4,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
+                let counts = AsyncReadback::new(device.wgpu_device(), 4, "gpu_cull_count_readback");
                 let draw_args = Buffer::from(target.draw_args().clone());
                 targets.map.insert(
                     key,
@@ -301,35 +313,50 @@ pub(crate) fn prepare_targets(
                         bound_buffers: 0,
                         capacity: batch.capacity,
                         culler_generation: culler.generation,
-                        readback,
-                        readback_state: Arc::new(AtomicU8::new(0)),
-                        readback_frame: AtomicU64::new(0),
+                        counts,
                         main_view: main_view.id(),
                         main_batch: main_batch.id(),
                         live: false,
+                        written_args: None,
                     },
                 );
             }
             let target = targets.map.get_mut(&key).expect("inserted above");
-            // The mesh's place in Bevy's shared vertex and index buffers.
-            match &mesh.buffer_info {
+            // The mesh's place in Bevy's shared vertex and index buffers,
+            // written only when it changes (a new target, a mesh that moved
+            // in the allocator or was replaced).
+            let args = match &mesh.buffer_info {
                 RenderMeshBufferInfo::Indexed { count, .. } => {
                     let Some(indices) = allocator.mesh_index_slice(&mesh_instance.mesh_asset_id()) else {
                         continue;
                     };
-                    target.target.set_indexed_draw(
-                        &queue,
-                        *count,
-                        indices.range.start,
-                        vertices.range.start as i32,
-                        0,
-                    );
+                    DrawArgs::Indexed {
+                        index_count: *count,
+                        first_index: indices.range.start,
+                        base_vertex: vertices.range.start as i32,
+                    }
                 }
-                RenderMeshBufferInfo::NonIndexed => {
-                    target
+                RenderMeshBufferInfo::NonIndexed => DrawArgs::NonIndexed {
+                    vertex_count: mesh.vertex_count,
+                    first_vertex: vertices.range.start,
+                },
+            };
+            if target.written_args != Some(args) {
+                match args {
+                    DrawArgs::Indexed {
+                        index_count,
+                        first_index,
+                        base_vertex,
+                    } => target
                         .target
-                        .set_draw(&queue, mesh.vertex_count, vertices.range.start, 0);
+                        .set_indexed_draw(&queue, index_count, first_index, base_vertex, 0),
+                    DrawArgs::NonIndexed {
+                        vertex_count,
+                        first_vertex,
+                    } => target.target.set_draw(&queue, vertex_count, first_vertex, 0),
                 }
+                target.written_args = Some(args);
+                let _ = sender.0.lock().map(|s| s.send(StatMessage::DrawArgsWritten));
             }
             // The output buffer is the target's own; the draw data is the
             // batch's: rebind only when either was replaced.
@@ -365,7 +392,7 @@ pub(crate) fn report_gpu_bytes(
     let target_bytes: u64 = targets
         .map
         .values()
-        .map(|t| t.target.buffer_bytes() + t.readback.size())
+        .map(|t| t.target.buffer_bytes() + t.counts.buffer_bytes())
         .sum();
     let bytes = batch_bytes + target_bytes;
     if *last != Some(bytes) {
