@@ -789,7 +789,15 @@ fn counts_match(h: &mut Harness, cameras: &[Entity], batches: &[Entity]) -> Resu
                 .visible
                 .get(&(camera, batch))
                 .copied();
-            if got != Some(expected) {
+            // A format without scale culls with the batch's scale range, which
+            // edits only widen until the next whole-list change: never fewer
+            // than the reference (with the current range), maybe more.
+            let ok = match got {
+                Some(got) if format.carries_scale() => got == expected,
+                Some(got) => got >= expected && got as usize <= instances.len(),
+                None => false,
+            };
+            if !ok {
                 return Err(format!(
                     "camera {camera}, batch {batch} ({format:?}): GPU {got:?}, CPU reference {expected}"
                 ));
@@ -849,8 +857,8 @@ fn soak_churn_keeps_counts_and_returns_memory() {
     let variants: Vec<Option<ScanVariant>> = std::iter::once(None)
         .chain(ScanVariant::compiled().map(Some))
         .collect();
-    // Every batch has one scale, kept by its edits, so a packed batch's
-    // covering bounds stay exact and the counts comparable.
+    // Each batch draws its instances' scales from its own range, so a packed
+    // batch's covering bounds are exercised by every kind of edit.
     let mut batches: Vec<(Entity, f32)> = vec![(h.batch, 1.0)];
     let mut cameras: Vec<Entity> = vec![main_camera];
     let instance = |rng: &mut SceneRng, scale: f32| {
@@ -862,7 +870,7 @@ fn soak_churn_keeps_counts_and_returns_memory() {
             ),
             LinearRgba::rgb(1.0, 0.2, 0.1),
         );
-        i.scale = scale;
+        i.scale = scale * rng.range(0.5, 2.0);
         // Rotations of any length: normalized for cull and draw alike.
         i.rotation = Quat::from_xyzw(
             rng.range(-1.0, 1.0),

@@ -18,6 +18,19 @@ pub(super) struct FusedPass {
 /// Binding of the ordered variant's look-back state (`scan_state` in `shaders/ordered.wgsl`).
 const SCAN_STATE: u32 = 10;
 
+/// The entry point of the single pass.
+pub(super) const ENTRY_POINT: &str = "cull";
+
+/// The pass's bindings: uniforms, instances, draw arguments, the output
+/// windows, and the ordered variant's look-back state.
+pub(super) fn slots(windows: u32, ordered: bool) -> Vec<(u32, Slot)> {
+    [(0, Slot::Params), (1, Slot::Read), (2, Slot::ReadWrite)]
+        .into_iter()
+        .chain(output_slots(windows))
+        .chain(ordered.then_some((SCAN_STATE, Slot::ReadWrite)))
+        .collect()
+}
+
 impl FusedPass {
     pub fn new(
         device: &wgpu::Device,
@@ -25,13 +38,9 @@ impl FusedPass {
         windows: u32,
         ordered: bool,
     ) -> Result<Self, CullError> {
-        let slots: Vec<_> = [(0, Slot::Params), (1, Slot::Read), (2, Slot::ReadWrite)]
-            .into_iter()
-            .chain(output_slots(windows))
-            .chain(ordered.then_some((SCAN_STATE, Slot::ReadWrite)))
-            .collect();
+        let slots = slots(windows, ordered);
         let layout = layout(device, "cull-fused", &slots)?;
-        let pipeline = pipeline(device, module, &layout, "cull");
+        let pipeline = pipeline(device, module, &layout, ENTRY_POINT);
         Ok(Self {
             layout,
             pipeline,

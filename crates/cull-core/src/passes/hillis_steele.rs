@@ -12,6 +12,40 @@ const VOTES: u32 = 7;
 const SCAN_IN: u32 = 8;
 const SCAN_OUT: u32 = 9;
 
+/// Each pass's entry point and bindings: vote, scan step, compaction and
+/// the one-thread finalize.
+pub(super) fn pass_slots(windows: u32) -> [(&'static str, Vec<(u32, Slot)>); 4] {
+    let compact = [(0, Slot::Params), (1, Slot::Read), (2, Slot::ReadWrite)]
+        .into_iter()
+        .chain(output_slots(windows))
+        .chain([(VOTES, Slot::ReadWrite), (SCAN_IN, Slot::Read)])
+        .collect();
+    [
+        (
+            "vote_pass",
+            vec![
+                (0, Slot::Params),
+                (1, Slot::Read),
+                (VOTES, Slot::ReadWrite),
+                (SCAN_OUT, Slot::ReadWrite),
+            ],
+        ),
+        (
+            "scan_step",
+            vec![
+                (0, Slot::Params),
+                (SCAN_IN, Slot::Read),
+                (SCAN_OUT, Slot::ReadWrite),
+            ],
+        ),
+        ("compact", compact),
+        (
+            "finalize",
+            vec![(0, Slot::Params), (2, Slot::ReadWrite), (SCAN_IN, Slot::Read)],
+        ),
+    ]
+}
+
 pub(super) struct HillisSteelePasses {
     vote: (wgpu::BindGroupLayout, wgpu::ComputePipeline),
     scan: (wgpu::BindGroupLayout, wgpu::ComputePipeline),
@@ -21,39 +55,16 @@ pub(super) struct HillisSteelePasses {
 
 impl HillisSteelePasses {
     pub fn new(device: &wgpu::Device, module: &wgpu::ShaderModule, windows: u32) -> Result<Self, CullError> {
-        let make = |name: &str, slots: Vec<(u32, Slot)>| {
+        let [vote, scan, compact, finalize] = pass_slots(windows).map(|(name, slots)| {
             let l = layout(device, name, &slots)?;
             let p = pipeline(device, module, &l, name);
             Ok::<_, CullError>((l, p))
-        };
-        let compact_slots = [(0, Slot::Params), (1, Slot::Read), (2, Slot::ReadWrite)]
-            .into_iter()
-            .chain(output_slots(windows))
-            .chain([(VOTES, Slot::ReadWrite), (SCAN_IN, Slot::Read)])
-            .collect();
+        });
         Ok(Self {
-            vote: make(
-                "vote_pass",
-                vec![
-                    (0, Slot::Params),
-                    (1, Slot::Read),
-                    (VOTES, Slot::ReadWrite),
-                    (SCAN_OUT, Slot::ReadWrite),
-                ],
-            )?,
-            scan: make(
-                "scan_step",
-                vec![
-                    (0, Slot::Params),
-                    (SCAN_IN, Slot::Read),
-                    (SCAN_OUT, Slot::ReadWrite),
-                ],
-            )?,
-            compact: make("compact", compact_slots)?,
-            finalize: make(
-                "finalize",
-                vec![(0, Slot::Params), (2, Slot::ReadWrite), (SCAN_IN, Slot::Read)],
-            )?,
+            vote: vote?,
+            scan: scan?,
+            compact: compact?,
+            finalize: finalize?,
         })
     }
 
