@@ -143,14 +143,20 @@ fn harness_with(
     }
 }
 
-/// The CPU reference for a camera: instances whose bounding sphere touches its frustum.
-fn expected_visible(app: &mut App, camera: Entity, batch: Entity) -> u32 {
-    let world = app.world_mut();
+/// A camera's frustum as the plugin builds it (from its projection and
+/// transform).
+fn camera_frustum(world: &mut World, camera: Entity) -> cull_core::Frustum {
     let (cam, transform) = world
         .query::<(&Camera, &GlobalTransform)>()
         .get(world, camera)
         .unwrap();
-    let frustum = cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None).unwrap();
+    cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None).unwrap()
+}
+
+/// The CPU reference for a camera: instances whose bounding sphere touches its frustum.
+fn expected_visible(app: &mut App, camera: Entity, batch: Entity) -> u32 {
+    let world = app.world_mut();
+    let frustum = camera_frustum(world, camera);
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world
         .get::<GpuCullBounds>(batch)
@@ -360,12 +366,7 @@ fn edits_upload_only_what_changed() {
     let hidden = {
         let camera = h.cameras[0];
         let world = h.app.world_mut();
-        let (cam, transform) = world
-            .query::<(&Camera, &GlobalTransform)>()
-            .get(world, camera)
-            .unwrap();
-        let frustum =
-            cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None).unwrap();
+        let frustum = camera_frustum(world, camera);
         let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
         let batch = world.get::<GpuCulledInstances>(h.batch).unwrap();
         let visible = batch
@@ -514,26 +515,40 @@ fn custom_draw_shader_reads_user_data() {
     run_until_counts_match(&mut h, "custom shader");
     let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
     let is_user_green = |p: &[u8]| p[0] < 5 && p[1] > 250 && p[2] < 5;
-    let mut green = 0;
+    let green = render_until_pixels(&mut h, 0..w, is_user_green, w * hgt / 10);
+    assert!(
+        green > w * hgt / 10,
+        "only {green} pixels show the user-data color"
+    );
+}
+
+/// Renders (at most 300 frames) until more than `enough` pixels of the
+/// first camera's frame, in columns `columns`, pass `matches`; returns how
+/// many did in the last frame read back.
+fn render_until_pixels(
+    h: &mut Harness,
+    columns: std::ops::Range<usize>,
+    matches: impl Fn(&[u8]) -> bool,
+    enough: usize,
+) -> usize {
+    let hgt = HEIGHT as usize;
+    let mut found = 0;
     for _ in 0..300 {
         h.app.update();
         let Some(padded) = h.pixels.lock().unwrap().clone() else {
             continue;
         };
+        // Rows of a texture readback are padded to 256 bytes.
         let stride = padded.len() / hgt;
-        green = padded
-            .chunks(stride)
-            .flat_map(|row| row[..w * 4].chunks(4))
-            .filter(|p| is_user_green(p))
+        found = (0..hgt)
+            .flat_map(|y| columns.clone().map(move |x| (x, y)))
+            .filter(|&(x, y)| matches(&padded[y * stride + x * 4..y * stride + x * 4 + 4]))
             .count();
-        if green > w * hgt / 10 {
+        if found > enough {
             break;
         }
     }
-    assert!(
-        green > w * hgt / 10,
-        "only {green} pixels show the user-data color"
-    );
+    found
 }
 
 /// After a device loss Bevy re-creates the device and runs `RenderStartup`
@@ -635,15 +650,7 @@ fn packed16_culls_scaled_instances_like_the_draw() {
             break;
         }
     }
-    let clip_from_world = {
-        let world = h.app.world_mut();
-        let (cam, transform) = world
-            .query::<(&Camera, &GlobalTransform)>()
-            .get(world, h.cameras[0])
-            .unwrap();
-        cam.clip_from_view() * transform.to_matrix().inverse()
-    };
-    let frustum = cull_core::Frustum::from_clip_from_world(clip_from_world, None).unwrap();
+    let frustum = camera_frustum(h.app.world_mut(), h.cameras[0]);
     let left = frustum.planes()[0];
     let (normal, d) = (left.truncate(), left.w);
     let radius = h
@@ -677,24 +684,8 @@ fn packed16_culls_scaled_instances_like_the_draw() {
     assert_eq!(counts, vec![12], "every scaled sphere reaches into the view");
     // The left pixel columns show instances.
     let hgt = HEIGHT as usize;
-    let mut edge_pixels = 0;
-    for _ in 0..300 {
-        h.app.update();
-        let Some(padded) = h.pixels.lock().unwrap().clone() else {
-            continue;
-        };
-        let stride = padded.len() / hgt;
-        edge_pixels = (0..hgt)
-            .flat_map(|y| (0..2).map(move |x| (x, y)))
-            .filter(|&(x, y)| {
-                let p = &padded[y * stride + x * 4..y * stride + x * 4 + 4];
-                p[0] > 40 && p[0] as u32 > p[2] as u32 + 30
-            })
-            .count();
-        if edge_pixels > hgt / 4 {
-            break;
-        }
-    }
+    let is_instance = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30;
+    let edge_pixels = render_until_pixels(&mut h, 0..2, is_instance, hgt / 4);
     assert!(
         edge_pixels > hgt / 4,
         "only {edge_pixels} pixels of the left edge show the scaled instances"
@@ -772,12 +763,7 @@ fn counts_match(h: &mut Harness, cameras: &[Entity], batches: &[Entity]) -> Resu
     let world = h.app.world_mut();
     let format = world.resource::<GpuCullSettings>().format;
     for &camera in cameras {
-        let (cam, transform) = world
-            .query::<(&Camera, &GlobalTransform)>()
-            .get(world, camera)
-            .unwrap();
-        let frustum =
-            cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None).unwrap();
+        let frustum = camera_frustum(world, camera);
         for &batch in batches {
             let Some(bounds) = world.get::<GpuCullBounds>(batch).copied() else {
                 return Err(format!("batch {batch} has no bounds yet"));

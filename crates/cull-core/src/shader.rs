@@ -180,6 +180,55 @@ pub(crate) fn compose(shape: ModuleShape) -> Option<String> {
     Some(source)
 }
 
+/// Every shape a module can be composed for (both forms of the ordered
+/// variant), with test values for the tunable constants.
+#[cfg(test)]
+pub(crate) fn every_shape() -> Vec<ModuleShape> {
+    let mut shapes = Vec::new();
+    for variant in ScanVariant::compiled() {
+        let forms: &[bool] = match variant {
+            ScanVariant::Ordered => &[false, true],
+            v => &[v.required_features().contains(wgpu::Features::SUBGROUP)],
+        };
+        for &subgroups in forms {
+            for format in InstanceFormat::ALL {
+                for output in [OutputKind::Instances, OutputKind::Indices] {
+                    for windows in 1..=crate::culler::MAX_OUTPUT_WINDOWS {
+                        shapes.push(ModuleShape {
+                            variant,
+                            format,
+                            output,
+                            windows,
+                            workgroup_size: 64,
+                            spin_limit: 3,
+                            silent_tiles: 1,
+                            subgroups,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    shapes
+}
+
+/// The shape's module composed, parsed and validated by naga with the
+/// capabilities the device will have; panics with naga's report otherwise.
+#[cfg(test)]
+pub(crate) fn validated(shape: ModuleShape) -> (String, naga::Module, naga::valid::ModuleInfo) {
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+    let src = compose(shape).expect("compiled in");
+    let what = format!("{shape:?}");
+    let module =
+        naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::SUBGROUP)
+        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
+    (src, module, info)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,54 +238,18 @@ mod tests {
     /// every `cargo test`, not first at pipeline creation on a GPU.
     #[test]
     fn every_module_validates() {
-        use naga::valid::{Capabilities, ValidationFlags, Validator};
-        let mut checked = 0;
-        let forms = ScanVariant::compiled().flat_map(|v| {
-            let both = v == ScanVariant::Ordered;
-            [(v, v.required_features().contains(wgpu::Features::SUBGROUP))]
-                .into_iter()
-                .chain(both.then_some((v, true)))
-        });
-        let mut expected = 0;
-        for (variant, subgroups) in forms {
-            expected += 3 * 2 * crate::culler::MAX_OUTPUT_WINDOWS as usize;
-            for format in InstanceFormat::ALL {
-                for output in [OutputKind::Instances, OutputKind::Indices] {
-                    for windows in 1..=crate::culler::MAX_OUTPUT_WINDOWS {
-                        let shape = ModuleShape {
-                            variant,
-                            format,
-                            output,
-                            windows,
-                            workgroup_size: 64,
-                            spin_limit: 3,
-                            silent_tiles: 1,
-                            subgroups,
-                        };
-                        let src = compose(shape).unwrap();
-                        assert!(src.contains("const WORKGROUP_SIZE: u32 = 64u;"));
-                        let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
-                            panic!(
-                                "{variant:?}/{format:?}/{output:?}/{windows}: {}",
-                                e.emit_to_string(&src)
-                            )
-                        });
-                        Validator::new(ValidationFlags::all(), Capabilities::SUBGROUP)
-                            .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
-                            .subgroup_operations(naga::valid::SubgroupOperationSet::all())
-                            .validate(&module)
-                            .unwrap_or_else(|e| {
-                                panic!(
-                                    "{variant:?}/{format:?}/{output:?}/{windows}: {}",
-                                    e.emit_to_string(&src)
-                                )
-                            });
-                        checked += 1;
-                    }
-                }
-            }
+        let shapes = every_shape();
+        let expected: usize = ScanVariant::compiled()
+            .map(|v| if v == ScanVariant::Ordered { 2 } else { 1 })
+            .sum::<usize>()
+            * 3
+            * 2
+            * crate::culler::MAX_OUTPUT_WINDOWS as usize;
+        assert_eq!(shapes.len(), expected);
+        for shape in shapes {
+            let (src, _, _) = validated(shape);
+            assert!(src.contains("const WORKGROUP_SIZE: u32 = 64u;"));
         }
-        assert_eq!(checked, expected);
     }
 
     /// The value of `const NAME: f32 = value;` in a WGSL source.

@@ -207,8 +207,7 @@ fn passes_of(variant: ScanVariant, windows: u32) -> Vec<(&'static str, Vec<(u32,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shader::{ModuleShape, compose};
-    use crate::{InstanceFormat, OutputKind};
+    use crate::shader::ModuleShape;
     use std::collections::BTreeMap;
 
     /// The bindings each pipeline declares in Rust match what naga reflects
@@ -218,86 +217,58 @@ mod tests {
     /// mismatch would otherwise surface as a wgpu validation error on a GPU.
     #[test]
     fn rust_layouts_match_the_wgsl_bindings() {
-        use naga::valid::{Capabilities, ValidationFlags, Validator};
         let mut checked = 0;
-        for variant in ScanVariant::compiled() {
-            let forms: &[bool] = match variant {
-                ScanVariant::Ordered => &[false, true],
-                v => &[v.required_features().contains(wgpu::Features::SUBGROUP)],
-            };
-            for &subgroups in forms {
-                for format in InstanceFormat::ALL {
-                    for output in [OutputKind::Instances, OutputKind::Indices] {
-                        for windows in 1..=crate::culler::MAX_OUTPUT_WINDOWS {
-                            let shape = ModuleShape {
-                                variant,
-                                format,
-                                output,
-                                windows,
-                                workgroup_size: 64,
-                                spin_limit: 3,
-                                silent_tiles: 0,
-                                subgroups,
-                            };
-                            let src = compose(shape).unwrap();
-                            let module = naga::front::wgsl::parse_str(&src).unwrap();
-                            let info = Validator::new(ValidationFlags::all(), Capabilities::SUBGROUP)
-                                .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
-                                .subgroup_operations(naga::valid::SubgroupOperationSet::all())
-                                .validate(&module)
-                                .unwrap();
-                            // Every declared binding of the module, by kind.
-                            let declared: BTreeMap<u32, Slot> = module
-                                .global_variables
-                                .iter()
-                                .filter_map(|(_, g)| {
-                                    let binding = g.binding.as_ref()?;
-                                    assert_eq!(binding.group, 0, "{variant:?}: one bind group");
-                                    let slot = match g.space {
-                                        naga::AddressSpace::Uniform => Slot::Params,
-                                        naga::AddressSpace::Storage { access }
-                                            if access.contains(naga::StorageAccess::STORE) =>
-                                        {
-                                            Slot::ReadWrite
-                                        }
-                                        naga::AddressSpace::Storage { .. } => Slot::Read,
-                                        other => panic!("{variant:?}: binding in {other:?}"),
-                                    };
-                                    Some((binding.binding, slot))
-                                })
-                                .collect();
-                            for (entry, slots) in passes_of(variant, windows) {
-                                let what = format!("{variant:?}/{format:?}/{output:?}/{windows} {entry}");
-                                let index = module
-                                    .entry_points
-                                    .iter()
-                                    .position(|e| e.name == entry)
-                                    .unwrap_or_else(|| panic!("{what}: no such entry point"));
-                                let ep = info.get_entry_point(index);
-                                let layout: BTreeMap<u32, Slot> = slots.iter().copied().collect();
-                                for (handle, g) in module.global_variables.iter() {
-                                    let Some(binding) = &g.binding else { continue };
-                                    if ep[handle].is_empty() {
-                                        continue;
-                                    }
-                                    assert_eq!(
-                                        layout.get(&binding.binding),
-                                        declared.get(&binding.binding),
-                                        "{what}: binding {} ({:?}) used by the shader",
-                                        binding.binding,
-                                        g.name
-                                    );
-                                }
-                                for (binding, slot) in &layout {
-                                    if let Some(wgsl) = declared.get(binding) {
-                                        assert_eq!(wgsl, slot, "{what}: binding {binding}");
-                                    }
-                                }
-                                checked += 1;
-                            }
+        for shape in crate::shader::every_shape() {
+            let ModuleShape { variant, windows, .. } = shape;
+            let (_, module, info) = crate::shader::validated(shape);
+            // Every declared binding of the module, by kind.
+            let declared: BTreeMap<u32, Slot> = module
+                .global_variables
+                .iter()
+                .filter_map(|(_, g)| {
+                    let binding = g.binding.as_ref()?;
+                    assert_eq!(binding.group, 0, "{variant:?}: one bind group");
+                    let slot = match g.space {
+                        naga::AddressSpace::Uniform => Slot::Params,
+                        naga::AddressSpace::Storage { access }
+                            if access.contains(naga::StorageAccess::STORE) =>
+                        {
+                            Slot::ReadWrite
                         }
+                        naga::AddressSpace::Storage { .. } => Slot::Read,
+                        other => panic!("{variant:?}: binding in {other:?}"),
+                    };
+                    Some((binding.binding, slot))
+                })
+                .collect();
+            for (entry, slots) in passes_of(variant, windows) {
+                let what = format!("{shape:?} {entry}");
+                let index = module
+                    .entry_points
+                    .iter()
+                    .position(|e| e.name == entry)
+                    .unwrap_or_else(|| panic!("{what}: no such entry point"));
+                let ep = info.get_entry_point(index);
+                let layout: BTreeMap<u32, Slot> = slots.iter().copied().collect();
+                for (handle, g) in module.global_variables.iter() {
+                    let Some(binding) = &g.binding else { continue };
+                    if ep[handle].is_empty() {
+                        continue;
+                    }
+                    assert_eq!(
+                        layout.get(&binding.binding),
+                        declared.get(&binding.binding),
+                        "{what}: binding {} ({:?}) used by the shader",
+                        binding.binding,
+                        g.name
+                    );
+                }
+                for (binding, slot) in &layout {
+                    if let Some(wgsl) = declared.get(binding) {
+                        assert_eq!(wgsl, slot, "{what}: binding {binding}");
                     }
                 }
+                checked += 1;
             }
         }
         assert!(checked > 0);
