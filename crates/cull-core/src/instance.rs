@@ -218,8 +218,7 @@ impl InstanceFormat {
                     return None;
                 }
                 let position = Vec3::from_array(p.position);
-                let q = unpack_quat(p.rotation);
-                let center = position + rotate(q, c);
+                let center = position + rotate(unpack_quat(p.rotation), c);
                 Some(WorldSphere {
                     center,
                     radius: local.radius + c.length() * PACKED_ROTATION_ERROR_BOUND,
@@ -310,6 +309,10 @@ impl From<&Instance> for PackedInstance {
 pub const PACKED_ROTATION_ERROR_BOUND: f32 = 0.006;
 
 const QUAT_RANGE: f32 = std::f32::consts::FRAC_1_SQRT_2;
+/// One quantization step of a packed component: a component is
+/// `bits * QUAT_STEP - QUAT_RANGE`, one multiply-add (`QUAT_STEP` in
+/// `shaders/format_packed16.wgsl`, the same `f32` expression).
+pub(crate) const QUAT_STEP: f32 = 2.0 * QUAT_RANGE / 1023.0;
 
 /// Packs a rotation as "smallest three": 2 bits for the index of the largest
 /// component (dropped, its sign made positive since `q` and `-q` are the
@@ -337,7 +340,7 @@ pub fn pack_quat(q: Quat) -> u32 {
 /// Unpacks [`pack_quat`], as `shaders/format_packed16.wgsl` does.
 pub fn unpack_quat(bits: u32) -> Vec4 {
     let largest = (bits >> 30) as usize;
-    let comp = |shift: u32| (((bits >> shift) & 1023) as f32 / 1023.0 * 2.0 - 1.0) * QUAT_RANGE;
+    let comp = |shift: u32| ((bits >> shift) & 1023) as f32 * QUAT_STEP - QUAT_RANGE;
     let (a, b, c) = (comp(20), comp(10), comp(0));
     let d = (1.0 - a * a - b * b - c * c).max(0.0).sqrt();
     match largest {

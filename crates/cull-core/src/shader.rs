@@ -267,6 +267,18 @@ mod tests {
     }
 
     #[test]
+    fn packed_quantization_step_matches_rust() {
+        // The WGSL spells QUAT_STEP as the same f32 expression as Rust.
+        let src = format_source(InstanceFormat::Packed16);
+        assert!(src.contains("const QUAT_STEP: f32 = 2.0 * QUAT_RANGE / 1023.0;"));
+        assert_eq!(wgsl_const(src, "QUAT_RANGE"), std::f32::consts::FRAC_1_SQRT_2);
+        assert_eq!(
+            crate::instance::QUAT_STEP,
+            2.0 * std::f32::consts::FRAC_1_SQRT_2 / 1023.0
+        );
+    }
+
+    #[test]
     fn wgsl_constants_match_rust() {
         assert_eq!(
             wgsl_const(COMMON, "PLANE_TOLERANCE"),
