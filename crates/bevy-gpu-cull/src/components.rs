@@ -47,21 +47,16 @@ impl CulledInstance {
         Self { user, ..self }
     }
 
-    /// The instance as a culling format takes it: a format without scale
-    /// gets scale 1 (the cull's bounds cover the batch's scales instead, see
-    /// [`ScaleRange`]), or NaN for a non-finite scale, which culls it as the
-    /// other formats do.
+    /// The instance as a culling format takes it
+    /// ([`cull_core::InstanceFormat::fit`]: a format without scale gets
+    /// scale 1, the cull's bounds covering the batch's scales instead, see
+    /// [`ScaleRange`]).
     pub(crate) fn cull_instance(&self, format: cull_core::InstanceFormat) -> cull_core::Instance {
-        let scale = match (format.carries_scale(), self.scale.is_finite()) {
-            (true, _) => self.scale,
-            (false, true) => 1.0,
-            (false, false) => f32::NAN,
-        };
-        cull_core::Instance {
+        format.fit(cull_core::Instance {
             position: self.position,
             rotation: self.rotation,
-            scale,
-        }
+            scale: self.scale,
+        })
     }
 }
 

@@ -177,15 +177,9 @@ fn encode_par(format: InstanceFormat, scene: &Scene) -> Vec<u8> {
         .instances
         .par_chunks(1 << 16)
         .map(|c| {
-            let unscaled: Vec<Instance>;
-            let c = if format.carries_scale() {
-                c
-            } else {
-                unscaled = c.iter().map(|i| Instance { scale: 1.0, ..*i }).collect();
-                &unscaled
-            };
+            let fitted: Vec<Instance> = c.iter().map(|&i| format.fit(i)).collect();
             format
-                .encode(c)
+                .encode(&fitted)
                 .expect("random scenes are finite, at scale 1 where the format has none")
         })
         .flatten_iter()

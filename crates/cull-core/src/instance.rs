@@ -124,6 +124,21 @@ impl InstanceFormat {
         !matches!(self, Self::Packed16)
     }
 
+    /// `instance` as this format can hold it: a format that carries no
+    /// scale gets a finite scale replaced by 1 (the caller covers the scale
+    /// in the bounds instead, see [`Sphere::covering_scales`]); a non-finite
+    /// scale stays, so the instance is culled as in every format.
+    pub fn fit(self, instance: Instance) -> Instance {
+        if self.carries_scale() || !instance.scale.is_finite() {
+            instance
+        } else {
+            Instance {
+                scale: 1.0,
+                ..instance
+            }
+        }
+    }
+
     /// Encodes instances into this format's bytes.
     ///
     /// The contract every format shares (`docs/architecture.md`,
@@ -554,6 +569,8 @@ mod tests {
             ),
             "{err}"
         );
+        assert_eq!(InstanceFormat::Packed16.fit(scaled).scale, 1.0);
+        assert_eq!(InstanceFormat::PosQuat.fit(scaled).scale, 3.0);
         // A non-finite scale culls, as in the other formats.
         let nan = Instance {
             scale: f32::NAN,

@@ -89,10 +89,8 @@ impl Scene {
     /// ([`InstanceFormat::carries_scale`]) gets every finite scale set to 1
     /// (random scenes vary the scale only to vary what is visible).
     pub fn fit(mut self, format: InstanceFormat) -> Self {
-        if !format.carries_scale() {
-            for i in self.instances.iter_mut().filter(|i| i.scale.is_finite()) {
-                i.scale = 1.0;
-            }
+        for i in &mut self.instances {
+            *i = format.fit(*i);
         }
         self
     }
