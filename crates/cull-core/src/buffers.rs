@@ -1,12 +1,11 @@
 //! GPU buffers: the instances to cull ([`CullInput`]) and, per view, where
 //! the survivors and draw arguments go ([`CullTarget`]).
 
-use crate::culler::{Culler, PARAMS_STRIDE};
-use crate::passes::Pipelines;
+pub use crate::kernel::INSTANCE_COUNT_OFFSET;
+use crate::kernel::{PARAMS_STRIDE, ScratchBuffer};
 pub use crate::readback::read_back;
 use crate::timing::{Recorder, TimingQueries};
 use crate::{CullError, CullTimings, Instance, InstanceFormat};
-use std::sync::Arc;
 
 /// Instances in a GPU buffer, in one [`InstanceFormat`].
 #[derive(Debug)]
@@ -110,7 +109,7 @@ impl CullInput {
     }
 }
 
-fn checked_size(device: &wgpu::Device, capacity: u32, stride: u64) -> Result<u64, CullError> {
+pub(crate) fn checked_size(device: &wgpu::Device, capacity: u32, stride: u64) -> Result<u64, CullError> {
     if capacity == 0 {
         return Err(CullError::ZeroCapacity);
     }
@@ -127,35 +126,45 @@ fn checked_size(device: &wgpu::Device, capacity: u32, stride: u64) -> Result<u64
 
 /// Where one view's cull writes: the compacted survivors, the indirect draw
 /// arguments (whose `instance_count` the GPU fills), uniforms, scratch and
-/// timestamp queries. Make one per view (camera) and batch.
+/// timestamp queries. Make one per view (camera) and batch, with
+/// [`CullTarget::new`] from the culler that culls into it.
 pub struct CullTarget {
     culler_id: u64,
     capacity: u32,
     output_stride: u64,
     window_len: u32,
-    pipelines: Arc<Pipelines>,
+    windows: u32,
     output: wgpu::Buffer,
     draw_args: wgpu::Buffer,
     params: wgpu::Buffer,
-    scratch: Option<[wgpu::Buffer; 3]>,
-    scan_state: Option<wgpu::Buffer>,
+    scratch: Vec<wgpu::Buffer>,
     timing: Option<TimingQueries>,
     timestamp_period: f32,
 }
 
 /// Bytes of `DrawIndexedIndirectArgs` (five `u32`); `DrawIndirectArgs` uses the first four.
 pub const DRAW_ARGS_SIZE: u64 = 20;
-/// Byte offset of `instance_count` (the visible count the cull writes) in
-/// [`CullTarget::draw_args`], for both argument layouts.
-pub const INSTANCE_COUNT_OFFSET: u64 = 4;
+
+/// What a culler asks of a target's buffers.
+pub(crate) struct TargetSpec {
+    pub culler_id: u64,
+    pub capacity: u32,
+    pub output_stride: u64,
+    /// Elements per output window (and instances per chunk).
+    pub window_len: u32,
+    pub windows: u32,
+    /// Uniform entries, each `PARAMS_STRIDE` bytes.
+    pub params_entries: u64,
+    pub scratch: Vec<ScratchBuffer>,
+    /// Timestamped passes per cull; `None` records no timestamps.
+    pub timed_passes: Option<u32>,
+    pub timestamp_period: f32,
+}
 
 impl CullTarget {
-    /// Allocates a target for up to `capacity` instances.
-    pub fn new(device: &wgpu::Device, culler: &Culler, capacity: u32) -> Result<Self, CullError> {
-        let output_stride = culler.output().stride(culler.format());
-        let size = checked_size(device, capacity, output_stride)?;
-        let windows = culler.windows_for(capacity)?;
-        let pipelines = culler.pipelines_for(windows)?;
+    /// Allocates the buffers `spec` asks for.
+    pub(crate) fn allocate(device: &wgpu::Device, spec: TargetSpec) -> Result<Self, CullError> {
+        let size = checked_size(device, spec.capacity, spec.output_stride)?;
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::VERTEX;
         let output = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("cull-output"),
@@ -172,52 +181,37 @@ impl CullTarget {
                 | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
-        let window_len = culler.chunk_len();
-        let entries = windows as u64 * culler.params_per_chunk() as u64;
         let params = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("cull-params"),
-            size: entries * PARAMS_STRIDE,
+            size: spec.params_entries * PARAMS_STRIDE,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let scratch = (culler.variant() == crate::ScanVariant::HillisSteele).then(|| {
-            let words = capacity.min(window_len) as u64 * 4;
-            ["cull-votes", "cull-scan-a", "cull-scan-b"].map(|label| {
+        let scratch = spec
+            .scratch
+            .iter()
+            .map(|s| {
                 device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some(label),
-                    size: words,
-                    usage: wgpu::BufferUsages::STORAGE,
+                    label: Some(s.label),
+                    size: s.size,
+                    usage: s.usage,
                     mapped_at_creation: false,
                 })
             })
-        });
-        let scan_state = (culler.variant() == crate::ScanVariant::Ordered).then(|| {
-            // Tile counter, chunk base, then a status word per tile of a chunk
-            // (plus the surplus workgroups of a two-dimensional dispatch).
-            let (x, y) = culler.dispatch_dims(culler.groups_for(capacity.min(window_len)));
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("cull-lookback-state"),
-                size: (2 + x as u64 * y as u64) * 4,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-        });
-        let timing = culler
-            .records_timestamps()
-            .then(|| TimingQueries::new(device, windows * culler.passes_per_chunk()));
+            .collect();
+        let timing = spec.timed_passes.map(|passes| TimingQueries::new(device, passes));
         Ok(Self {
-            culler_id: culler.id(),
-            capacity,
-            output_stride,
-            window_len,
-            pipelines,
+            culler_id: spec.culler_id,
+            capacity: spec.capacity,
+            output_stride: spec.output_stride,
+            window_len: spec.window_len,
+            windows: spec.windows,
             output,
             draw_args,
             params,
             scratch,
-            scan_state,
             timing,
-            timestamp_period: culler.timestamp_period(),
+            timestamp_period: spec.timestamp_period,
         })
     }
 
@@ -225,12 +219,11 @@ impl CullTarget {
     /// uniforms, scratch, look-back state, timestamp readback), for
     /// accounting: a renderer can check that what it frees returns.
     pub fn buffer_bytes(&self) -> u64 {
-        let scratch: u64 = self.scratch.iter().flatten().map(wgpu::Buffer::size).sum();
+        let scratch: u64 = self.scratch.iter().map(wgpu::Buffer::size).sum();
         self.output.size()
             + self.draw_args.size()
             + self.params.size()
             + scratch
-            + self.scan_state.as_ref().map_or(0, wgpu::Buffer::size)
             + self.timing.as_ref().map_or(0, TimingQueries::buffer_bytes)
     }
 
@@ -288,25 +281,23 @@ impl CullTarget {
         self.culler_id
     }
 
-    pub(crate) fn pipelines(&self) -> &Pipelines {
-        &self.pipelines
+    /// Output windows (bindings) the target's output spans.
+    pub(crate) fn windows(&self) -> u32 {
+        self.windows
     }
 
     pub(crate) fn params_buffer(&self) -> &wgpu::Buffer {
         &self.params
     }
 
-    pub(crate) fn scan_state(&self) -> Option<&wgpu::Buffer> {
-        self.scan_state.as_ref()
-    }
-
-    pub(crate) fn scan_scratch(&self) -> Option<&[wgpu::Buffer; 3]> {
-        self.scratch.as_ref()
+    /// The variant's scratch buffers, in the order it declared them.
+    pub(crate) fn scratch(&self) -> &[wgpu::Buffer] {
+        &self.scratch
     }
 
     /// `(window, byte offset, byte size)` of each output binding.
     pub(crate) fn output_windows(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
-        (0..self.pipelines.windows()).map(|w| {
+        (0..self.windows).map(|w| {
             let first = w as u64 * self.window_len as u64;
             let len = (self.capacity as u64 - first).min(self.window_len as u64);
             (w, first * self.output_stride, len * self.output_stride)

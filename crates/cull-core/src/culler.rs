@@ -1,48 +1,24 @@
-//! The [`Culler`]: compiled pipelines for one variant, format and output kind,
-//! and the encoding of a cull into a command encoder.
+//! The [`Culler`]: the top layer. It resolves a variant, format and output
+//! kind against the device, holds the compiled kernels (compiled here, or
+//! handed in by a renderer that compiles them itself), makes targets, and
+//! encodes a cull into a command encoder.
 
-use crate::buffers::{CullInput, CullTarget};
+use crate::buffers::{CullInput, CullTarget, TargetSpec};
 use crate::frustum::{Frustum, Sphere};
-use crate::passes::Pipelines;
-use crate::timing::PassKind;
+pub use crate::kernel::MAX_OUTPUT_WINDOWS;
+use crate::kernel::{Chunk, DispatchShape, GpuParams, ITEMS_PER_THREAD, PARAMS_STRIDE};
+pub use crate::outputs::OutputKind;
+use crate::passes::{CompiledPass, EncodeContext};
+use crate::shader::{KernelRecipe, ModuleShape};
+use crate::variants::{KernelTuning, ScanKernel};
 use crate::{CullError, InstanceFormat, ScanVariant};
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Most output bindings one batch may span (see `emit()` in the shaders):
-/// a batch can hold up to this many times the device's largest storage binding.
-pub const MAX_OUTPUT_WINDOWS: u32 = 4;
-/// Instances in each of a thread's row groups in the single-pass variants
-/// (`ITEMS` in the shaders; see [`crate::shader::row_groups`]).
-pub(crate) const ITEMS_PER_THREAD: u32 = 4;
-/// Status words carry 30-bit counts (`shaders/ordered.wgsl`), so no chunk may
-/// hold more instances than this.
+/// Status words carry 30-bit counts (`shaders/cull/variants/ordered_chain.wgsl`),
+/// so no chunk may hold more instances than this.
 const MAX_CHUNK_LEN: u32 = (1 << 30) - 1;
-/// Dynamic uniform offsets must be multiples of this on every device.
-pub(crate) const PARAMS_STRIDE: u64 = 256;
-
-/// What the compaction writes for each survivor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum OutputKind {
-    /// A copy of the instance, in the input's format: the draw reads it as
-    /// per-instance data directly.
-    #[default]
-    Instances,
-    /// The survivor's index in the batch (`u32`): 4 bytes written per survivor,
-    /// the draw fetches the instance through it.
-    Indices,
-}
-
-impl OutputKind {
-    /// Bytes per output element.
-    pub const fn stride(self, format: InstanceFormat) -> u64 {
-        match self {
-            Self::Instances => format.stride(),
-            Self::Indices => 4,
-        }
-    }
-}
 
 /// Knobs that bound how a batch is split into chunks and tiles. `None`
 /// takes the device's limit or the default. Smaller values exercise the
@@ -120,31 +96,10 @@ pub struct CullParams {
     pub count: u32,
 }
 
-/// The uniform block of `shaders/common.wgsl`.
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(crate) struct GpuParams {
-    pub planes: [[f32; 4]; 6],
-    pub local_sphere: [f32; 4],
-    pub plane_count: u32,
-    pub chunk_start: u32,
-    pub chunk_len: u32,
-    pub groups_x: u32,
-    pub window_len: u32,
-    pub scan_offset: u32,
-    pub local_terms: f32,
-    pub _pad: u32,
-}
-
-/// One chunk of a batch: the instances one set of bindings covers.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Chunk {
-    pub index: u32,
-    pub start: u32,
-    pub len: u32,
-}
-
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A kernel's compiled passes, in the order of its recipe.
+type Kernel = Arc<Vec<CompiledPass>>;
 
 /// Culls batches of instances with one scan variant, instance format and
 /// output kind. Create once (it compiles pipelines); cull every frame.
@@ -152,27 +107,57 @@ pub struct Culler {
     id: u64,
     device: wgpu::Device,
     variant: ScanVariant,
+    kernel: &'static dyn ScanKernel,
     format: InstanceFormat,
     output: OutputKind,
     window_len: u32,
-    max_groups: u32,
+    dispatch: DispatchShape,
     workgroup_size: u32,
-    spin_limit: u32,
-    silent_tiles: u32,
+    tuning: KernelTuning,
     subgroups: bool,
     /// Instances per workgroup of the single-pass variants.
     tile_len: u32,
     timestamps: bool,
     timestamp_period: f32,
-    /// Pipelines by number of output windows, compiled when a target first needs them.
-    pipelines: Mutex<Vec<Option<Arc<Pipelines>>>>,
+    /// Compile kernels here when first needed (`false`: they are handed in).
+    compiles: bool,
+    /// Kernels by number of output windows.
+    kernels: Mutex<Vec<Option<Kernel>>>,
 }
 
 impl Culler {
     /// Resolves the variant against the device and compiles the pipelines
     /// for single-binding batches.
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, desc: &CullerDesc) -> Result<Self, CullError> {
+        let culler = Self::resolve(device, queue, desc, true)?;
+        culler.kernel_for(1)?;
+        Ok(culler)
+    }
+
+    /// Like [`Self::new`], but compiles nothing: a renderer compiles each
+    /// kernel's [`Self::recipe`] itself (asynchronously, in its own pipeline
+    /// cache) and hands the pipelines over with [`Self::provide_pipelines`].
+    /// Until then, culls into targets that need that kernel fail with
+    /// [`CullError::PipelinesNotReady`]. The Bevy plugin works this way.
+    pub fn deferred(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        desc: &CullerDesc,
+    ) -> Result<Self, CullError> {
+        Self::resolve(device, queue, desc, false)
+    }
+
+    fn resolve(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        desc: &CullerDesc,
+        compiles: bool,
+    ) -> Result<Self, CullError> {
         let variant = ScanVariant::resolve(desc.variant, device.features(), desc.allow_fallback)?;
+        let kernel = variant.kernel().ok_or(CullError::VariantNotCompiled {
+            variant,
+            feature: variant.feature(),
+        })?;
         let limits = device.limits();
         let workgroup_size = desc.tuning.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE);
         if !(workgroup_size.is_power_of_two() && (32..=256).contains(&workgroup_size)) {
@@ -180,9 +165,9 @@ impl Culler {
                 "workgroup_size must be a power of two from 32 to 256",
             ));
         }
-        let subgroups = device.features().contains(wgpu::Features::SUBGROUP) && !desc.tuning.workgroup_scan;
-        let tile =
-            workgroup_size * ITEMS_PER_THREAD * crate::shader::row_groups(variant, desc.format, subgroups);
+        let available = device.features().contains(wgpu::Features::SUBGROUP) && !desc.tuning.workgroup_scan;
+        let subgroups = kernel.subgroup_form(available);
+        let tile = workgroup_size * ITEMS_PER_THREAD * kernel.row_groups(desc.format, subgroups);
         let binding = desc
             .tuning
             .max_binding_size
@@ -202,28 +187,33 @@ impl Culler {
             .min(limits.max_compute_workgroups_per_dimension)
             .max(1);
         let timestamps = desc.timestamps && device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let culler = Self {
+        Ok(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             device: device.clone(),
             variant,
+            kernel,
             format: desc.format,
             output: desc.output,
             window_len,
-            max_groups,
+            dispatch: DispatchShape {
+                per_workgroup: kernel.per_workgroup(workgroup_size, tile),
+                max_groups,
+            },
             workgroup_size,
-            spin_limit: desc
-                .tuning
-                .lookback_spin_limit
-                .unwrap_or(DEFAULT_LOOKBACK_SPIN_LIMIT),
-            silent_tiles: desc.tuning.lookback_silent_tiles,
+            tuning: KernelTuning {
+                spin_limit: desc
+                    .tuning
+                    .lookback_spin_limit
+                    .unwrap_or(DEFAULT_LOOKBACK_SPIN_LIMIT),
+                silent_tiles: desc.tuning.lookback_silent_tiles,
+            },
             subgroups,
             tile_len: tile,
             timestamps,
             timestamp_period: queue.get_timestamp_period(),
-            pipelines: Mutex::new(vec![None; MAX_OUTPUT_WINDOWS as usize]),
-        };
-        culler.pipelines_for(1)?;
-        Ok(culler)
+            compiles,
+            kernels: Mutex::new(vec![None; MAX_OUTPUT_WINDOWS as usize]),
+        })
     }
 
     /// The variant in use (after any fallback).
@@ -245,10 +235,7 @@ impl Culler {
     /// always; [`ScanVariant::Ordered`] where the device has subgroups
     /// (unless [`Tuning::workgroup_scan`]), else it scans in workgroup memory.
     pub fn uses_subgroups(&self) -> bool {
-        match self.variant {
-            ScanVariant::Ordered => self.subgroups,
-            v => v.required_features().contains(wgpu::Features::SUBGROUP),
-        }
+        self.subgroups
     }
 
     /// Instances per chunk: a batch larger than this is culled chunk by chunk.
@@ -271,20 +258,10 @@ impl Culler {
         self.tile_len
     }
 
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-
-    pub(crate) fn device(&self) -> &wgpu::Device {
-        &self.device
-    }
-
-    pub(crate) fn timestamp_period(&self) -> f32 {
-        self.timestamp_period
-    }
-
-    /// Output windows (bindings) a batch of `capacity` instances needs.
-    pub(crate) fn windows_for(&self, capacity: u32) -> Result<u32, CullError> {
+    /// Output windows (bindings) a target of `capacity` instances spans,
+    /// which picks its kernel; [`CullError::BatchTooLarge`] past
+    /// [`MAX_OUTPUT_WINDOWS`].
+    pub fn windows_for(&self, capacity: u32) -> Result<u32, CullError> {
         let windows = capacity.div_ceil(self.window_len).max(1);
         if windows > MAX_OUTPUT_WINDOWS {
             return Err(CullError::BatchTooLarge {
@@ -297,64 +274,88 @@ impl Culler {
         Ok(windows)
     }
 
-    fn shape(&self, windows: u32) -> crate::shader::ModuleShape {
-        crate::shader::ModuleShape {
+    fn shape(&self, windows: u32) -> ModuleShape {
+        ModuleShape {
             variant: self.variant,
+            kernel: self.kernel,
             format: self.format,
             output: self.output,
+            visibility: crate::visibility::frustum(),
             windows,
             workgroup_size: self.workgroup_size,
-            spin_limit: self.spin_limit,
-            silent_tiles: self.silent_tiles,
+            tuning: self.tuning,
             subgroups: self.subgroups,
         }
     }
 
+    /// What to compile for targets spanning `windows` output windows: the
+    /// entry module, its shader defs and the passes' layouts (see
+    /// [`crate::shader::library`] for the modules it imports).
+    pub fn recipe(&self, windows: u32) -> KernelRecipe {
+        self.shape(windows).recipe()
+    }
+
     /// The WGSL of this culler's passes for a batch that fits one binding,
-    /// exactly as compiled (for inspection: disassembly, register counts).
+    /// exactly as compiled (composed, then written out by naga: for
+    /// inspection, disassembly, register counts).
     pub fn shader_source(&self) -> String {
-        crate::shader::compose(self.shape(1)).expect("a culler's variant is compiled in")
+        crate::shader::wgsl(&self.shape(1)).unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"))
     }
 
-    pub(crate) fn pipelines_for(&self, windows: u32) -> Result<Arc<Pipelines>, CullError> {
-        let mut cache = self.pipelines.lock().expect("pipeline cache poisoned");
+    /// Hands over the pipelines of [`Self::recipe`]`(windows)`, compiled
+    /// elsewhere, one per pass in order. Their group 0 layouts must be the
+    /// recipe's ([`crate::kernel::PassLayout::layout_entries`]).
+    pub fn provide_pipelines(
+        &self,
+        windows: u32,
+        pipelines: Vec<wgpu::ComputePipeline>,
+    ) -> Result<(), CullError> {
+        let recipe = self.recipe(windows);
+        if pipelines.len() != recipe.passes.len() {
+            return Err(CullError::PipelineCount {
+                expected: recipe.passes.len(),
+                got: pipelines.len(),
+            });
+        }
+        let passes = pipelines.into_iter().map(CompiledPass::from_pipeline).collect();
+        self.kernels.lock().expect("kernel cache poisoned")[windows as usize - 1] = Some(Arc::new(passes));
+        Ok(())
+    }
+
+    /// Whether targets spanning `windows` output windows can be culled now.
+    pub fn has_pipelines(&self, windows: u32) -> bool {
+        self.compiles || self.kernels.lock().expect("kernel cache poisoned")[windows as usize - 1].is_some()
+    }
+
+    /// The kernel for `windows`, compiling it when this culler compiles its own.
+    fn kernel_for(&self, windows: u32) -> Result<Kernel, CullError> {
+        let mut cache = self.kernels.lock().expect("kernel cache poisoned");
         let slot = &mut cache[windows as usize - 1];
-        if let Some(p) = slot {
-            return Ok(p.clone());
+        if let Some(k) = slot {
+            return Ok(k.clone());
         }
-        let p = Arc::new(Pipelines::new(&self.device, self.shape(windows))?);
-        *slot = Some(p.clone());
-        Ok(p)
-    }
-
-    /// Scan steps of the Hillis-Steele baseline for a chunk of `len`.
-    pub(crate) fn scan_steps(len: u32) -> u32 {
-        len.max(1).next_power_of_two().trailing_zeros()
-    }
-
-    /// Uniform entries one chunk uses: one for its passes, plus one per scan step.
-    pub(crate) fn params_per_chunk(&self) -> u32 {
-        match self.variant {
-            ScanVariant::HillisSteele => 1 + Self::scan_steps(self.window_len),
-            _ => 1,
+        if !self.compiles {
+            return Err(CullError::PipelinesNotReady { windows });
         }
-    }
-
-    /// Compute passes a cull of `windows` chunks records (for timestamp slots).
-    pub(crate) fn passes_per_chunk(&self) -> u32 {
-        match self.variant {
-            ScanVariant::HillisSteele => 3,
-            _ => 1,
+        let shape = self.shape(windows);
+        let recipe = shape.recipe();
+        let limits = self.device.limits();
+        for pass in &recipe.passes {
+            crate::passes::check_storage_limit(limits.clone(), pass)?;
         }
-    }
-
-    /// Workgroup counts for `groups` workgroups: `(x, y)` with `x <= max`.
-    pub(crate) fn dispatch_dims(&self, groups: u32) -> (u32, u32) {
-        if groups <= self.max_groups {
-            (groups.max(1), 1)
-        } else {
-            (self.max_groups, groups.div_ceil(self.max_groups))
-        }
+        let source = crate::shader::wgsl(&shape).unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"));
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(self.variant.name()),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let passes = recipe
+            .passes
+            .iter()
+            .map(|pass| CompiledPass::new(&self.device, &module, pass))
+            .collect::<Result<Vec<_>, _>>()?;
+        let k = Arc::new(passes);
+        *slot = Some(k.clone());
+        Ok(k)
     }
 
     /// Records the cull of `params.count` instances of `input` into `target`:
@@ -389,6 +390,7 @@ impl Culler {
                 });
             }
         }
+        let kernel = self.kernel_for(target.windows())?;
         let chunks: Vec<Chunk> = (0..count.div_ceil(self.window_len))
             .map(|index| {
                 let start = index * self.window_len;
@@ -401,7 +403,7 @@ impl Culler {
             .collect();
 
         // Uniforms: per chunk, its entry then (Hillis-Steele) one per scan step.
-        let per_chunk = self.params_per_chunk();
+        let per_chunk = self.kernel.params_per_chunk(self.window_len);
         let mut base = GpuParams::zeroed();
         // Unused planes keep everything: the shader tests all six.
         base.planes = [[0.0, 0.0, 0.0, 1.0]; 6];
@@ -414,16 +416,16 @@ impl Culler {
             .center
             .extend(params.local_bounds.radius)
             .to_array();
-        base.local_terms = crate::instance::local_terms(params.local_bounds.center);
+        base.local_terms = crate::formats::local_terms(params.local_bounds.center);
         base.window_len = self.window_len;
         let mut uniforms = vec![0u8; (chunks.len() as u32 * per_chunk) as usize * PARAMS_STRIDE as usize];
         for chunk in &chunks {
-            let groups = self.groups_for(chunk.len);
+            let groups = self.dispatch.groups_for(chunk.len);
             for step in 0..per_chunk {
                 let entry = GpuParams {
                     chunk_start: chunk.start,
                     chunk_len: chunk.len,
-                    groups_x: self.dispatch_dims(groups).0,
+                    groups_x: self.dispatch.dims(groups).0,
                     scan_offset: if step == 0 { 0 } else { 1 << (step - 1) },
                     ..base
                 };
@@ -436,36 +438,56 @@ impl Culler {
         }
 
         // The atomic counter is the draw's instance count: zero it.
-        encoder.clear_buffer(target.draw_args(), crate::buffers::INSTANCE_COUNT_OFFSET, Some(4));
+        encoder.clear_buffer(target.draw_args(), crate::kernel::INSTANCE_COUNT_OFFSET, Some(4));
         let mut recorder = target.timing_recorder();
-        target
-            .pipelines()
-            .encode(self, encoder, input, target, &chunks, &mut recorder);
+        self.kernel.encode(
+            EncodeContext {
+                device: &self.device,
+                encoder,
+                input,
+                target,
+                chunks: &chunks,
+                dispatch: self.dispatch,
+                params_per_chunk: per_chunk,
+                recorder: &mut recorder,
+            },
+            &kernel,
+        );
         if let Some(recorder) = recorder {
             recorder.finish(encoder);
         }
         Ok(())
     }
+}
 
-    /// Workgroups a chunk of `len` instances needs.
-    pub(crate) fn groups_for(&self, len: u32) -> u32 {
-        let per_group = match self.variant {
-            ScanVariant::HillisSteele => self.workgroup_size,
-            _ => self.tile_len(),
-        };
-        len.div_ceil(per_group)
-    }
-
-    /// A pass descriptor, with timestamp writes when recording.
-    pub(crate) fn begin_pass<'e>(
-        encoder: &'e mut wgpu::CommandEncoder,
-        kind: PassKind,
-        recorder: &mut Option<crate::timing::Recorder<'_>>,
-    ) -> wgpu::ComputePass<'e> {
-        let timestamp_writes = recorder.as_mut().and_then(|r| r.next(kind));
-        encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(kind.label()),
-            timestamp_writes,
-        })
+impl CullTarget {
+    /// Allocates a target for up to `capacity` instances, culled by
+    /// `culler` (and only by it: another culler refuses it). A culler that
+    /// compiles its own kernels compiles the one this target needs now.
+    pub fn new(device: &wgpu::Device, culler: &Culler, capacity: u32) -> Result<Self, CullError> {
+        let windows = culler.windows_for(capacity)?;
+        if culler.compiles {
+            culler.kernel_for(windows)?;
+        }
+        let chunk_len = capacity.min(culler.window_len);
+        let dispatch = culler.dispatch;
+        let (x, y) = dispatch.dims(dispatch.groups_for(chunk_len));
+        // Distinct pass kinds are the timestamped passes of one chunk.
+        let mut kinds: Vec<_> = culler.kernel.passes(windows).iter().map(|p| p.kind).collect();
+        kinds.dedup();
+        CullTarget::allocate(
+            device,
+            TargetSpec {
+                culler_id: culler.id,
+                capacity,
+                output_stride: culler.output.stride(culler.format),
+                window_len: culler.window_len,
+                windows,
+                params_entries: windows as u64 * culler.kernel.params_per_chunk(culler.window_len) as u64,
+                scratch: culler.kernel.scratch(chunk_len, x as u64 * y as u64),
+                timed_passes: culler.timestamps.then_some(windows * kinds.len() as u32),
+                timestamp_period: culler.timestamp_period,
+            },
+        )
     }
 }

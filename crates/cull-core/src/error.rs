@@ -132,6 +132,23 @@ pub enum CullError {
         /// `max_storage_buffers_per_shader_stage`.
         limit: u32,
     },
+    /// A culler made with [`crate::Culler::deferred`] has not been given
+    /// the pipelines for this many output windows yet
+    /// ([`crate::Culler::provide_pipelines`]).
+    #[error("the pipelines for {windows} output window(s) are not compiled yet")]
+    PipelinesNotReady {
+        /// Output windows of the target.
+        windows: u32,
+    },
+    /// Pipelines handed to [`crate::Culler::provide_pipelines`] do not match
+    /// the recipe's passes.
+    #[error("expected {expected} pipelines (one per pass of the recipe), got {got}")]
+    PipelineCount {
+        /// Passes of the recipe.
+        expected: usize,
+        /// Pipelines given.
+        got: usize,
+    },
     /// A parameter is out of its range.
     #[error("invalid parameter: {0}")]
     InvalidParameter(&'static str),

@@ -92,6 +92,11 @@ compile_error!(
      subgroup-shuffle or ordered (all are on by default)"
 );
 
+// Layers, bottom up (each imports only those below it; docs/architecture.md
+// has the map): error, frustum, timing, readback, kernel (descriptors) and
+// the stage registries formats, outputs, visibility; buffers; passes;
+// variants; shader (composition); culler. instance and variant are the
+// public paths of formats and variants; cpu and scene are the CPU side.
 pub mod buffers;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
@@ -99,14 +104,19 @@ pub mod context;
 pub mod cpu;
 pub mod culler;
 pub mod error;
+mod formats;
 pub mod frustum;
 pub mod instance;
+pub mod kernel;
+mod outputs;
 mod passes;
 pub mod readback;
 pub mod scene;
-mod shader;
+pub mod shader;
 pub mod timing;
 pub mod variant;
+mod variants;
+mod visibility;
 
 pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE, INSTANCE_COUNT_OFFSET};
 #[cfg(feature = "blocking")]
@@ -116,6 +126,7 @@ pub use error::CullError;
 pub use frustum::{Frustum, Sphere, WorldSphere};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
 pub use readback::AsyncReadback;
+pub use shader::KernelRecipe;
 pub use timing::{CullTimings, PassKind};
 pub use variant::ScanVariant;
 

@@ -1,183 +1,225 @@
-//! Composes the WGSL modules from the files in the top-level `shaders/`.
-//!
-//! WGSL has no imports, so each pipeline's module is the concatenation of
-//! the shared code, the instance format, the output kind, a generated
-//! `emit()` for the number of output bindings, and the variant's passes.
+//! The WGSL library and its composition. Each stage's WGSL is a module of
+//! `shaders/cull/` with an import path (`cull::params`, `cull::items`,
+//! `cull::formats::posquat`, ...); a variant's entry module imports what it
+//! uses, and shader defs pick the format, output kind and visibility test
+//! and carry Rust's constants (`#{WORKGROUP_SIZE}`, `#{BINDING_PARAMS}`,
+//! ...). naga_oil, the composer Bevy uses, composes them here; the Bevy
+//! plugin hands the same modules and defs to Bevy's `PipelineCache`.
 
+use crate::kernel::{
+    INSTANCE_COUNT_OFFSET, ITEMS_PER_THREAD, MAX_OUTPUT_WINDOWS, PassLayout, ShaderDefValue, ShaderModule,
+    bindings, shader_module,
+};
+use crate::variants::{KernelTuning, SCAN_LIBRARY, ScanKernel};
+use crate::visibility::VisibilityKernel;
 use crate::{InstanceFormat, OutputKind, ScanVariant};
-use std::fmt::Write;
+use naga_oil::compose::{ComposableModuleDescriptor, Composer, NagaModuleDescriptor, ShaderType};
+use std::cell::RefCell;
+use std::collections::HashMap;
 
-const COMMON: &str = include_str!("../shaders/common.wgsl");
-
-fn format_source(format: InstanceFormat) -> &'static str {
-    match format {
-        InstanceFormat::Matrix => include_str!("../shaders/format_matrix.wgsl"),
-        InstanceFormat::PosQuat => include_str!("../shaders/format_posquat.wgsl"),
-        InstanceFormat::Packed16 => include_str!("../shaders/format_packed16.wgsl"),
+/// Every library module (those with an import path), in dependency order:
+/// what a renderer registers as shader libraries before composing a
+/// kernel's entry module ([`KernelRecipe::entry`]).
+pub fn library() -> Vec<ShaderModule> {
+    let mut modules = vec![shader_module!("params.wgsl"), shader_module!("math.wgsl")];
+    modules.extend(crate::visibility::VISIBILITY_TESTS.iter().map(|v| v.module));
+    modules.extend(crate::formats::FORMATS.iter().map(|f| f.module));
+    modules.extend(crate::outputs::OUTPUTS.iter().map(|o| o.module));
+    modules.push(shader_module!("items.wgsl"));
+    modules.extend(SCAN_LIBRARY);
+    for variant in ScanVariant::compiled() {
+        modules.extend(variant.kernel().into_iter().flat_map(|k| k.library()));
     }
+    modules
 }
 
-fn output_source(output: OutputKind) -> &'static str {
-    match output {
-        OutputKind::Instances => include_str!("../shaders/output_instances.wgsl"),
-        OutputKind::Indices => include_str!("../shaders/output_indices.wgsl"),
-    }
+/// The entry modules of every compiled-in variant, in both forms where a
+/// variant has two: what a renderer registers beside [`library`] to compile
+/// any [`KernelRecipe`] (their [`ShaderModule::path`]s are the recipes'
+/// [`KernelRecipe::entry`] paths).
+pub fn entry_modules() -> Vec<ShaderModule> {
+    let mut modules: Vec<ShaderModule> = ScanVariant::compiled()
+        .filter_map(ScanVariant::kernel)
+        .flat_map(|k| [k.entry(false), k.entry(true)])
+        .collect();
+    modules.dedup();
+    modules
 }
 
-/// The workgroup scan of a tile, shared by the block-atomic and ordered variants.
-#[cfg(any(feature = "block-atomic", feature = "ordered"))]
-const TILE_SCAN: &str = include_str!("../shaders/tile_scan.wgsl");
-
-/// Ballot helpers, shared by the passes that use subgroup operations.
-#[cfg(any(feature = "subgroup-ballot", feature = "ordered"))]
-const SUBGROUP: &str = include_str!("../shaders/subgroup.wgsl");
-
-/// The ordered variant's look-back and bookkeeping, shared by its two forms.
-#[cfg(feature = "ordered")]
-const ORDERED: &str = include_str!("../shaders/ordered.wgsl");
-
-/// The variant's own passes, in their subgroup form where `subgroups` and
-/// the variant has one; `None` when compiled out.
-#[cfg_attr(not(feature = "ordered"), allow(unused_variables))] // only Ordered has two forms
-fn variant_source(variant: ScanVariant, subgroups: bool) -> Option<String> {
-    let source: String = match variant {
-        #[cfg(feature = "hillis-steele")]
-        ScanVariant::HillisSteele => include_str!("../shaders/hillis_steele.wgsl").into(),
-        #[cfg(feature = "block-atomic")]
-        ScanVariant::BlockAtomic => [TILE_SCAN, include_str!("../shaders/block_atomic.wgsl")].join("\n"),
-        #[cfg(feature = "ordered")]
-        ScanVariant::Ordered if subgroups => [
-            SUBGROUP,
-            ORDERED,
-            include_str!("../shaders/ordered_subgroup.wgsl"),
-        ]
-        .join("\n"),
-        #[cfg(feature = "ordered")]
-        ScanVariant::Ordered => [
-            TILE_SCAN,
-            ORDERED,
-            include_str!("../shaders/ordered_workgroup.wgsl"),
-        ]
-        .join("\n"),
-        #[cfg(feature = "subgroup-ballot")]
-        ScanVariant::SubgroupBallot => [SUBGROUP, include_str!("../shaders/subgroup_ballot.wgsl")].join("\n"),
-        #[cfg(feature = "subgroup-shuffle")]
-        ScanVariant::SubgroupShuffle => include_str!("../shaders/subgroup_shuffle.wgsl").into(),
-        #[allow(unreachable_patterns)]
-        _ => return None,
-    };
-    Some(source)
-}
-
-/// First binding of the output windows; windows take the next ones.
-pub(crate) const FIRST_OUTPUT_BINDING: u32 = 3;
-
-/// The draw-arguments binding and `emit(slot, i)`, which writes chunk-local
-/// instance `i` to output slot `slot`. A batch bigger than one storage
-/// binding is bound as several windows of `window_len` elements; the slot
-/// picks the window.
-fn emit_source(windows: u32) -> String {
-    let mut s =
-        String::from("@group(0) @binding(2) var<storage, read_write> draw_args: array<atomic<u32>>;\n");
-    for w in 0..windows {
-        writeln!(
-            s,
-            "@group(0) @binding({}) var<storage, read_write> out{w}: array<OutputElement>;",
-            FIRST_OUTPUT_BINDING + w
-        )
-        .unwrap();
-    }
-    s.push_str("\nfn emit(slot: u32, i: u32, inst: InstanceData) {\n    let e = output_element(i, inst);\n");
-    if windows == 1 {
-        s.push_str("    out0[slot] = e;\n}\n");
-    } else {
-        s.push_str(
-            "    let w = slot / params.window_len;\n    let j = slot - w * params.window_len;\n    switch w {\n",
-        );
-        for w in 0..windows {
-            if w + 1 == windows {
-                writeln!(s, "        default: {{ out{w}[j] = e; }}").unwrap();
-            } else {
-                writeln!(s, "        case {w}u: {{ out{w}[j] = e; }}").unwrap();
-            }
-        }
-        s.push_str("    }\n}\n");
-    }
-    s
-}
-
-/// Groups of `ITEMS` rows each thread of a single-pass variant takes
-/// (`ROW_GROUPS` in the shaders). Two for the ordered variant's subgroup form
-/// with 16-byte instances: its tiles then carry as many bytes as 32-byte
-/// ones, which spreads the look-back chain's fixed cost per tile over twice
-/// the instances (on an H100 at 5-25% visible, 0.70-0.74 of the best
-/// unordered variant instead of 0.60-0.68; see docs/benchmarks.md). One
-/// elsewhere: wider instances already fill a tile with as many bytes.
-pub(crate) fn row_groups(variant: ScanVariant, format: InstanceFormat, subgroups: bool) -> u32 {
-    if variant == ScanVariant::Ordered && subgroups && format.stride() <= 16 {
-        2
-    } else {
-        1
-    }
-}
-
-/// What one shader module is specialized for.
-#[derive(Clone, Copy, Debug)]
+/// What one kernel is specialized for.
+#[derive(Clone, Copy)]
 pub(crate) struct ModuleShape {
     pub variant: ScanVariant,
+    pub kernel: &'static dyn ScanKernel,
     pub format: InstanceFormat,
     pub output: OutputKind,
+    pub visibility: &'static VisibilityKernel,
     /// Output bindings.
     pub windows: u32,
     /// Threads per workgroup (`WORKGROUP_SIZE`).
     pub workgroup_size: u32,
-    /// The ordered variant's polls before falling back (`SPIN_LIMIT`).
-    pub spin_limit: u32,
-    /// Tiles that publish nothing (`SILENT_TILES`, for tests).
-    pub silent_tiles: u32,
-    /// The subgroup form of a variant that has one (ordered); the device
-    /// must have `Features::SUBGROUP`.
+    pub tuning: KernelTuning,
+    /// The kernel's subgroup form; the device must have `Features::SUBGROUP`.
     pub subgroups: bool,
 }
 
-/// Replaces the value of `const NAME: u32 = ...;` in WGSL source. The
-/// sources are compiled into the crate, so a missing constant is this
-/// crate's bug, not the caller's: it panics with the name rather than
-/// composing a module that silently keeps the default (`every_module_validates`
-/// composes every shape on each `cargo test`).
-fn set_const(src: &str, name: &str, value: u32) -> String {
-    let key = format!("const {name}: u32 = ");
-    let start = src
-        .find(&key)
-        .unwrap_or_else(|| panic!("the composed WGSL declares no `const {name}: u32`"));
-    let from = start + key.len();
-    let end = from + src[from..].find(';').expect("a const ends with ;");
-    format!("{}{value}u{}", &src[..from], &src[end..])
+impl std::fmt::Debug for ModuleShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleShape")
+            .field("variant", &self.variant)
+            .field("format", &self.format)
+            .field("output", &self.output)
+            .field("visibility", &self.visibility.name)
+            .field("windows", &self.windows)
+            .field("subgroups", &self.subgroups)
+            .finish()
+    }
 }
 
-/// The full module for one shape.
-pub(crate) fn compose(shape: ModuleShape) -> Option<String> {
-    let variant = variant_source(shape.variant, shape.subgroups)?;
-    let source = [
-        COMMON,
-        format_source(shape.format),
-        output_source(shape.output),
-        &emit_source(shape.windows),
-        &variant,
-    ]
-    .join("\n");
-    let source = set_const(&source, "WORKGROUP_SIZE", shape.workgroup_size);
-    let mut source = set_const(
-        &source,
-        "ROW_GROUPS",
-        row_groups(shape.variant, shape.format, shape.subgroups),
-    );
-    // The look-back's knobs exist only in the ordered variant's module.
-    if shape.variant == ScanVariant::Ordered {
-        source = set_const(&source, "SPIN_LIMIT", shape.spin_limit);
-        source = set_const(&source, "SILENT_TILES", shape.silent_tiles);
+/// Everything a renderer needs to compile one kernel itself (the Bevy
+/// plugin does it through Bevy's `PipelineCache`): the entry module, to be
+/// composed against [`library`] with `shader_defs`, and one compute
+/// pipeline per pass, in order, each with its group 0 layout.
+#[derive(Clone, Debug)]
+pub struct KernelRecipe {
+    /// The entry module (it imports the library).
+    pub entry: ShaderModule,
+    /// The shader defs to compose it with.
+    pub shader_defs: Vec<(&'static str, ShaderDefValue)>,
+    /// The passes, in the order [`crate::Culler::provide_pipelines`] takes
+    /// their pipelines.
+    pub passes: Vec<PassLayout>,
+    /// Whether the kernel uses subgroup operations (the composer needs
+    /// naga's subgroup capability, the device `Features::SUBGROUP`).
+    pub subgroups: bool,
+}
+
+impl ModuleShape {
+    /// Groups of `ITEMS` rows each thread takes (`ROW_GROUPS`).
+    pub fn row_groups(&self) -> u32 {
+        self.kernel.row_groups(self.format, self.subgroups)
     }
-    Some(source)
+
+    /// The shader defs: the stages' selectors, the sizes, and the binding
+    /// numbers, all from their Rust constants.
+    pub fn shader_defs(&self) -> Vec<(&'static str, ShaderDefValue)> {
+        use ShaderDefValue::{Bool, UInt};
+        let mut defs = vec![
+            (self.format.kernel().shader_def, Bool(true)),
+            (self.output.kernel().shader_def, Bool(true)),
+            (self.visibility.shader_def, Bool(true)),
+            ("WORKGROUP_SIZE", UInt(self.workgroup_size)),
+            ("ITEMS", UInt(ITEMS_PER_THREAD)),
+            ("ROW_GROUPS", UInt(self.row_groups())),
+            ("OUTPUT_WINDOWS", UInt(self.windows)),
+            ("INSTANCE_COUNT_WORD", UInt((INSTANCE_COUNT_OFFSET / 4) as u32)),
+            ("BINDING_PARAMS", UInt(bindings::PARAMS)),
+            ("BINDING_INSTANCES", UInt(bindings::INSTANCES)),
+            ("BINDING_DRAW_ARGS", UInt(bindings::DRAW_ARGS)),
+            ("BINDING_VOTES", UInt(bindings::VOTES)),
+            ("BINDING_SCAN_IN", UInt(bindings::SCAN_IN)),
+            ("BINDING_SCAN_OUT", UInt(bindings::SCAN_OUT)),
+            ("BINDING_SCAN_STATE", UInt(bindings::SCAN_STATE)),
+        ];
+        const OUTPUT_DEFS: [&str; MAX_OUTPUT_WINDOWS as usize] = [
+            "BINDING_OUTPUT_A",
+            "BINDING_OUTPUT_B",
+            "BINDING_OUTPUT_C",
+            "BINDING_OUTPUT_D",
+        ];
+        for (w, name) in OUTPUT_DEFS.into_iter().enumerate() {
+            defs.push((name, UInt(bindings::OUTPUT + w as u32)));
+        }
+        self.kernel.shader_defs(&self.tuning, &mut defs);
+        defs
+    }
+
+    pub fn recipe(&self) -> KernelRecipe {
+        KernelRecipe {
+            entry: self.kernel.entry(self.subgroups),
+            shader_defs: self.shader_defs(),
+            passes: self.kernel.passes(self.windows),
+            subgroups: self.subgroups,
+        }
+    }
+}
+
+fn capabilities(subgroups: bool) -> naga::valid::Capabilities {
+    if subgroups {
+        naga::valid::Capabilities::SUBGROUP
+    } else {
+        naga::valid::Capabilities::empty()
+    }
+}
+
+thread_local! {
+    /// A composer per capability set, with the library added: naga_oil
+    /// caches each module per set of defs, so composing many shapes (the
+    /// tests do) parses each file once.
+    static COMPOSERS: RefCell<HashMap<bool, Composer>> = RefCell::new(HashMap::new());
+}
+
+fn new_composer(subgroups: bool) -> Result<Composer, String> {
+    let mut composer = Composer::default().with_capabilities(capabilities(subgroups));
+    for module in library() {
+        let added = composer.add_composable_module(ComposableModuleDescriptor {
+            source: module.source,
+            file_path: module.path,
+            ..Default::default()
+        });
+        if let Err(e) = added {
+            return Err(e.emit_to_string(&composer));
+        }
+    }
+    Ok(composer)
+}
+
+/// The kernel's module, composed by naga_oil and validated by naga with
+/// the capabilities the device will have. An error is this crate's bug (the
+/// WGSL is compiled in): the message is naga_oil's report.
+pub(crate) fn compose(shape: &ModuleShape) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
+    let recipe = shape.recipe();
+    let defs = recipe
+        .shader_defs
+        .iter()
+        .map(|&(name, value)| {
+            let value = match value {
+                ShaderDefValue::Bool(b) => naga_oil::compose::ShaderDefValue::Bool(b),
+                ShaderDefValue::UInt(u) => naga_oil::compose::ShaderDefValue::UInt(u),
+            };
+            (name.to_owned(), value)
+        })
+        .collect();
+    let module = COMPOSERS.with(|composers| {
+        let mut composers = composers.borrow_mut();
+        let composer = match composers.entry(shape.subgroups) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(new_composer(shape.subgroups)?),
+        };
+        composer
+            .make_naga_module(NagaModuleDescriptor {
+                source: recipe.entry.source,
+                file_path: recipe.entry.path,
+                shader_type: ShaderType::Wgsl,
+                shader_defs: defs,
+                additional_imports: &[],
+            })
+            .map_err(|e| e.emit_to_string(composer))
+    })?;
+    let info =
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities(shape.subgroups))
+            .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+            .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+            .validate(&module)
+            .map_err(|e| format!("{shape:?}: {e:?}"))?;
+    Ok((module, info))
+}
+
+/// The composed kernel as plain WGSL (naga's writer), as handed to wgpu.
+pub(crate) fn wgsl(shape: &ModuleShape) -> Result<String, String> {
+    let (module, info) = compose(shape)?;
+    naga::back::wgsl::write_string(&module, &info, naga::back::wgsl::WriterFlags::empty())
+        .map_err(|e| format!("{shape:?}: {e}"))
 }
 
 /// Every shape a module can be composed for (both forms of the ordered
@@ -186,22 +228,25 @@ pub(crate) fn compose(shape: ModuleShape) -> Option<String> {
 pub(crate) fn every_shape() -> Vec<ModuleShape> {
     let mut shapes = Vec::new();
     for variant in ScanVariant::compiled() {
-        let forms: &[bool] = match variant {
-            ScanVariant::Ordered => &[false, true],
-            v => &[v.required_features().contains(wgpu::Features::SUBGROUP)],
-        };
-        for &subgroups in forms {
+        let kernel = variant.kernel().expect("compiled in");
+        let mut forms = vec![kernel.subgroup_form(true), kernel.subgroup_form(false)];
+        forms.dedup();
+        for subgroups in forms {
             for format in InstanceFormat::ALL {
-                for output in [OutputKind::Instances, OutputKind::Indices] {
-                    for windows in 1..=crate::culler::MAX_OUTPUT_WINDOWS {
+                for output in OutputKind::ALL {
+                    for windows in 1..=MAX_OUTPUT_WINDOWS {
                         shapes.push(ModuleShape {
                             variant,
+                            kernel,
                             format,
                             output,
+                            visibility: crate::visibility::frustum(),
                             windows,
                             workgroup_size: 64,
-                            spin_limit: 3,
-                            silent_tiles: 1,
+                            tuning: KernelTuning {
+                                spin_limit: 3,
+                                silent_tiles: 1,
+                            },
                             subgroups,
                         });
                     }
@@ -212,44 +257,117 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
     shapes
 }
 
-/// The shape's module composed, parsed and validated by naga with the
-/// capabilities the device will have; panics with naga's report otherwise.
-#[cfg(test)]
-pub(crate) fn validated(shape: ModuleShape) -> (String, naga::Module, naga::valid::ModuleInfo) {
-    use naga::valid::{Capabilities, ValidationFlags, Validator};
-    let src = compose(shape).expect("compiled in");
-    let what = format!("{shape:?}");
-    let module =
-        naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-    let info = Validator::new(ValidationFlags::all(), Capabilities::SUBGROUP)
-        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
-        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-    (src, module, info)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every composition parses and validates with naga, with the
-    /// capabilities the device will have: the shaders are checked here, on
-    /// every `cargo test`, not first at pipeline creation on a GPU.
+    /// Every composition composes and validates, with the capabilities the
+    /// device will have: the shaders are checked here, on every `cargo
+    /// test`, not first at pipeline creation on a GPU.
     #[test]
     fn every_module_validates() {
         let shapes = every_shape();
         let expected: usize = ScanVariant::compiled()
             .map(|v| if v == ScanVariant::Ordered { 2 } else { 1 })
             .sum::<usize>()
-            * 3
-            * 2
-            * crate::culler::MAX_OUTPUT_WINDOWS as usize;
+            * InstanceFormat::ALL.len()
+            * OutputKind::ALL.len()
+            * MAX_OUTPUT_WINDOWS as usize;
         assert_eq!(shapes.len(), expected);
-        for shape in shapes {
-            let (src, _, _) = validated(shape);
-            assert!(src.contains("const WORKGROUP_SIZE: u32 = 64u;"));
+        for shape in &shapes {
+            let src = wgsl(shape).unwrap_or_else(|e| panic!("{e}"));
+            assert!(src.contains("@workgroup_size(64"), "{shape:?}");
+            // naga's writer must not emit what naga's reader rejects.
+            assert!(!src.contains("enable subgroups"), "{shape:?}");
         }
+    }
+
+    /// Every library module names itself, and imports only modules listed
+    /// before it (so a renderer can register them in order).
+    #[test]
+    fn library_is_in_dependency_order() {
+        let mut seen: Vec<&str> = Vec::new();
+        for module in library() {
+            for line in module.source.lines() {
+                if let Some(import) = line.trim().strip_prefix("#import ") {
+                    let path = import.split("::{").next().unwrap();
+                    let known = seen
+                        .iter()
+                        .any(|s| path == *s || path.starts_with(&format!("{s}::")));
+                    assert!(known, "{}: imports {path} before it is registered", module.path);
+                }
+            }
+            seen.push(
+                module
+                    .import_path()
+                    .unwrap_or_else(|| panic!("{} has no import path", module.path)),
+            );
+        }
+    }
+
+    /// The bindings each pass declares in Rust match what naga reflects from
+    /// its composed WGSL: every global an entry point uses is in its layout,
+    /// with the same kind (uniform, read-only or read-write storage), and no
+    /// layout entry names a binding the module declares differently. A
+    /// mismatch would otherwise surface as a wgpu validation error on a GPU.
+    #[test]
+    fn rust_layouts_match_the_wgsl_bindings() {
+        use crate::kernel::Slot;
+        use std::collections::BTreeMap;
+        let mut checked = 0;
+        for shape in every_shape() {
+            let (module, info) = compose(&shape).unwrap_or_else(|e| panic!("{e}"));
+            // Every declared binding of the module, by kind.
+            let declared: BTreeMap<u32, Slot> = module
+                .global_variables
+                .iter()
+                .filter_map(|(_, g)| {
+                    let binding = g.binding.as_ref()?;
+                    assert_eq!(binding.group, 0, "{shape:?}: one bind group");
+                    let slot = match g.space {
+                        naga::AddressSpace::Uniform => Slot::Params,
+                        naga::AddressSpace::Storage { access }
+                            if access.contains(naga::StorageAccess::STORE) =>
+                        {
+                            Slot::ReadWrite
+                        }
+                        naga::AddressSpace::Storage { .. } => Slot::Read,
+                        other => panic!("{shape:?}: binding in {other:?}"),
+                    };
+                    Some((binding.binding, slot))
+                })
+                .collect();
+            for pass in shape.recipe().passes {
+                let what = format!("{shape:?} {}", pass.entry_point);
+                let index = module
+                    .entry_points
+                    .iter()
+                    .position(|e| e.name == pass.entry_point)
+                    .unwrap_or_else(|| panic!("{what}: no such entry point"));
+                let ep = info.get_entry_point(index);
+                let layout: BTreeMap<u32, Slot> = pass.bindings.iter().copied().collect();
+                for (handle, g) in module.global_variables.iter() {
+                    let Some(binding) = &g.binding else { continue };
+                    if ep[handle].is_empty() {
+                        continue;
+                    }
+                    assert_eq!(
+                        layout.get(&binding.binding),
+                        declared.get(&binding.binding),
+                        "{what}: binding {} ({:?}) used by the shader",
+                        binding.binding,
+                        g.name
+                    );
+                }
+                for (binding, slot) in &layout {
+                    if let Some(wgsl) = declared.get(binding) {
+                        assert_eq!(wgsl, slot, "{what}: binding {binding}");
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 0);
     }
 
     /// The value of `const NAME: f32 = value;` in a WGSL source.
@@ -261,19 +379,13 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "declares no `const NOT_THERE: u32`")]
-    fn a_missing_constant_is_not_silently_skipped() {
-        set_const(COMMON, "NOT_THERE", 1);
-    }
-
-    #[test]
     fn packed_quantization_step_matches_rust() {
         // The WGSL spells QUAT_STEP as the same f32 expression as Rust.
-        let src = format_source(InstanceFormat::Packed16);
+        let src = InstanceFormat::Packed16.kernel().module.source;
         assert!(src.contains("const QUAT_STEP: f32 = 2.0 * QUAT_RANGE / 1023.0;"));
         assert_eq!(wgsl_const(src, "QUAT_RANGE"), std::f32::consts::FRAC_1_SQRT_2);
         assert_eq!(
-            crate::instance::QUAT_STEP,
+            crate::formats::QUAT_STEP,
             2.0 * std::f32::consts::FRAC_1_SQRT_2 / 1023.0
         );
     }
@@ -281,12 +393,12 @@ mod tests {
     #[test]
     fn wgsl_constants_match_rust() {
         assert_eq!(
-            wgsl_const(COMMON, "PLANE_TOLERANCE"),
+            wgsl_const(crate::visibility::frustum().module.source, "PLANE_TOLERANCE"),
             crate::frustum::PLANE_TOLERANCE
         );
         assert_eq!(
             wgsl_const(
-                format_source(InstanceFormat::Packed16),
+                InstanceFormat::Packed16.kernel().module.source,
                 "PACKED_ROTATION_ERROR_BOUND"
             ),
             crate::instance::PACKED_ROTATION_ERROR_BOUND

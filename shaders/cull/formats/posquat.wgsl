@@ -1,10 +1,16 @@
-// 32-byte instances: [position.xyz, scale] then the rotation quaternion.
+// 32-byte instances: [position.xyz, scale] then the rotation quaternion
+// (cull_core::PosQuatInstance; CPU mirror in src/formats/posquat.rs).
+#define_import_path cull::formats::posquat
+
+#import cull::params::params
+#import cull::math::{WorldSphere, all_finite, rotate}
+
 struct InstanceData {
     position_scale: vec4<f32>,
     rotation: vec4<f32>,
 }
 
-@group(0) @binding(1) var<storage, read> instances: array<InstanceData>;
+@group(0) @binding(#{BINDING_INSTANCES}) var<storage, read> instances: array<InstanceData>;
 
 fn world_sphere(inst: InstanceData) -> WorldSphere {
     let finite = all_finite(inst.position_scale) & all_finite(inst.rotation);

@@ -4,9 +4,12 @@
 // array); compact writes survivors at base + exclusive prefix; finalize adds
 // the chunk's total to the running count. Order is preserved.
 
-@group(0) @binding(7) var<storage, read_write> votes: array<u32>;
-@group(0) @binding(8) var<storage, read> scan_in: array<u32>;
-@group(0) @binding(9) var<storage, read_write> scan_out: array<u32>;
+#import cull::params::{params, WORKGROUP_SIZE, workgroup_index}
+#import cull::items::{draw_args, INSTANCE_COUNT, vote, emit, load_instance}
+
+@group(0) @binding(#{BINDING_VOTES}) var<storage, read_write> votes: array<u32>;
+@group(0) @binding(#{BINDING_SCAN_IN}) var<storage, read> scan_in: array<u32>;
+@group(0) @binding(#{BINDING_SCAN_OUT}) var<storage, read_write> scan_out: array<u32>;
 
 fn thread_index(wid: vec3<u32>, lid: u32) -> u32 {
     return workgroup_index(wid) * WORKGROUP_SIZE + lid;
@@ -40,14 +43,14 @@ fn compact(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
     if i < params.chunk_len && votes[i] != 0u {
         // The count so far is final: earlier chunks' finalize passes ran
         // before this dispatch.
-        let base = atomicLoad(&draw_args[1]);
-        emit(base + scan_in[i] - 1u, i, instances[i]);
+        let base = atomicLoad(&draw_args[INSTANCE_COUNT]);
+        emit(base + scan_in[i] - 1u, i, load_instance(i));
     }
 }
 
 @compute @workgroup_size(1)
 fn finalize() {
     if params.chunk_len > 0u {
-        atomicAdd(&draw_args[1], scan_in[params.chunk_len - 1u]);
+        atomicAdd(&draw_args[INSTANCE_COUNT], scan_in[params.chunk_len - 1u]);
     }
 }

@@ -7,6 +7,9 @@
 // go row after row, so lanes write consecutive slots. All four loads are
 // issued before any vote. Output order is not preserved.
 
+#import cull::params::{WORKGROUP_SIZE, TILE, workgroup_index}
+#import cull::items::{draw_args, INSTANCE_COUNT, load_items, vote_items, emit_items, pack_votes, unpack_bytes, row_offsets}
+
 var<workgroup> workgroup_count: atomic<u32>;
 var<workgroup> block_base: u32;
 
@@ -37,7 +40,7 @@ fn cull(
     workgroupBarrier();
     if lid == 0u {
         let total = atomicLoad(&workgroup_count);
-        block_base = select(0u, atomicAdd(&draw_args[1], total), total > 0u);
+        block_base = select(0u, atomicAdd(&draw_args[INSTANCE_COUNT], total), total > 0u);
     }
     workgroupBarrier();
     let slots = vec4<u32>(block_base + subgroup_base) + row_offsets(totals) + unpack_bytes(inclusive - votes);

@@ -2,8 +2,8 @@
 // decoupled look-back (Merrill & Garland 2016) in the portable "decoupled
 // fallback" form, which assumes no forward progress between workgroups.
 // This file holds what both forms share; the entry point and the scan of a
-// tile are in ordered_subgroup.wgsl (subgroup ballots) or
-// ordered_workgroup.wgsl (workgroup memory, for devices without subgroups).
+// tile are in variants/ordered_subgroup.wgsl (subgroup ballots) or
+// variants/ordered_workgroup.wgsl (workgroup memory, for devices without subgroups).
 //
 // 1. A workgroup takes the next tile ID from an atomic counter, so tile t's
 //    predecessors have all started before it, whatever the dispatch order.
@@ -26,18 +26,22 @@
 // aggregate to prefix, and an aggregate counted by a successor (the same
 // value) can never overwrite a prefix. WGSL atomics are relaxed: that is
 // enough, since each word carries its whole message.
+#define_import_path cull::variants::ordered_chain
+
+#import cull::params::{WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
+#import cull::items::{draw_args, INSTANCE_COUNT, vote}
 
 const FLAG_AGGREGATE: u32 = 0x40000000u;
 const FLAG_PREFIX: u32 = 0x80000000u;
 const VALUE_MASK: u32 = 0x3fffffffu;
-// Polls of a silent predecessor before counting it (set by Rust).
-const SPIN_LIMIT: u32 = 256u;
+// Polls of a silent predecessor before counting it (Tuning::lookback_spin_limit).
+const SPIN_LIMIT: u32 = #{SPIN_LIMIT}u;
 // Testing only: tiles whose ID has any of these bits set publish nothing,
 // which forces their successors through the fallback. 0 in real use.
-const SILENT_TILES: u32 = 0u;
+const SILENT_TILES: u32 = #{SILENT_TILES}u;
 
 // [0]: next tile ID; [1]: the visible count before this chunk; [2 + t]: tile t's status.
-@group(0) @binding(10) var<storage, read_write> scan_state: array<atomic<u32>>;
+@group(0) @binding(#{BINDING_SCAN_STATE}) var<storage, read_write> scan_state: array<atomic<u32>>;
 
 const NO_STOP: u32 = 0xffffffffu;
 
@@ -173,16 +177,9 @@ fn chain_tile(tile: u32, tiles: u32, lid: u32, base: u32, aggregate: u32) -> u32
             atomicMax(&scan_state[2u + tile], FLAG_PREFIX | (exclusive + aggregate));
         }
         if tile == tiles - 1u {
-            atomicStore(&draw_args[1], base + exclusive + aggregate);
+            atomicStore(&draw_args[INSTANCE_COUNT], base + exclusive + aggregate);
         }
     }
     return exclusive;
 }
 
-// Writes the kept ones of instances `index` to `slots`, reading them again.
-fn emit_again(keep: vec4<bool>, index: vec4<u32>, slots: vec4<u32>) {
-    if keep.x { emit(slots.x, index.x, instances[index.x]); }
-    if keep.y { emit(slots.y, index.y, instances[index.y]); }
-    if keep.z { emit(slots.z, index.z, instances[index.z]); }
-    if keep.w { emit(slots.w, index.w, instances[index.w]); }
-}

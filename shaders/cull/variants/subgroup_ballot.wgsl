@@ -8,6 +8,10 @@
 // write consecutive slots. All four loads are issued before any vote.
 // Output order is not preserved.
 
+#import cull::params::{WORKGROUP_SIZE, TILE, workgroup_index}
+#import cull::items::{draw_args, INSTANCE_COUNT, load_items, vote_items, emit_items, row_offsets}
+#import cull::scans::ballot::{lanes_below, popcount_all}
+
 var<workgroup> workgroup_count: atomic<u32>;
 var<workgroup> block_base: u32;
 
@@ -24,9 +28,9 @@ fn cull(
     let b2 = subgroupBallot(v.z);
     let b3 = subgroupBallot(v.w);
     let below = lanes_below(lane);
-    let totals = vec4<u32>(popcount4(b0), popcount4(b1), popcount4(b2), popcount4(b3));
+    let totals = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
     let ranks = row_offsets(totals)
-        + vec4<u32>(popcount4(b0 & below), popcount4(b1 & below), popcount4(b2 & below), popcount4(b3 & below));
+        + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
     var subgroup_base = 0u;
     if lane == 0u {
         subgroup_base = atomicAdd(&workgroup_count, totals.x + totals.y + totals.z + totals.w);
@@ -35,7 +39,7 @@ fn cull(
     workgroupBarrier();
     if lid == 0u {
         let total = atomicLoad(&workgroup_count);
-        block_base = select(0u, atomicAdd(&draw_args[1], total), total > 0u);
+        block_base = select(0u, atomicAdd(&draw_args[INSTANCE_COUNT], total), total > 0u);
     }
     workgroupBarrier();
     let slots = vec4<u32>(block_base + subgroup_base) + ranks;

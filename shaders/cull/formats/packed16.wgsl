@@ -1,8 +1,17 @@
 // 16-byte instances: position.xyz as f32 bits, then a "smallest three"
-// quaternion: 2 bits naming the dropped largest component, 3 x 10 bits.
-alias InstanceData = vec4<u32>;
+// quaternion: 2 bits naming the dropped largest component, 3 x 10 bits
+// (cull_core::PackedInstance; CPU mirror in src/formats/packed16.rs).
+#define_import_path cull::formats::packed16
 
-@group(0) @binding(1) var<storage, read> instances: array<InstanceData>;
+#import cull::params::params
+#import cull::math::{WorldSphere, all_finite, rotate}
+
+// A struct, not an alias: composed modules export structs, not aliases.
+struct InstanceData {
+    bits: vec4<u32>,
+}
+
+@group(0) @binding(#{BINDING_INSTANCES}) var<storage, read> instances: array<InstanceData>;
 
 // Must equal cull_core::instance::PACKED_ROTATION_ERROR_BOUND: the sphere is
 // widened by |center| * this so culling stays conservative for the rotation
@@ -31,13 +40,11 @@ fn unpack_quat(bits: u32) -> vec4<f32> {
     );
 }
 
-fn world_sphere(raw: InstanceData) -> WorldSphere {
+fn world_sphere(inst: InstanceData) -> WorldSphere {
+    let raw = inst.bits;
     let position = bitcast<vec3<f32>>(raw.xyz);
     let finite = all_finite(vec4<f32>(position, 0.0));
     let c = params.local_sphere.xyz;
-    // Most meshes' bounds are centred on their origin: then the rotation
-    // cannot move the center and is not unpacked at all (a uniform branch:
-    // the same for every invocation of the dispatch).
     let center = position + rotate(unpack_quat(raw.w), c);
     let p = abs(position);
     return WorldSphere(center, params.local_sphere.w + length(c) * PACKED_ROTATION_ERROR_BOUND,

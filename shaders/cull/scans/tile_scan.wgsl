@@ -1,4 +1,4 @@
-// The workgroup scan of one tile, shared by the block-atomic and ordered
+// The workgroup scan of a tile, shared by the block-atomic and ordered
 // variants. A tile is ITEMS rows of WORKGROUP_SIZE instances: thread t
 // holds index tile_start + k * WORKGROUP_SIZE + t of row k, so loads and
 // stores coalesce, and ranks taken row after row are the instances' order
@@ -7,6 +7,10 @@
 // prefix over at most 256 threads is at most 255, so bytes never carry).
 // The scan rakes: RAKES threads each scan RAKE_LEN counts serially, then one
 // thread scans the rake totals: 3 barriers instead of 2 * log2(threads).
+#define_import_path cull::scans::tile_scan
+
+#import cull::params::WORKGROUP_SIZE
+#import cull::items::unpack_bytes
 
 const RAKE_LEN: u32 = 16u;
 const RAKES: u32 = WORKGROUP_SIZE / RAKE_LEN;

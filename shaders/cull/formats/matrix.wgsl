@@ -1,9 +1,19 @@
-// 64-byte instances: a column-major world_from_local matrix.
-alias InstanceData = mat4x4<f32>;
+// 64-byte instances: a column-major world_from_local matrix (CPU mirror in
+// src/formats/matrix.rs).
+#define_import_path cull::formats::matrix
 
-@group(0) @binding(1) var<storage, read> instances: array<InstanceData>;
+#import cull::params::params
+#import cull::math::{WorldSphere, all_finite}
 
-fn world_sphere(m: InstanceData) -> WorldSphere {
+// A struct, not an alias: composed modules export structs, not aliases.
+struct InstanceData {
+    world_from_local: mat4x4<f32>,
+}
+
+@group(0) @binding(#{BINDING_INSTANCES}) var<storage, read> instances: array<InstanceData>;
+
+fn world_sphere(inst: InstanceData) -> WorldSphere {
+    let m = inst.world_from_local;
     let finite = all_finite(m[0]) & all_finite(m[1]) & all_finite(m[2]) & all_finite(m[3]);
     let c = params.local_sphere.xyz;
     let x = m[0].xyz;

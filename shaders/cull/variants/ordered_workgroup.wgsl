@@ -1,7 +1,12 @@
 // Ordered, without subgroups: a tile's votes are scanned in workgroup memory
-// (tile_scan.wgsl, as block_atomic.wgsl does). Thread t holds instance
+// (scans/tile_scan.wgsl, as block_atomic.wgsl does). Thread t holds instance
 // tile_start + k * WORKGROUP_SIZE + t of row k, so ranks taken row after row
 // are the instances' order within the tile.
+
+#import cull::params::{params, WORKGROUP_SIZE, TILE}
+#import cull::items::{load_items, vote_items, emit_again, pack_votes, row_offsets}
+#import cull::scans::tile_scan::{scan_tile, tile_totals}
+#import cull::variants::ordered_chain::{take_tile, chain_tile}
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(@builtin(local_invocation_index) lid: u32) {

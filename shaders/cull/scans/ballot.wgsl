@@ -1,6 +1,7 @@
 // Ballot helpers shared by the passes that use subgroup operations
-// (subgroup_ballot.wgsl, ordered_subgroup.wgsl). Ballots are 128 bits, so
-// any subgroup size from 4 to 128 lanes works.
+// (variants/subgroup_ballot.wgsl, variants/ordered_subgroup.wgsl). Ballots
+// are 128 bits, so any subgroup size from 4 to 128 lanes works.
+#define_import_path cull::scans::ballot
 
 // Bits of the lanes below `lane` in a 128-bit ballot.
 fn lanes_below(lane: u32) -> vec4<u32> {
@@ -12,7 +13,7 @@ fn lanes_below(lane: u32) -> vec4<u32> {
     return select(select(vec4<u32>(0u), partial, inside), vec4<u32>(0xffffffffu), full);
 }
 
-fn popcount4(v: vec4<u32>) -> u32 {
+fn popcount_all(v: vec4<u32>) -> u32 {
     let c = countOneBits(v);
     return c.x + c.y + c.z + c.w;
 }

@@ -1,5 +1,5 @@
 // Ordered, with subgroups: a tile's votes are scanned with ballots, as in
-// subgroup_ballot.wgsl, but in index order. Each subgroup reserves a range
+// variants/subgroup_ballot.wgsl, but in index order. Each subgroup reserves a range
 // of lanes with one shared atomic (any subgroup size, any mapping of
 // invocations to subgroups) and takes ITEMS rows of that many consecutive
 // instances from ITEMS times the range's start: so the tile's order is
@@ -13,6 +13,11 @@
 // over as many bytes. The second group is loaded after the first is voted
 // (a barrier keeps the compiler from hoisting its loads): with both in
 // flight the pass needed 59 registers instead of 47, and ran slower.
+
+#import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
+#import cull::items::{Items, load_rows, vote_items, emit_again, row_offsets}
+#import cull::scans::ballot::{lanes_below, popcount_all}
+#import cull::variants::ordered_chain::{take_tile, chain_tile}
 
 // Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
 var<workgroup> range_counts: array<u32, WORKGROUP_SIZE>;
@@ -32,9 +37,9 @@ fn scan_rows(items: Items, below: vec4<u32>) -> RowVotes {
     let b1 = subgroupBallot(keep.y);
     let b2 = subgroupBallot(keep.z);
     let b3 = subgroupBallot(keep.w);
-    let counts = vec4<u32>(popcount4(b0), popcount4(b1), popcount4(b2), popcount4(b3));
+    let counts = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
     let ranks = row_offsets(counts)
-        + vec4<u32>(popcount4(b0 & below), popcount4(b1 & below), popcount4(b2 & below), popcount4(b3 & below));
+        + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
     return RowVotes(keep, ranks, counts.x + counts.y + counts.z + counts.w);
 }
 
@@ -47,8 +52,8 @@ fn cull(
     // range starts in the workgroup (reserved while thread 0 takes the tile).
     let below = lanes_below(lane);
     let members = subgroupBallot(true);
-    let width = popcount4(members);
-    let rank = popcount4(members & below);
+    let width = popcount_all(members);
+    let rank = popcount_all(members & below);
     var first = 0u;
     if rank == 0u {
         first = atomicAdd(&lanes_taken, width);

@@ -1,0 +1,64 @@
+//! [`InstanceFormat::PosQuat`]: position, uniform scale and a rotation
+//! quaternion, 32 B (`shaders/cull/formats/posquat.wgsl`).
+
+use super::{FormatKernel, Instance, InstanceFormat, abs_sum, rotate};
+use crate::frustum::{Sphere, WorldSphere};
+use crate::kernel::shader_module;
+use bytemuck::{Pod, Zeroable};
+use glam::{Vec3, Vec4};
+
+pub(super) const KERNEL: FormatKernel = FormatKernel {
+    format: InstanceFormat::PosQuat,
+    name: "posquat",
+    stride: size_of::<PosQuatInstance>() as u64,
+    carries_scale: true,
+    shader_def: "FORMAT_POSQUAT",
+    module: shader_module!("formats/posquat.wgsl"),
+    encode,
+    world_sphere,
+};
+
+/// The 32 B instance: `[x, y, z, scale]` then `[qx, qy, qz, qw]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct PosQuatInstance {
+    /// Translation.
+    pub position: [f32; 3],
+    /// Uniform scale.
+    pub scale: f32,
+    /// Rotation quaternion `[x, y, z, w]`.
+    pub rotation: [f32; 4],
+}
+
+impl From<&Instance> for PosQuatInstance {
+    fn from(i: &Instance) -> Self {
+        Self {
+            position: i.position.to_array(),
+            scale: i.scale,
+            rotation: i.rotation.to_array(),
+        }
+    }
+}
+
+fn encode(instances: &[Instance]) -> Vec<u8> {
+    let records: Vec<PosQuatInstance> = instances.iter().map(PosQuatInstance::from).collect();
+    bytemuck::cast_slice(&records).to_vec()
+}
+
+fn world_sphere(raw: &[u8], local: Sphere, c_terms: f32) -> Option<WorldSphere> {
+    let p: PosQuatInstance = bytemuck::pod_read_unaligned(raw);
+    let all = [p.position[0], p.position[1], p.position[2], p.scale];
+    if all.iter().chain(p.rotation.iter()).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let q = Vec4::from_array(p.rotation);
+    let position = Vec3::from_array(p.position);
+    let qq = q.dot(q);
+    let stretch = (2.0 * qq - 1.0).max(1.0);
+    let center = position + rotate(q, local.center) * p.scale;
+    Some(WorldSphere {
+        center,
+        radius: local.radius * p.scale.abs() * stretch,
+        terms: abs_sum(position) + p.scale.abs() * c_terms * (1.0 + qq),
+    })
+}

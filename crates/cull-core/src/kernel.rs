@@ -1,0 +1,210 @@
+//! What a cull's kernels are made of, described as data: the WGSL modules
+//! of the library, the bindings every pass declares, the uniform block, and
+//! the constants Rust and WGSL share. The bottom layer: it imports nothing
+//! above it, and every stage module (formats, outputs, visibility tests,
+//! scan variants) describes itself with these types.
+
+use crate::timing::PassKind;
+use bytemuck::{Pod, Zeroable};
+
+/// Most output bindings one batch may span (see `emit()` in
+/// `shaders/cull/items.wgsl`): a batch can hold up to this many times the
+/// device's largest storage binding.
+pub const MAX_OUTPUT_WINDOWS: u32 = 4;
+/// Instances in each of a thread's row groups in the single-pass variants
+/// (`ITEMS` in the shaders).
+pub(crate) const ITEMS_PER_THREAD: u32 = 4;
+/// Dynamic uniform offsets must be multiples of this on every device.
+pub(crate) const PARAMS_STRIDE: u64 = 256;
+
+/// Binding numbers of group 0, shared by every pass (shader defs
+/// `BINDING_*` in the WGSL: one place for both languages).
+pub mod bindings {
+    /// The uniform block ([`super::GpuParams`]).
+    pub const PARAMS: u32 = 0;
+    /// The chunk's instances.
+    pub const INSTANCES: u32 = 1;
+    /// The draw's indirect arguments.
+    pub const DRAW_ARGS: u32 = 2;
+    /// The first output window; window `w` is at `OUTPUT + w`.
+    pub const OUTPUT: u32 = 3;
+    /// Hillis-Steele: one vote per instance.
+    pub const VOTES: u32 = 7;
+    /// Hillis-Steele: a scan step's input.
+    pub const SCAN_IN: u32 = 8;
+    /// Hillis-Steele: a scan step's output.
+    pub const SCAN_OUT: u32 = 9;
+    /// Ordered: the look-back's tile counter, chunk base and status words.
+    pub const SCAN_STATE: u32 = 10;
+}
+
+/// Byte offset of `instance_count` (the visible count the cull writes) in
+/// [`crate::CullTarget::draw_args`], for both argument layouts.
+pub const INSTANCE_COUNT_OFFSET: u64 = 4;
+
+/// The uniform block (`CullParams` in `shaders/cull/params.wgsl`).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+pub(crate) struct GpuParams {
+    pub planes: [[f32; 4]; 6],
+    pub local_sphere: [f32; 4],
+    pub plane_count: u32,
+    pub chunk_start: u32,
+    pub chunk_len: u32,
+    pub groups_x: u32,
+    pub window_len: u32,
+    pub scan_offset: u32,
+    pub local_terms: f32,
+    pub _pad: u32,
+}
+
+/// One chunk of a batch: the instances one set of bindings covers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Chunk {
+    pub index: u32,
+    pub start: u32,
+    pub len: u32,
+}
+
+/// One WGSL file of the shader library (`shaders/cull/` in the crate).
+/// Library modules name themselves with `#define_import_path`; entry
+/// modules (a variant's passes) import them and have no import path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShaderModule {
+    /// The file, relative to `shaders/cull/`.
+    pub path: &'static str,
+    /// The WGSL, with naga_oil directives (`#import`, `#ifdef`, `#{DEF}`).
+    pub source: &'static str,
+}
+
+impl ShaderModule {
+    /// The module's `#define_import_path`, `None` for an entry module.
+    pub fn import_path(&self) -> Option<&'static str> {
+        self.source
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("#define_import_path").map(str::trim))
+    }
+}
+
+/// A [`ShaderModule`] of `shaders/cull/`, embedded in the crate.
+macro_rules! shader_module {
+    ($path:literal) => {
+        $crate::kernel::ShaderModule {
+            path: $path,
+            source: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/cull/", $path)),
+        }
+    };
+}
+pub(crate) use shader_module;
+
+/// The value of a shader def (naga_oil's, and Bevy's `ShaderDefVal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShaderDefValue {
+    /// Set: `#ifdef NAME` holds.
+    Bool(bool),
+    /// A number, substituted for `#{NAME}` and compared by `#if NAME >= n`.
+    UInt(u32),
+}
+
+/// How a pass binds a resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// The uniform block, at a dynamic offset.
+    Params,
+    /// A read-only storage buffer.
+    Read,
+    /// A read-write storage buffer.
+    ReadWrite,
+}
+
+/// One compute pass of a kernel: its entry point and what it binds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassLayout {
+    /// The entry point in the kernel's module.
+    pub entry_point: &'static str,
+    /// The stage it belongs to, for timestamps and labels.
+    pub kind: PassKind,
+    /// `(binding, slot)` of group 0.
+    pub bindings: Vec<(u32, Slot)>,
+}
+
+impl PassLayout {
+    /// Storage buffers the pass binds (what WebGPU limits to 8 per stage).
+    pub fn storage_buffers(&self) -> u32 {
+        self.bindings
+            .iter()
+            .filter(|(_, s)| !matches!(s, Slot::Params))
+            .count() as u32
+    }
+
+    /// The wgpu layout entries of group 0.
+    pub fn layout_entries(&self) -> Vec<wgpu::BindGroupLayoutEntry> {
+        self.bindings
+            .iter()
+            .map(|&(binding, slot)| wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: match slot {
+                    Slot::Params => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: true,
+                        min_binding_size: wgpu::BufferSize::new(size_of::<GpuParams>() as u64),
+                    },
+                    Slot::Read | Slot::ReadWrite => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage {
+                            read_only: matches!(slot, Slot::Read),
+                        },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                },
+                count: None,
+            })
+            .collect()
+    }
+}
+
+/// The bindings every pass that reads instances and writes survivors
+/// declares: params, instances, draw arguments, then `windows` outputs.
+pub(crate) fn chunk_slots(windows: u32) -> impl Iterator<Item = (u32, Slot)> {
+    [
+        (bindings::PARAMS, Slot::Params),
+        (bindings::INSTANCES, Slot::Read),
+        (bindings::DRAW_ARGS, Slot::ReadWrite),
+    ]
+    .into_iter()
+    .chain((0..windows).map(|w| (bindings::OUTPUT + w, Slot::ReadWrite)))
+}
+
+/// A scratch buffer a variant needs per target.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScratchBuffer {
+    pub label: &'static str,
+    pub size: u64,
+    pub usage: wgpu::BufferUsages,
+}
+
+/// How a chunk's instances map to workgroups.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DispatchShape {
+    /// Instances per workgroup.
+    pub per_workgroup: u32,
+    /// Largest dispatch along one dimension.
+    pub max_groups: u32,
+}
+
+impl DispatchShape {
+    /// Workgroups a chunk of `len` instances needs.
+    pub fn groups_for(&self, len: u32) -> u32 {
+        len.div_ceil(self.per_workgroup)
+    }
+
+    /// Workgroup counts for `groups` workgroups: `(x, y)` with `x <= max`.
+    pub fn dims(&self, groups: u32) -> (u32, u32) {
+        if groups <= self.max_groups {
+            (groups.max(1), 1)
+        } else {
+            (self.max_groups, groups.div_ceil(self.max_groups))
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Compiled passes and what encoding one needs: the layer between the
+//! buffers and descriptors below and the scan variants above. A variant's
+//! `encode` gets an [`EncodeContext`] and its [`CompiledPass`]es, in the
+//! order of its [`PassLayout`]s.
+
+use crate::CullError;
+use crate::buffers::{CullInput, CullTarget};
+use crate::kernel::{Chunk, DispatchShape, GpuParams, PARAMS_STRIDE, PassLayout, bindings};
+use crate::timing::{PassKind, Recorder};
+
+/// One pass, compiled: its pipeline and the layout of its group 0.
+pub(crate) struct CompiledPass {
+    pub layout: wgpu::BindGroupLayout,
+    pub pipeline: wgpu::ComputePipeline,
+}
+
+impl CompiledPass {
+    /// Compiles `pass` from `module`; a typed error, before wgpu sees it,
+    /// when the pass needs more storage buffers than the device binds per
+    /// stage (WebGPU's default is 8; a batch past one binding needs more
+    /// output windows).
+    pub fn new(
+        device: &wgpu::Device,
+        module: &wgpu::ShaderModule,
+        pass: &PassLayout,
+    ) -> Result<Self, CullError> {
+        check_storage_limit(device.limits(), pass)?;
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(pass.entry_point),
+            entries: &pass.layout_entries(),
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(pass.entry_point),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(pass.entry_point),
+            layout: Some(&pipeline_layout),
+            module,
+            entry_point: Some(pass.entry_point),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        Ok(Self { layout, pipeline })
+    }
+
+    /// A pass compiled elsewhere (Bevy's `PipelineCache`) from the same
+    /// [`PassLayout`]: its group 0 layout is the pipeline's own.
+    pub fn from_pipeline(pipeline: wgpu::ComputePipeline) -> Self {
+        Self {
+            layout: pipeline.get_bind_group_layout(0),
+            pipeline,
+        }
+    }
+}
+
+/// [`CullError::TooManyStorageBuffers`] when `pass` binds more storage
+/// buffers than `limits` allow per stage.
+pub(crate) fn check_storage_limit(limits: wgpu::Limits, pass: &PassLayout) -> Result<(), CullError> {
+    let needed = pass.storage_buffers();
+    let limit = limits.max_storage_buffers_per_shader_stage;
+    if needed > limit {
+        return Err(CullError::TooManyStorageBuffers {
+            pass: pass.entry_point.to_owned(),
+            needed,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// The binding of a byte range of a buffer.
+pub(crate) fn bind_window(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer,
+        offset,
+        size: wgpu::BufferSize::new(size),
+    })
+}
+
+/// What encoding one cull needs: the buffers, the chunks, and how chunks
+/// map to workgroups and uniform entries.
+pub(crate) struct EncodeContext<'a, 'r> {
+    pub device: &'a wgpu::Device,
+    pub encoder: &'a mut wgpu::CommandEncoder,
+    pub input: &'a CullInput,
+    pub target: &'a CullTarget,
+    pub chunks: &'a [Chunk],
+    pub dispatch: DispatchShape,
+    /// Uniform entries per chunk (its passes', then one per extra step).
+    pub params_per_chunk: u32,
+    pub recorder: &'a mut Option<Recorder<'r>>,
+}
+
+impl EncodeContext<'_, '_> {
+    /// The dynamic offset of uniform entry `step` of `chunk`.
+    pub fn params_offset(&self, chunk: &Chunk, step: u32) -> u32 {
+        ((chunk.index as u64 * self.params_per_chunk as u64 + step as u64) * PARAMS_STRIDE) as u32
+    }
+
+    /// The binding of the uniform block (one entry; the offset picks it).
+    pub fn params_entry(&self) -> wgpu::BindGroupEntry<'_> {
+        wgpu::BindGroupEntry {
+            binding: bindings::PARAMS,
+            resource: bind_window(self.target.params_buffer(), 0, size_of::<GpuParams>() as u64),
+        }
+    }
+
+    /// Bind group entries shared by the passes that read instances and
+    /// write survivors: params, the chunk's instances, and (`with_outputs`)
+    /// draw arguments and the output windows.
+    pub fn chunk_entries(&self, chunk: &Chunk, with_outputs: bool) -> Vec<wgpu::BindGroupEntry<'_>> {
+        let stride = self.input.format().stride();
+        let mut entries = vec![
+            self.params_entry(),
+            wgpu::BindGroupEntry {
+                binding: bindings::INSTANCES,
+                resource: bind_window(
+                    self.input.buffer(),
+                    chunk.start as u64 * stride,
+                    chunk.len as u64 * stride,
+                ),
+            },
+        ];
+        if with_outputs {
+            entries.push(wgpu::BindGroupEntry {
+                binding: bindings::DRAW_ARGS,
+                resource: self.target.draw_args().as_entire_binding(),
+            });
+            entries.extend(
+                self.target
+                    .output_windows()
+                    .map(|(w, offset, size)| wgpu::BindGroupEntry {
+                        binding: bindings::OUTPUT + w,
+                        resource: bind_window(self.target.output_buffer(), offset, size),
+                    }),
+            );
+        }
+        entries
+    }
+
+    /// A bind group for `pass`.
+    pub fn bind_group(&self, pass: &CompiledPass, entries: &[wgpu::BindGroupEntry]) -> wgpu::BindGroup {
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("cull"),
+            layout: &pass.layout,
+            entries,
+        })
+    }
+
+    /// Begins a compute pass, with timestamp writes when recording.
+    pub fn begin_pass(&mut self, kind: PassKind) -> wgpu::ComputePass<'_> {
+        let timestamp_writes = self.recorder.as_mut().and_then(|r| r.next(kind));
+        self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(kind.label()),
+            timestamp_writes,
+        })
+    }
+
+    /// Workgroup counts of a chunk's dispatch.
+    pub fn dims(&self, chunk: &Chunk) -> (u32, u32) {
+        self.dispatch.dims(self.dispatch.groups_for(chunk.len))
+    }
+}

@@ -1,0 +1,57 @@
+//! What the single-pass variants (block atomic, subgroup ballot, subgroup
+//! shuffle, ordered) share: vote, scan and compaction in one dispatch per
+//! chunk, entry point `cull`. The ordered variant also binds its look-back
+//! state, reset before each chunk.
+
+use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, Slot, bindings, chunk_slots};
+use crate::passes::{CompiledPass, EncodeContext};
+use crate::timing::PassKind;
+
+/// The entry point of the single pass.
+pub(super) const ENTRY_POINT: &str = "cull";
+
+/// The pass: uniforms, instances, draw arguments, the output windows, and
+/// (`lookback`) the ordered variant's look-back state.
+pub(super) fn passes(windows: u32, lookback: bool) -> Vec<PassLayout> {
+    vec![PassLayout {
+        entry_point: ENTRY_POINT,
+        kind: PassKind::Fused,
+        bindings: chunk_slots(windows)
+            .chain(lookback.then_some((bindings::SCAN_STATE, Slot::ReadWrite)))
+            .collect(),
+    }]
+}
+
+/// One dispatch per chunk; with `lookback`, the target's first scratch
+/// buffer is the look-back state.
+pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: bool) {
+    let [pass] = passes else {
+        unreachable!("one pass, as passes() declares")
+    };
+    for chunk in cx.chunks {
+        let mut entries = cx.chunk_entries(chunk, true);
+        if lookback {
+            let state = &cx.target.scratch()[0];
+            entries.push(wgpu::BindGroupEntry {
+                binding: bindings::SCAN_STATE,
+                resource: state.as_entire_binding(),
+            });
+        }
+        let bind_group = cx.bind_group(pass, &entries);
+        drop(entries);
+        if lookback {
+            // Word 0 hands out tile IDs, word 1 holds the count before this
+            // chunk (its base), then one status word per tile, all unset.
+            let state = &cx.target.scratch()[0];
+            cx.encoder.clear_buffer(state, 0, None);
+            cx.encoder
+                .copy_buffer_to_buffer(cx.target.draw_args(), INSTANCE_COUNT_OFFSET, state, 4, 4);
+        }
+        let (x, y) = cx.dims(chunk);
+        let offset = cx.params_offset(chunk, 0);
+        let mut compute = cx.begin_pass(PassKind::Fused);
+        compute.set_pipeline(&pass.pipeline);
+        compute.set_bind_group(0, &bind_group, &[offset]);
+        compute.dispatch_workgroups(x, y, 1);
+    }
+}

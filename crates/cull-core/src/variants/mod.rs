@@ -1,0 +1,322 @@
+//! The scan variants: one module each, beside its WGSL entry module in
+//! `shaders/cull/variants/`, each behind its cargo feature, and registered
+//! in [`REGISTRY`], the one place that maps a [`ScanVariant`] to code.
+//! The single-pass variants share their encoding ([`fused`]).
+
+#[cfg(any(
+    feature = "block-atomic",
+    feature = "subgroup-ballot",
+    feature = "subgroup-shuffle",
+    feature = "ordered"
+))]
+mod fused;
+
+#[cfg(feature = "block-atomic")]
+mod block_atomic;
+#[cfg(feature = "hillis-steele")]
+mod hillis_steele;
+#[cfg(feature = "ordered")]
+mod ordered;
+#[cfg(feature = "subgroup-ballot")]
+mod subgroup_ballot;
+#[cfg(feature = "subgroup-shuffle")]
+mod subgroup_shuffle;
+
+use crate::kernel::{PassLayout, ScratchBuffer, ShaderDefValue, ShaderModule, shader_module};
+use crate::passes::{CompiledPass, EncodeContext};
+use crate::{CullError, InstanceFormat};
+
+/// How votes become output slots. Each variant is compiled in by the cargo
+/// feature of the same name (kebab-case) and chosen at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanVariant {
+    /// Vote to a buffer, the naive multi-pass global scan (one dispatch per
+    /// step, log2 N steps), then compact. Order preserved. The baseline.
+    HillisSteele,
+    /// One pass: workgroup scan in shared memory, one global `atomicAdd` per
+    /// workgroup to reserve its output range, compaction in the same pass.
+    /// Order not preserved.
+    BlockAtomic,
+    /// One pass like [`Self::BlockAtomic`], with votes as one bit each in a
+    /// subgroup ballot. Needs [`wgpu::Features::SUBGROUP`]. Order not preserved.
+    SubgroupBallot,
+    /// One pass like [`Self::BlockAtomic`], with the scan done in registers by
+    /// subgroup shuffles. Needs [`wgpu::Features::SUBGROUP`]. Order not preserved.
+    SubgroupShuffle,
+    /// One pass with **order preserved**: tiles take IDs from an atomic
+    /// counter and chain their prefixes by decoupled look-back, a tile that
+    /// waits too long on a predecessor counting that predecessor's survivors
+    /// itself (decoupled fallback), so no forward progress between
+    /// workgroups is assumed. Survivors come out in their original order,
+    /// every frame. Needs no device feature: it scans its tiles with
+    /// subgroup ballots where the device has [`wgpu::Features::SUBGROUP`],
+    /// in workgroup memory elsewhere (see [`crate::Tuning::workgroup_scan`]).
+    Ordered,
+}
+
+impl ScanVariant {
+    /// Every variant, compiled in or not, fastest first (the order
+    /// [`Self::best_available`] prefers; see `docs/benchmarks.md`).
+    pub const ALL: [ScanVariant; 5] = [
+        Self::SubgroupBallot,
+        Self::SubgroupShuffle,
+        Self::BlockAtomic,
+        Self::Ordered,
+        Self::HillisSteele,
+    ];
+
+    /// This variant's registration (`variants::REGISTRY`).
+    pub(crate) const fn registration(self) -> &'static Registration {
+        let mut i = 0;
+        while i < REGISTRY.len() {
+            if REGISTRY[i].variant as u8 == self as u8 {
+                return &REGISTRY[i];
+            }
+            i += 1;
+        }
+        panic!("every variant is registered in variants::REGISTRY")
+    }
+
+    /// The kernel, when compiled in.
+    pub(crate) fn kernel(self) -> Option<&'static dyn ScanKernel> {
+        self.registration().kernel
+    }
+
+    /// The cargo feature that compiles this variant in.
+    pub const fn feature(self) -> &'static str {
+        self.registration().feature
+    }
+
+    /// A short name, the same as [`Self::feature`].
+    pub const fn name(self) -> &'static str {
+        self.feature()
+    }
+
+    /// Parses [`Self::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    /// Whether this variant's cargo feature is enabled.
+    pub const fn is_compiled(self) -> bool {
+        self.registration().kernel.is_some()
+    }
+
+    /// The variants compiled into this build, fastest first.
+    pub fn compiled() -> impl Iterator<Item = ScanVariant> {
+        Self::ALL.into_iter().filter(|v| v.is_compiled())
+    }
+
+    /// Device features this variant needs.
+    pub const fn required_features(self) -> wgpu::Features {
+        self.registration().required_features
+    }
+
+    /// Whether the variant is compiled in and runs with these device features.
+    pub fn is_available(self, features: wgpu::Features) -> bool {
+        self.is_compiled() && features.contains(self.required_features())
+    }
+
+    /// Whether survivors keep their original order.
+    pub const fn preserves_order(self) -> bool {
+        self.registration().preserves_order
+    }
+
+    /// The fastest compiled-in variant that runs with these device features.
+    pub fn best_available(features: wgpu::Features) -> Option<ScanVariant> {
+        Self::compiled().find(|v| v.is_available(features))
+    }
+
+    /// Resolves a requested variant against the device: `None` picks the best
+    /// available; an unavailable one is an error, or, with `allow_fallback`,
+    /// replaced by the best available with a logged warning.
+    pub fn resolve(
+        requested: Option<ScanVariant>,
+        features: wgpu::Features,
+        allow_fallback: bool,
+    ) -> Result<ScanVariant, CullError> {
+        let Some(variant) = requested else {
+            return Self::best_available(features).ok_or(CullError::NoVariantAvailable);
+        };
+        let error = if !variant.is_compiled() {
+            CullError::VariantNotCompiled {
+                variant,
+                feature: variant.feature(),
+            }
+        } else if !features.contains(variant.required_features()) {
+            CullError::MissingFeature {
+                variant,
+                missing: variant.required_features() - features,
+            }
+        } else {
+            return Ok(variant);
+        };
+        if !allow_fallback {
+            return Err(error);
+        }
+        let fallback = Self::best_available(features).ok_or(CullError::NoVariantAvailable)?;
+        log::warn!("{error}; falling back to {fallback:?}");
+        Ok(fallback)
+    }
+}
+
+/// One scan variant's kernel: its WGSL, its passes, what it needs per
+/// target, and how it encodes a cull.
+pub(crate) trait ScanKernel: Sync {
+    /// The WGSL entry module, in its subgroup form when `subgroups`.
+    fn entry(&self, subgroups: bool) -> ShaderModule;
+
+    /// Library modules of its own (beyond the shared ones in
+    /// [`crate::shader::library`]), in dependency order.
+    fn library(&self) -> &'static [ShaderModule] {
+        &[]
+    }
+
+    /// Whether it runs its subgroup form when the device has subgroups
+    /// (`available`): the subgroup variants always need them.
+    fn subgroup_form(&self, available: bool) -> bool;
+
+    /// Groups of item rows per thread (`ROW_GROUPS`).
+    fn row_groups(&self, _format: InstanceFormat, _subgroups: bool) -> u32 {
+        1
+    }
+
+    /// Shader defs of its own (`#{NAME}` in its WGSL).
+    fn shader_defs(&self, _tuning: &KernelTuning, _defs: &mut Vec<(&'static str, ShaderDefValue)>) {}
+
+    /// Its passes, for a batch bound as `windows` output windows.
+    fn passes(&self, windows: u32) -> Vec<PassLayout>;
+
+    /// Instances one workgroup takes, given the single-pass tile length.
+    fn per_workgroup(&self, _workgroup_size: u32, tile_len: u32) -> u32 {
+        tile_len
+    }
+
+    /// Uniform entries per chunk of up to `window_len` instances.
+    fn params_per_chunk(&self, _window_len: u32) -> u32 {
+        1
+    }
+
+    /// Scratch buffers per target: chunks of up to `chunk_len` instances in
+    /// `workgroups` workgroups (both dimensions of the dispatch).
+    fn scratch(&self, _chunk_len: u32, _workgroups: u64) -> Vec<ScratchBuffer> {
+        Vec::new()
+    }
+
+    /// Records the cull of every chunk, with `passes` compiled from
+    /// [`Self::passes`] in order.
+    fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]);
+}
+
+/// Knobs some kernels turn into shader defs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct KernelTuning {
+    /// The ordered variant's polls before falling back.
+    pub spin_limit: u32,
+    /// Tiles that publish nothing (testing the fallback).
+    pub silent_tiles: u32,
+}
+
+/// A variant, registered: what is known of it whether or not it is
+/// compiled in, and its kernel when it is.
+pub(crate) struct Registration {
+    pub variant: ScanVariant,
+    /// The cargo feature that compiles it in (its name, too).
+    pub feature: &'static str,
+    /// Device features it needs.
+    pub required_features: wgpu::Features,
+    /// Whether survivors keep their input order.
+    pub preserves_order: bool,
+    /// `None` when its feature is off.
+    pub kernel: Option<&'static dyn ScanKernel>,
+}
+
+/// `Some(kernel)` when `$feature` is on.
+macro_rules! compiled {
+    ($feature:literal, $kernel:path) => {{
+        #[cfg(feature = $feature)]
+        let kernel: Option<&'static dyn ScanKernel> = Some(&$kernel);
+        #[cfg(not(feature = $feature))]
+        let kernel: Option<&'static dyn ScanKernel> = None;
+        kernel
+    }};
+}
+
+/// Every variant, fastest first (the order `ScanVariant::best_available`
+/// prefers; see `docs/benchmarks.md`). Adding a variant: its module pair
+/// and cargo feature, a `ScanVariant` case, and a line here.
+pub(crate) static REGISTRY: [Registration; 5] = [
+    Registration {
+        variant: ScanVariant::SubgroupBallot,
+        feature: "subgroup-ballot",
+        required_features: wgpu::Features::SUBGROUP,
+        preserves_order: false,
+        kernel: compiled!("subgroup-ballot", subgroup_ballot::KERNEL),
+    },
+    Registration {
+        variant: ScanVariant::SubgroupShuffle,
+        feature: "subgroup-shuffle",
+        required_features: wgpu::Features::SUBGROUP,
+        preserves_order: false,
+        kernel: compiled!("subgroup-shuffle", subgroup_shuffle::KERNEL),
+    },
+    Registration {
+        variant: ScanVariant::BlockAtomic,
+        feature: "block-atomic",
+        required_features: wgpu::Features::empty(),
+        preserves_order: false,
+        kernel: compiled!("block-atomic", block_atomic::KERNEL),
+    },
+    Registration {
+        variant: ScanVariant::Ordered,
+        feature: "ordered",
+        required_features: wgpu::Features::empty(),
+        preserves_order: true,
+        kernel: compiled!("ordered", ordered::KERNEL),
+    },
+    Registration {
+        variant: ScanVariant::HillisSteele,
+        feature: "hillis-steele",
+        required_features: wgpu::Features::empty(),
+        preserves_order: true,
+        kernel: compiled!("hillis-steele", hillis_steele::KERNEL),
+    },
+];
+
+/// The scan building blocks more than one variant imports, in dependency order.
+pub(crate) const SCAN_LIBRARY: [ShaderModule; 2] = [
+    shader_module!("scans/tile_scan.wgsl"),
+    shader_module!("scans/ballot.wgsl"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    // Needs both subgroup variants, and one that runs without subgroups to fall back to.
+    #[cfg(all(
+        feature = "subgroup-ballot",
+        feature = "subgroup-shuffle",
+        any(feature = "block-atomic", feature = "ordered", feature = "hillis-steele")
+    ))]
+    fn subgroup_variants_need_subgroups() {
+        let none = wgpu::Features::empty();
+        assert!(!ScanVariant::SubgroupBallot.is_available(none));
+        let err = ScanVariant::resolve(Some(ScanVariant::SubgroupBallot), none, false).unwrap_err();
+        assert!(matches!(err, CullError::MissingFeature { .. }), "{err}");
+        let fell_back = ScanVariant::resolve(Some(ScanVariant::SubgroupShuffle), none, true).unwrap();
+        assert!(fell_back.required_features().is_empty());
+        assert_eq!(
+            ScanVariant::resolve(None, wgpu::Features::SUBGROUP, false).unwrap(),
+            ScanVariant::best_available(wgpu::Features::SUBGROUP).unwrap()
+        );
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for v in ScanVariant::ALL {
+            assert_eq!(ScanVariant::from_name(v.name()), Some(v));
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Visibility tests: how an instance's world-space sphere votes. One module
+//! each (the descriptor and CPU mirror's home here, the WGSL in
+//! `shaders/cull/visibility/`), registered in [`VISIBILITY_TESTS`] and
+//! selected by shader def in `items.wgsl`. Today there is one, the sphere
+//! against the view frustum; level of detail and occlusion come next.
+
+mod sphere_frustum;
+
+use crate::kernel::ShaderModule;
+
+/// One visibility test, described.
+pub(crate) struct VisibilityKernel {
+    /// A short name.
+    pub name: &'static str,
+    /// The shader def that selects it in `items.wgsl`.
+    pub shader_def: &'static str,
+    /// Its WGSL: `visible(WorldSphere) -> bool`.
+    pub module: ShaderModule,
+}
+
+/// The registry.
+pub(crate) static VISIBILITY_TESTS: [VisibilityKernel; 1] = [sphere_frustum::KERNEL];
+
+/// The test every cull runs today.
+pub(crate) fn frustum() -> &'static VisibilityKernel {
+    &VISIBILITY_TESTS[0]
+}

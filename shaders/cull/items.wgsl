@@ -1,0 +1,165 @@
+// What every variant does per instance: load it, vote on it, write it out.
+// This module picks the stages by shader def, one import line each: the
+// instance format (FORMAT_*), the visibility test (VISIBILITY_*) and the
+// output kind (OUTPUT_*). The variants import only this module, `params`
+// and their scans, so a new format, test or output is a module and a line
+// here, not an edit of every variant.
+#define_import_path cull::items
+
+#import cull::params::{params, WORKGROUP_SIZE}
+
+#ifdef FORMAT_MATRIX
+#import cull::formats::matrix::{InstanceData, instances, world_sphere}
+#else ifdef FORMAT_POSQUAT
+#import cull::formats::posquat::{InstanceData, instances, world_sphere}
+#else ifdef FORMAT_PACKED16
+#import cull::formats::packed16::{InstanceData, instances, world_sphere}
+#endif
+
+#ifdef VISIBILITY_SPHERE_FRUSTUM
+#import cull::visibility::sphere_frustum::visible
+#endif
+
+#ifdef OUTPUT_INSTANCES
+#import cull::outputs::instances::{OutputElement, output_element}
+#else ifdef OUTPUT_INDICES
+#import cull::outputs::indices::{OutputElement, output_element}
+#endif
+
+// The draw's indirect arguments; word INSTANCE_COUNT is the visible count
+// the variants add to (cull_core::INSTANCE_COUNT_OFFSET / 4).
+@group(0) @binding(#{BINDING_DRAW_ARGS}) var<storage, read_write> draw_args: array<atomic<u32>>;
+const INSTANCE_COUNT: u32 = #{INSTANCE_COUNT_WORD}u;
+
+// A batch bigger than one storage binding is bound as up to four output
+// windows of params.window_len elements; the slot picks the window.
+@group(0) @binding(#{BINDING_OUTPUT_A}) var<storage, read_write> output_a: array<OutputElement>;
+#if OUTPUT_WINDOWS >= 2
+@group(0) @binding(#{BINDING_OUTPUT_B}) var<storage, read_write> output_b: array<OutputElement>;
+#endif
+#if OUTPUT_WINDOWS >= 3
+@group(0) @binding(#{BINDING_OUTPUT_C}) var<storage, read_write> output_c: array<OutputElement>;
+#endif
+#if OUTPUT_WINDOWS >= 4
+@group(0) @binding(#{BINDING_OUTPUT_D}) var<storage, read_write> output_d: array<OutputElement>;
+#endif
+
+// Writes chunk-local instance `i` to output slot `slot`.
+fn emit(slot: u32, i: u32, inst: InstanceData) {
+#ifdef OUTPUT_INDICES
+    let e = output_element(i);
+#else
+    let e = output_element(inst);
+#endif
+#if OUTPUT_WINDOWS == 1
+    output_a[slot] = e;
+#else
+    let w = slot / params.window_len;
+    let j = slot - w * params.window_len;
+    switch w {
+        case 0u: { output_a[j] = e; }
+#if OUTPUT_WINDOWS == 2
+        default: { output_b[j] = e; }
+#else
+        case 1u: { output_b[j] = e; }
+#endif
+#if OUTPUT_WINDOWS == 3
+        default: { output_c[j] = e; }
+#endif
+#if OUTPUT_WINDOWS == 4
+        case 2u: { output_c[j] = e; }
+        default: { output_d[j] = e; }
+#endif
+    }
+#endif
+}
+
+// Chunk-local instance `i` (the caller checks the chunk's end).
+fn load_instance(i: u32) -> InstanceData {
+    return instances[i];
+}
+
+// Whether a loaded instance is visible.
+fn visible_instance(inst: InstanceData) -> bool {
+    return visible(world_sphere(inst));
+}
+
+// Whether chunk-local instance `i` is visible; false past the chunk's end.
+fn vote(i: u32) -> bool {
+    if i >= params.chunk_len {
+        return false;
+    }
+    return visible_instance(instances[i]);
+}
+
+// Instance `i` of the chunk, or zeros past its end.
+fn load_item(i: u32) -> InstanceData {
+    var d: InstanceData;
+    if i < params.chunk_len {
+        d = instances[i];
+    }
+    return d;
+}
+
+fn vote_item(i: u32, d: InstanceData) -> bool {
+    return i < params.chunk_len && visible_instance(d);
+}
+
+// A thread's four items: rows k = 0..4 at index first + k * stride, so
+// loads and stores coalesce. Fields, not an array: an array indexed in a
+// loop would live in local memory on some GPUs (seen on NVIDIA: half the
+// speed). (No names ending in a digit: composed modules may not use them.)
+struct Items {
+    index: vec4<u32>,
+    dx: InstanceData,
+    dy: InstanceData,
+    dz: InstanceData,
+    dw: InstanceData,
+}
+
+// Issues all four loads before any vote, for memory-level parallelism:
+// rows at `first + k * stride`.
+fn load_rows(first: u32, stride: u32) -> Items {
+    let index = vec4<u32>(first) + vec4<u32>(0u, 1u, 2u, 3u) * stride;
+    return Items(index, load_item(index.x), load_item(index.y), load_item(index.z), load_item(index.w));
+}
+
+// A thread's items in the workgroup-wide layout: rows of WORKGROUP_SIZE.
+fn load_items(first: u32) -> Items {
+    return load_rows(first, WORKGROUP_SIZE);
+}
+
+fn vote_items(items: Items) -> vec4<bool> {
+    return vec4<bool>(vote_item(items.index.x, items.dx), vote_item(items.index.y, items.dy),
+                      vote_item(items.index.z, items.dz), vote_item(items.index.w, items.dw));
+}
+
+// Writes the kept items to their slots.
+fn emit_items(items: Items, keep: vec4<bool>, slots: vec4<u32>) {
+    if keep.x { emit(slots.x, items.index.x, items.dx); }
+    if keep.y { emit(slots.y, items.index.y, items.dy); }
+    if keep.z { emit(slots.z, items.index.z, items.dz); }
+    if keep.w { emit(slots.w, items.index.w, items.dw); }
+}
+
+// Writes the kept ones of instances `index` to `slots`, reading them again.
+fn emit_again(keep: vec4<bool>, index: vec4<u32>, slots: vec4<u32>) {
+    if keep.x { emit(slots.x, index.x, instances[index.x]); }
+    if keep.y { emit(slots.y, index.y, instances[index.y]); }
+    if keep.z { emit(slots.z, index.z, instances[index.z]); }
+    if keep.w { emit(slots.w, index.w, instances[index.w]); }
+}
+
+// The four row votes of a thread as the bytes of one u32.
+fn pack_votes(v: vec4<bool>) -> u32 {
+    return dot(select(vec4<u32>(0u), vec4<u32>(1u, 0x100u, 0x10000u, 0x1000000u), v), vec4<u32>(1u));
+}
+
+fn unpack_bytes(packed: u32) -> vec4<u32> {
+    return (vec4<u32>(packed) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xffu);
+}
+
+// Where each item row starts: the exclusive prefix of four row totals.
+fn row_offsets(totals: vec4<u32>) -> vec4<u32> {
+    return vec4<u32>(0u, totals.x, totals.x + totals.y, totals.x + totals.y + totals.z);
+}
