@@ -174,11 +174,17 @@ fn expected_counts(h: &mut Harness) -> Vec<u32> {
         .collect()
 }
 
+/// How long a test waits for the plugin to settle: the cull kernels and the
+/// draw's pipeline compile in the background (on llvmpipe's GL, for
+/// seconds), and frames without them are cheap, so a frame count is no bound.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Runs frames until every camera reports a count for the batch that equals
 /// the reference (counts arrive a frame or two late), or fails.
 fn run_until_counts_match(h: &mut Harness, what: &str) -> Vec<u32> {
     let mut last = Vec::new();
-    for _ in 0..120 {
+    let start = std::time::Instant::now();
+    while start.elapsed() < SETTLE {
         h.app.update();
         let expected = expected_counts(h);
         let stats = h.app.world().resource::<GpuCullStats>();
@@ -339,6 +345,11 @@ fn several_cameras_edits_and_empty_batches() {
                 .map(|i| CulledInstance::new(Vec3::new(i as f32 * 0.3 - 45.0, 0.0, -5.0), LinearRgba::WHITE))
                 .collect(),
         );
+    // The previous culler keeps culling until the new kernels are compiled.
+    let start = std::time::Instant::now();
+    while h.app.world().resource::<GpuCullStats>().variant != Some(target) && start.elapsed() < SETTLE {
+        h.app.update();
+    }
     run_until_counts_match(&mut h, "after switching variant");
     for _ in 0..3 {
         h.app.update();
@@ -352,6 +363,59 @@ fn several_cameras_edits_and_empty_batches() {
         stats.gpu_time_ms
     );
     assert!(!stats.timings.is_empty());
+}
+
+/// Issue 15: switching the variant and format never stalls a frame. The
+/// new kernels compile in Bevy's `PipelineCache` while the previous culler
+/// keeps culling: frames after the switch are still culled by the old
+/// variant, no render frame goes unculled, and the new one takes over.
+#[test]
+fn switching_settings_keeps_culling_while_kernels_compile() {
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    run_until_counts_match(&mut h, "before the switch");
+    let stats = h.app.world().resource::<GpuCullStats>();
+    let before = stats.variant.expect("culled");
+    let (culled0, frame0) = (stats.culled_frames, stats.render_frame);
+    let target = ScanVariant::compiled()
+        .filter(|v| *v != before)
+        .last()
+        .expect("at least two variants are compiled in for this test");
+    {
+        let mut settings = h.app.world_mut().resource_mut::<GpuCullSettings>();
+        settings.variant = Some(target);
+        settings.format = InstanceFormat::Matrix;
+    }
+    let mut seen = Vec::new();
+    let start = std::time::Instant::now();
+    while start.elapsed() < SETTLE {
+        h.app.update();
+        let stats = h.app.world().resource::<GpuCullStats>();
+        seen.push((stats.render_frame, stats.variant));
+        if stats.variant == Some(target) {
+            break;
+        }
+    }
+    let stats = h.app.world().resource::<GpuCullStats>();
+    eprintln!("switch from {before:?} (frame {frame0}) to {target:?}: {seen:?}");
+    assert_eq!(
+        stats.variant,
+        Some(target),
+        "the new culler never took over: {seen:?}"
+    );
+    // The switch is extracted two render frames after frame0 at the latest
+    // (one still in flight when it was made); a frame culled by the old
+    // variant after that shows the old culler kept culling.
+    assert!(
+        seen.iter()
+            .any(|&(frame, variant)| frame >= frame0 + 2 && variant == Some(before)),
+        "the old culler stopped at the switch: {seen:?}"
+    );
+    assert_eq!(
+        stats.culled_frames - culled0,
+        stats.render_frame - frame0,
+        "a render frame went unculled during the switch: {seen:?}"
+    );
+    run_until_counts_match(&mut h, "after the switch");
 }
 
 /// Edits upload only the instances they touch, and the counts follow them.
@@ -612,6 +676,12 @@ fn gl_backend_renders() {
 fn gl_backend_child() {
     assert_eq!(std::env::var("WGPU_BACKEND").as_deref(), Ok("gl"));
     let mut h = harness(None, &[looking_down_grid()]);
+    // Bevy 0.19's own depth-downsampling compute shader (occlusion culling's
+    // mip chain, compiled whether or not a camera uses it) fails to
+    // translate on llvmpipe's GL (`textureGatherOffset` on a shadow
+    // sampler), which by default quits the app a few frames in. Record
+    // render errors instead, and allow that one alone.
+    record_render_errors(&mut h.app);
     run_until_counts_match(&mut h, "GL backend");
     let info = h
         .app
@@ -630,6 +700,11 @@ fn gl_backend_child() {
         "{variant:?} needs subgroups"
     );
     assert_renders(&mut h, "GL backend");
+    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        errors.iter().all(|e| e.contains("textureGatherOffset")),
+        "render errors other than Bevy's depth-downsampling shader on GL: {errors:#?}"
+    );
 }
 
 /// Issue 14, item 3: `Packed16` stores no scale, yet the draw scales each

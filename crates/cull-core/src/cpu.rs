@@ -20,7 +20,7 @@ fn map_indices<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T
     }
 }
 
-/// Stage 1: one vote (0 or 1) per instance, as `vote()` in `shaders/common.wgsl`.
+/// Stage 1: one vote (0 or 1) per instance, as `vote()` in `shaders/cull/items.wgsl`.
 /// Fails on bounds that [`Sphere::validate`] refuses, as the GPU cull does.
 pub fn vote(
     format: InstanceFormat,

@@ -69,7 +69,7 @@ impl Sphere {
 }
 
 /// Relative tolerance of the sphere/plane test, shared by the CPU reference
-/// and the shaders (`PLANE_TOLERANCE` in `shaders/common.wgsl`).
+/// and the shaders (`PLANE_TOLERANCE` in `shaders/cull/visibility/sphere_frustum.wgsl`).
 ///
 /// A sphere is kept when, for every plane,
 /// `dot(n, c) + d' + r' >= 0` with `d' = d + PLANE_TOLERANCE·|d|` (widened
@@ -332,7 +332,7 @@ impl Frustum {
     }
 
     /// Classifies an instance's world sphere exactly as the shaders' vote
-    /// does (`visible()` in `shaders/common.wgsl`): a sphere whose widened
+    /// does (`visible()` in `shaders/cull/visibility/sphere_frustum.wgsl`): a sphere whose widened
     /// radius or center is not finite (the transform overflowed `f32`) is
     /// kept; otherwise each plane's margin decides.
     pub fn classify(&self, sphere: &WorldSphere) -> SphereClass {

@@ -48,7 +48,7 @@ pub(crate) fn cull_view(
         };
         // A format without scale culls with bounds covering every scale
         // the draw applies, so it is never less conservative than the draw.
-        let local_bounds = if culler.culler.format().carries_scale() {
+        let local_bounds = if culler.culler().format().carries_scale() {
             data.bounds
         } else {
             data.scales.cover(data.bounds)
@@ -60,7 +60,7 @@ pub(crate) fn cull_view(
         };
         let encoder = ctx.command_encoder();
         if let Err(e) = culler
-            .culler
+            .culler()
             .cull(encoder, &queue, &batch.input, &target.target, &params)
         {
             // E.g. GpuCullBounds with a negative radius: draw nothing rather
@@ -83,7 +83,7 @@ pub(crate) fn cull_view(
     if culled {
         let _ = sender.0.lock().map(|s| {
             s.send(StatMessage::Frame {
-                variant: culler.culler.variant(),
+                variant: culler.culler().variant(),
                 frame: frame.0,
             })
         });

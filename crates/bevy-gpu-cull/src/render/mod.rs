@@ -42,11 +42,14 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     // shaders can import too), embedded in the binary.
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
     embedded_asset!(app, "shaders/instanced_draw.wgsl");
+    // cull-core's kernels, compiled by Bevy's PipelineCache.
+    let cull_shaders = prepare::CullShaders::add_to(app);
     let Some(render_app) = app.get_sub_app_mut(RenderApp) else {
         return;
     };
     render_app
         .insert_resource(sender)
+        .insert_resource(cull_shaders)
         .insert_resource(draw::DrawShaderRef(draw_shader))
         .init_resource::<prepare::RenderFrame>()
         .init_resource::<draw::QueuedBatches>()

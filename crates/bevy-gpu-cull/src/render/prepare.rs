@@ -12,10 +12,14 @@ use bevy::prelude::*;
 use bevy::render::mesh::allocator::MeshAllocator;
 use bevy::render::mesh::{RenderMesh, RenderMeshBufferInfo};
 use bevy::render::render_asset::RenderAssets;
-use bevy::render::render_resource::{BindGroup, BindGroupEntries, Buffer, PipelineCache};
+use bevy::render::render_resource::{
+    BindGroup, BindGroupEntries, BindGroupLayoutDescriptor, Buffer, CachedComputePipelineId,
+    CachedPipelineState, ComputePipelineDescriptor, PipelineCache,
+};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::ExtractedView;
+use bevy::shader::{Shader, ShaderDefVal};
 use cull_core::{
     AsyncReadback, CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, OutputKind,
 };
@@ -26,13 +30,129 @@ use std::sync::atomic::AtomicU64;
 /// IDs of cullers (generations) and of batch buffers, unique across device losses.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The WGSL of cull-core, as Bevy shader assets: the library modules
+/// (importable as `cull::params`, `cull::items`, ...) and each variant's
+/// entry module, by path. Bevy's `PipelineCache` composes and compiles the
+/// cull kernels from them, as it does its own shaders.
+#[derive(Resource, Clone)]
+pub(crate) struct CullShaders {
+    /// Held so that the library stays loaded.
+    _library: Vec<Handle<Shader>>,
+    entries: HashMap<&'static str, Handle<Shader>>,
+}
+
+impl CullShaders {
+    pub fn add_to(app: &mut App) -> Self {
+        let mut shaders = app.world_mut().resource_mut::<Assets<Shader>>();
+        let mut add = |m: cull_core::kernel::ShaderModule| {
+            shaders.add(Shader::from_wgsl(m.source, format!("cull_core/{}", m.path)))
+        };
+        let library = cull_core::shader::library().into_iter().map(&mut add).collect();
+        let entries = cull_core::shader::entry_modules()
+            .into_iter()
+            .map(|m| (m.path, add(m)))
+            .collect();
+        Self {
+            _library: library,
+            entries,
+        }
+    }
+}
+
+/// A culler whose kernels Bevy's `PipelineCache` compiles: it culls only
+/// into targets whose kernel (by output-window count) is ready.
+pub(crate) struct CompilingCuller {
+    pub culler: Culler,
+    pub settings: GpuCullSettings,
+    /// Kernels queued in the pipeline cache, by output windows.
+    queued: HashMap<u32, Vec<CachedComputePipelineId>>,
+}
+
+impl CompilingCuller {
+    /// Queues the kernel for targets of `windows` output windows, once.
+    pub fn request(&mut self, windows: u32, cache: &PipelineCache, shaders: &CullShaders) {
+        if self.culler.has_pipelines(windows) || self.queued.contains_key(&windows) {
+            return;
+        }
+        let recipe = self.culler.recipe(windows);
+        let Some(shader) = shaders.entries.get(recipe.entry.path) else {
+            error!("GPU culling: no shader {}", recipe.entry.path);
+            return;
+        };
+        let shader_defs: Vec<ShaderDefVal> = recipe
+            .shader_defs
+            .iter()
+            .map(|&(name, value)| match value {
+                cull_core::kernel::ShaderDefValue::Bool(b) => ShaderDefVal::Bool(name.into(), b),
+                cull_core::kernel::ShaderDefValue::UInt(u) => ShaderDefVal::UInt(name.into(), u),
+            })
+            .collect();
+        let variant = self.culler.variant().name();
+        let ids = recipe
+            .passes
+            .iter()
+            .map(|pass| {
+                cache.queue_compute_pipeline(ComputePipelineDescriptor {
+                    label: Some(format!("gpu_cull_{variant}_{}", pass.entry_point).into()),
+                    layout: vec![BindGroupLayoutDescriptor::new(
+                        pass.entry_point,
+                        &pass.layout_entries(),
+                    )],
+                    immediate_size: 0,
+                    shader: shader.clone(),
+                    shader_defs: shader_defs.clone(),
+                    entry_point: Some(pass.entry_point.into()),
+                    zero_initialize_workgroup_memory: true,
+                })
+            })
+            .collect();
+        self.queued.insert(windows, ids);
+    }
+
+    /// Hands the kernels whose passes are all compiled to the culler.
+    pub fn poll(&mut self, cache: &PipelineCache) {
+        let culler = &self.culler;
+        self.queued.retain(|&windows, ids| {
+            let mut pipelines = Vec::with_capacity(ids.len());
+            for &id in ids.iter() {
+                match cache.get_compute_pipeline_state(id) {
+                    CachedPipelineState::Err(e) => {
+                        error_once!("GPU culling: a cull kernel failed to compile: {e}");
+                        return true;
+                    }
+                    _ => match cache.get_compute_pipeline(id) {
+                        Some(p) => pipelines.push((**p).clone()),
+                        None => return true,
+                    },
+                }
+            }
+            if let Err(e) = culler.provide_pipelines(windows, pipelines) {
+                error!("GPU culling: {e}");
+            }
+            false
+        });
+    }
+}
+
 /// The culler for the current settings.
 #[derive(Resource)]
 pub(crate) struct RenderCuller {
-    pub culler: Culler,
-    pub settings: GpuCullSettings,
+    pub inner: CompilingCuller,
+    /// Unique across cullers and device losses: what was built for an older
+    /// culler is never taken for current.
     pub generation: u64,
 }
+
+impl RenderCuller {
+    pub fn culler(&self) -> &Culler {
+        &self.inner.culler
+    }
+}
+
+/// A culler for new settings while its kernels compile: the current one
+/// keeps culling until then, so a switch never stalls a frame.
+#[derive(Resource)]
+pub(crate) struct PendingCuller(CompilingCuller);
 
 /// A batch's GPU buffers.
 #[derive(Component)]
@@ -97,44 +217,89 @@ pub(crate) struct ViewTargets {
     pub map: HashMap<(Entity, Entity), ViewTarget>,
 }
 
-pub(crate) fn prepare_culler(
-    mut commands: Commands,
-    settings: Option<Res<GpuCullSettings>>,
-    current: Option<Res<RenderCuller>>,
-    device: Res<RenderDevice>,
-    queue: Res<RenderQueue>,
-) {
-    let Some(settings) = settings else {
+/// Instances a batch's buffers hold: room to grow without reallocating.
+pub(crate) fn batch_capacity(len: usize) -> u32 {
+    (len as u32).max(1).next_power_of_two()
+}
+
+/// Follows the settings: new settings get a [`PendingCuller`] whose kernels
+/// (one per output-window count the batches need) Bevy's `PipelineCache`
+/// compiles; it replaces the current culler once they are all ready. Kernels
+/// that finished compiling are handed to their cullers.
+pub(crate) fn prepare_culler(world: &mut World) {
+    let Some(settings) = world.get_resource::<GpuCullSettings>().cloned() else {
         return;
     };
-    if current.as_ref().is_some_and(|c| c.settings == *settings) {
-        return;
-    }
-    let desc = CullerDesc {
-        variant: settings.variant,
-        allow_fallback: true,
-        format: settings.format,
-        output: OutputKind::Indices,
-        timestamps: true,
-        ..Default::default()
+    let wanted = match (
+        world.get_resource::<PendingCuller>(),
+        world.get_resource::<RenderCuller>(),
+    ) {
+        (Some(pending), _) => Some(&pending.0.settings),
+        (None, Some(current)) => Some(&current.inner.settings),
+        (None, None) => None,
     };
-    match Culler::new(device.wgpu_device(), &queue, &desc) {
-        Ok(culler) => {
-            info!(
-                "GPU culling with {:?}, {:?} instances",
-                culler.variant(),
-                culler.format()
-            );
-            // Unique across device losses too, so nothing built for an older
-            // culler is taken for current.
-            let generation = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            commands.insert_resource(RenderCuller {
-                culler,
-                settings: settings.clone(),
-                generation,
-            });
+    if wanted != Some(&settings) {
+        world.remove_resource::<PendingCuller>();
+        let back_to_current = world
+            .get_resource::<RenderCuller>()
+            .is_some_and(|c| c.inner.settings == settings);
+        if !back_to_current {
+            let desc = CullerDesc {
+                variant: settings.variant,
+                allow_fallback: true,
+                format: settings.format,
+                output: OutputKind::Indices,
+                timestamps: true,
+                ..Default::default()
+            };
+            let device = world.resource::<RenderDevice>().wgpu_device().clone();
+            let culler = Culler::deferred(&device, world.resource::<RenderQueue>(), &desc);
+            match culler {
+                Ok(culler) => world.insert_resource(PendingCuller(CompilingCuller {
+                    culler,
+                    settings: settings.clone(),
+                    queued: HashMap::default(),
+                })),
+                Err(e) => error!("GPU culling disabled: {e}"),
+            }
         }
-        Err(e) => error!("GPU culling disabled: {e}"),
+    }
+    let lens: Vec<usize> = world
+        .query::<&BatchData>()
+        .iter(world)
+        .map(|b| b.instances.len())
+        .collect();
+    world.resource_scope(|world, cache: Mut<PipelineCache>| {
+        world.resource_scope(|world, shaders: Mut<CullShaders>| {
+            if let Some(mut current) = world.get_resource_mut::<RenderCuller>() {
+                current.inner.poll(&cache);
+            }
+            if let Some(mut pending) = world.get_resource_mut::<PendingCuller>() {
+                let pending = &mut pending.0;
+                pending.request(1, &cache, &shaders);
+                for &len in &lens {
+                    if let Ok(windows) = pending.culler.windows_for(batch_capacity(len)) {
+                        pending.request(windows, &cache, &shaders);
+                    }
+                }
+                pending.poll(&cache);
+            }
+        });
+    });
+    if world
+        .get_resource::<PendingCuller>()
+        .is_some_and(|p| p.0.queued.is_empty())
+    {
+        let PendingCuller(inner) = world.remove_resource().expect("checked above");
+        info!(
+            "GPU culling with {:?}, {:?} instances",
+            inner.culler.variant(),
+            inner.culler.format()
+        );
+        world.insert_resource(RenderCuller {
+            inner,
+            generation: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        });
     }
 }
 
@@ -157,6 +322,7 @@ fn draw_records(slice: &[CulledInstance]) -> Vec<CulledInstance> {
 /// dropped, and every batch is uploaded again from its render-world copy.
 pub(crate) fn forget_gpu_batches(mut commands: Commands, batches: Query<Entity, With<GpuBatch>>) {
     commands.remove_resource::<RenderCuller>();
+    commands.remove_resource::<PendingCuller>();
     for entity in &batches {
         commands.entity(entity).remove::<GpuBatch>();
     }
@@ -177,7 +343,7 @@ pub(crate) fn prepare_batches(
         return;
     };
     let device = device.wgpu_device();
-    let format = culler.culler.format();
+    let format = culler.culler().format();
     let mut uploaded = 0u64;
     for (entity, mut data, gpu) in &mut batches {
         let data = data.as_mut();
@@ -213,7 +379,7 @@ pub(crate) fn prepare_batches(
             continue;
         }
         // New buffers: the whole list goes up.
-        let capacity = count.max(1).next_power_of_two();
+        let capacity = batch_capacity(data.instances.len());
         let input = match CullInput::new(device, format, capacity) {
             Ok(input) => input,
             Err(e) => {
@@ -261,7 +427,8 @@ pub(crate) fn prepare_batches(
 pub(crate) fn prepare_targets(
     device: Res<RenderDevice>,
     queue: Res<RenderQueue>,
-    culler: Option<Res<RenderCuller>>,
+    culler: Option<ResMut<RenderCuller>>,
+    shaders: Res<CullShaders>,
     mut targets: ResMut<ViewTargets>,
     views: Query<(Entity, &MainEntity), With<ExtractedView>>,
     batches: Query<(Entity, &MainEntity, &GpuBatch)>,
@@ -272,7 +439,7 @@ pub(crate) fn prepare_targets(
     pipeline_cache: Res<PipelineCache>,
     sender: Res<StatSender>,
 ) {
-    let (Some(culler), Some(pipeline)) = (culler, pipeline) else {
+    let (Some(mut culler), Some(pipeline)) = (culler, pipeline) else {
         return;
     };
     for target in targets.map.values_mut() {
@@ -295,7 +462,18 @@ pub(crate) fn prepare_targets(
                 .get(&key)
                 .is_none_or(|t| t.capacity < batch.capacity || t.culler_generation != culler.generation);
             if fresh {
-                let target = match CullTarget::new(device.wgpu_device(), &culler.culler, batch.capacity) {
+                // A batch past one storage binding needs a kernel with more
+                // output windows: until Bevy has compiled it, the batch is
+                // not drawn (as Bevy does with a mesh whose pipeline is not
+                // ready).
+                match culler.culler().windows_for(batch.capacity) {
+                    Ok(windows) if !culler.culler().has_pipelines(windows) => {
+                        culler.inner.request(windows, &pipeline_cache, &shaders);
+                        continue;
+                    }
+                    _ => {}
+                }
+                let target = match CullTarget::new(device.wgpu_device(), culler.culler(), batch.capacity) {
                     Ok(t) => t,
                     Err(e) => {
                         error!("GPU culling: {e}");
