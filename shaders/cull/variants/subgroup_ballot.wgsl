@@ -9,11 +9,9 @@
 // Output order is not preserved.
 
 #import cull::params::{WORKGROUP_SIZE, TILE, workgroup_index}
-#import cull::items::{draw_args, INSTANCE_COUNT, load_items, vote_items, emit_items, row_offsets}
+#import cull::items::{load_items, vote_items, emit_items, row_offsets}
+#import cull::scans::reserve::reserve_output
 #import cull::scans::ballot::{lanes_below, popcount_all}
-
-var<workgroup> workgroup_count: atomic<u32>;
-var<workgroup> block_base: u32;
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(
@@ -31,17 +29,7 @@ fn cull(
     let totals = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
     let ranks = row_offsets(totals)
         + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
-    var subgroup_base = 0u;
-    if lane == 0u {
-        subgroup_base = atomicAdd(&workgroup_count, totals.x + totals.y + totals.z + totals.w);
-    }
-    subgroup_base = subgroupBroadcast(subgroup_base, 0u);
-    workgroupBarrier();
-    if lid == 0u {
-        let total = atomicLoad(&workgroup_count);
-        block_base = select(0u, atomicAdd(&draw_args[INSTANCE_COUNT], total), total > 0u);
-    }
-    workgroupBarrier();
-    let slots = vec4<u32>(block_base + subgroup_base) + ranks;
+    let base = reserve_output(lane, lid, totals.x + totals.y + totals.z + totals.w);
+    let slots = vec4<u32>(base) + ranks;
     emit_items(items, v, slots);
 }

@@ -8,10 +8,8 @@
 // issued before any vote. Output order is not preserved.
 
 #import cull::params::{WORKGROUP_SIZE, TILE, workgroup_index}
-#import cull::items::{draw_args, INSTANCE_COUNT, load_items, vote_items, emit_items, pack_votes, unpack_bytes, row_offsets}
-
-var<workgroup> workgroup_count: atomic<u32>;
-var<workgroup> block_base: u32;
+#import cull::items::{load_items, vote_items, emit_items, pack_votes, unpack_bytes, row_offsets}
+#import cull::scans::reserve::reserve_output
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(
@@ -32,17 +30,7 @@ fn cull(
         }
     }
     let totals = unpack_bytes(subgroupAdd(votes));
-    var subgroup_base = 0u;
-    if lane == 0u {
-        subgroup_base = atomicAdd(&workgroup_count, totals.x + totals.y + totals.z + totals.w);
-    }
-    subgroup_base = subgroupBroadcast(subgroup_base, 0u);
-    workgroupBarrier();
-    if lid == 0u {
-        let total = atomicLoad(&workgroup_count);
-        block_base = select(0u, atomicAdd(&draw_args[INSTANCE_COUNT], total), total > 0u);
-    }
-    workgroupBarrier();
-    let slots = vec4<u32>(block_base + subgroup_base) + row_offsets(totals) + unpack_bytes(inclusive - votes);
+    let base = reserve_output(lane, lid, totals.x + totals.y + totals.z + totals.w);
+    let slots = vec4<u32>(base) + row_offsets(totals) + unpack_bytes(inclusive - votes);
     emit_items(items, keep, slots);
 }

@@ -10,6 +10,7 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     format: InstanceFormat::Matrix,
     name: "matrix",
     stride: 64,
+    rotation_error: 0.0,
     carries_scale: true,
     shader_def: "FORMAT_MATRIX",
     module: shader_module!("formats/matrix.wgsl"),

@@ -109,6 +109,9 @@ pub(crate) struct FormatKernel {
     pub stride: u64,
     /// Whether it stores a scale ([`InstanceFormat::carries_scale`]).
     pub carries_scale: bool,
+    /// Radians a stored rotation may differ from the one written
+    /// ([`InstanceFormat::rotation_error_bound`]).
+    pub rotation_error: f32,
     /// The shader def that selects it in `shaders/cull/items.wgsl`.
     pub shader_def: &'static str,
     /// Its WGSL: `InstanceData`, the `instances` binding and `world_sphere()`.
@@ -163,6 +166,15 @@ impl InstanceFormat {
     /// ([`Sphere::covering_scales`], as the Bevy plugin does).
     pub const fn carries_scale(self) -> bool {
         self.kernel().carries_scale
+    }
+
+    /// An upper bound, in radians, on how far a stored rotation may be from
+    /// the one written: 0 for the formats that store `f32` rotations,
+    /// [`PACKED_ROTATION_ERROR_BOUND`] for [`Self::Packed16`]. Culling covers
+    /// it (the packed format widens its spheres by it); a renderer that
+    /// draws from the packed bytes shows the stored rotation.
+    pub const fn rotation_error_bound(self) -> f32 {
+        self.kernel().rotation_error
     }
 
     /// `instance` as this format can hold it: a format that carries no

@@ -11,6 +11,7 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     format: InstanceFormat::Packed16,
     name: "packed16",
     stride: size_of::<PackedInstance>() as u64,
+    rotation_error: PACKED_ROTATION_ERROR_BOUND,
     carries_scale: false,
     shader_def: "FORMAT_PACKED16",
     module: shader_module!("formats/packed16.wgsl"),

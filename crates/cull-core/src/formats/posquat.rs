@@ -11,6 +11,7 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     format: InstanceFormat::PosQuat,
     name: "posquat",
     stride: size_of::<PosQuatInstance>() as u64,
+    rotation_error: 0.0,
     carries_scale: true,
     shader_def: "FORMAT_POSQUAT",
     module: shader_module!("formats/posquat.wgsl"),

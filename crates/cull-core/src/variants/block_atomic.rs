@@ -1,28 +1,11 @@
 //! Block scan + atomic offset: the workgroup scans its tile in shared memory, one global atomic per workgroup.
-//! One pass (`shaders/cull/variants/block_atomic.wgsl`); order not preserved.
+//! One pass (`shaders/cull/variants/block_atomic.wgsl`, encoded by [`super::fused`]);
+//! order not preserved.
 
-use super::{ScanKernel, fused};
-use crate::kernel::{PassLayout, ShaderModule, shader_module};
-use crate::passes::{CompiledPass, EncodeContext};
+use super::fused::FusedKernel;
+use crate::kernel::shader_module;
 
-pub(super) struct BlockAtomic;
-
-pub(super) static KERNEL: BlockAtomic = BlockAtomic;
-
-impl ScanKernel for BlockAtomic {
-    fn entry(&self, _subgroups: bool) -> ShaderModule {
-        shader_module!("variants/block_atomic.wgsl")
-    }
-
-    fn subgroup_form(&self, _available: bool) -> bool {
-        false
-    }
-
-    fn passes(&self, windows: u32) -> Vec<PassLayout> {
-        fused::passes(windows, false)
-    }
-
-    fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]) {
-        fused::encode(cx, passes, false)
-    }
-}
+pub(super) static KERNEL: FusedKernel = FusedKernel {
+    entry: shader_module!("variants/block_atomic.wgsl"),
+    subgroups: false,
+};

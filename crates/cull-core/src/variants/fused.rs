@@ -3,9 +3,35 @@
 //! chunk, entry point `cull`. The ordered variant also binds its look-back
 //! state, reset before each chunk.
 
-use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, Slot, bindings, chunk_slots};
+use super::ScanKernel;
+use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, ShaderModule, Slot, bindings, chunk_slots};
 use crate::passes::{CompiledPass, EncodeContext};
 use crate::timing::PassKind;
+
+/// An unordered single-pass variant: all it has of its own is its WGSL
+/// entry module and whether that module uses subgroup operations.
+pub(super) struct FusedKernel {
+    pub entry: ShaderModule,
+    pub subgroups: bool,
+}
+
+impl ScanKernel for FusedKernel {
+    fn entry(&self, _subgroups: bool) -> ShaderModule {
+        self.entry
+    }
+
+    fn subgroup_form(&self, _available: bool) -> bool {
+        self.subgroups
+    }
+
+    fn passes(&self, windows: u32) -> Vec<PassLayout> {
+        passes(windows, false)
+    }
+
+    fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]) {
+        encode(cx, passes, false)
+    }
+}
 
 /// The entry point of the single pass.
 pub(super) const ENTRY_POINT: &str = "cull";

@@ -284,9 +284,10 @@ pub(crate) static REGISTRY: [Registration; 5] = [
 ];
 
 /// The scan building blocks more than one variant imports, in dependency order.
-pub(crate) const SCAN_LIBRARY: [ShaderModule; 2] = [
+pub(crate) const SCAN_LIBRARY: [ShaderModule; 3] = [
     shader_module!("scans/tile_scan.wgsl"),
     shader_module!("scans/ballot.wgsl"),
+    shader_module!("scans/reserve.wgsl"),
 ];
 
 #[cfg(test)]
