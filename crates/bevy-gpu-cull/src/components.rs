@@ -31,15 +31,52 @@ pub struct CulledInstance {
 }
 
 impl CulledInstance {
-    /// An unrotated, unit-scale instance with zero user data.
-    pub fn new(position: Vec3, color: LinearRgba) -> Self {
+    /// An unrotated, unit-scale instance with zero user data, in any of
+    /// Bevy's color types (`Color`, `Srgba`, `LinearRgba`, ...).
+    pub fn new(position: Vec3, color: impl Into<LinearRgba>) -> Self {
         Self {
             position,
             scale: 1.0,
             rotation: Quat::IDENTITY,
-            color: color.to_f32_array(),
+            color: color.into().to_f32_array(),
             user: [0; 4],
         }
+    }
+
+    /// An instance placed by a `Transform` (translation, rotation, scale).
+    /// Instances have one uniform scale: a non-uniform `scale` takes its
+    /// largest magnitude, so the instance (and its culling bounds) covers
+    /// the transformed mesh rather than clipping it.
+    pub fn from_transform(transform: &Transform, color: impl Into<LinearRgba>) -> Self {
+        let s = transform.scale.abs().max_element();
+        Self {
+            scale: s,
+            rotation: transform.rotation,
+            ..Self::new(transform.translation, color)
+        }
+    }
+
+    /// This instance with a uniform scale.
+    pub fn with_scale(self, scale: f32) -> Self {
+        Self { scale, ..self }
+    }
+
+    /// This instance with a rotation.
+    pub fn with_rotation(self, rotation: Quat) -> Self {
+        Self { rotation, ..self }
+    }
+
+    /// This instance with a color, in any of Bevy's color types.
+    pub fn with_color(self, color: impl Into<LinearRgba>) -> Self {
+        Self {
+            color: color.into().to_f32_array(),
+            ..self
+        }
+    }
+
+    /// The base color.
+    pub fn linear_color(&self) -> LinearRgba {
+        LinearRgba::from_f32_array(self.color)
     }
 
     /// This instance with the given user data.
@@ -364,6 +401,33 @@ impl DirtyRanges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instances_build_from_transforms_and_bevy_colors() {
+        let t = Transform::from_xyz(1.0, 2.0, 3.0)
+            .with_rotation(Quat::from_rotation_y(0.5))
+            .with_scale(Vec3::new(2.0, -3.0, 1.0));
+        let i = CulledInstance::from_transform(&t, Color::srgb(1.0, 0.0, 0.0));
+        assert_eq!(i.position, t.translation);
+        assert_eq!(i.rotation, t.rotation);
+        // Non-uniform: the largest magnitude, so the instance covers the mesh.
+        assert_eq!(i.scale, 3.0);
+        assert_eq!(i.linear_color(), LinearRgba::from(Color::srgb(1.0, 0.0, 0.0)));
+        let j = CulledInstance::new(Vec3::ZERO, Srgba::BLUE)
+            .with_scale(0.5)
+            .with_rotation(Quat::from_rotation_x(1.0))
+            .with_color(LinearRgba::GREEN)
+            .with_user([1, 2, 3, 4]);
+        assert_eq!(
+            (j.scale, j.rotation, j.color, j.user),
+            (
+                0.5,
+                Quat::from_rotation_x(1.0),
+                [0.0, 1.0, 0.0, 1.0],
+                [1, 2, 3, 4]
+            )
+        );
+    }
 
     /// The ranges as a set of indices, for comparison with a plain model.
     fn indices(d: &DirtyRanges) -> Vec<u32> {

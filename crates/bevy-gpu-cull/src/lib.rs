@@ -54,7 +54,7 @@ pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems};
 pub mod prelude {
     pub use crate::{
         CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullPlugin, GpuCullSettings, GpuCullStats,
-        GpuCullSystems, GpuCulledInstances, ScanVariant,
+        GpuCullSystems, GpuCulledInstances, InstanceFormat, ScanVariant,
     };
 }
 

@@ -117,8 +117,10 @@ pub struct GpuCullStats {
     /// replaced batch counts whole, an edit counts the instances it touched
     /// (see [`crate::GpuCulledInstances`]).
     pub uploaded_instances: u64,
-    /// Frames in which at least one culled batch was drawn. It stays 0 until
-    /// the draw's pipeline has compiled, which Bevy does asynchronously
+    /// Frames that drew at least one culled batch with instances in it (by
+    /// the batch's latest visible count read back: a batch culled to zero
+    /// instances does not count). It stays 0 until the cull kernels and
+    /// the draw's pipeline have compiled, which Bevy does asynchronously
     /// (from a few frames to seconds after startup, by driver): until then
     /// the culled instances are culled and counted but not on screen. Wait
     /// for it before a screenshot. Like the counts, it arrives from the

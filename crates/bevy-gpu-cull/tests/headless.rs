@@ -11,7 +11,7 @@ use bevy::render::gpu_readback::{Readback, ReadbackComplete};
 use bevy::render::render_resource::{TextureFormat, TextureUsages};
 use bevy::window::ExitCondition;
 use bevy_gpu_cull::prelude::*;
-use cull_core::InstanceFormat;
+
 use std::sync::{Arc, Mutex};
 
 const WIDTH: u32 = 96;
@@ -333,6 +333,20 @@ fn several_cameras_edits_and_empty_batches() {
         .clear();
     let empty = run_until_counts_match(&mut h, "empty batch");
     assert_eq!(empty, vec![0, 0]);
+    // A batch culled (here: emptied) to nothing is drawn with zero
+    // instances: such frames are not counted as drawn.
+    for _ in 0..3 {
+        h.app.update();
+    }
+    let drawn = h.app.world().resource::<GpuCullStats>().drawn_frames;
+    for _ in 0..5 {
+        h.app.update();
+    }
+    assert_eq!(
+        h.app.world().resource::<GpuCullStats>().drawn_frames,
+        drawn,
+        "frames drawing an empty batch counted as drawn"
+    );
     // Switching the variant at run time takes effect.
     let target = ScanVariant::compiled().last().unwrap();
     h.app.world_mut().resource_mut::<GpuCullSettings>().variant = Some(target);

@@ -103,6 +103,9 @@ pub(crate) fn read_back_counts(
     for target in targets.map.values() {
         if let Some((bytes, frame)) = target.counts.poll() {
             let count = u32::from_le_bytes(bytes[..4].try_into().expect("four bytes"));
+            target
+                .last_count
+                .store(count, std::sync::atomic::Ordering::Relaxed);
             let _ = sender.send(StatMessage::Visible {
                 view: target.main_view,
                 batch: target.main_batch,

@@ -247,7 +247,12 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
                 pass.draw_indirect(&target.draw_args, 0);
             }
         }
-        drawn.0.store(true, Ordering::Relaxed);
+        // A frame "drew" when a batch with instances was drawn: the count
+        // the GPU wrote is known a frame or two later, so the latest one
+        // read back stands for it.
+        if target.has_instances() {
+            drawn.0.store(true, Ordering::Relaxed);
+        }
         RenderCommandResult::Success
     }
 }

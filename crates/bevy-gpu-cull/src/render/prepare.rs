@@ -25,7 +25,7 @@ use cull_core::{
 };
 use std::ops::Range;
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// IDs of cullers (generations) and of batch buffers, unique across device losses.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -182,11 +182,21 @@ pub(crate) struct ViewTarget {
     pub culler_generation: u64,
     /// The visible count on its way to the CPU, tagged with its render frame.
     pub counts: AsyncReadback,
+    /// The latest visible count read back; `u32::MAX` until one arrives.
+    pub last_count: AtomicU32,
     pub main_view: Entity,
     pub main_batch: Entity,
     live: bool,
     /// The draw arguments last written to `target` (all but the count).
     written_args: Option<DrawArgs>,
+}
+
+impl ViewTarget {
+    /// Whether the latest count read back is above zero.
+    pub fn has_instances(&self) -> bool {
+        let count = self.last_count.load(std::sync::atomic::Ordering::Relaxed);
+        count != 0 && count != u32::MAX
+    }
 }
 
 /// The mesh's part of a target's draw arguments.
@@ -492,6 +502,7 @@ pub(crate) fn prepare_targets(
                         capacity: batch.capacity,
                         culler_generation: culler.generation,
                         counts,
+                        last_count: AtomicU32::new(u32::MAX),
                         main_view: main_view.id(),
                         main_batch: main_batch.id(),
                         live: false,
