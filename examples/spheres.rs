@@ -8,7 +8,8 @@
 //! cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png
 //! ```
 //!
-//! Keys (window): `V` next scan variant, `F` next instance format, `C` freeze
+//! Keys (window): `V` next scan variant, `F` next instance format, `L`
+//! shadows on/off (`--shadows` starts with them on), `C` freeze
 //! the culling frustum (fly away to see what was culled; the frozen frustum is
 //! drawn), `Space` auto fly-through on/off, `W A S D Q E` move, right mouse
 //! button + drag to look around.
@@ -40,11 +41,14 @@ struct Args {
     format: InstanceFormat,
     width: u32,
     height: u32,
+    /// The directional light casts shadows (its 4 cascades culled on the GPU
+    /// too); `L` toggles it.
+    shadows: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--headless --frames N --screenshot out.png --size WxH]"
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--headless --frames N --screenshot out.png --size WxH]"
     );
     std::process::exit(2)
 }
@@ -60,6 +64,7 @@ fn parse_args() -> Args {
         format: InstanceFormat::PosQuat,
         width: 1280,
         height: 720,
+        shadows: false,
     };
     let mut it = std::env::args().skip(1);
     let mut sized = false;
@@ -68,6 +73,7 @@ fn parse_args() -> Args {
         match flag.as_str() {
             "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| usage()) as usize,
             "--headless" => args.headless = true,
+            "--shadows" => args.shadows = true,
             "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
             "--screenshot" => args.screenshot = Some(value().into()),
             "--compare" => args.compare_bevy = value() == "bevy" || usage(),
@@ -250,6 +256,7 @@ fn setup(
     commands.spawn((
         DirectionalLight {
             illuminance: 8_000.0,
+            shadow_maps_enabled: args.shadows,
             ..default()
         },
         Transform::from_xyz(1.0, 3.0, 2.0).looking_at(Vec3::ZERO, Vec3::Y),
@@ -355,6 +362,7 @@ fn fly(
 
 fn keys(
     keys: Res<ButtonInput<KeyCode>>,
+    mut lights: Query<&mut DirectionalLight>,
     mut settings: ResMut<GpuCullSettings>,
     stats: Res<GpuCullStats>,
     mut fly: ResMut<Fly>,
@@ -379,6 +387,11 @@ fn keys(
             .position(|f| *f == settings.format)
             .map_or(0, |i| (i + 1) % all.len());
         settings.format = all[next];
+    }
+    if keys.just_pressed(KeyCode::KeyL) {
+        for mut light in &mut lights {
+            light.shadow_maps_enabled = !light.shadow_maps_enabled;
+        }
     }
     if keys.just_pressed(KeyCode::Space) {
         fly.auto = !fly.auto;
@@ -435,8 +448,10 @@ fn hud(
     times: Res<FrameTimes>,
     fly: Res<Fly>,
     frozen: Query<(), (With<MainCamera>, With<CullingFrustumOverride>)>,
+    lights: Query<&DirectionalLight>,
     mut text: Query<&mut Text, With<Hud>>,
 ) {
+    let shadows = lights.iter().any(|l| l.shadow_maps_enabled);
     let Ok(mut text) = text.single_mut() else {
         return;
     };
@@ -450,11 +465,12 @@ fn hud(
         let visible: u32 = stats.visible.values().sum();
         format!(
             "visible {visible} / {} | variant {} | format {} | GPU cull {} | frame {frame_ms:.2} ms\n\
-             [V] variant  [F] format  [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
+             [V] variant  [F] format  [L] shadows {}  [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
             args.count,
             stats.variant.map_or("-", |v| v.name()),
             settings.format.name(),
             stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3} ms")),
+            if shadows { "on" } else { "off" },
             if frozen.is_empty() { "" } else { " (frozen)" },
             if fly.auto { "on" } else { "off" },
         )

@@ -6,6 +6,7 @@
 
 #import bevy_pbr::{
     mesh_view_bindings::view,
+    mesh_types::MESH_FLAGS_SHADOW_RECEIVER_BIT,
     pbr_types::pbr_input_new,
     pbr_functions::{apply_pbr_lighting, main_pass_post_lighting_processing, calculate_view},
     view_transformations::position_world_to_clip,
@@ -47,6 +48,11 @@ fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
     pbr_input.N = pbr_input.world_normal;
     pbr_input.is_orthographic = view.clip_from_view[3].w == 1.0;
     pbr_input.V = calculate_view(in.world_position, pbr_input.is_orthographic);
+#ifdef GPU_CULL_SHADOW_RECEIVER
+    // As Bevy's meshes: sample the lights' shadow maps unless the batch
+    // has NotShadowReceiver (the plugin sets the def per batch).
+    pbr_input.flags |= MESH_FLAGS_SHADOW_RECEIVER_BIT;
+#endif
     let lit = apply_pbr_lighting(pbr_input);
     return main_pass_post_lighting_processing(pbr_input, lit);
 }

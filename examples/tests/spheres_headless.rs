@@ -49,6 +49,8 @@ fn spheres_headless_every_variant() {
                 "--variant",
                 variant,
             ])
+            // One run with the light's shadows (4 cascades culled too).
+            .args((variant == "block-atomic").then_some("--shadows"))
             .arg("--screenshot")
             .arg(&shot)
             .output()

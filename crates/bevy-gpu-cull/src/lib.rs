@@ -48,13 +48,13 @@ mod render;
 
 pub use components::{CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCulledInstances};
 pub use cull_core::{Frustum, InstanceFormat, ScanVariant};
-pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems};
+pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
 
 /// The plugin, its settings and the batch component.
 pub mod prelude {
     pub use crate::{
         CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullPlugin, GpuCullSettings, GpuCullStats,
-        GpuCullSystems, GpuCulledInstances, InstanceFormat, ScanVariant,
+        GpuCullSystems, GpuCulledInstances, InstanceFormat, ScanVariant, ShadowViewId,
     };
 }
 

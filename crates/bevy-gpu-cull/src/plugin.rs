@@ -64,8 +64,10 @@ pub enum GpuCullSystems {
     /// Render world, in `RenderSystems::PrepareResources`: the culler, each
     /// batch's buffers and each (view, batch) target, in that order.
     Prepare,
-    /// Render world, in each camera's `Core3d` schedule before
-    /// `Core3dSystems::MainPass`: the cull of every batch for that view.
+    /// Render world, in the `Core3d` schedule: the cull of every batch for
+    /// each view, before it draws (a camera before `Core3dSystems::Prepass`,
+    /// its directional cascades before Bevy's `per_view_shadow_pass`, point
+    /// and spot light views before `shared_shadow_pass`).
     Cull,
     /// Render world, in `RenderSystems::Cleanup`: the asynchronous readback
     /// of counts and timings, and the statistics sent to the main world.
@@ -90,14 +92,31 @@ impl Default for GpuCullSettings {
     }
 }
 
+/// A light's shadow view, culled like a camera: the light's main-world
+/// entity; for a directional light the camera its cascades follow and the
+/// cascade's index; for a point light the cube face's index (0 to 5); for a
+/// spot light 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShadowViewId {
+    /// The light.
+    pub light: Entity,
+    /// The camera a directional light's cascades belong to.
+    pub camera: Option<Entity>,
+    /// The cascade (directional) or cube face (point light).
+    pub index: u32,
+}
+
 /// What the GPU reported, read back asynchronously (a frame or more late).
 #[derive(Resource, Clone, Debug, Default)]
 pub struct GpuCullStats {
     /// Visible instances per (camera, batch) entity pair of the main world.
     pub visible: HashMap<(Entity, Entity), u32>,
+    /// Instances kept per (shadow view, batch): what each light view draws
+    /// into its shadow map.
+    pub shadow_visible: HashMap<(ShadowViewId, Entity), u32>,
     /// The scan variant in use.
     pub variant: Option<ScanVariant>,
-    /// GPU time per pass of the latest timed cull of each (camera, batch),
+    /// GPU time per pass of the latest timed cull of each (camera or light, batch),
     /// from timestamp queries (when the adapter has them), read back
     /// asynchronously.
     pub timings: HashMap<(Entity, Entity), CullTimings>,
@@ -143,6 +162,11 @@ pub(crate) enum StatMessage {
         batch: Entity,
         count: u32,
         frame: u64,
+    },
+    ShadowVisible {
+        view: ShadowViewId,
+        batch: Entity,
+        count: u32,
     },
     Frame {
         variant: ScanVariant,
@@ -231,6 +255,9 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             } => {
                 stats.visible.insert((view, batch), count);
                 stats.counts_frame = stats.counts_frame.max(frame);
+            }
+            StatMessage::ShadowVisible { view, batch, count } => {
+                stats.shadow_visible.insert((view, batch), count);
             }
             StatMessage::Frame { variant, frame } => {
                 stats.variant = Some(variant);

@@ -432,6 +432,302 @@ fn switching_settings_keeps_culling_while_kernels_compile() {
     run_until_counts_match(&mut h, "after the switch");
 }
 
+/// The mean of a frame's red, green and blue, from the padded readback.
+fn frame_mean(padded: &[u8]) -> f64 {
+    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
+    let stride = padded.len() / hgt;
+    let mut sum = 0u64;
+    for y in 0..hgt {
+        for p in padded[y * stride..y * stride + w * 4].chunks(4) {
+            sum += p[0] as u64 + p[1] as u64 + p[2] as u64;
+        }
+    }
+    sum as f64 / (w * hgt * 3) as f64
+}
+
+/// A lit ground under a raised batch, a light with shadows; `casts` false
+/// marks the batch `NotShadowCaster`. Returns the harness once the counts
+/// match and the frame has settled.
+fn shadow_scene(light: &str, casts: bool) -> Harness {
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let world = h.app.world_mut();
+    // Raised spheres, sparse enough that the ground shows between them.
+    let instances: Vec<CulledInstance> = (0..12 * 12)
+        .map(|i| {
+            let p = Vec3::new((i % 12) as f32 * 3.0 - 18.0, 2.0, (i / 12) as f32 * -3.0);
+            CulledInstance::new(p, Srgba::rgb(1.0, 0.2, 0.1)).with_scale(1.5)
+        })
+        .collect();
+    world
+        .get_mut::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .replace(instances);
+    if !casts {
+        world.entity_mut(h.batch).insert(bevy::light::NotShadowCaster);
+    }
+    let ground_mesh = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Plane3d::default().mesh().size(200.0, 200.0));
+    let ground_material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial::from(Color::WHITE));
+    world.spawn((
+        Mesh3d(ground_mesh),
+        MeshMaterial3d(ground_material),
+        Transform::from_xyz(0.0, 0.0, -20.0),
+    ));
+    // Replace the harness's light by one that casts shadows.
+    let lights: Vec<Entity> = world
+        .query_filtered::<Entity, With<DirectionalLight>>()
+        .iter(world)
+        .collect();
+    for light in lights {
+        world.despawn(light);
+    }
+    match light {
+        "directional" => world.spawn((
+            DirectionalLight {
+                shadow_maps_enabled: true,
+                illuminance: 20_000.0,
+                ..default()
+            },
+            Transform::from_xyz(2.0, 10.0, 1.0).looking_at(Vec3::ZERO, Vec3::Y),
+        )),
+        _ => world.spawn((
+            PointLight {
+                shadow_maps_enabled: true,
+                intensity: 4.0e8,
+                range: 200.0,
+                ..default()
+            },
+            Transform::from_xyz(0.0, 12.0, -10.0),
+        )),
+    };
+    run_until_counts_match(&mut h, &format!("{light} shadows"));
+    h
+}
+
+/// The frame's mean brightness after `n` more frames.
+fn settle_frames(h: &mut Harness, n: usize) -> f64 {
+    for _ in 0..n {
+        h.app.update();
+    }
+    frame_mean(&h.pixels.lock().unwrap().clone().expect("a frame was read back"))
+}
+
+/// Renders until `done` holds for the frame's mean brightness (shadow
+/// pipelines compile in the background), or returns the last mean.
+fn settle_mean(h: &mut Harness, done: impl Fn(f64) -> bool) -> f64 {
+    let start = std::time::Instant::now();
+    let mut mean = f64::NAN;
+    let mut frames = 0;
+    while start.elapsed() < SETTLE {
+        h.app.update();
+        let Some(padded) = h.pixels.lock().unwrap().clone() else {
+            continue;
+        };
+        mean = frame_mean(&padded);
+        frames += 1;
+        if frames > 20 && done(mean) {
+            break;
+        }
+    }
+    mean
+}
+
+/// Issue 16: the batch casts shadows from a directional light (every
+/// cascade culled on the GPU against its own frustum, opened toward the
+/// light): the frame is darker than with the batch marked NotShadowCaster,
+/// and each cascade's count equals the CPU reference for its frustum.
+#[test]
+fn directional_light_shadows_are_cast_and_culled_per_cascade() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut lit = shadow_scene("directional", false);
+    // Nothing to wait for but the frame: run the full settling time's frames
+    // would be slow, so take 60 frames after the counts matched.
+    let unshadowed = settle_frames(&mut lit, 60);
+    drop(lit);
+    let mut h = shadow_scene("directional", true);
+    let shadowed = settle_mean(&mut h, |mean| mean < unshadowed * 0.97);
+    eprintln!("directional: mean {shadowed:.2} casting, {unshadowed:.2} not casting");
+    assert!(
+        shadowed < unshadowed * 0.97,
+        "the batch's shadows do not darken the ground: {shadowed:.2} with, {unshadowed:.2} without"
+    );
+    // Each cascade of the camera: the GPU's count equals the CPU reference.
+    let camera = h.cameras[0];
+    let world = h.app.world_mut();
+    let (light, cascades) = world
+        .query::<(Entity, &bevy::light::Cascades)>()
+        .single(world)
+        .unwrap();
+    let cascades = cascades.cascades[&camera].clone();
+    assert!(!cascades.is_empty());
+    let format = world.resource::<GpuCullSettings>().format;
+    let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+    let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+    let stats = world.resource::<GpuCullStats>().clone();
+    for (index, cascade) in cascades.iter().enumerate() {
+        let frustum = cull_core::Frustum::from_shadow_cascade(cascade.clip_from_world).unwrap();
+        let expected = batch.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32;
+        eprintln!(
+            "cascade {index}: {expected} of {} instances cast into it",
+            batch.instances().len()
+        );
+        let id = ShadowViewId {
+            light,
+            camera: Some(camera),
+            index: index as u32,
+        };
+        assert_eq!(
+            stats.shadow_visible.get(&(id, h.batch)),
+            Some(&expected),
+            "cascade {index}: {:?}",
+            stats.shadow_visible
+        );
+    }
+}
+
+/// Issue 16: the batch casts shadows from a point light: each cube face is
+/// culled on the GPU and drawn into the light's shadow map.
+#[test]
+fn point_light_shadows_are_cast() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut lit = shadow_scene("point", false);
+    let unshadowed = settle_frames(&mut lit, 60);
+    drop(lit);
+    let mut h = shadow_scene("point", true);
+    let shadowed = settle_mean(&mut h, |mean| mean < unshadowed * 0.97);
+    eprintln!("point: mean {shadowed:.2} casting, {unshadowed:.2} not casting");
+    assert!(
+        shadowed < unshadowed * 0.97,
+        "the batch's shadows do not darken the ground: {shadowed:.2} with, {unshadowed:.2} without"
+    );
+    let stats = h.app.world().resource::<GpuCullStats>();
+    let faces: Vec<u32> = (0..6)
+        .filter_map(|index| {
+            stats
+                .shadow_visible
+                .iter()
+                .find(|((view, batch), _)| view.index == index && view.camera.is_none() && *batch == h.batch)
+                .map(|(_, count)| *count)
+        })
+        .collect();
+    assert_eq!(
+        faces.len(),
+        6,
+        "a count per cube face: {:?}",
+        stats.shadow_visible
+    );
+    // Every instance is in some face, and the face looking up from the
+    // light, above the batch, keeps none of it.
+    assert!(
+        faces.iter().sum::<u32>() >= 144 && faces.contains(&0),
+        "{faces:?}"
+    );
+}
+
+/// The mean red of the pixels that show instances (red well above blue).
+fn instance_red(padded: &[u8]) -> f64 {
+    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
+    let stride = padded.len() / hgt;
+    let reds: Vec<u64> = (0..hgt)
+        .flat_map(|y| padded[y * stride..y * stride + w * 4].chunks(4))
+        .filter(|p| p[0] as u32 > p[2] as u32 + 30)
+        .map(|p| p[0] as u64)
+        .collect();
+    assert!(reds.len() > 50, "only {} instance pixels", reds.len());
+    reds.iter().sum::<u64>() as f64 / reds.len() as f64
+}
+
+/// Issue 16: instances receive shadows like Bevy meshes: in the shadow of an
+/// ordinary mesh between them and the light they are darker than with the
+/// occluder gone (the draw's PBR input sets the shadow-receiver flag).
+#[test]
+fn instances_receive_shadows_from_bevy_meshes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = shadow_scene("directional", false);
+    let lit = instance_red(&{
+        settle_frames(&mut h, 30);
+        h.pixels.lock().unwrap().clone().unwrap()
+    });
+    // A wide slab over the batch, above the camera's view, between the
+    // batch and the light.
+    let world = h.app.world_mut();
+    let slab = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Cuboid::new(60.0, 0.5, 60.0));
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial::from(Color::WHITE));
+    world.spawn((
+        Mesh3d(slab),
+        MeshMaterial3d(material),
+        Transform::from_xyz(0.0, 14.0, -15.0),
+    ));
+    let start = std::time::Instant::now();
+    let mut shaded = lit;
+    while start.elapsed() < SETTLE {
+        h.app.update();
+        if let Some(padded) = h.pixels.lock().unwrap().clone() {
+            shaded = instance_red(&padded);
+            if shaded < lit * 0.8 {
+                break;
+            }
+        }
+    }
+    eprintln!("instances: red {shaded:.1} in the slab's shadow, {lit:.1} in the light");
+    assert!(
+        shaded < lit * 0.8,
+        "instances in a mesh's shadow stay lit: red {shaded:.1} shaded, {lit:.1} lit"
+    );
+}
+
+/// Issue 16: a batch on another render layer is neither culled nor drawn by
+/// a camera that does not see that layer, as with Bevy's meshes.
+#[test]
+fn render_layers_hide_a_batch_from_other_cameras() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Camera 0 on layer 0 (it is read back), camera 1 on layer 1, both on
+    // the grid: Bevy extracts the batch because camera 1 sees it.
+    let mut h = harness(None, &[looking_down_grid(), looking_down_grid()]);
+    run_until_counts_match(&mut h, "before moving the batch to layer 1");
+    let layer_one = bevy::camera::visibility::RenderLayers::layer(1);
+    h.app
+        .world_mut()
+        .entity_mut(h.cameras[1])
+        .insert(layer_one.clone());
+    h.app.world_mut().entity_mut(h.batch).insert(layer_one);
+    // Counts already on their way may still arrive: let them, then forget.
+    for _ in 0..10 {
+        h.app.update();
+    }
+    h.app.world_mut().resource_mut::<GpuCullStats>().visible.clear();
+    for _ in 0..30 {
+        h.app.update();
+    }
+    let padded = h.pixels.lock().unwrap().clone().expect("a frame was read back");
+    let stride = padded.len() / HEIGHT as usize;
+    let covered = (0..HEIGHT as usize)
+        .flat_map(|y| padded[y * stride..y * stride + WIDTH as usize * 4].chunks(4))
+        .filter(|p| p[0] as u32 > p[2] as u32 + 30)
+        .count();
+    let stats = h.app.world().resource::<GpuCullStats>();
+    assert!(
+        !stats.visible.contains_key(&(h.cameras[0], h.batch)),
+        "a layer-0 camera still culls a layer-1 batch"
+    );
+    assert!(
+        stats
+            .visible
+            .get(&(h.cameras[1], h.batch))
+            .is_some_and(|&n| n > 0),
+        "the layer-1 camera stopped culling the batch: {:?}",
+        stats.visible
+    );
+    assert_eq!(covered, 0, "a layer-0 camera still draws a layer-1 batch");
+}
+
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {

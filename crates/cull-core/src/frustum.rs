@@ -155,7 +155,20 @@ impl Frustum {
         if !clip_from_world.is_finite() {
             return Err(CullError::DegenerateFrustum("the matrix is not finite"));
         }
-        Self::extract(clip_from_world.as_dmat4(), None, max_distance)
+        Self::extract(clip_from_world.as_dmat4(), None, max_distance, false)
+    }
+
+    /// The volume that casts shadows into an orthographic shadow map (a
+    /// directional light's cascade, reverse-Z as Bevy builds it: the
+    /// light-side plane at depth 1): the frustum of `clip_from_world`
+    /// without that plane, so a caster between the light and the cascade,
+    /// whose shadow falls into it, is kept. (The shadow pass draws such a
+    /// caster with unclipped depth, clamped onto the near plane.)
+    pub fn from_shadow_cascade(clip_from_world: Mat4) -> Result<Self, CullError> {
+        if !clip_from_world.is_finite() {
+            return Err(CullError::DegenerateFrustum("the matrix is not finite"));
+        }
+        Self::extract(clip_from_world.as_dmat4(), None, None, true)
     }
 
     /// Extracts the frustum of a camera from its projection (`clip_from_view`,
@@ -187,14 +200,19 @@ impl Frustum {
             Some(world_from_view.transform_vector3(DVec3::NEG_Z))
         };
         let clip_from_world = clip_from_view.as_dmat4() * world_from_view.inverse();
-        Self::extract(clip_from_world, deeper, max_distance)
+        Self::extract(clip_from_world, deeper, max_distance, false)
     }
 
     /// The planes of `clip_from_world` (entries exact `f32` values, or the
     /// `f64` product of [`Self::from_view`]); `deeper` is where an
     /// orthographic camera looks, when known (`None` for a perspective one,
     /// or when unknown).
-    fn extract(m: DMat4, deeper: Option<DVec3>, max_distance: Option<f32>) -> Result<Self, CullError> {
+    fn extract(
+        m: DMat4,
+        deeper: Option<DVec3>,
+        max_distance: Option<f32>,
+        open_toward_depth_one: bool,
+    ) -> Result<Self, CullError> {
         let (r0, r1, r2, r3) = (m.row(0), m.row(1), m.row(2), m.row(3));
         // (plane, magnitude of what it was combined from). Order matters only
         // for speed: the side planes reject most instances.
@@ -214,6 +232,9 @@ impl Frustum {
         // Normalized depth planes in f64: [z >= 0, z <= w]; None when at infinity.
         let mut depth: [Option<(usize, DVec4)>; 2] = [None, None];
         for (i, (p, magnitude)) in raw.iter().enumerate() {
+            if open_toward_depth_one && i == 5 {
+                continue;
+            }
             let n = len3(*p);
             if n == 0.0 {
                 if p.w >= 0.0 {
@@ -519,6 +540,31 @@ mod tests {
         assert!(
             !f.intersects_sphere(eye + forward * 9_000.0, 1.0),
             "the far end is not the slab"
+        );
+    }
+
+    /// A directional light's cascade keeps casters between the light and
+    /// the cascade (toward depth 1 in Bevy's reverse-Z orthographic
+    /// projection), and still culls beside it and beyond its far side.
+    #[test]
+    fn shadow_cascades_are_open_toward_the_light() {
+        // Light looking down -Y from y = 50; the cascade spans y in [-10, 40].
+        let view = Mat4::look_to_rh(Vec3::new(0.0, 50.0, 0.0), Vec3::NEG_Y, Vec3::Z);
+        let proj = Mat4::orthographic_rh(-5.0, 5.0, -5.0, 5.0, 60.0, 10.0); // reverse-Z: near maps to 1
+        let m = proj * view;
+        let closed = Frustum::from_clip_from_world(m, None).unwrap();
+        let open = Frustum::from_shadow_cascade(m).unwrap();
+        assert_eq!(open.len, closed.len - 1);
+        let above_the_cascade = Vec3::new(0.0, 45.0, 0.0); // between the light and the near plane
+        let far_above = Vec3::new(0.0, 1.0e4, 0.0); // beyond the light itself
+        assert!(!closed.intersects_sphere(above_the_cascade, 0.5));
+        assert!(open.intersects_sphere(above_the_cascade, 0.5));
+        assert!(open.intersects_sphere(far_above, 0.5));
+        assert!(open.intersects_sphere(Vec3::ZERO, 0.5));
+        assert!(!open.intersects_sphere(Vec3::new(8.0, 20.0, 0.0), 0.5), "beside");
+        assert!(
+            !open.intersects_sphere(Vec3::new(0.0, -30.0, 0.0), 0.5),
+            "beyond the far side"
         );
     }
 

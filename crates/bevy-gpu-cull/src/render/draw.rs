@@ -71,19 +71,30 @@ pub(crate) fn init_pipeline(
     });
 }
 
+/// What the main-pass draw is specialized for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CulledPipelineKey {
+    pub mesh: MeshPipelineKey,
+    /// Sample the lights' shadow maps (the batch has no `NotShadowReceiver`).
+    pub shadow_receiver: bool,
+}
+
 impl SpecializedMeshPipeline for CulledPipeline {
-    type Key = MeshPipelineKey;
+    type Key = CulledPipelineKey;
 
     fn specialize(
         &self,
         key: Self::Key,
         layout: &MeshVertexBufferLayoutRef,
     ) -> Result<RenderPipelineDescriptor, SpecializedMeshPipelineError> {
-        let mut descriptor = self.mesh_pipeline.specialize(key, layout)?;
+        let mut descriptor = self.mesh_pipeline.specialize(key.mesh, layout)?;
         descriptor.label = Some("gpu_cull_instanced".into());
         descriptor.vertex.shader = self.shader.clone();
         if let Some(fragment) = descriptor.fragment.as_mut() {
             fragment.shader = self.shader.clone();
+            if key.shadow_receiver {
+                fragment.shader_defs.push("GPU_CULL_SHADOW_RECEIVER".into());
+            }
         }
         // Group 2 holds Bevy's per-mesh uniforms; ours replaces it.
         descriptor.layout.truncate(2);
@@ -110,7 +121,7 @@ pub(crate) fn queue_batches(
     mesh_instances: Res<RenderMeshInstances>,
     view_keys: Res<ViewKeyCache>,
     targets: Res<ViewTargets>,
-    batches: Query<(Entity, &MainEntity), With<super::prepare::GpuBatch>>,
+    batches: Query<(Entity, &MainEntity, &super::BatchData), With<super::prepare::GpuBatch>>,
     mut phases: ResMut<ViewBinnedRenderPhases<Opaque3d>>,
     mut queued: ResMut<QueuedBatches>,
     views: Query<(Entity, &ExtractedView)>,
@@ -134,7 +145,7 @@ pub(crate) fn queue_batches(
         let Some(view_key) = view_keys.get(&view.retained_view_entity) else {
             continue;
         };
-        for (entity, main_entity) in &batches {
+        for (entity, main_entity, data) in &batches {
             if !targets.map.contains_key(&(view_entity, entity)) {
                 continue;
             }
@@ -144,7 +155,10 @@ pub(crate) fn queue_batches(
             let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
                 continue;
             };
-            let key = *view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
+            let key = CulledPipelineKey {
+                mesh: *view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits()),
+                shadow_receiver: data.shadow_receiver,
+            };
             let id = match pipelines.specialize(&pipeline_cache, &pipeline, key, &mesh.layout) {
                 Ok(id) => id,
                 Err(e) => {

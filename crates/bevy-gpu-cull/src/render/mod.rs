@@ -4,14 +4,21 @@
 mod cull;
 mod draw;
 mod prepare;
+mod shadow;
 
 use crate::components::{CulledInstance, DirtyRanges, GpuCullBounds, GpuCulledInstances, ScaleRange};
 use crate::plugin::{GpuCullSettings, GpuCullSystems, StatSender};
 use bevy::asset::embedded_asset;
+use bevy::camera::visibility::RenderLayers;
 use bevy::core_pipeline::core_3d::Opaque3d;
+use bevy::core_pipeline::prepass::Opaque3dPrepass;
 use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
 use bevy::ecs::system::SystemState;
-use bevy::pbr::{MeshPipelineSystems, queue_material_meshes};
+use bevy::light::NotShadowReceiver;
+use bevy::pbr::{
+    EARLY_SHADOW_PASS, MeshPipelineSystems, Shadow, init_prepass_pipeline, per_view_shadow_pass,
+    queue_material_meshes, queue_prepass_material_meshes, queue_shadows, shared_shadow_pass,
+};
 use bevy::platform::collections::HashSet;
 use bevy::prelude::*;
 use bevy::render::render_phase::AddRenderCommand;
@@ -35,6 +42,10 @@ pub(crate) struct BatchData {
     pub uploads: DirtyRanges,
     /// The finite scales in the batch, for formats that carry no scale.
     pub scales: ScaleRange,
+    /// Whether its instances receive shadows (no `NotShadowReceiver`).
+    pub shadow_receiver: bool,
+    /// The views that see it (its `RenderLayers`, layer 0 without one).
+    pub render_layers: RenderLayers,
 }
 
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
@@ -42,6 +53,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     // shaders can import too), embedded in the binary.
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
     embedded_asset!(app, "shaders/instanced_draw.wgsl");
+    embedded_asset!(app, "shaders/instanced_prepass.wgsl");
     // cull-core's kernels, compiled by Bevy's PipelineCache.
     let cull_shaders = prepare::CullShaders::add_to(app);
     let Some(render_app) = app.get_sub_app_mut(RenderApp) else {
@@ -58,11 +70,19 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         // runs again with a new device after a device loss.
         .init_gpu_resource::<prepare::ViewTargets>()
         .init_gpu_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
+        .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
+        .init_resource::<shadow::QueuedPrepassBatches>()
         .add_render_command::<Opaque3d, draw::DrawCulled>()
+        .add_render_command::<Shadow, shadow::DrawCulledPrepass>()
+        .add_render_command::<Opaque3dPrepass, shadow::DrawCulledPrepass>()
         .add_systems(
             RenderStartup,
             (
-                draw::init_pipeline.after(MeshPipelineSystems),
+                (
+                    draw::init_pipeline.after(MeshPipelineSystems),
+                    shadow::init_prepass_pipeline.after(init_prepass_pipeline),
+                )
+                    .chain(),
                 prepare::forget_gpu_batches,
             ),
         )
@@ -87,6 +107,10 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                 draw::queue_batches
                     .in_set(RenderSystems::QueueMeshes)
                     .after(queue_material_meshes),
+                shadow::queue_prepass_batches
+                    .in_set(RenderSystems::QueueMeshes)
+                    .after(queue_shadows)
+                    .after(queue_prepass_material_meshes),
                 (
                     cull::read_back_counts,
                     draw::report_drawn,
@@ -97,9 +121,16 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         )
         .add_systems(
             Core3d,
-            cull::cull_view
-                .in_set(GpuCullSystems::Cull)
-                .before(Core3dSystems::MainPass),
+            (
+                // Before the camera's prepass (which draws the batches too)
+                // and main pass.
+                cull::cull_view.before(Core3dSystems::Prepass),
+                // Directional cascades are drawn in their camera's run.
+                cull::cull_cascades.before(per_view_shadow_pass::<EARLY_SHADOW_PASS>),
+                // Point and spot lights' views run before the cameras.
+                cull::cull_light_view.before(shared_shadow_pass::<EARLY_SHADOW_PASS>),
+            )
+                .in_set(GpuCullSystems::Cull),
         );
 }
 
@@ -118,6 +149,8 @@ type MainBatches<'w, 's> = Query<
         &'static RenderEntity,
         &'static mut GpuCulledInstances,
         &'static GpuCullBounds,
+        Has<NotShadowReceiver>,
+        Option<&'static RenderLayers>,
     ),
 >;
 
@@ -137,7 +170,8 @@ fn extract_batches(
         return;
     };
     live.clear();
-    for (render_entity, mut batch, bounds) in &mut main_batches {
+    for (render_entity, mut batch, bounds, not_receiver, layers) in &mut main_batches {
+        let layers = layers.cloned().unwrap_or_default();
         let render_entity = render_entity.id();
         live.insert(render_entity);
         let bounds = Sphere::new(bounds.center, bounds.radius);
@@ -150,11 +184,19 @@ fn extract_batches(
                 upload_all: true,
                 uploads: DirtyRanges::default(),
                 scales: ScaleRange::of(batch.instances()),
+                shadow_receiver: !not_receiver,
+                render_layers: layers,
             });
             continue;
         };
+        if data.render_layers != layers {
+            data.render_layers = layers;
+        }
         if data.bounds != bounds {
             data.bounds = bounds;
+        }
+        if data.shadow_receiver == not_receiver {
+            data.shadow_receiver = !not_receiver;
         }
         if !batch.changes.any {
             continue;

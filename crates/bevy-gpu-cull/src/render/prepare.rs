@@ -5,8 +5,10 @@
 use super::BatchData;
 use super::draw::CulledPipeline;
 use crate::components::CulledInstance;
-use crate::plugin::{GpuCullSettings, StatMessage, StatSender};
+use crate::plugin::{GpuCullSettings, ShadowViewId, StatMessage, StatSender};
+use bevy::camera::visibility::RenderLayers;
 use bevy::pbr::RenderMeshInstances;
+use bevy::pbr::{LightEntity, RenderMeshInstanceFlags};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::render::mesh::allocator::MeshAllocator;
@@ -186,6 +188,8 @@ pub(crate) struct ViewTarget {
     pub last_count: AtomicU32,
     pub main_view: Entity,
     pub main_batch: Entity,
+    /// The light view it is, for a shadow map's target.
+    pub shadow: Option<ShadowViewId>,
     live: bool,
     /// The draw arguments last written to `target` (all but the count).
     written_args: Option<DrawArgs>,
@@ -440,8 +444,14 @@ pub(crate) fn prepare_targets(
     culler: Option<ResMut<RenderCuller>>,
     shaders: Res<CullShaders>,
     mut targets: ResMut<ViewTargets>,
-    views: Query<(Entity, &MainEntity), With<ExtractedView>>,
-    batches: Query<(Entity, &MainEntity, &GpuBatch)>,
+    views: Query<(
+        Entity,
+        &ExtractedView,
+        Option<&MainEntity>,
+        Option<&RenderLayers>,
+        Has<LightEntity>,
+    )>,
+    batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData)>,
     mesh_instances: Res<RenderMeshInstances>,
     meshes: Res<RenderAssets<RenderMesh>>,
     allocator: Res<MeshAllocator>,
@@ -455,11 +465,40 @@ pub(crate) fn prepare_targets(
     for target in targets.map.values_mut() {
         target.live = false;
     }
-    for (view, main_view) in &views {
-        for (batch_entity, main_batch, batch) in &batches {
+    for (view, extracted, main_view, view_layers, is_light) in &views {
+        // A camera (it has a main-world entity) or a light's shadow view.
+        let (main_view, shadow) = match (main_view, is_light) {
+            (_, true) => {
+                let rve = extracted.retained_view_entity;
+                let camera = rve.auxiliary_entity.id();
+                let id = ShadowViewId {
+                    light: rve.main_entity.id(),
+                    camera: (camera != Entity::PLACEHOLDER).then_some(camera),
+                    index: rve.subview_index,
+                };
+                (id.light, Some(id))
+            }
+            (Some(main_view), false) => (main_view.id(), None),
+            (None, false) => continue,
+        };
+        let default_layers = RenderLayers::default();
+        let view_layers = view_layers.unwrap_or(&default_layers);
+        for (batch_entity, main_batch, gpu, batch) in &batches {
             let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_batch) else {
                 continue;
             };
+            // As Bevy does for its meshes: a view sees a batch whose render
+            // layers it shares, and a light draws only shadow casters.
+            if !view_layers.intersects(&batch.render_layers) {
+                continue;
+            }
+            if shadow.is_some()
+                && !mesh_instance
+                    .flags()
+                    .contains(RenderMeshInstanceFlags::SHADOW_CASTER)
+            {
+                continue;
+            }
             let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
                 continue;
             };
@@ -470,20 +509,20 @@ pub(crate) fn prepare_targets(
             let fresh = targets
                 .map
                 .get(&key)
-                .is_none_or(|t| t.capacity < batch.capacity || t.culler_generation != culler.generation);
+                .is_none_or(|t| t.capacity < gpu.capacity || t.culler_generation != culler.generation);
             if fresh {
                 // A batch past one storage binding needs a kernel with more
                 // output windows: until Bevy has compiled it, the batch is
                 // not drawn (as Bevy does with a mesh whose pipeline is not
                 // ready).
-                match culler.culler().windows_for(batch.capacity) {
+                match culler.culler().windows_for(gpu.capacity) {
                     Ok(windows) if !culler.culler().has_pipelines(windows) => {
                         culler.inner.request(windows, &pipeline_cache, &shaders);
                         continue;
                     }
                     _ => {}
                 }
-                let target = match CullTarget::new(device.wgpu_device(), culler.culler(), batch.capacity) {
+                let target = match CullTarget::new(device.wgpu_device(), culler.culler(), gpu.capacity) {
                     Ok(t) => t,
                     Err(e) => {
                         error!("GPU culling: {e}");
@@ -499,12 +538,13 @@ pub(crate) fn prepare_targets(
                         draw_args,
                         bind_group: None,
                         bound_buffers: 0,
-                        capacity: batch.capacity,
+                        capacity: gpu.capacity,
                         culler_generation: culler.generation,
                         counts,
                         last_count: AtomicU32::new(u32::MAX),
-                        main_view: main_view.id(),
+                        main_view,
                         main_batch: main_batch.id(),
+                        shadow,
                         live: false,
                         written_args: None,
                     },
@@ -549,17 +589,17 @@ pub(crate) fn prepare_targets(
             }
             // The output buffer is the target's own; the draw data is the
             // batch's: rebind only when either was replaced.
-            if fresh || target.bound_buffers != batch.buffers_id {
+            if fresh || target.bound_buffers != gpu.buffers_id {
                 let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
                 target.bind_group = Some(device.create_bind_group(
                     "gpu_cull_instances",
                     &layout,
                     &BindGroupEntries::sequential((
-                        batch.draw_data.as_entire_binding(),
+                        gpu.draw_data.as_entire_binding(),
                         target.target.output_buffer().as_entire_binding(),
                     )),
                 ));
-                target.bound_buffers = batch.buffers_id;
+                target.bound_buffers = gpu.buffers_id;
             }
             target.live = true;
         }

@@ -1,0 +1,86 @@
+// The Bevy plugin's depth-only draw, for shadow maps and the camera's
+// prepass: the same instance fetch and transform as instanced_draw.wgsl (the
+// main pass tests depth with GreaterEqual against what this writes, so the
+// two must compute identical positions). Group 0 is Bevy's prepass view
+// bindings, group 1 empty, group 2 the batch's (bevy_gpu_cull::instance).
+
+#import bevy_pbr::{
+    mesh_view_bindings::view,
+    view_transformations::position_world_to_clip,
+}
+#ifdef MOTION_VECTOR_PREPASS
+#import bevy_pbr::prepass_bindings::previous_view_uniforms
+#endif
+#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, rotate}
+
+struct Vertex {
+    @builtin(instance_index) instance_index: u32,
+    @location(0) position: vec3<f32>,
+#ifdef NORMAL_PREPASS
+    @location(1) normal: vec3<f32>,
+#endif
+}
+
+struct VertexOutput {
+    @builtin(position) position: vec4<f32>,
+    @location(0) world_position: vec4<f32>,
+#ifdef NORMAL_PREPASS
+    @location(1) world_normal: vec3<f32>,
+#endif
+#ifdef UNCLIPPED_DEPTH_ORTHO_EMULATION
+    @location(2) unclipped_depth: f32,
+#endif
+}
+
+@vertex
+fn vertex(vertex: Vertex) -> VertexOutput {
+    let instance = fetch_instance(vertex.instance_index);
+    let world = instance_to_world(instance, vertex.position);
+    var out: VertexOutput;
+    out.position = position_world_to_clip(world);
+    out.world_position = vec4<f32>(world, 1.0);
+#ifdef NORMAL_PREPASS
+    out.world_normal = rotate(instance.rotation, vertex.normal);
+#endif
+#ifdef UNCLIPPED_DEPTH_ORTHO_EMULATION
+    // A directional light's casters between the light and the cascade are
+    // kept by the cull; clamp them onto the near plane instead of clipping.
+    out.unclipped_depth = out.position.z;
+    out.position.z = min(out.position.z, 1.0);
+#endif
+    return out;
+}
+
+#ifdef PREPASS_FRAGMENT
+struct FragmentOutput {
+#ifdef NORMAL_PREPASS
+    @location(0) normal: vec4<f32>,
+#endif
+#ifdef MOTION_VECTOR_PREPASS
+    @location(1) motion_vector: vec2<f32>,
+#endif
+#ifdef UNCLIPPED_DEPTH_ORTHO_EMULATION
+    @builtin(frag_depth) frag_depth: f32,
+#endif
+}
+
+@fragment
+fn fragment(in: VertexOutput) -> FragmentOutput {
+    var out: FragmentOutput;
+#ifdef NORMAL_PREPASS
+    out.normal = vec4<f32>(normalize(in.world_normal) * 0.5 + vec3<f32>(0.5), 1.0);
+#endif
+#ifdef MOTION_VECTOR_PREPASS
+    // The camera's motion: instances are drawn where they are, so a static
+    // instance moves on screen only with the camera. (An instance moved
+    // this frame gets the camera's motion, not its own.)
+    let clip_t = view.unjittered_clip_from_world * in.world_position;
+    let previous_t = previous_view_uniforms.clip_from_world * in.world_position;
+    out.motion_vector = (clip_t.xy / clip_t.w - previous_t.xy / previous_t.w) * vec2<f32>(0.5, -0.5);
+#endif
+#ifdef UNCLIPPED_DEPTH_ORTHO_EMULATION
+    out.frag_depth = in.unclipped_depth;
+#endif
+    return out;
+}
+#endif
