@@ -728,6 +728,111 @@ fn render_layers_hide_a_batch_from_other_cameras() {
     assert_eq!(covered, 0, "a layer-0 camera still draws a layer-1 batch");
 }
 
+/// The camera's prepass depth, copied after the prepass (test only).
+#[derive(Resource, Clone, Default)]
+struct DepthProbe(Arc<Mutex<Option<wgpu::Buffer>>>);
+
+/// Bytes per row of the probe's copy: rows of a texture copy are padded to 256.
+const DEPTH_ROW: u32 = (WIDTH * 4).div_ceil(256) * 256;
+
+fn copy_prepass_depth(
+    view: bevy::render::renderer::ViewQuery<&bevy::render::view::ViewDepthTexture>,
+    device: Res<bevy::render::renderer::RenderDevice>,
+    probe: Res<DepthProbe>,
+    mut ctx: bevy::render::renderer::RenderContext,
+) {
+    // Between the prepass and the main pass the view's depth buffer holds
+    // what the prepass wrote (a DepthPrepass gives it COPY_SRC).
+    let depth = view.into_inner();
+    let buffer = device.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("test_prepass_depth"),
+        size: (DEPTH_ROW * HEIGHT) as u64,
+        usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    ctx.command_encoder().copy_texture_to_buffer(
+        wgpu::TexelCopyTextureInfo {
+            texture: &depth.texture,
+            mip_level: 0,
+            origin: wgpu::Origin3d::ZERO,
+            aspect: wgpu::TextureAspect::DepthOnly,
+        },
+        wgpu::TexelCopyBufferInfo {
+            buffer: &buffer,
+            layout: wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(DEPTH_ROW),
+                rows_per_image: None,
+            },
+        },
+        wgpu::Extent3d {
+            width: WIDTH,
+            height: HEIGHT,
+            depth_or_array_layers: 1,
+        },
+    );
+    *probe.0.lock().unwrap() = Some(buffer);
+}
+
+/// Issue 16: a camera with `DepthPrepass` has the instances in its prepass:
+/// the prepass depth (reverse-Z, cleared to 0) is set where the frame shows
+/// instances.
+#[test]
+fn depth_prepass_holds_the_instances() {
+    use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let camera = h.cameras[0];
+    h.app
+        .world_mut()
+        .entity_mut(camera)
+        .insert(bevy::core_pipeline::prepass::DepthPrepass);
+    record_render_errors(&mut h.app);
+    let probe = DepthProbe::default();
+    h.app
+        .sub_app_mut(bevy::render::RenderApp)
+        .insert_resource(probe.clone())
+        .add_systems(
+            Core3d,
+            copy_prepass_depth
+                .after(Core3dSystems::Prepass)
+                .before(Core3dSystems::MainPass),
+        );
+    run_until_counts_match(&mut h, "with a depth prepass");
+    let frame = assert_renders(&mut h, "with a depth prepass");
+    let is_instance = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30;
+    let shown: Vec<usize> = frame
+        .chunks(4)
+        .enumerate()
+        .filter(|(_, p)| is_instance(p))
+        .map(|(i, _)| i)
+        .collect();
+    let render_world = h.app.sub_app(bevy::render::RenderApp).world();
+    let device = render_world.resource::<bevy::render::renderer::RenderDevice>();
+    let queue = render_world.resource::<bevy::render::renderer::RenderQueue>();
+    let buffer = probe
+        .0
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the prepass depth was copied");
+    let bytes =
+        cull_core::buffers::read_back(device.wgpu_device(), queue, &buffer, 0, buffer.size()).unwrap();
+    let depth = |i: usize| {
+        let (x, y) = (i % WIDTH as usize, i / WIDTH as usize);
+        let at = y * DEPTH_ROW as usize + x * 4;
+        f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+    };
+    let in_prepass = shown.iter().filter(|&&i| depth(i) > 0.0).count();
+    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(errors.is_empty(), "render errors: {errors:#?}");
+    assert!(
+        shown.len() > 50 && in_prepass * 10 >= shown.len() * 9,
+        "{in_prepass} of {} instance pixels have prepass depth",
+        shown.len()
+    );
+}
+
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {
