@@ -20,7 +20,7 @@ pub(crate) const PARAMS_STRIDE: u64 = 256;
 /// Binding numbers of group 0, shared by every pass (shader defs
 /// `BINDING_*` in the WGSL: one place for both languages).
 pub mod bindings {
-    /// The uniform block ([`super::GpuParams`]).
+    /// The uniform block (`CullParams` in `shaders/cull/params.wgsl`).
     pub const PARAMS: u32 = 0;
     /// The chunk's instances.
     pub const INSTANCES: u32 = 1;
