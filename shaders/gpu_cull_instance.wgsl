@@ -13,8 +13,29 @@ struct CulledInstance {
     user: vec4<u32>,
 }
 
+// The batch's StandardMaterial, as the plugin passes it on
+// (bevy_gpu_cull's MaterialUniform): base color (times each instance's
+// color), emissive, metallic, roughness, and flags.
+struct GpuCullMaterial {
+    base_color: vec4<f32>,
+    emissive: vec4<f32>,
+    metallic: f32,
+    perceptual_roughness: f32,
+    flags: u32,
+    pad: u32,
+}
+
+// GpuCullMaterial::flags: shade without lights.
+const MATERIAL_UNLIT: u32 = 1u;
+// GpuCullMaterial::flags: multiply by base_color_texture.
+const MATERIAL_TEXTURED: u32 = 2u;
+
 @group(2) @binding(0) var<storage, read> instances: array<CulledInstance>;
 @group(2) @binding(1) var<storage, read> survivors: array<u32>;
+@group(2) @binding(2) var<uniform> material: GpuCullMaterial;
+// The material's base color texture (a white fallback without one).
+@group(2) @binding(3) var base_color_texture: texture_2d<f32>;
+@group(2) @binding(4) var base_color_sampler: sampler;
 
 // The survivor drawn as instance `instance_index`.
 fn fetch_instance(instance_index: u32) -> CulledInstance {

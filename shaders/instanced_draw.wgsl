@@ -11,12 +11,18 @@
     pbr_functions::{apply_pbr_lighting, main_pass_post_lighting_processing, calculate_view},
     view_transformations::position_world_to_clip,
 }
-#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, rotate}
+#import bevy_gpu_cull::instance::{
+    fetch_instance, instance_to_world, rotate, material, base_color_texture, base_color_sampler,
+    MATERIAL_UNLIT, MATERIAL_TEXTURED,
+}
 
 struct Vertex {
     @builtin(instance_index) instance_index: u32,
     @location(0) position: vec3<f32>,
     @location(1) normal: vec3<f32>,
+#ifdef VERTEX_UVS_A
+    @location(2) uv: vec2<f32>,
+#endif
 }
 
 struct VertexOutput {
@@ -24,6 +30,9 @@ struct VertexOutput {
     @location(0) world_position: vec4<f32>,
     @location(1) world_normal: vec3<f32>,
     @location(2) color: vec4<f32>,
+#ifdef VERTEX_UVS_A
+    @location(3) uv: vec2<f32>,
+#endif
 }
 
 @vertex
@@ -35,13 +44,26 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.world_position = vec4<f32>(world, 1.0);
     out.world_normal = rotate(instance.rotation, vertex.normal);
     out.color = instance.color;
+#ifdef VERTEX_UVS_A
+    out.uv = vertex.uv;
+#endif
     return out;
 }
 
 @fragment
 fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
     var pbr_input = pbr_input_new();
-    pbr_input.material.base_color = in.color;
+    // The batch's material, tinted by the instance's color.
+    var color = material.base_color * in.color;
+#ifdef VERTEX_UVS_A
+    if (material.flags & MATERIAL_TEXTURED) != 0u {
+        color *= textureSample(base_color_texture, base_color_sampler, in.uv);
+    }
+#endif
+    pbr_input.material.base_color = color;
+    pbr_input.material.emissive = material.emissive;
+    pbr_input.material.metallic = material.metallic;
+    pbr_input.material.perceptual_roughness = material.perceptual_roughness;
     pbr_input.frag_coord = in.clip_position;
     pbr_input.world_position = in.world_position;
     pbr_input.world_normal = normalize(in.world_normal);
@@ -53,6 +75,9 @@ fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
     // has NotShadowReceiver (the plugin sets the def per batch).
     pbr_input.flags |= MESH_FLAGS_SHADOW_RECEIVER_BIT;
 #endif
+    if (material.flags & MATERIAL_UNLIT) != 0u {
+        return main_pass_post_lighting_processing(pbr_input, color);
+    }
     let lit = apply_pbr_lighting(pbr_input);
     return main_pass_post_lighting_processing(pbr_input, lit);
 }

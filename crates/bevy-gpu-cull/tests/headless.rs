@@ -833,6 +833,82 @@ fn depth_prepass_holds_the_instances() {
     );
 }
 
+/// Issue 16: the batch entity's `StandardMaterial` shades its instances (its
+/// base color texture here, tinted by each instance's white), and Bevy draws
+/// no copy of the mesh at the entity's own transform.
+#[test]
+fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let world = h.app.world_mut();
+    let texture = world.resource_mut::<Assets<Image>>().add(Image::new_fill(
+        bevy::render::render_resource::Extent3d {
+            width: 2,
+            height: 2,
+            depth_or_array_layers: 1,
+        },
+        bevy::render::render_resource::TextureDimension::D2,
+        &[20, 220, 40, 255],
+        TextureFormat::Rgba8UnormSrgb,
+        bevy::asset::RenderAssetUsages::RENDER_WORLD,
+    ));
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial {
+            base_color_texture: Some(texture),
+            ..default()
+        });
+    let white: Vec<CulledInstance> = world
+        .get::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .instances()
+        .iter()
+        .map(|i| i.with_color(Color::WHITE))
+        .collect();
+    // The entity's own transform puts a would-be copy of the mesh high in
+    // the view, where the sky is: it must not appear.
+    world.entity_mut(h.batch).insert((
+        MeshMaterial3d(material),
+        Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0)),
+    ));
+    world
+        .get_mut::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .replace(white);
+    run_until_counts_match(&mut h, "textured material");
+    let is_green = |p: &[u8]| p[1] > 60 && p[1] as u32 > p[0] as u32 + 40 && p[1] as u32 > p[2] as u32 + 40;
+    let start = std::time::Instant::now();
+    let mut green = 0;
+    let mut top_green = 0;
+    while start.elapsed() < SETTLE {
+        h.app.update();
+        let Some(padded) = h.pixels.lock().unwrap().clone() else {
+            continue;
+        };
+        let stride = padded.len() / HEIGHT as usize;
+        let rows = |range: std::ops::Range<usize>| {
+            range
+                .flat_map(|y| {
+                    padded[y * stride..y * stride + WIDTH as usize * 4]
+                        .chunks(4)
+                        .collect::<Vec<_>>()
+                })
+                .filter(|p| is_green(p))
+                .count()
+        };
+        green = rows(0..HEIGHT as usize);
+        top_green = rows(0..HEIGHT as usize / 5);
+        if green > 200 {
+            break;
+        }
+    }
+    assert!(green > 200, "only {green} pixels show the texture's green");
+    assert_eq!(
+        top_green, 0,
+        "a copy of the mesh is drawn at the entity's transform"
+    );
+}
+
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {

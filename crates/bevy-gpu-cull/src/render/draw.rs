@@ -5,7 +5,7 @@
 use super::prepare::ViewTargets;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::asset::load_embedded_asset;
-use bevy::core_pipeline::core_3d::{Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey};
+use bevy::core_pipeline::core_3d::{AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey};
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
@@ -21,10 +21,13 @@ use bevy::render::render_phase::{
     BinnedRenderPhaseType, DrawFunctions, InputUniformIndex, PhaseItem, RenderCommand, RenderCommandResult,
     SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases,
 };
-use bevy::render::render_resource::binding_types::storage_buffer_read_only_sized;
+use bevy::render::render_resource::binding_types::{
+    sampler, storage_buffer_read_only_sized, texture_2d, uniform_buffer_sized,
+};
 use bevy::render::render_resource::{
-    BindGroupLayoutDescriptor, BindGroupLayoutEntries, PipelineCache, RenderPipelineDescriptor, ShaderStages,
-    SpecializedMeshPipeline, SpecializedMeshPipelineError, SpecializedMeshPipelines,
+    BindGroupLayoutDescriptor, BindGroupLayoutEntries, PipelineCache, RenderPipelineDescriptor,
+    SamplerBindingType, ShaderStages, SpecializedMeshPipeline, SpecializedMeshPipelineError,
+    SpecializedMeshPipelines, TextureSampleType,
 };
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
@@ -50,13 +53,18 @@ pub(crate) fn init_pipeline(
     asset_server: Res<AssetServer>,
     draw_shader: Res<DrawShaderRef>,
 ) {
+    // The batch's draw records and the view's survivors (vertex), its
+    // material uniform, base color texture and sampler (fragment).
     let instance_layout = BindGroupLayoutDescriptor::new(
         "gpu_cull_instances",
         &BindGroupLayoutEntries::sequential(
-            ShaderStages::VERTEX,
+            ShaderStages::VERTEX_FRAGMENT,
             (
                 storage_buffer_read_only_sized(false, None),
                 storage_buffer_read_only_sized(false, None),
+                uniform_buffer_sized(false, None),
+                texture_2d(TextureSampleType::Float { filterable: true }),
+                sampler(SamplerBindingType::Filtering),
             ),
         ),
     );
@@ -123,6 +131,7 @@ pub(crate) fn queue_batches(
     targets: Res<ViewTargets>,
     batches: Query<(Entity, &MainEntity, &super::BatchData), With<super::prepare::GpuBatch>>,
     mut phases: ResMut<ViewBinnedRenderPhases<Opaque3d>>,
+    mut alpha_mask_phases: ResMut<ViewBinnedRenderPhases<AlphaMask3d>>,
     mut queued: ResMut<QueuedBatches>,
     views: Query<(Entity, &ExtractedView)>,
 ) {
@@ -131,6 +140,20 @@ pub(crate) fn queue_batches(
         if let Some(phase) = phases.get_mut(&view) {
             for entity in entities {
                 phase.remove(entity);
+            }
+        }
+    }
+    // A material on the batch entity makes Bevy queue the mesh itself, at
+    // the entity's transform: the plugin draws the batch with that material
+    // instead, so Bevy's own item goes.
+    for (_, view) in &views {
+        let rve = view.retained_view_entity;
+        for (_, main_entity, _) in &batches {
+            if let Some(phase) = phases.get_mut(&rve) {
+                phase.remove(*main_entity);
+            }
+            if let Some(phase) = alpha_mask_phases.get_mut(&rve) {
+                phase.remove(*main_entity);
             }
         }
     }

@@ -3,6 +3,7 @@
 
 mod cull;
 mod draw;
+mod material;
 mod prepare;
 mod shadow;
 
@@ -46,6 +47,8 @@ pub(crate) struct BatchData {
     pub shadow_receiver: bool,
     /// The views that see it (its `RenderLayers`, layer 0 without one).
     pub render_layers: RenderLayers,
+    /// Its `MeshMaterial3d<StandardMaterial>`, as the draw uses it.
+    pub material: material::BatchMaterial,
 }
 
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
@@ -97,6 +100,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     prepare::count_frame,
                     prepare::prepare_culler,
                     prepare::prepare_batches,
+                    material::prepare_materials,
                     prepare::prepare_targets,
                 )
                     .chain()
@@ -151,6 +155,7 @@ type MainBatches<'w, 's> = Query<
         &'static GpuCullBounds,
         Has<NotShadowReceiver>,
         Option<&'static RenderLayers>,
+        Option<&'static MeshMaterial3d<StandardMaterial>>,
     ),
 >;
 
@@ -170,8 +175,10 @@ fn extract_batches(
         return;
     };
     live.clear();
-    for (render_entity, mut batch, bounds, not_receiver, layers) in &mut main_batches {
+    let mut materials = Vec::new();
+    for (render_entity, mut batch, bounds, not_receiver, layers, material) in &mut main_batches {
         let layers = layers.cloned().unwrap_or_default();
+        materials.push((render_entity.id(), material.map(|m| m.id())));
         let render_entity = render_entity.id();
         live.insert(render_entity);
         let bounds = Sphere::new(bounds.center, bounds.radius);
@@ -186,6 +193,7 @@ fn extract_batches(
                 scales: ScaleRange::of(batch.instances()),
                 shadow_receiver: !not_receiver,
                 render_layers: layers,
+                material: material::BatchMaterial::default(),
             });
             continue;
         };
@@ -231,6 +239,20 @@ fn extract_batches(
             data.instances.extend_from_slice(source);
             data.upload_all = true;
             data.scales = ScaleRange::of(source);
+        }
+    }
+    // The batches' materials, read from the main world's assets (cheap: a
+    // few fields per batch; the draw's uniform is written only on change).
+    let standard = main_world.get_resource::<Assets<StandardMaterial>>();
+    for (entity, id) in materials {
+        let m = id.and_then(|id| standard?.get(id)).map_or_else(
+            material::BatchMaterial::default,
+            material::BatchMaterial::from_standard,
+        );
+        if let Ok((_, mut data)) = batches.get_mut(entity)
+            && data.material != m
+        {
+            data.material = m;
         }
     }
     // Batches whose component was removed (despawned entities leave the

@@ -4,6 +4,7 @@
 
 use super::BatchData;
 use super::draw::CulledPipeline;
+use super::material::GpuMaterial;
 use crate::components::CulledInstance;
 use crate::plugin::{GpuCullSettings, ShadowViewId, StatMessage, StatSender};
 use bevy::camera::visibility::RenderLayers;
@@ -20,6 +21,7 @@ use bevy::render::render_resource::{
 };
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
+use bevy::render::texture::{FallbackImage, GpuImage};
 use bevy::render::view::ExtractedView;
 use bevy::shader::{Shader, ShaderDefVal};
 use cull_core::{
@@ -178,8 +180,9 @@ pub(crate) struct ViewTarget {
     /// `target.draw_args()` as a Bevy buffer, for the render pass.
     pub draw_args: Buffer,
     pub bind_group: Option<BindGroup>,
-    /// The [`GpuBatch::buffers_id`] `bind_group` binds.
-    bound_buffers: u64,
+    /// What `bind_group` binds: the batch's buffers ([`GpuBatch::buffers_id`])
+    /// and its material texture, when that was ready.
+    bound: (u64, Option<AssetId<Image>>),
     pub capacity: u32,
     pub culler_generation: u64,
     /// The visible count on its way to the CPU, tagged with its render frame.
@@ -451,7 +454,9 @@ pub(crate) fn prepare_targets(
         Option<&RenderLayers>,
         Has<LightEntity>,
     )>,
-    batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData)>,
+    batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData, Option<&GpuMaterial>)>,
+    images: Res<RenderAssets<GpuImage>>,
+    fallback: Res<FallbackImage>,
     mesh_instances: Res<RenderMeshInstances>,
     meshes: Res<RenderAssets<RenderMesh>>,
     allocator: Res<MeshAllocator>,
@@ -483,7 +488,7 @@ pub(crate) fn prepare_targets(
         };
         let default_layers = RenderLayers::default();
         let view_layers = view_layers.unwrap_or(&default_layers);
-        for (batch_entity, main_batch, gpu, batch) in &batches {
+        for (batch_entity, main_batch, gpu, batch, material) in &batches {
             let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_batch) else {
                 continue;
             };
@@ -537,7 +542,7 @@ pub(crate) fn prepare_targets(
                         target,
                         draw_args,
                         bind_group: None,
-                        bound_buffers: 0,
+                        bound: (0, None),
                         capacity: gpu.capacity,
                         culler_generation: culler.generation,
                         counts,
@@ -587,9 +592,19 @@ pub(crate) fn prepare_targets(
                 target.written_args = Some(args);
                 let _ = sender.0.lock().map(|s| s.send(StatMessage::DrawArgsWritten));
             }
-            // The output buffer is the target's own; the draw data is the
-            // batch's: rebind only when either was replaced.
-            if fresh || target.bound_buffers != gpu.buffers_id {
+            // The output buffer is the target's own; the draw data and the
+            // material are the batch's: rebind only when one was replaced or
+            // the material's texture became ready.
+            let Some(material) = material else {
+                continue;
+            };
+            let texture = batch
+                .material
+                .texture
+                .and_then(|id| images.get(id).map(|image| (id, image)));
+            let image = texture.map_or(&fallback.d2, |(_, image)| image);
+            let bound = (gpu.buffers_id, texture.map(|(id, _)| id));
+            if fresh || target.bound != bound {
                 let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
                 target.bind_group = Some(device.create_bind_group(
                     "gpu_cull_instances",
@@ -597,9 +612,12 @@ pub(crate) fn prepare_targets(
                     &BindGroupEntries::sequential((
                         gpu.draw_data.as_entire_binding(),
                         target.target.output_buffer().as_entire_binding(),
+                        material.buffer.as_entire_binding(),
+                        &image.texture_view,
+                        &image.sampler,
                     )),
                 ));
-                target.bound_buffers = gpu.buffers_id;
+                target.bound = bound;
             }
             target.live = true;
         }

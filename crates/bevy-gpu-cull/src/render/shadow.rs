@@ -185,6 +185,19 @@ pub(crate) fn queue_prepass_batches(
             entities.into_iter().for_each(|e| phase.remove(e));
         }
     }
+    // Bevy's own items for a batch entity with a material (its mesh at the
+    // entity's transform) go: the plugin draws the batch.
+    for (_, view) in &views {
+        let rve = view.retained_view_entity;
+        for (_, main_entity) in &batches {
+            if let Some(phase) = shadow_phases.get_mut(&rve) {
+                phase.remove(*main_entity);
+            }
+            if let Some(phase) = prepass_phases.get_mut(&rve) {
+                phase.remove(*main_entity);
+            }
+        }
+    }
     let Some(pipeline) = pipeline else {
         return;
     };

@@ -1,0 +1,118 @@
+//! The batch's `StandardMaterial`, as the draw uses it: base color (times
+//! each instance's color, a tint), base color texture, metallic, roughness,
+//! emissive and unlit, in a small uniform of the batch's own next to its
+//! instances (group 2), so the draw needs none of Bevy's per-mesh material
+//! machinery.
+
+use super::BatchData;
+use bevy::asset::AssetId;
+use bevy::pbr::StandardMaterial;
+use bevy::prelude::*;
+use bevy::render::renderer::{RenderDevice, RenderQueue};
+use bytemuck::{Pod, Zeroable};
+
+/// `MaterialUniform::flags`: light nothing, show the color as it is.
+pub(crate) const UNLIT: u32 = 1;
+/// `MaterialUniform::flags`: multiply by the base color texture.
+pub(crate) const TEXTURED: u32 = 2;
+
+/// `GpuCullMaterial` in `shaders/gpu_cull_instance.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub(crate) struct MaterialUniform {
+    pub base_color: [f32; 4],
+    pub emissive: [f32; 4],
+    pub metallic: f32,
+    pub perceptual_roughness: f32,
+    pub flags: u32,
+    pub _pad: u32,
+}
+
+/// What the draw takes of a batch's material.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BatchMaterial {
+    pub uniform: MaterialUniform,
+    pub texture: Option<AssetId<Image>>,
+}
+
+impl Default for BatchMaterial {
+    /// No material: what Bevy's `pbr_input_new()` shades with (white,
+    /// dielectric, roughness 0.5), so instances show their own color.
+    fn default() -> Self {
+        Self {
+            uniform: MaterialUniform {
+                base_color: [1.0; 4],
+                emissive: [0.0; 4],
+                metallic: 0.0,
+                perceptual_roughness: 0.5,
+                flags: 0,
+                _pad: 0,
+            },
+            texture: None,
+        }
+    }
+}
+
+impl BatchMaterial {
+    pub fn from_standard(m: &StandardMaterial) -> Self {
+        let texture = m.base_color_texture.as_ref().map(Handle::id);
+        let mut flags = 0;
+        if m.unlit {
+            flags |= UNLIT;
+        }
+        if texture.is_some() {
+            flags |= TEXTURED;
+        }
+        Self {
+            uniform: MaterialUniform {
+                base_color: LinearRgba::from(m.base_color).to_f32_array(),
+                emissive: m.emissive.to_f32_array(),
+                metallic: m.metallic,
+                perceptual_roughness: m.perceptual_roughness,
+                flags,
+                _pad: 0,
+            },
+            texture,
+        }
+    }
+}
+
+/// A batch's material uniform on the GPU, written when it changes.
+#[derive(Component)]
+pub(crate) struct GpuMaterial {
+    pub buffer: wgpu::Buffer,
+    written: MaterialUniform,
+}
+
+/// Creates each batch's material uniform and writes it when it changes.
+pub(crate) fn prepare_materials(
+    mut commands: Commands,
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    mut batches: Query<(Entity, &BatchData, Option<&mut GpuMaterial>)>,
+) {
+    for (entity, data, gpu) in &mut batches {
+        let uniform = data.material.uniform;
+        match gpu {
+            Some(mut gpu) => {
+                if gpu.written != uniform {
+                    queue.write_buffer(&gpu.buffer, 0, bytemuck::bytes_of(&uniform));
+                    gpu.written = uniform;
+                }
+            }
+            None => {
+                let buffer = device.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gpu_cull_material"),
+                    size: size_of::<MaterialUniform>() as u64,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                queue.write_buffer(&buffer, 0, bytemuck::bytes_of(&uniform));
+                commands.entity(entity).insert(GpuMaterial {
+                    buffer,
+                    written: uniform,
+                });
+            }
+        }
+    }
+}
