@@ -116,13 +116,17 @@ pub struct GpuCullStats {
     pub shadow_visible: HashMap<(ShadowViewId, Entity), u32>,
     /// The scan variant in use.
     pub variant: Option<ScanVariant>,
-    /// GPU time per pass of the latest timed cull of each (camera or light, batch),
+    /// GPU time per pass of the latest timed cull of each (camera, batch),
     /// from timestamp queries (when the adapter has them), read back
     /// asynchronously.
     pub timings: HashMap<(Entity, Entity), CullTimings>,
-    /// The sum of the latest timed culls' totals, in milliseconds.
+    /// GPU time per pass of the latest timed cull of each (shadow view, batch).
+    pub shadow_timings: HashMap<(ShadowViewId, Entity), CullTimings>,
+    /// The sum of the latest timed culls' totals (cameras' and shadow
+    /// views'), in milliseconds.
     pub gpu_time_ms: Option<f64>,
-    /// Frames in which the render world culled at least one batch.
+    /// Render frames in which the render world culled at least one batch
+    /// (for any view: a camera or a shadow view; counted once per frame).
     pub culled_frames: u64,
     /// The render frame (a counter of render-world frames) of the latest
     /// cull reported by a [`GpuCullStats::culled_frames`] update.
@@ -146,7 +150,7 @@ pub struct GpuCullStats {
     /// render world a frame or two after the draw.
     pub drawn_frames: u64,
     /// Bytes of GPU buffer memory the plugin holds (each batch's instances
-    /// and draw records, each (camera, batch)'s cull target and readback),
+    /// and draw records, each (view, batch)'s cull target and readback, shadow views included),
     /// as of a frame or two ago. It returns to its earlier level when the
     /// batches and cameras that grew it are gone.
     pub gpu_buffer_bytes: u64,
@@ -174,6 +178,7 @@ pub(crate) enum StatMessage {
     },
     Timing {
         view: Entity,
+        shadow: Option<ShadowViewId>,
         batch: Entity,
         timings: CullTimings,
     },
@@ -265,9 +270,19 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
                 stats.culled_frames += 1;
                 culled = true;
             }
-            StatMessage::Timing { view, batch, timings } => {
-                stats.timings.insert((view, batch), timings);
-            }
+            StatMessage::Timing {
+                view,
+                shadow,
+                batch,
+                timings,
+            } => match shadow {
+                Some(shadow) => {
+                    stats.shadow_timings.insert((shadow, batch), timings);
+                }
+                None => {
+                    stats.timings.insert((view, batch), timings);
+                }
+            },
             StatMessage::Uploaded { instances } => {
                 stats.uploaded_instances += instances;
             }
@@ -279,14 +294,10 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
     if culled {
         let total: u32 = stats.visible.values().sum();
         diagnostics.add_measurement(&GpuCullPlugin::VISIBLE, || total as f64);
-        if !stats.timings.is_empty() {
+        if !stats.timings.is_empty() || !stats.shadow_timings.is_empty() {
+            let all = || stats.timings.values().chain(stats.shadow_timings.values());
             let ms = |f: fn(&CullTimings) -> Option<std::time::Duration>| {
-                stats
-                    .timings
-                    .values()
-                    .filter_map(f)
-                    .map(|d| d.as_secs_f64() * 1e3)
-                    .sum::<f64>()
+                all().filter_map(f).map(|d| d.as_secs_f64() * 1e3).sum::<f64>()
             };
             let total = ms(|t| Some(t.total));
             let passes: [(&DiagnosticPath, fn(&CullTimings) -> Option<std::time::Duration>); 4] = [
@@ -296,7 +307,7 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
                 (&GpuCullPlugin::COMPACT_TIME, |t| t.compact),
             ];
             for (path, pass) in passes {
-                if stats.timings.values().any(|t| pass(t).is_some()) {
+                if all().any(|t| pass(t).is_some()) {
                     let value = ms(pass);
                     diagnostics.add_measurement(path, || value);
                 }

@@ -6,7 +6,7 @@
 use crate::buffers::{CullInput, CullTarget, TargetSpec};
 use crate::frustum::{Frustum, Sphere};
 pub use crate::kernel::MAX_OUTPUT_WINDOWS;
-use crate::kernel::{Chunk, DispatchShape, GpuParams, ITEMS_PER_THREAD, PARAMS_STRIDE};
+use crate::kernel::{Chunk, DispatchShape, GpuParams, ITEMS_PER_THREAD, LOOKBACK_COUNT_BITS, PARAMS_STRIDE};
 pub use crate::outputs::OutputKind;
 use crate::passes::{CompiledPass, EncodeContext};
 use crate::shader::{KernelRecipe, ModuleShape};
@@ -16,9 +16,10 @@ use bytemuck::Zeroable;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Status words carry 30-bit counts (`shaders/cull/variants/ordered_chain.wgsl`),
-/// so no chunk may hold more instances than this.
-const MAX_CHUNK_LEN: u32 = (1 << 30) - 1;
+/// Status words carry counts of `LOOKBACK_COUNT_BITS`
+/// (`shaders/cull/variants/ordered_chain.wgsl`), so no chunk may hold more
+/// instances than this.
+const MAX_CHUNK_LEN: u32 = (1 << LOOKBACK_COUNT_BITS) - 1;
 
 /// Knobs that bound how a batch is split into chunks and tiles. `None`
 /// takes the device's limit or the default. Smaller values exercise the
@@ -310,6 +311,11 @@ impl Culler {
         windows: u32,
         pipelines: Vec<wgpu::ComputePipeline>,
     ) -> Result<(), CullError> {
+        if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
+            return Err(CullError::InvalidParameter(
+                "windows must be from 1 to MAX_OUTPUT_WINDOWS",
+            ));
+        }
         let recipe = self.recipe(windows);
         if pipelines.len() != recipe.passes.len() {
             return Err(CullError::PipelineCount {
@@ -324,7 +330,9 @@ impl Culler {
 
     /// Whether targets spanning `windows` output windows can be culled now.
     pub fn has_pipelines(&self, windows: u32) -> bool {
-        self.compiles || self.kernels.lock().expect("kernel cache poisoned")[windows as usize - 1].is_some()
+        (1..=MAX_OUTPUT_WINDOWS).contains(&windows)
+            && (self.compiles
+                || self.kernels.lock().expect("kernel cache poisoned")[windows as usize - 1].is_some())
     }
 
     /// The kernel for `windows`, compiling it when this culler compiles its own.

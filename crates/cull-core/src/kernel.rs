@@ -14,6 +14,10 @@ pub const MAX_OUTPUT_WINDOWS: u32 = 4;
 /// Instances in each of a thread's row groups in the single-pass variants
 /// (`ITEMS` in the shaders).
 pub(crate) const ITEMS_PER_THREAD: u32 = 4;
+/// Bits of a tile's count in the ordered variant's status words (the two
+/// above are its flags; `LOOKBACK_COUNT_BITS` in `ordered_chain.wgsl`): no
+/// chunk may hold more instances than these bits count.
+pub(crate) const LOOKBACK_COUNT_BITS: u32 = 30;
 /// Dynamic uniform offsets must be multiples of this on every device.
 pub(crate) const PARAMS_STRIDE: u64 = 256;
 

@@ -1,4 +1,32 @@
-//! The scan variants and how one is chosen. Each variant is a module of
-//! the crate's `variants/`; this module is their public path.
+//! The scan variants, by name: the enum users choose from. Each variant's
+//! code is a module of the crate's `variants/`, whose registry gives this
+//! enum its methods (feature, device needs, resolution); this module is
+//! the bottom layer the errors and descriptors can name it from.
 
-pub use crate::variants::ScanVariant;
+/// How votes become output slots. Each variant is compiled in by the cargo
+/// feature of the same name (kebab-case) and chosen at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanVariant {
+    /// Vote to a buffer, the naive multi-pass global scan (one dispatch per
+    /// step, log2 N steps), then compact. Order preserved. The baseline.
+    HillisSteele,
+    /// One pass: workgroup scan in shared memory, one global `atomicAdd` per
+    /// workgroup to reserve its output range, compaction in the same pass.
+    /// Order not preserved.
+    BlockAtomic,
+    /// One pass like [`Self::BlockAtomic`], with votes as one bit each in a
+    /// subgroup ballot. Needs [`wgpu::Features::SUBGROUP`]. Order not preserved.
+    SubgroupBallot,
+    /// One pass like [`Self::BlockAtomic`], with the scan done in registers by
+    /// subgroup shuffles. Needs [`wgpu::Features::SUBGROUP`]. Order not preserved.
+    SubgroupShuffle,
+    /// One pass with **order preserved**: tiles take IDs from an atomic
+    /// counter and chain their prefixes by decoupled look-back, a tile that
+    /// waits too long on a predecessor counting that predecessor's survivors
+    /// itself (decoupled fallback), so no forward progress between
+    /// workgroups is assumed. Survivors come out in their original order,
+    /// every frame. Needs no device feature: it scans its tiles with
+    /// subgroup ballots where the device has [`wgpu::Features::SUBGROUP`],
+    /// in workgroup memory elsewhere (see [`crate::Tuning::workgroup_scan`]).
+    Ordered,
+}

@@ -21,7 +21,7 @@
 //    (from L2: the tile loaded them moments ago) rather than holding them in
 //    registers through the look-back, which keeps more workgroups resident.
 //
-// Status words hold a flag in the top two bits and a 30-bit count below;
+// Status words hold a flag in the top two bits and a count below;
 // atomicMax publishes them, so a status only ever moves from nothing to
 // aggregate to prefix, and an aggregate counted by a successor (the same
 // value) can never overwrite a prefix. WGSL atomics are relaxed: that is
@@ -31,9 +31,11 @@
 #import cull::params::{WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
 #import cull::items::{draw_args, INSTANCE_COUNT, vote}
 
-const FLAG_AGGREGATE: u32 = 0x40000000u;
-const FLAG_PREFIX: u32 = 0x80000000u;
-const VALUE_MASK: u32 = 0x3fffffffu;
+// A status word: a flag in the top two bits, a count in the
+// LOOKBACK_COUNT_BITS below (cull_core's constant, which also bounds a chunk).
+const FLAG_AGGREGATE: u32 = 1u << #{LOOKBACK_COUNT_BITS}u;
+const FLAG_PREFIX: u32 = 2u << #{LOOKBACK_COUNT_BITS}u;
+const VALUE_MASK: u32 = (1u << #{LOOKBACK_COUNT_BITS}u) - 1u;
 // Polls of a silent predecessor before counting it (Tuning::lookback_spin_limit).
 const SPIN_LIMIT: u32 = #{SPIN_LIMIT}u;
 // Testing only: tiles whose ID has any of these bits set publish nothing,

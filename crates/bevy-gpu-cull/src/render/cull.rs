@@ -11,6 +11,7 @@ use bevy::prelude::*;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::ExtractedView;
 use cull_core::{CullParams, Frustum, INSTANCE_COUNT_OFFSET};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What culling one view needs besides its frustum.
 #[derive(SystemParam)]
@@ -19,8 +20,33 @@ pub(crate) struct CullResources<'w, 's> {
     targets: Res<'w, ViewTargets>,
     culler: Option<Res<'w, RenderCuller>>,
     queue: Res<'w, RenderQueue>,
-    sender: Res<'w, StatSender>,
     frame: Res<'w, RenderFrame>,
+    culled: Res<'w, CulledThisFrame>,
+}
+
+/// Set when any view culled a batch this render frame; reported once per
+/// frame by [`report_culled_frame`] (shadow views cull too, so a frame has
+/// many culls).
+#[derive(Resource, Default)]
+pub(crate) struct CulledThisFrame(AtomicBool);
+
+/// Sends [`crate::GpuCullStats::culled_frames`]'s message once per frame that culled.
+pub(crate) fn report_culled_frame(
+    culled: Res<CulledThisFrame>,
+    culler: Option<Res<RenderCuller>>,
+    frame: Res<RenderFrame>,
+    sender: Res<StatSender>,
+) {
+    if culled.0.swap(false, Ordering::Relaxed)
+        && let Some(culler) = culler
+    {
+        let _ = sender.0.lock().map(|s| {
+            s.send(StatMessage::Frame {
+                variant: culler.culler().variant(),
+                frame: frame.0,
+            })
+        });
+    }
 }
 
 impl CullResources<'_, '_> {
@@ -35,7 +61,6 @@ impl CullResources<'_, '_> {
             warn_once!("GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled");
             Frustum::everything()
         });
-        let mut culled = false;
         for (batch_entity, data, batch) in &self.batches {
             let Some(target) = self.targets.map.get(&(view, batch_entity)) else {
                 continue;
@@ -63,7 +88,7 @@ impl CullResources<'_, '_> {
                 encoder.clear_buffer(target.target.draw_args(), INSTANCE_COUNT_OFFSET, Some(4));
                 continue;
             }
-            culled = true;
+            self.culled.0.store(true, Ordering::Relaxed);
             // The count for the CPU, tagged with this frame; skipped while the
             // previous one is still being mapped.
             target.counts.copy(
@@ -73,14 +98,6 @@ impl CullResources<'_, '_> {
                 4,
                 self.frame.0,
             );
-        }
-        if culled {
-            let _ = self.sender.0.lock().map(|s| {
-                s.send(StatMessage::Frame {
-                    variant: culler.culler().variant(),
-                    frame: self.frame.0,
-                })
-            });
         }
     }
 }
@@ -185,6 +202,7 @@ pub(crate) fn read_back_counts(
         if let Some(timings) = target.target.poll_timings() {
             let _ = sender.send(StatMessage::Timing {
                 view: target.main_view,
+                shadow: target.shadow,
                 batch: target.main_batch,
                 timings,
             });

@@ -69,6 +69,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .init_resource::<prepare::RenderFrame>()
         .init_resource::<draw::QueuedBatches>()
         .init_resource::<draw::DrawnThisFrame>()
+        .init_resource::<cull::CulledThisFrame>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
         .init_gpu_resource::<prepare::ViewTargets>()
@@ -116,6 +117,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     .after(queue_shadows)
                     .after(queue_prepass_material_meshes),
                 (
+                    cull::report_culled_frame,
                     cull::read_back_counts,
                     draw::report_drawn,
                     prepare::report_gpu_bytes,

@@ -23,9 +23,11 @@ use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
 use bevy::render::texture::{FallbackImage, GpuImage};
 use bevy::render::view::ExtractedView;
+use bevy::shader::ShaderCacheError;
 use bevy::shader::{Shader, ShaderDefVal};
 use cull_core::{
     AsyncReadback, CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, OutputKind,
+    ScanVariant,
 };
 use std::ops::Range;
 
@@ -43,6 +45,8 @@ pub(crate) struct CullShaders {
     /// Held so that the library stays loaded.
     _library: Vec<Handle<Shader>>,
     entries: HashMap<&'static str, Handle<Shader>>,
+    /// Pipeline ids of every kernel queued, by (variant, format, windows).
+    kernels: HashMap<(ScanVariant, InstanceFormat, u32), Vec<CachedComputePipelineId>>,
 }
 
 impl CullShaders {
@@ -59,6 +63,7 @@ impl CullShaders {
         Self {
             _library: library,
             entries,
+            kernels: HashMap::default(),
         }
     }
 }
@@ -70,12 +75,22 @@ pub(crate) struct CompilingCuller {
     pub settings: GpuCullSettings,
     /// Kernels queued in the pipeline cache, by output windows.
     queued: HashMap<u32, Vec<CachedComputePipelineId>>,
+    /// A kernel failed to compile: a pending culler is then given up.
+    failed: bool,
 }
 
 impl CompilingCuller {
-    /// Queues the kernel for targets of `windows` output windows, once.
-    pub fn request(&mut self, windows: u32, cache: &PipelineCache, shaders: &CullShaders) {
+    /// Queues the kernel for targets of `windows` output windows, once: the
+    /// pipeline ids of a kernel queued before (for the same variant, format
+    /// and windows, e.g. when `V` comes back to a variant) are reused, so
+    /// switching settings does not grow Bevy's pipeline cache.
+    pub fn request(&mut self, windows: u32, cache: &PipelineCache, shaders: &mut CullShaders) {
         if self.culler.has_pipelines(windows) || self.queued.contains_key(&windows) {
+            return;
+        }
+        let key = (self.culler.variant(), self.culler.format(), windows);
+        if let Some(ids) = shaders.kernels.get(&key) {
+            self.queued.insert(windows, ids.clone());
             return;
         }
         let recipe = self.culler.recipe(windows);
@@ -92,7 +107,7 @@ impl CompilingCuller {
             })
             .collect();
         let variant = self.culler.variant().name();
-        let ids = recipe
+        let ids: Vec<CachedComputePipelineId> = recipe
             .passes
             .iter()
             .map(|pass| {
@@ -110,19 +125,31 @@ impl CompilingCuller {
                 })
             })
             .collect();
+        shaders.kernels.insert(key, ids.clone());
         self.queued.insert(windows, ids);
     }
 
-    /// Hands the kernels whose passes are all compiled to the culler.
+    /// Hands the kernels whose passes are all compiled to the culler. A
+    /// kernel that failed to compile (not one whose shaders are still
+    /// loading, which Bevy retries) is dropped with an error and marks the
+    /// culler failed.
     pub fn poll(&mut self, cache: &PipelineCache) {
         let culler = &self.culler;
+        let mut failed = false;
         self.queued.retain(|&windows, ids| {
             let mut pipelines = Vec::with_capacity(ids.len());
             for &id in ids.iter() {
                 match cache.get_compute_pipeline_state(id) {
+                    CachedPipelineState::Err(
+                        ShaderCacheError::ShaderNotLoaded(_) | ShaderCacheError::ShaderImportNotYetAvailable,
+                    ) => return true,
                     CachedPipelineState::Err(e) => {
-                        error_once!("GPU culling: a cull kernel failed to compile: {e}");
-                        return true;
+                        error!(
+                            "GPU culling: a {:?} kernel failed to compile: {e}",
+                            culler.variant()
+                        );
+                        failed = true;
+                        return false;
                     }
                     _ => match cache.get_compute_pipeline(id) {
                         Some(p) => pipelines.push((**p).clone()),
@@ -132,9 +159,11 @@ impl CompilingCuller {
             }
             if let Err(e) = culler.provide_pipelines(windows, pipelines) {
                 error!("GPU culling: {e}");
+                failed = true;
             }
             false
         });
+        self.failed |= failed;
     }
 }
 
@@ -152,6 +181,10 @@ impl RenderCuller {
         &self.inner.culler
     }
 }
+
+/// Settings whose kernels failed to compile: not retried until they change.
+#[derive(Resource)]
+pub(crate) struct FailedSettings(GpuCullSettings);
 
 /// A culler for new settings while its kernels compile: the current one
 /// keeps culling until then, so a switch never stalls a frame.
@@ -255,7 +288,11 @@ pub(crate) fn prepare_culler(world: &mut World) {
         (None, Some(current)) => Some(&current.inner.settings),
         (None, None) => None,
     };
-    if wanted != Some(&settings) {
+    let failed_before = world
+        .get_resource::<FailedSettings>()
+        .is_some_and(|f| f.0 == settings);
+    if wanted != Some(&settings) && !failed_before {
+        world.remove_resource::<FailedSettings>();
         world.remove_resource::<PendingCuller>();
         let back_to_current = world
             .get_resource::<RenderCuller>()
@@ -276,6 +313,7 @@ pub(crate) fn prepare_culler(world: &mut World) {
                     culler,
                     settings: settings.clone(),
                     queued: HashMap::default(),
+                    failed: false,
                 })),
                 Err(e) => error!("GPU culling disabled: {e}"),
             }
@@ -287,16 +325,16 @@ pub(crate) fn prepare_culler(world: &mut World) {
         .map(|b| b.instances.len())
         .collect();
     world.resource_scope(|world, cache: Mut<PipelineCache>| {
-        world.resource_scope(|world, shaders: Mut<CullShaders>| {
+        world.resource_scope(|world, mut shaders: Mut<CullShaders>| {
             if let Some(mut current) = world.get_resource_mut::<RenderCuller>() {
                 current.inner.poll(&cache);
             }
             if let Some(mut pending) = world.get_resource_mut::<PendingCuller>() {
                 let pending = &mut pending.0;
-                pending.request(1, &cache, &shaders);
+                pending.request(1, &cache, &mut shaders);
                 for &len in &lens {
                     if let Ok(windows) = pending.culler.windows_for(batch_capacity(len)) {
-                        pending.request(windows, &cache, &shaders);
+                        pending.request(windows, &cache, &mut shaders);
                     }
                 }
                 pending.poll(&cache);
@@ -337,7 +375,15 @@ fn draw_records(slice: &[CulledInstance]) -> Vec<CulledInstance> {
 
 /// After a device loss (and at start-up): buffers of the old device are
 /// dropped, and every batch is uploaded again from its render-world copy.
-pub(crate) fn forget_gpu_batches(mut commands: Commands, batches: Query<Entity, With<GpuBatch>>) {
+pub(crate) fn forget_gpu_batches(
+    mut commands: Commands,
+    batches: Query<Entity, With<GpuBatch>>,
+    shaders: Option<ResMut<CullShaders>>,
+) {
+    // Pipeline ids of the old device's cache mean nothing to the new one.
+    if let Some(mut shaders) = shaders {
+        shaders.kernels.clear();
+    }
     commands.remove_resource::<RenderCuller>();
     commands.remove_resource::<PendingCuller>();
     for entity in &batches {
@@ -445,7 +491,7 @@ pub(crate) fn prepare_targets(
     device: Res<RenderDevice>,
     queue: Res<RenderQueue>,
     culler: Option<ResMut<RenderCuller>>,
-    shaders: Res<CullShaders>,
+    mut shaders: ResMut<CullShaders>,
     mut targets: ResMut<ViewTargets>,
     views: Query<(
         Entity,
@@ -522,7 +568,7 @@ pub(crate) fn prepare_targets(
                 // ready).
                 match culler.culler().windows_for(gpu.capacity) {
                     Ok(windows) if !culler.culler().has_pipelines(windows) => {
-                        culler.inner.request(windows, &pipeline_cache, &shaders);
+                        culler.inner.request(windows, &pipeline_cache, &mut shaders);
                         continue;
                     }
                     _ => {}

@@ -24,35 +24,8 @@ mod subgroup_shuffle;
 
 use crate::kernel::{PassLayout, ScratchBuffer, ShaderDefValue, ShaderModule, shader_module};
 use crate::passes::{CompiledPass, EncodeContext};
+use crate::variant::ScanVariant;
 use crate::{CullError, InstanceFormat};
-
-/// How votes become output slots. Each variant is compiled in by the cargo
-/// feature of the same name (kebab-case) and chosen at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ScanVariant {
-    /// Vote to a buffer, the naive multi-pass global scan (one dispatch per
-    /// step, log2 N steps), then compact. Order preserved. The baseline.
-    HillisSteele,
-    /// One pass: workgroup scan in shared memory, one global `atomicAdd` per
-    /// workgroup to reserve its output range, compaction in the same pass.
-    /// Order not preserved.
-    BlockAtomic,
-    /// One pass like [`Self::BlockAtomic`], with votes as one bit each in a
-    /// subgroup ballot. Needs [`wgpu::Features::SUBGROUP`]. Order not preserved.
-    SubgroupBallot,
-    /// One pass like [`Self::BlockAtomic`], with the scan done in registers by
-    /// subgroup shuffles. Needs [`wgpu::Features::SUBGROUP`]. Order not preserved.
-    SubgroupShuffle,
-    /// One pass with **order preserved**: tiles take IDs from an atomic
-    /// counter and chain their prefixes by decoupled look-back, a tile that
-    /// waits too long on a predecessor counting that predecessor's survivors
-    /// itself (decoupled fallback), so no forward progress between
-    /// workgroups is assumed. Survivors come out in their original order,
-    /// every frame. Needs no device feature: it scans its tiles with
-    /// subgroup ballots where the device has [`wgpu::Features::SUBGROUP`],
-    /// in workgroup memory elsewhere (see [`crate::Tuning::workgroup_scan`]).
-    Ordered,
-}
 
 impl ScanVariant {
     /// Every variant, compiled in or not, fastest first (the order
@@ -312,6 +285,14 @@ mod tests {
             ScanVariant::resolve(None, wgpu::Features::SUBGROUP, false).unwrap(),
             ScanVariant::best_available(wgpu::Features::SUBGROUP).unwrap()
         );
+    }
+
+    /// `ScanVariant::ALL` and the registry list the variants in the same
+    /// order (fastest first), which `best_available` relies on.
+    #[test]
+    fn registry_order_is_all() {
+        let registered: Vec<ScanVariant> = REGISTRY.iter().map(|r| r.variant).collect();
+        assert_eq!(registered, ScanVariant::ALL);
     }
 
     #[test]

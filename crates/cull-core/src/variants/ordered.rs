@@ -6,7 +6,9 @@
 
 use super::{KernelTuning, ScanKernel, fused};
 use crate::InstanceFormat;
-use crate::kernel::{PassLayout, ScratchBuffer, ShaderDefValue, ShaderModule, shader_module};
+use crate::kernel::{
+    LOOKBACK_COUNT_BITS, PassLayout, ScratchBuffer, ShaderDefValue, ShaderModule, shader_module,
+};
 use crate::passes::{CompiledPass, EncodeContext};
 
 pub(super) struct Ordered;
@@ -42,6 +44,7 @@ impl ScanKernel for Ordered {
     }
 
     fn shader_defs(&self, tuning: &KernelTuning, defs: &mut Vec<(&'static str, ShaderDefValue)>) {
+        defs.push(("LOOKBACK_COUNT_BITS", ShaderDefValue::UInt(LOOKBACK_COUNT_BITS)));
         defs.push(("SPIN_LIMIT", ShaderDefValue::UInt(tuning.spin_limit)));
         defs.push(("SILENT_TILES", ShaderDefValue::UInt(tuning.silent_tiles)));
     }

@@ -1,6 +1,7 @@
 //! Visibility tests: how an instance's world-space sphere votes. One module
-//! each (the descriptor and CPU mirror's home here, the WGSL in
-//! `shaders/cull/visibility/`), registered in [`VISIBILITY_TESTS`] and
+//! each (its descriptor here, the WGSL in `shaders/cull/visibility/`, its
+//! CPU mirror named in the module: `Frustum::classify` for the frustum
+//! test), registered in [`VISIBILITY_TESTS`] and
 //! selected by shader def in `items.wgsl`. Today there is one, the sphere
 //! against the view frustum; level of detail and occlusion come next.
 

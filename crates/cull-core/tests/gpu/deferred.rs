@@ -1,0 +1,130 @@
+//! A renderer that compiles the kernels itself (as the Bevy plugin does
+//! through Bevy's pipeline cache): `Culler::deferred` compiles nothing, its
+//! `recipe` is composed here with naga_oil against `shader::library()`, the
+//! pipelines are handed over with `provide_pipelines`, and the culls are the
+//! same exact sets as a culler that compiles its own.
+
+use crate::harness::{self, Camera, Job};
+use cull_core::kernel::ShaderDefValue;
+use cull_core::{CullError, Culler, CullerDesc, InstanceFormat, OutputKind, ScanVariant};
+use naga_oil::compose::{ComposableModuleDescriptor, Composer, NagaModuleDescriptor};
+
+/// Compiles `culler.recipe(1)` the way a renderer would.
+fn compile_recipe(device: &wgpu::Device, culler: &Culler) -> Vec<wgpu::ComputePipeline> {
+    let recipe = culler.recipe(1);
+    let caps = if recipe.subgroups {
+        naga::valid::Capabilities::SUBGROUP
+    } else {
+        naga::valid::Capabilities::empty()
+    };
+    let mut composer = Composer::default().with_capabilities(caps);
+    for module in cull_core::shader::library() {
+        composer
+            .add_composable_module(ComposableModuleDescriptor {
+                source: module.source,
+                file_path: module.path,
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("{}: {e:?}", module.path));
+    }
+    let shader_defs = recipe
+        .shader_defs
+        .iter()
+        .map(|&(name, value)| {
+            let value = match value {
+                ShaderDefValue::Bool(b) => naga_oil::compose::ShaderDefValue::Bool(b),
+                ShaderDefValue::UInt(u) => naga_oil::compose::ShaderDefValue::UInt(u),
+            };
+            (name.to_owned(), value)
+        })
+        .collect();
+    let module = composer
+        .make_naga_module(NagaModuleDescriptor {
+            source: recipe.entry.source,
+            file_path: recipe.entry.path,
+            shader_defs,
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&composer)));
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+        .validate(&module)
+        .unwrap();
+    let wgsl =
+        naga::back::wgsl::write_string(&module, &info, naga::back::wgsl::WriterFlags::empty()).unwrap();
+    let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("deferred-test"),
+        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+    });
+    recipe
+        .passes
+        .iter()
+        .map(|pass| {
+            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: None,
+                entries: &pass.layout_entries(),
+            });
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: None,
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(pass.entry_point),
+                layout: Some(&pipeline_layout),
+                module: &shader,
+                entry_point: Some(pass.entry_point),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn kernels_compiled_by_the_renderer_cull_exact_sets() {
+    let ctx = harness::gpu();
+    for variant in harness::variants(ctx) {
+        let desc = CullerDesc {
+            variant: Some(variant),
+            allow_fallback: false,
+            format: InstanceFormat::PosQuat,
+            output: OutputKind::Indices,
+            ..Default::default()
+        };
+        let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
+        let scene = harness::edge_scene(7, 10_007, Camera::Perspective, InstanceFormat::PosQuat);
+        let job = Job::new(ctx, &culler, &scene, 10_007);
+        // Nothing compiled yet: a typed error, not a panic in wgpu.
+        assert!(!culler.has_pipelines(1));
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let err = culler
+            .cull(&mut encoder, &ctx.queue, &job.input, &job.target, &job.params)
+            .unwrap_err();
+        assert!(
+            matches!(err, CullError::PipelinesNotReady { windows: 1 }),
+            "{err}"
+        );
+        // Wrong handovers are refused.
+        assert!(matches!(
+            culler.provide_pipelines(1, Vec::new()).unwrap_err(),
+            CullError::PipelineCount { got: 0, .. }
+        ));
+        assert!(matches!(
+            culler.provide_pipelines(0, Vec::new()).unwrap_err(),
+            CullError::InvalidParameter(_)
+        ));
+        culler
+            .provide_pipelines(1, compile_recipe(&ctx.device, &culler))
+            .unwrap();
+        assert!(culler.has_pipelines(1) && !culler.has_pipelines(0));
+        job.cull(ctx, &culler);
+        let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+        let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
+        let survivors = harness::survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out);
+        let reference = harness::reference(&scene, InstanceFormat::PosQuat);
+        harness::assert_exact(&format!("deferred {variant:?}"), &reference, &survivors);
+        assert!(ScanVariant::compiled().any(|v| v == culler.variant()));
+    }
+}
