@@ -1,0 +1,321 @@
+//! A lit forest: tens of thousands of trees and rocks, two batches culled on
+//! the GPU by `bevy-gpu-cull`, each shaded by its own textured
+//! `StandardMaterial`, casting shadows from the sun (every cascade culled on
+//! the GPU too) onto an ordinary Bevy ground.
+//!
+//! ```text
+//! cargo run --release --example forest                     # window: the camera circles the forest
+//! cargo run --release --example forest -- --count 200000
+//! cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png
+//! ```
+
+// Bevy systems take many parameters by design.
+#![allow(clippy::too_many_arguments)]
+
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::asset::RenderAssetUsages;
+use bevy::camera::{ImageRenderTarget, RenderTarget};
+use bevy::prelude::*;
+use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
+use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
+use bevy::window::ExitCondition;
+use bevy::winit::WinitPlugin;
+use bevy_gpu_cull::prelude::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Resource, Clone, Debug)]
+struct Args {
+    count: usize,
+    headless: bool,
+    frames: u32,
+    screenshot: Option<PathBuf>,
+    width: u32,
+    height: u32,
+}
+
+fn usage() -> ! {
+    eprintln!("usage: forest [--count N] [--headless --frames N --screenshot out.png --size WxH]");
+    std::process::exit(2)
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        count: 40_000,
+        headless: false,
+        frames: 60,
+        screenshot: None,
+        width: 1280,
+        height: 720,
+    };
+    let mut it = std::env::args().skip(1);
+    let mut sized = false;
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| usage());
+        match flag.as_str() {
+            "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| usage()) as usize,
+            "--headless" => args.headless = true,
+            "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
+            "--screenshot" => args.screenshot = Some(value().into()),
+            "--size" => {
+                let v = value();
+                let (w, h) = v.split_once('x').unwrap_or_else(|| usage());
+                args.width = w.parse().unwrap_or_else(|_| usage());
+                args.height = h.parse().unwrap_or_else(|_| usage());
+                sized = true;
+            }
+            _ => usage(),
+        }
+    }
+    if args.headless && !sized {
+        // lavapipe renders every pixel on the CPU: keep headless frames small.
+        (args.width, args.height) = (480, 270);
+    }
+    args
+}
+
+fn main() {
+    let args = parse_args();
+    let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if !args.headless && !has_display {
+        eprintln!(
+            "forest: no display found. Run it headless instead: \
+             cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png"
+        );
+        std::process::exit(2);
+    }
+    let mut app = App::new();
+    if args.headless {
+        app.add_plugins((
+            DefaultPlugins
+                .set(WindowPlugin {
+                    primary_window: None,
+                    exit_condition: ExitCondition::DontExit,
+                    ..default()
+                })
+                .disable::<WinitPlugin>(),
+            ScheduleRunnerPlugin::run_loop(Duration::ZERO),
+        ));
+    } else {
+        app.add_plugins(DefaultPlugins.set(WindowPlugin {
+            primary_window: Some(Window {
+                title: "bevy-gpu-cull: forest".into(),
+                resolution: (args.width, args.height).into(),
+                ..default()
+            }),
+            ..default()
+        }));
+    }
+    app.add_plugins(GpuCullPlugin::default())
+        .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
+        .insert_resource(args)
+        .init_resource::<Frames>()
+        .add_systems(Startup, setup)
+        .add_systems(Update, (circle, finish_headless))
+        .run();
+}
+
+#[derive(Resource, Default)]
+struct Frames {
+    count: u32,
+    screenshot_requested: bool,
+    screenshot_saved: bool,
+}
+
+#[derive(Component)]
+struct Trees;
+
+#[derive(Component)]
+struct Rocks;
+
+/// A small tileable texture: `base` with darker streaks, so that the
+/// material's texture is visible on the instances.
+fn streaks(base: [u8; 3]) -> Image {
+    let size = 16;
+    let mut data = Vec::with_capacity(size * size * 4);
+    for y in 0..size {
+        for x in 0..size {
+            let dark = (x * 7 + y * 3) % 5 == 0;
+            let k = if dark { 0.55 } else { 1.0 };
+            data.extend(base.map(|c| (c as f32 * k) as u8));
+            data.push(255);
+        }
+    }
+    Image::new(
+        Extent3d {
+            width: size as u32,
+            height: size as u32,
+            depth_or_array_layers: 1,
+        },
+        TextureDimension::D2,
+        data,
+        TextureFormat::Rgba8UnormSrgb,
+        RenderAssetUsages::RENDER_WORLD,
+    )
+}
+
+/// A deterministic scatter: `i`-th point of a golden-angle spiral in a disc
+/// of radius `radius`, with a pseudo-random jitter, scale and turn.
+fn scatter(i: usize, count: usize, radius: f32, seed: u32) -> (Vec3, f32, f32) {
+    let hash =
+        |n: u32| (n.wrapping_mul(0x9E37_79B9) ^ seed).wrapping_mul(0x85EB_CA6B) as f32 / u32::MAX as f32;
+    let r = radius * ((i as f32 + 0.5) / count as f32).sqrt();
+    let a = i as f32 * 2.399_963;
+    let jitter = Vec3::new(hash(i as u32) - 0.5, 0.0, hash(i as u32 ^ 0x55) - 0.5) * 2.0;
+    let p = Vec3::new(r * a.cos(), 0.0, r * a.sin()) + jitter;
+    (
+        p,
+        0.7 + 0.8 * hash(i as u32 ^ 0xAA),
+        hash(i as u32 ^ 0x33) * std::f32::consts::TAU,
+    )
+}
+
+fn setup(
+    mut commands: Commands,
+    args: Res<Args>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+    mut images: ResMut<Assets<Image>>,
+) {
+    let radius = (args.count as f32).sqrt() * 2.0;
+    // Trees: cones, a streaked green material, each tinted a little differently.
+    let trees: Vec<CulledInstance> = (0..args.count)
+        .map(|i| {
+            let (p, s, turn) = scatter(i, args.count, radius, 1);
+            let transform = Transform::from_translation(p + Vec3::Y * 1.5 * s)
+                .with_rotation(Quat::from_rotation_y(turn))
+                .with_scale(Vec3::splat(s));
+            CulledInstance::from_transform(&transform, Color::srgb(0.8 + 0.2 * s.fract(), 1.0, 0.85))
+        })
+        .collect();
+    commands.spawn((
+        Mesh3d(meshes.add(Cone::new(0.9, 3.0).mesh().resolution(8))),
+        MeshMaterial3d(materials.add(StandardMaterial {
+            base_color_texture: Some(images.add(streaks([40, 120, 50]))),
+            perceptual_roughness: 0.9,
+            ..default()
+        })),
+        GpuCulledInstances::new(trees),
+        Trees,
+    ));
+    // Rocks between them.
+    let rocks: Vec<CulledInstance> = (0..args.count / 4)
+        .map(|i| {
+            let (p, s, turn) = scatter(i, args.count / 4, radius, 2);
+            let transform = Transform::from_translation(p + Vec3::new(0.9, 0.2, 0.4))
+                .with_rotation(Quat::from_rotation_y(turn) * Quat::from_rotation_x(0.4))
+                .with_scale(Vec3::splat(0.5 * s));
+            CulledInstance::from_transform(&transform, Color::WHITE)
+        })
+        .collect();
+    commands.spawn((
+        Mesh3d(meshes.add(Sphere::new(0.6).mesh().ico(1).expect("a small icosphere"))),
+        MeshMaterial3d(materials.add(StandardMaterial {
+            base_color_texture: Some(images.add(streaks([130, 125, 120]))),
+            perceptual_roughness: 1.0,
+            ..default()
+        })),
+        GpuCulledInstances::new(rocks),
+        Rocks,
+    ));
+    // The ground: an ordinary Bevy mesh that receives the instances' shadows.
+    commands.spawn((
+        Mesh3d(meshes.add(Plane3d::default().mesh().size(radius * 2.5, radius * 2.5))),
+        MeshMaterial3d(materials.add(StandardMaterial::from(Color::srgb(0.35, 0.3, 0.2)))),
+    ));
+    commands.spawn((
+        DirectionalLight {
+            illuminance: 12_000.0,
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        Transform::from_xyz(4.0, 10.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    let mut camera = commands.spawn((Camera3d::default(), Transform::default()));
+    if args.headless {
+        let mut image =
+            Image::new_target_texture(args.width, args.height, TextureFormat::Rgba8UnormSrgb, None);
+        image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
+        camera.insert((
+            RenderTarget::Image(ImageRenderTarget {
+                handle: images.add(image),
+                scale_factor: 1.0,
+            }),
+            Msaa::Off,
+        ));
+    }
+}
+
+/// The camera circles the forest at tree height, looking across it (fixed
+/// in a headless run).
+fn circle(time: Res<Time>, args: Res<Args>, mut camera: Query<&mut Transform, With<Camera3d>>) {
+    let radius = (args.count as f32).sqrt() * 2.0;
+    let t = if args.headless {
+        0.6
+    } else {
+        time.elapsed_secs() * 0.05
+    };
+    let eye = Vec3::new(t.cos(), 0.0, t.sin()) * radius * 0.6 + Vec3::Y * 6.0;
+    for mut transform in &mut camera {
+        *transform = Transform::from_translation(eye).looking_at(Vec3::new(0.0, 0.0, 0.0), Vec3::Y);
+    }
+}
+
+/// Headless: a screenshot once the batches have been drawn, then one
+/// summary line (visible trees and rocks, shadow views culled), and exit.
+fn finish_headless(
+    args: Res<Args>,
+    mut frames: ResMut<Frames>,
+    stats: Res<GpuCullStats>,
+    trees: Query<Entity, With<Trees>>,
+    rocks: Query<Entity, With<Rocks>>,
+    targets: Query<&RenderTarget, With<Camera3d>>,
+    mut commands: Commands,
+    mut exit: MessageWriter<AppExit>,
+) {
+    if !args.headless {
+        return;
+    }
+    frames.count += 1;
+    let ready = frames.count >= args.frames && stats.drawn_frames >= 2 && !stats.shadow_visible.is_empty();
+    if ready
+        && !frames.screenshot_requested
+        && let (Some(path), Ok(RenderTarget::Image(target))) = (&args.screenshot, targets.single())
+    {
+        frames.screenshot_requested = true;
+        commands
+            .spawn(Screenshot::image(target.handle.clone()))
+            .observe(save_to_disk(path.clone()))
+            .observe(|_: On<ScreenshotCaptured>, mut frames: ResMut<Frames>| {
+                frames.screenshot_saved = true;
+            });
+    }
+    let done = ready && (args.screenshot.is_none() || frames.screenshot_saved);
+    if !done && frames.count < args.frames + 2000 {
+        return;
+    }
+    let visible = |batch: Option<Entity>| -> u32 {
+        stats
+            .visible
+            .iter()
+            .filter(|((_, b), _)| Some(*b) == batch)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let shadow_views = stats
+        .shadow_visible
+        .keys()
+        .map(|(view, _)| *view)
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    println!(
+        "forest: frames={} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={}",
+        frames.count,
+        visible(trees.single().ok()),
+        visible(rocks.single().ok()),
+        shadow_views,
+        stats.shadow_visible.values().sum::<u32>(),
+        stats.variant.map_or("-", |v| v.name()),
+    );
+    exit.write(if done { AppExit::Success } else { AppExit::error() });
+}
