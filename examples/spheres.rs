@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Keys (window): `V` next scan variant, `F` next instance format, `L`
-//! shadows on/off (`--shadows` starts with them on), `C` freeze
+//! shadows on/off (`--shadows` starts with them on), `P` write the scene
+//! file of the current view (`gpu-cull-capture.json`, for cull-core's
+//! `replay`), `C` freeze
 //! the culling frustum (fly away to see what was culled; the frozen frustum is
 //! drawn), `Space` auto fly-through on/off, `W A S D Q E` move, right mouse
 //! button + drag to look around.
@@ -363,6 +365,8 @@ fn fly(
 fn keys(
     keys: Res<ButtonInput<KeyCode>>,
     mut lights: Query<&mut DirectionalLight>,
+    batches: Query<Entity, With<GpuCulledInstances>>,
+    mut captures: MessageWriter<CaptureScene>,
     mut settings: ResMut<GpuCullSettings>,
     stats: Res<GpuCullStats>,
     mut fly: ResMut<Fly>,
@@ -387,6 +391,16 @@ fn keys(
             .position(|f| *f == settings.format)
             .map_or(0, |i| (i + 1) % all.len());
         settings.format = all[next];
+    }
+    // P: the scene file of what the camera culls, for `replay` (bug reports).
+    if keys.just_pressed(KeyCode::KeyP)
+        && let (Ok((camera, ..)), Ok(batch)) = (camera.single(), batches.single())
+    {
+        captures.write(CaptureScene {
+            camera,
+            batch,
+            path: "gpu-cull-capture.json".into(),
+        });
     }
     if keys.just_pressed(KeyCode::KeyL) {
         for mut light in &mut lights {

@@ -42,10 +42,12 @@
 // Bevy systems take many parameters of long types by nature.
 #![allow(clippy::type_complexity, clippy::too_many_arguments)]
 
+mod capture;
 mod components;
 mod plugin;
 mod render;
 
+pub use capture::CaptureScene;
 pub use components::{CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCulledInstances};
 pub use cull_core::{Frustum, InstanceFormat, ScanVariant};
 pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
@@ -53,8 +55,8 @@ pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, S
 /// The plugin, its settings and the batch component.
 pub mod prelude {
     pub use crate::{
-        CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullPlugin, GpuCullSettings, GpuCullStats,
-        GpuCullSystems, GpuCulledInstances, InstanceFormat, ScanVariant, ShadowViewId,
+        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullPlugin, GpuCullSettings,
+        GpuCullStats, GpuCullSystems, GpuCulledInstances, InstanceFormat, ScanVariant, ShadowViewId,
     };
 }
 

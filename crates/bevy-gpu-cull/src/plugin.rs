@@ -226,6 +226,8 @@ impl Plugin for GpuCullPlugin {
             .register_diagnostic(Diagnostic::new(Self::VOTE_TIME))
             .register_diagnostic(Diagnostic::new(Self::SCAN_TIME))
             .register_diagnostic(Diagnostic::new(Self::COMPACT_TIME))
+            .add_message::<crate::capture::CaptureScene>()
+            .add_systems(Last, crate::capture::write_captures)
             .add_systems(PreUpdate, receive_stats.in_set(GpuCullSystems::ReceiveStats))
             .add_systems(
                 PostUpdate,

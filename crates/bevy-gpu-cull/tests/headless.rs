@@ -941,6 +941,61 @@ fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
     );
 }
 
+/// Issue 16: `CaptureScene` writes the scene file of a (camera, batch) as
+/// the plugin culls it; the CPU reference over that file brackets the
+/// GPU's count (`replay` runs the same file through every variant).
+#[test]
+fn capture_writes_a_scene_file_replay_reads() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness(None, &[looking_down_grid()]);
+    let counts = run_until_counts_match(&mut h, "before the capture");
+    let path = std::env::temp_dir().join("bevy-gpu-cull-capture.json");
+    let _ = std::fs::remove_file(&path);
+    h.app.world_mut().write_message(CaptureScene {
+        camera: h.cameras[0],
+        batch: h.batch,
+        path: path.clone(),
+    });
+    h.app.update();
+    let text = std::fs::read_to_string(&path).expect("the capture wrote the file");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let floats = |v: &serde_json::Value| -> Vec<f32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
+    };
+    let m = Mat4::from_cols_slice(&floats(&json["clip_from_world"]));
+    let center = floats(&json["bounds"]["center"]);
+    let radius = json["bounds"]["radius"].as_f64().unwrap() as f32;
+    let instances: Vec<cull_core::Instance> = json["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| cull_core::Instance {
+            position: Vec3::from_slice(&floats(&i["position"])),
+            rotation: Quat::from_slice(&floats(&i["rotation"])),
+            scale: i["scale"].as_f64().unwrap() as f32,
+        })
+        .collect();
+    assert_eq!(instances.len(), 1600);
+    let format = cull_core::InstanceFormat::PosQuat;
+    let reference = cull_core::cpu::classify(
+        format,
+        &format.encode(&instances).unwrap(),
+        cull_core::Sphere::new(Vec3::from_slice(&center), radius),
+        &cull_core::Frustum::from_clip_from_world(m, None).unwrap(),
+    )
+    .unwrap();
+    let (sure, maybe) = (reference.visible.len() as u32, reference.borderline.len() as u32);
+    assert!(
+        sure <= counts[0] && counts[0] <= sure + maybe,
+        "GPU {} vs the file's reference {sure} (+{maybe} borderline)",
+        counts[0]
+    );
+}
+
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {

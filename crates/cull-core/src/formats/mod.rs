@@ -1,4 +1,5 @@
-//! Instance formats: how one instance's transform is laid out in GPU memory.
+//! Instance formats: how one instance's transform is laid out in GPU memory
+//! (the types, `Instance` and `InstanceFormat`, are in `instance.rs`).
 //!
 //! Culling is memory-bound, so the format decides the speed: a 4x4 matrix
 //! moves 64 B per instance, position + scale + quaternion 32 B, and the packed
@@ -20,85 +21,9 @@ pub use posquat::PosQuatInstance;
 
 use crate::CullError;
 use crate::frustum::{Sphere, WorldSphere};
+use crate::instance::{Instance, InstanceFormat};
 use crate::kernel::ShaderModule;
-use glam::{Mat4, Quat, Vec3, Vec4};
-
-/// One instance as the user describes it: a position, a unit rotation and a
-/// uniform scale.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Instance {
-    /// World-space translation.
-    pub position: Vec3,
-    /// Rotation. Normalized when written ([`InstanceFormat::encode`]); a
-    /// zero or non-finite quaternion culls the instance.
-    pub rotation: Quat,
-    /// Uniform scale.
-    pub scale: f32,
-}
-
-impl Default for Instance {
-    fn default() -> Self {
-        Self {
-            position: Vec3::ZERO,
-            rotation: Quat::IDENTITY,
-            scale: 1.0,
-        }
-    }
-}
-
-impl Instance {
-    /// An instance at `position` with no rotation and unit scale.
-    pub fn from_position(position: Vec3) -> Self {
-        Self {
-            position,
-            ..Default::default()
-        }
-    }
-
-    /// This instance as the formats store it: the rotation normalized (in
-    /// `f64`, so huge or tiny quaternions keep their direction). A rotation
-    /// that has no direction (zero or not finite) becomes NaN, so the
-    /// instance is culled in every format.
-    pub fn normalized(&self) -> Instance {
-        let q = self.rotation.to_array().map(f64::from);
-        let len = q.iter().map(|v| v * v).sum::<f64>().sqrt();
-        let rotation = if len.is_finite() && len > 0.0 {
-            Quat::from_array(q.map(|v| (v / len) as f32))
-        } else {
-            Quat::from_array([f32::NAN; 4])
-        };
-        let position = if rotation.is_finite() && self.scale.is_finite() {
-            self.position
-        } else {
-            Vec3::NAN // the packed format has no other field to mark it
-        };
-        Instance {
-            position,
-            rotation,
-            scale: self.scale,
-        }
-    }
-
-    /// The `world_from_local` matrix.
-    pub fn to_matrix(&self) -> Mat4 {
-        Mat4::from_scale_rotation_translation(Vec3::splat(self.scale), self.rotation, self.position)
-    }
-}
-
-/// The memory layout of instances on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum InstanceFormat {
-    /// A column-major `world_from_local` 4x4 matrix: 64 B.
-    Matrix,
-    /// Position, uniform scale, rotation quaternion: 32 B ([`PosQuatInstance`]).
-    #[default]
-    PosQuat,
-    /// Position and a "smallest three" quaternion in 32 bits, no scale (1):
-    /// 16 B ([`PackedInstance`]). Rotation error is at most
-    /// [`PACKED_ROTATION_ERROR_BOUND`] radians; the culling radius is widened
-    /// by that much so culling stays conservative for the unpacked rotation.
-    Packed16,
-}
+use glam::{Vec3, Vec4};
 
 /// One format, described: what it stores, its shader, and its CPU mirror.
 pub(crate) struct FormatKernel {
@@ -254,6 +179,7 @@ fn rotate(q: Vec4, v: Vec3) -> Vec3 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use glam::{Mat4, Quat};
 
     fn random_quat(state: &mut u64) -> Quat {
         let mut next = || {
