@@ -996,6 +996,25 @@ fn capture_writes_a_scene_file_replay_reads() {
     );
 }
 
+/// Issue 16: with Bevy's occlusion culling on a camera (which needs its
+/// depth prepass), the batch is still culled by the plugin, drawn, and
+/// written to the prepass depth Bevy builds its occlusion pyramid from; no
+/// render error.
+#[test]
+fn bevy_occlusion_culling_keeps_the_batch() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    record_render_errors(&mut h.app);
+    h.app.world_mut().entity_mut(h.cameras[0]).insert((
+        bevy::core_pipeline::prepass::DepthPrepass,
+        bevy::render::occlusion_culling::OcclusionCulling,
+    ));
+    run_until_counts_match(&mut h, "with occlusion culling");
+    assert_renders(&mut h, "with occlusion culling");
+    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(errors.is_empty(), "render errors: {errors:#?}");
+}
+
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {
@@ -1415,6 +1434,8 @@ static RENDER_ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// there were none.
 fn record_render_errors(app: &mut App) {
     use bevy::render::error_handler::{RenderErrorHandler, RenderErrorPolicy};
+    // Each test that records starts from none (tests run one app at a time).
+    RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clear();
     app.insert_resource(RenderErrorHandler(|error, _, _| {
         RENDER_ERRORS
             .lock()
