@@ -22,13 +22,16 @@ struct GpuCullMaterial {
     metallic: f32,
     perceptual_roughness: f32,
     flags: u32,
-    pad: u32,
+    // With MATERIAL_ALPHA_MASK: fragments with less alpha are discarded.
+    alpha_cutoff: f32,
 }
 
 // GpuCullMaterial::flags: shade without lights.
 const MATERIAL_UNLIT: u32 = 1u;
 // GpuCullMaterial::flags: multiply by base_color_texture.
 const MATERIAL_TEXTURED: u32 = 2u;
+// GpuCullMaterial::flags: AlphaMode::Mask (see alpha_cutoff).
+const MATERIAL_ALPHA_MASK: u32 = 4u;
 
 @group(2) @binding(0) var<storage, read> instances: array<CulledInstance>;
 @group(2) @binding(1) var<storage, read> survivors: array<u32>;
@@ -36,6 +39,21 @@ const MATERIAL_TEXTURED: u32 = 2u;
 // The material's base color texture (a white fallback without one).
 @group(2) @binding(3) var base_color_texture: texture_2d<f32>;
 @group(2) @binding(4) var base_color_sampler: sampler;
+
+// The material's base color for an instance's color and a texture
+// coordinate (the texture's when the material has one).
+fn material_color(instance_color: vec4<f32>, uv: vec2<f32>) -> vec4<f32> {
+    var color = material.base_color * instance_color;
+    if (material.flags & MATERIAL_TEXTURED) != 0u {
+        color *= textureSample(base_color_texture, base_color_sampler, uv);
+    }
+    return color;
+}
+
+// Whether an alpha-masked material drops this fragment.
+fn masked_out(color: vec4<f32>) -> bool {
+    return (material.flags & MATERIAL_ALPHA_MASK) != 0u && color.a < material.alpha_cutoff;
+}
 
 // The survivor drawn as instance `instance_index`.
 fn fetch_instance(instance_index: u32) -> CulledInstance {

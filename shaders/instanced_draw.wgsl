@@ -12,8 +12,7 @@
     view_transformations::position_world_to_clip,
 }
 #import bevy_gpu_cull::instance::{
-    fetch_instance, instance_to_world, rotate, material, base_color_texture, base_color_sampler,
-    MATERIAL_UNLIT, MATERIAL_TEXTURED,
+    fetch_instance, instance_to_world, rotate, material, material_color, masked_out, MATERIAL_UNLIT,
 }
 
 struct Vertex {
@@ -54,12 +53,14 @@ fn vertex(vertex: Vertex) -> VertexOutput {
 fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
     var pbr_input = pbr_input_new();
     // The batch's material, tinted by the instance's color.
-    var color = material.base_color * in.color;
 #ifdef VERTEX_UVS_A
-    if (material.flags & MATERIAL_TEXTURED) != 0u {
-        color *= textureSample(base_color_texture, base_color_sampler, in.uv);
-    }
+    let color = material_color(in.color, in.uv);
+#else
+    let color = material_color(in.color, vec2<f32>(0.5));
 #endif
+    if masked_out(color) {
+        discard;
+    }
     pbr_input.material.base_color = color;
     pbr_input.material.emissive = material.emissive;
     pbr_input.material.metallic = material.metallic;

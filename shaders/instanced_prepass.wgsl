@@ -12,12 +12,18 @@
 #import bevy_pbr::prepass_bindings::previous_view_uniforms
 #endif
 #import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, rotate}
+#ifdef GPU_CULL_ALPHA_MASK
+#import bevy_gpu_cull::instance::{material_color, masked_out}
+#endif
 
 struct Vertex {
     @builtin(instance_index) instance_index: u32,
     @location(0) position: vec3<f32>,
 #ifdef NORMAL_PREPASS
     @location(1) normal: vec3<f32>,
+#endif
+#ifdef VERTEX_UVS_A
+    @location(2) uv: vec2<f32>,
 #endif
 }
 
@@ -29,6 +35,10 @@ struct VertexOutput {
 #endif
 #ifdef UNCLIPPED_DEPTH_ORTHO_EMULATION
     @location(2) unclipped_depth: f32,
+#endif
+#ifdef GPU_CULL_ALPHA_MASK
+    @location(3) color: vec4<f32>,
+    @location(4) uv: vec2<f32>,
 #endif
 }
 
@@ -47,6 +57,14 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     // kept by the cull; clamp them onto the near plane instead of clipping.
     out.unclipped_depth = out.position.z;
     out.position.z = min(out.position.z, 1.0);
+#endif
+#ifdef GPU_CULL_ALPHA_MASK
+    out.color = instance.color;
+#ifdef VERTEX_UVS_A
+    out.uv = vertex.uv;
+#else
+    out.uv = vec2<f32>(0.5);
+#endif
 #endif
     return out;
 }
@@ -67,6 +85,11 @@ struct FragmentOutput {
 @fragment
 fn fragment(in: VertexOutput) -> FragmentOutput {
     var out: FragmentOutput;
+#ifdef GPU_CULL_ALPHA_MASK
+    if masked_out(material_color(in.color, in.uv)) {
+        discard;
+    }
+#endif
 #ifdef NORMAL_PREPASS
     out.normal = vec4<f32>(normalize(in.world_normal) * 0.5 + vec3<f32>(0.5), 1.0);
 #endif
@@ -82,5 +105,13 @@ fn fragment(in: VertexOutput) -> FragmentOutput {
     out.frag_depth = in.unclipped_depth;
 #endif
     return out;
+}
+#else ifdef GPU_CULL_ALPHA_MASK
+// Depth only, alpha-masked: the fragment decides coverage, writes nothing.
+@fragment
+fn fragment(in: VertexOutput) {
+    if masked_out(material_color(in.color, in.uv)) {
+        discard;
+    }
 }
 #endif

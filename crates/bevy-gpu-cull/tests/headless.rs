@@ -1015,6 +1015,49 @@ fn bevy_occlusion_culling_keeps_the_batch() {
     assert!(errors.is_empty(), "render errors: {errors:#?}");
 }
 
+/// Issue 16: an alpha-masked material (`AlphaMode::Mask`) discards what its
+/// texture's alpha masks: a fully transparent texture hides the instances
+/// although they are culled, counted and drawn.
+#[test]
+fn an_alpha_masked_material_discards_masked_fragments() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let world = h.app.world_mut();
+    let texture = world.resource_mut::<Assets<Image>>().add(Image::new_fill(
+        bevy::render::render_resource::Extent3d {
+            width: 2,
+            height: 2,
+            depth_or_array_layers: 1,
+        },
+        bevy::render::render_resource::TextureDimension::D2,
+        &[255, 255, 255, 0],
+        TextureFormat::Rgba8UnormSrgb,
+        bevy::asset::RenderAssetUsages::RENDER_WORLD,
+    ));
+    let material = world.resource_mut::<Assets<StandardMaterial>>().add(StandardMaterial {
+        base_color_texture: Some(texture),
+        alpha_mode: AlphaMode::Mask(0.5),
+        ..default()
+    });
+    world.entity_mut(h.batch).insert(MeshMaterial3d(material));
+    run_until_counts_match(&mut h, "alpha-masked material");
+    let start = std::time::Instant::now();
+    while h.app.world().resource::<GpuCullStats>().drawn_frames < 3 && start.elapsed() < SETTLE {
+        h.app.update();
+    }
+    for _ in 0..5 {
+        h.app.update();
+    }
+    let padded = h.pixels.lock().unwrap().clone().expect("a frame was read back");
+    let stride = padded.len() / HEIGHT as usize;
+    let shown = (0..HEIGHT as usize)
+        .flat_map(|y| padded[y * stride..y * stride + WIDTH as usize * 4].chunks(4))
+        .filter(|p| p[0] as u32 > p[2] as u32 + 30)
+        .count();
+    assert!(h.app.world().resource::<GpuCullStats>().drawn_frames >= 3, "never drawn");
+    assert_eq!(shown, 0, "masked instances still cover {shown} pixels");
+}
+
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {

@@ -1,6 +1,6 @@
 //! The batch's `StandardMaterial`, as the draw uses it: base color (times
 //! each instance's color, a tint), base color texture, metallic, roughness,
-//! emissive and unlit, in a small uniform of the batch's own next to its
+//! emissive, unlit and alpha mask, in a small uniform of the batch's own next to its
 //! instances (group 2), so the draw needs none of Bevy's per-mesh material
 //! machinery.
 
@@ -15,6 +15,9 @@ use bytemuck::{Pod, Zeroable};
 pub(crate) const UNLIT: u32 = 1;
 /// `MaterialUniform::flags`: multiply by the base color texture.
 pub(crate) const TEXTURED: u32 = 2;
+/// `MaterialUniform::flags`: discard fragments whose alpha is below
+/// `alpha_cutoff` (`AlphaMode::Mask`), in the main pass, shadows and prepasses.
+pub(crate) const ALPHA_MASK: u32 = 4;
 
 /// `GpuCullMaterial` in `shaders/gpu_cull_instance.wgsl`.
 #[repr(C)]
@@ -25,7 +28,7 @@ pub(crate) struct MaterialUniform {
     pub metallic: f32,
     pub perceptual_roughness: f32,
     pub flags: u32,
-    pub _pad: u32,
+    pub alpha_cutoff: f32,
 }
 
 /// What the draw takes of a batch's material.
@@ -46,7 +49,7 @@ impl Default for BatchMaterial {
                 metallic: 0.0,
                 perceptual_roughness: 0.5,
                 flags: 0,
-                _pad: 0,
+                alpha_cutoff: 0.5,
             },
             texture: None,
         }
@@ -54,6 +57,12 @@ impl Default for BatchMaterial {
 }
 
 impl BatchMaterial {
+    /// Whether fragments may be discarded (the depth-only draw then needs
+    /// the texture and a fragment stage).
+    pub fn alpha_mask(&self) -> bool {
+        self.uniform.flags & ALPHA_MASK != 0
+    }
+
     pub fn from_standard(m: &StandardMaterial) -> Self {
         let texture = m.base_color_texture.as_ref().map(Handle::id);
         let mut flags = 0;
@@ -63,6 +72,13 @@ impl BatchMaterial {
         if texture.is_some() {
             flags |= TEXTURED;
         }
+        let alpha_cutoff = match m.alpha_mode {
+            AlphaMode::Mask(cutoff) => {
+                flags |= ALPHA_MASK;
+                cutoff
+            }
+            _ => 0.5,
+        };
         Self {
             uniform: MaterialUniform {
                 base_color: LinearRgba::from(m.base_color).to_f32_array(),
@@ -70,7 +86,7 @@ impl BatchMaterial {
                 metallic: m.metallic,
                 perceptual_roughness: m.perceptual_roughness,
                 flags,
-                _pad: 0,
+                alpha_cutoff,
             },
             texture,
         }

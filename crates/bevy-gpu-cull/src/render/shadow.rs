@@ -61,14 +61,26 @@ pub(crate) fn init_prepass_pipeline(
     });
 }
 
+/// What the depth-only draw is specialized for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CulledPrepassKey {
+    pub mesh: MeshPipelineKey,
+    /// The batch's material is alpha-masked: sample it and discard.
+    pub alpha_mask: bool,
+}
+
 impl SpecializedMeshPipeline for CulledPrepassPipeline {
-    type Key = MeshPipelineKey;
+    type Key = CulledPrepassKey;
 
     fn specialize(
         &self,
         key: Self::Key,
         layout: &MeshVertexBufferLayoutRef,
     ) -> Result<RenderPipelineDescriptor, SpecializedMeshPipelineError> {
+        let CulledPrepassKey {
+            mesh: key,
+            alpha_mask,
+        } = key;
         let normal = key.contains(MeshPipelineKey::NORMAL_PREPASS);
         let motion = key.contains(MeshPipelineKey::MOTION_VECTOR_PREPASS);
         let unclipped = key.contains(MeshPipelineKey::UNCLIPPED_DEPTH_ORTHO);
@@ -85,14 +97,22 @@ impl SpecializedMeshPipeline for CulledPrepassPipeline {
         if emulate_unclipped {
             shader_defs.push("UNCLIPPED_DEPTH_ORTHO_EMULATION".into());
         }
+        if alpha_mask {
+            shader_defs.push("GPU_CULL_ALPHA_MASK".into());
+            if layout.0.contains(Mesh::ATTRIBUTE_UV_0) {
+                shader_defs.push("VERTEX_UVS_A".into());
+                attributes.push(Mesh::ATTRIBUTE_UV_0.at_shader_location(2));
+            }
+        }
         let mut targets = prepass_target_descriptors(normal, motion, false);
         if targets.iter().all(Option::is_none) {
             targets.clear();
         }
-        let fragment_required = !targets.is_empty() || emulate_unclipped;
-        if fragment_required {
+        let needs_outputs = !targets.is_empty() || emulate_unclipped;
+        if needs_outputs {
             shader_defs.push("PREPASS_FRAGMENT".into());
         }
+        let fragment_required = needs_outputs || alpha_mask;
         let view_layout = if motion {
             self.view_layout_motion_vectors.clone()
         } else {
@@ -169,7 +189,7 @@ pub(crate) fn queue_prepass_batches(
     light_keys: Res<LightKeyCache>,
     prepass_keys: Res<ViewKeyPrepassCache>,
     targets: Res<ViewTargets>,
-    batches: Query<(Entity, &MainEntity), With<GpuBatch>>,
+    batches: Query<(Entity, &MainEntity, &super::BatchData), With<GpuBatch>>,
     mut shadow_phases: ResMut<ViewBinnedRenderPhases<Shadow>>,
     mut prepass_phases: ResMut<ViewBinnedRenderPhases<Opaque3dPrepass>>,
     mut queued: ResMut<QueuedPrepassBatches>,
@@ -189,7 +209,7 @@ pub(crate) fn queue_prepass_batches(
     // entity's transform) go: the plugin draws the batch.
     for (_, view) in &views {
         let rve = view.retained_view_entity;
-        for (_, main_entity) in &batches {
+        for (_, main_entity, _) in &batches {
             if let Some(phase) = shadow_phases.get_mut(&rve) {
                 phase.remove(*main_entity);
             }
@@ -216,7 +236,7 @@ pub(crate) fn queue_prepass_batches(
         if (shadow && !shadow_phases.contains_key(&rve)) || (!shadow && !prepass_phases.contains_key(&rve)) {
             continue;
         }
-        for (entity, main_entity) in &batches {
+        for (entity, main_entity, data) in &batches {
             if !targets.map.contains_key(&(view_entity, entity)) {
                 continue;
             }
@@ -226,7 +246,10 @@ pub(crate) fn queue_prepass_batches(
             let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
                 continue;
             };
-            let key = view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
+            let key = CulledPrepassKey {
+                mesh: view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits()),
+                alpha_mask: data.material.alpha_mask(),
+            };
             let id = match pipelines.specialize(&pipeline_cache, &pipeline, key, &mesh.layout) {
                 Ok(id) => id,
                 Err(e) => {
