@@ -12,17 +12,15 @@
 // Bevy systems take many parameters by design.
 #![allow(clippy::too_many_arguments)]
 
-use bevy::app::ScheduleRunnerPlugin;
+mod support;
+
 use bevy::asset::RenderAssetUsages;
-use bevy::camera::{ImageRenderTarget, RenderTarget};
+use bevy::camera::RenderTarget;
 use bevy::prelude::*;
-use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat, TextureUsages};
+use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat};
 use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
-use bevy::window::ExitCondition;
-use bevy::winit::WinitPlugin;
 use bevy_gpu_cull::prelude::*;
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Resource, Clone, Debug)]
 struct Args {
@@ -58,10 +56,7 @@ fn parse_args() -> Args {
             "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
             "--screenshot" => args.screenshot = Some(value().into()),
             "--size" => {
-                let v = value();
-                let (w, h) = v.split_once('x').unwrap_or_else(|| usage());
-                args.width = w.parse().unwrap_or_else(|_| usage());
-                args.height = h.parse().unwrap_or_else(|_| usage());
+                (args.width, args.height) = support::parse_size(&value()).unwrap_or_else(|| usage());
                 sized = true;
             }
             _ => usage(),
@@ -76,36 +71,20 @@ fn parse_args() -> Args {
 
 fn main() {
     let args = parse_args();
-    let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
-    if !args.headless && !has_display {
-        eprintln!(
-            "forest: no display found. Run it headless instead: \
-             cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png"
+    if !args.headless {
+        support::require_display(
+            "forest",
+            "cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png",
         );
-        std::process::exit(2);
     }
     let mut app = App::new();
-    if args.headless {
-        app.add_plugins((
-            DefaultPlugins
-                .set(WindowPlugin {
-                    primary_window: None,
-                    exit_condition: ExitCondition::DontExit,
-                    ..default()
-                })
-                .disable::<WinitPlugin>(),
-            ScheduleRunnerPlugin::run_loop(Duration::ZERO),
-        ));
-    } else {
-        app.add_plugins(DefaultPlugins.set(WindowPlugin {
-            primary_window: Some(Window {
-                title: "bevy-gpu-cull: forest".into(),
-                resolution: (args.width, args.height).into(),
-                ..default()
-            }),
-            ..default()
-        }));
-    }
+    support::add_default_plugins(
+        &mut app,
+        args.headless,
+        "bevy-gpu-cull: forest",
+        args.width,
+        args.height,
+    );
     app.add_plugins(GpuCullPlugin::default())
         .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
         .insert_resource(args)
@@ -233,16 +212,7 @@ fn setup(
     ));
     let mut camera = commands.spawn((Camera3d::default(), Transform::default()));
     if args.headless {
-        let mut image =
-            Image::new_target_texture(args.width, args.height, TextureFormat::Rgba8UnormSrgb, None);
-        image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
-        camera.insert((
-            RenderTarget::Image(ImageRenderTarget {
-                handle: images.add(image),
-                scale_factor: 1.0,
-            }),
-            Msaa::Off,
-        ));
+        camera.insert(support::headless_target(&mut images, args.width, args.height));
     }
 }
 

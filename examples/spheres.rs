@@ -19,18 +19,16 @@
 // Bevy systems take many parameters by design.
 #![allow(clippy::too_many_arguments)]
 
-use bevy::app::ScheduleRunnerPlugin;
-use bevy::camera::{ImageRenderTarget, RenderTarget};
+mod support;
+
+use bevy::camera::RenderTarget;
 use bevy::input::mouse::AccumulatedMouseMotion;
 use bevy::prelude::*;
-use bevy::render::render_resource::TextureFormat;
 use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
-use bevy::window::ExitCondition;
-use bevy::winit::WinitPlugin;
 use bevy_gpu_cull::prelude::*;
 use bevy_gpu_cull::{CulledInstance, InstanceFormat};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[derive(Resource, Clone, Debug)]
 struct Args {
@@ -82,10 +80,7 @@ fn parse_args() -> Args {
             "--variant" => args.variant = Some(ScanVariant::from_name(&value()).unwrap_or_else(|| usage())),
             "--format" => args.format = InstanceFormat::from_name(&value()).unwrap_or_else(|| usage()),
             "--size" => {
-                let v = value();
-                let (w, h) = v.split_once('x').unwrap_or_else(|| usage());
-                args.width = w.parse().unwrap_or_else(|_| usage());
-                args.height = h.parse().unwrap_or_else(|_| usage());
+                (args.width, args.height) = support::parse_size(&value()).unwrap_or_else(|| usage());
                 sized = true;
             }
             _ => usage(),
@@ -100,36 +95,20 @@ fn parse_args() -> Args {
 
 fn main() {
     let args = parse_args();
-    let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
-    if !args.headless && !has_display {
-        eprintln!(
-            "spheres: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n\
-             Run it headless instead: cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png"
+    if !args.headless {
+        support::require_display(
+            "spheres",
+            "cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png",
         );
-        std::process::exit(2);
     }
     let mut app = App::new();
-    if args.headless {
-        app.add_plugins((
-            DefaultPlugins
-                .set(WindowPlugin {
-                    primary_window: None,
-                    exit_condition: ExitCondition::DontExit,
-                    ..default()
-                })
-                .disable::<WinitPlugin>(),
-            ScheduleRunnerPlugin::run_loop(Duration::ZERO),
-        ));
-    } else {
-        app.add_plugins(DefaultPlugins.set(WindowPlugin {
-            primary_window: Some(Window {
-                title: "bevy-gpu-cull: spheres".into(),
-                resolution: (args.width, args.height).into(),
-                ..default()
-            }),
-            ..default()
-        }));
-    }
+    support::add_default_plugins(
+        &mut app,
+        args.headless,
+        "bevy-gpu-cull: spheres",
+        args.width,
+        args.height,
+    );
     app.add_plugins(GpuCullPlugin {
         settings: GpuCullSettings {
             variant: args.variant,
@@ -273,17 +252,7 @@ fn setup(
         Transform::from_xyz(0.0, 8.0, 0.0),
     ));
     if args.headless {
-        let mut image =
-            Image::new_target_texture(args.width, args.height, TextureFormat::Rgba8UnormSrgb, None);
-        image.texture_descriptor.usage |= bevy::render::render_resource::TextureUsages::COPY_SRC;
-        let handle = images.add(image);
-        camera.insert((
-            RenderTarget::Image(ImageRenderTarget {
-                handle,
-                scale_factor: 1.0,
-            }),
-            Msaa::Off,
-        ));
+        camera.insert(support::headless_target(&mut images, args.width, args.height));
     } else {
         commands.spawn((
             Text::new(""),

@@ -2,32 +2,15 @@
 //! and drawn with their textured materials, and the sun's cascades cull the
 //! trees and draw them into the shadow maps.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().join("examples");
-    let path = dir.join(format!("forest{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: run through `cargo test`, which builds examples",
-        path.display()
-    );
-    path
-}
-
-fn field<'a>(line: &'a str, name: &str) -> &'a str {
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')))
-        .unwrap_or_else(|| panic!("no {name} in {line}"))
-}
+mod common;
 
 #[test]
 fn forest_headless() {
     let shot = std::env::temp_dir().join("forest.png");
     let _ = std::fs::remove_file(&shot);
-    let out = Command::new(example())
+    let out = Command::new(common::example("forest"))
         .args([
             "--headless",
             "--frames",
@@ -48,7 +31,7 @@ fn forest_headless() {
         .lines()
         .find(|l| l.starts_with("forest:"))
         .unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"));
-    let number = |name: &str| field(line, name).parse::<u32>().unwrap();
+    let number = |name: &str| common::field(line, name).parse::<u32>().unwrap();
     assert!(
         number("trees_visible") > 0 && number("rocks_visible") > 0,
         "{line}"

@@ -2,27 +2,15 @@
 //! for each compiled-in variant: the printed visible count must equal the
 //! CPU reference for the final camera, and the screenshot must show spheres.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 /// `cargo test` builds the examples next to the test binaries.
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().join("examples");
-    let path = dir.join(format!("spheres{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: run through `cargo test`, which builds examples",
-        path.display()
-    );
-    path
-}
+mod common;
 
-fn field(line: &str, key: &str) -> String {
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
-        .to_string()
+use common::field;
+
+fn example() -> std::path::PathBuf {
+    common::example("spheres")
 }
 
 #[test]

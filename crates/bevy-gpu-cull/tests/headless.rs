@@ -432,6 +432,18 @@ fn switching_settings_keeps_culling_while_kernels_compile() {
     run_until_counts_match(&mut h, "after the switch");
 }
 
+/// The pixels (RGBA) of rows `rows` of a padded readback (rows of a texture
+/// readback are padded to 256 bytes).
+fn frame_rows(padded: &[u8], rows: std::ops::Range<usize>) -> impl Iterator<Item = &[u8]> {
+    let stride = padded.len() / HEIGHT as usize;
+    rows.flat_map(move |y| padded[y * stride..y * stride + WIDTH as usize * 4].chunks(4))
+}
+
+/// How many pixels of rows `rows` match.
+fn count_pixels(padded: &[u8], rows: std::ops::Range<usize>, matches: impl Fn(&[u8]) -> bool) -> usize {
+    frame_rows(padded, rows).filter(|p| matches(p)).count()
+}
+
 /// The mean of a frame's red, green and blue, from the padded readback.
 fn frame_mean(padded: &[u8]) -> f64 {
     let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
@@ -520,15 +532,7 @@ fn settle_stable(h: &mut Harness) -> f64 {
         let Some(padded) = h.pixels.lock().unwrap().clone() else {
             continue;
         };
-        let stride = padded.len() / HEIGHT as usize;
-        let ground = (0..HEIGHT as usize)
-            .flat_map(|y| {
-                padded[y * stride..y * stride + WIDTH as usize * 4]
-                    .chunks(4)
-                    .collect::<Vec<_>>()
-            })
-            .filter(|p| is_ground(p))
-            .count();
+        let ground = count_pixels(&padded, 0..HEIGHT as usize, is_ground);
         if ground * 3 < (WIDTH * HEIGHT) as usize {
             means.clear();
             continue;
@@ -739,11 +743,7 @@ fn render_layers_hide_a_batch_from_other_cameras() {
     h.app.world_mut().resource_mut::<GpuCullStats>().visible.clear();
     settle_after(&mut h);
     let padded = h.pixels.lock().unwrap().clone().expect("a frame was read back");
-    let stride = padded.len() / HEIGHT as usize;
-    let covered = (0..HEIGHT as usize)
-        .flat_map(|y| padded[y * stride..y * stride + WIDTH as usize * 4].chunks(4))
-        .filter(|p| p[0] as u32 > p[2] as u32 + 30)
-        .count();
+    let covered = count_pixels(&padded, 0..HEIGHT as usize, |p| p[0] as u32 > p[2] as u32 + 30);
     let stats = h.app.world().resource::<GpuCullStats>();
     assert!(
         !stats.visible.contains_key(&(h.cameras[0], h.batch)),
@@ -917,19 +917,8 @@ fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
         let Some(padded) = h.pixels.lock().unwrap().clone() else {
             continue;
         };
-        let stride = padded.len() / HEIGHT as usize;
-        let rows = |range: std::ops::Range<usize>| {
-            range
-                .flat_map(|y| {
-                    padded[y * stride..y * stride + WIDTH as usize * 4]
-                        .chunks(4)
-                        .collect::<Vec<_>>()
-                })
-                .filter(|p| is_green(p))
-                .count()
-        };
-        green = rows(0..HEIGHT as usize);
-        top_green = rows(0..HEIGHT as usize / 5);
+        green = count_pixels(&padded, 0..HEIGHT as usize, is_green);
+        top_green = count_pixels(&padded, 0..HEIGHT as usize / 5, is_green);
         if green > 200 {
             break;
         }
@@ -1034,11 +1023,13 @@ fn an_alpha_masked_material_discards_masked_fragments() {
         TextureFormat::Rgba8UnormSrgb,
         bevy::asset::RenderAssetUsages::RENDER_WORLD,
     ));
-    let material = world.resource_mut::<Assets<StandardMaterial>>().add(StandardMaterial {
-        base_color_texture: Some(texture),
-        alpha_mode: AlphaMode::Mask(0.5),
-        ..default()
-    });
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial {
+            base_color_texture: Some(texture),
+            alpha_mode: AlphaMode::Mask(0.5),
+            ..default()
+        });
     world.entity_mut(h.batch).insert(MeshMaterial3d(material));
     run_until_counts_match(&mut h, "alpha-masked material");
     let start = std::time::Instant::now();
@@ -1049,12 +1040,11 @@ fn an_alpha_masked_material_discards_masked_fragments() {
         h.app.update();
     }
     let padded = h.pixels.lock().unwrap().clone().expect("a frame was read back");
-    let stride = padded.len() / HEIGHT as usize;
-    let shown = (0..HEIGHT as usize)
-        .flat_map(|y| padded[y * stride..y * stride + WIDTH as usize * 4].chunks(4))
-        .filter(|p| p[0] as u32 > p[2] as u32 + 30)
-        .count();
-    assert!(h.app.world().resource::<GpuCullStats>().drawn_frames >= 3, "never drawn");
+    let shown = count_pixels(&padded, 0..HEIGHT as usize, |p| p[0] as u32 > p[2] as u32 + 30);
+    assert!(
+        h.app.world().resource::<GpuCullStats>().drawn_frames >= 3,
+        "never drawn"
+    );
     assert_eq!(shown, 0, "masked instances still cover {shown} pixels");
 }
 
