@@ -630,29 +630,47 @@ fn directional_light_shadows_are_cast_and_culled_per_cascade() {
 }
 
 /// Issue 16: the batch casts shadows from a point light: each cube face is
-/// culled on the GPU and drawn into the light's shadow map.
+/// culled on the GPU (its count equal to the CPU reference for that face)
+/// and drawn into the light's shadow map.
 #[test]
 fn point_light_shadows_are_cast() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (h, _, _) = shadow_contrast("point");
-    let stats = h.app.world().resource::<GpuCullStats>();
-    let faces: Vec<u32> = (0..6)
-        .filter_map(|index| {
-            stats
-                .shadow_visible
-                .iter()
-                .find(|((view, batch), _)| view.index == index && view.camera.is_none() && *batch == h.batch)
-                .map(|(_, count)| *count)
-        })
-        .collect();
-    assert_eq!(
-        faces.len(),
-        6,
-        "a count per cube face: {:?}",
-        stats.shadow_visible
-    );
-    // Every instance is in some face, and the face looking up from the
-    // light, above the batch, keeps none of it.
+    let (mut h, _, _) = shadow_contrast("point");
+    // Each cube face as Bevy builds it (prepare_lights: the light's
+    // translation, the face's rotation, a 90° infinite reverse-Z projection):
+    // the GPU's count equals the CPU reference for that face's frustum.
+    let world = h.app.world_mut();
+    let (light, light_transform, point) = world
+        .query::<(Entity, &GlobalTransform, &PointLight)>()
+        .single(world)
+        .unwrap();
+    let (position, near) = (light_transform.translation(), point.shadow_map_near_z);
+    let format = world.resource::<GpuCullSettings>().format;
+    let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+    let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+    let stats = world.resource::<GpuCullStats>().clone();
+    let projection = Mat4::perspective_infinite_reverse_rh(std::f32::consts::FRAC_PI_2, 1.0, near);
+    let mut faces = Vec::new();
+    for (index, face) in bevy::camera::primitives::CUBE_MAP_FACES.iter().enumerate() {
+        let world_from_view = GlobalTransform::from_translation(position)
+            * Transform::IDENTITY.looking_at(face.target, face.up);
+        let frustum = cull_core::Frustum::from_view(projection, world_from_view.to_matrix(), None).unwrap();
+        let expected = batch.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32;
+        let id = ShadowViewId {
+            light,
+            camera: None,
+            index: index as u32,
+        };
+        assert_eq!(
+            stats.shadow_visible.get(&(id, h.batch)),
+            Some(&expected),
+            "face {index}: {:?}",
+            stats.shadow_visible
+        );
+        faces.push(expected);
+    }
+    // The light hangs above the raised batch: every instance is in some
+    // face, and the face looking up keeps none.
     assert!(
         faces.iter().sum::<u32>() >= 144 && faces.contains(&0),
         "{faces:?}"
