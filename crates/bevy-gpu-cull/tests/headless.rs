@@ -505,6 +505,17 @@ fn shadow_scene(light: &str, casts: bool) -> Harness {
             },
             Transform::from_xyz(2.0, 10.0, 1.0).looking_at(Vec3::ZERO, Vec3::Y),
         )),
+        "spot" => world.spawn((
+            SpotLight {
+                shadow_maps_enabled: true,
+                intensity: 4.0e8,
+                range: 200.0,
+                outer_angle: 1.2,
+                inner_angle: 1.0,
+                ..default()
+            },
+            Transform::from_xyz(0.0, 14.0, -14.0).looking_at(Vec3::new(0.0, 0.0, -16.0), Vec3::Y),
+        )),
         _ => world.spawn((
             PointLight {
                 shadow_maps_enabled: true,
@@ -675,6 +686,27 @@ fn point_light_shadows_are_cast() {
         faces.iter().sum::<u32>() >= 144 && faces.contains(&0),
         "{faces:?}"
     );
+}
+
+/// Issue 16: the batch casts shadows from a spot light (its one view culled
+/// on the GPU like a point light's faces).
+#[test]
+fn spot_light_shadows_are_cast() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut h, _, _) = shadow_contrast("spot");
+    let world = h.app.world_mut();
+    let light = world
+        .query_filtered::<Entity, With<SpotLight>>()
+        .single(world)
+        .unwrap();
+    let stats = world.resource::<GpuCullStats>();
+    let id = ShadowViewId {
+        light,
+        camera: None,
+        index: 0,
+    };
+    let count = stats.shadow_visible.get(&(id, h.batch)).copied();
+    assert!(count.is_some_and(|n| n > 0), "{:?}", stats.shadow_visible);
 }
 
 /// The mean red of the pixels that show instances (red well above blue).
