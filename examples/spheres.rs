@@ -538,13 +538,16 @@ fn finish_headless(
         _ => None,
     };
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} variant={} path={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} variant={} path={} shadows={} gpu_cull_ms={} shadow_views={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
         reference.map_or("n/a".into(), |r| r.to_string()),
         stats.variant.map_or("n/a", |v| v.name()),
         if args.compare_bevy { "bevy" } else { "gpu-cull" },
+        args.shadows,
+        stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3}")),
+        stats.shadow_visible.len(),
     );
     exit.write(AppExit::Success);
 }
