@@ -6,7 +6,7 @@ use super::prepare::{GpuBatch, RenderCuller, RenderFrame, ViewTargets};
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
-use bevy::pbr::{LightEntity, ViewLightEntities};
+use bevy::pbr::{ExtractedPointLight, LightEntity, ViewLightEntities};
 use bevy::prelude::*;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::ExtractedView;
@@ -149,22 +149,31 @@ pub(crate) fn cull_cascades(
 }
 
 /// Culls the batches of a point light's cube face or a spot light (views of
-/// their own, run before the cameras).
+/// their own, run before the cameras), bounded by the light's range: nothing
+/// beyond it is lit or shadowed by the light.
 pub(crate) fn cull_light_view(
     view: ViewQuery<(Entity, &ExtractedView, &LightEntity)>,
+    lights: Query<&ExtractedPointLight>,
     resources: CullResources,
     mut ctx: RenderContext,
 ) {
     let (view_entity, extracted, light) = view.into_inner();
-    if matches!(light, LightEntity::Directional { .. }) {
-        return; // culled with its camera (cull_cascades)
-    }
-    // Perspective with an infinite far plane: the light's range would
-    // bound it, which only culls more; without it the cull is conservative.
+    let light_entity = match light {
+        LightEntity::Point { light_entity, .. } | LightEntity::Spot { light_entity } => *light_entity,
+        // Culled with its camera (cull_cascades).
+        LightEntity::Directional { .. } => return,
+    };
+    // A far plane at the range past the near plane: a point within the
+    // range of the light lies nearer than that along any view direction.
+    let range = lights
+        .get(light_entity)
+        .ok()
+        .map(|l| l.range)
+        .filter(|r| r.is_finite() && *r > 0.0);
     let frustum = Frustum::from_view(
         extracted.clip_from_view,
         extracted.world_from_view.to_matrix(),
-        None,
+        range,
     );
     resources.cull(view_entity, frustum, &mut ctx);
 }
