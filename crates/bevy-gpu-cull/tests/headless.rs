@@ -1104,6 +1104,24 @@ fn an_alpha_masked_material_discards_masked_fragments() {
     assert_eq!(shown, 0, "masked instances still cover {shown} pixels");
 }
 
+/// Issue 16: a deferred camera is not supported as such, but it does not
+/// break: with `DeferredPrepass` the batch is culled and drawn in the
+/// forward passes (a warning says so), with no render error.
+#[test]
+fn a_deferred_camera_draws_the_batch_in_the_forward_passes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    record_render_errors(&mut h.app);
+    h.app.world_mut().entity_mut(h.cameras[0]).insert((
+        bevy::core_pipeline::prepass::DepthPrepass,
+        bevy::core_pipeline::prepass::DeferredPrepass,
+    ));
+    run_until_counts_match(&mut h, "with a deferred camera");
+    assert_renders(&mut h, "with a deferred camera");
+    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(errors.is_empty(), "render errors: {errors:#?}");
+}
+
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {

@@ -6,6 +6,7 @@ use super::prepare::ViewTargets;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::{AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey};
+use bevy::core_pipeline::prepass::DeferredPrepass;
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
@@ -133,7 +134,7 @@ pub(crate) fn queue_batches(
     mut phases: ResMut<ViewBinnedRenderPhases<Opaque3d>>,
     mut alpha_mask_phases: ResMut<ViewBinnedRenderPhases<AlphaMask3d>>,
     mut queued: ResMut<QueuedBatches>,
-    views: Query<(Entity, &ExtractedView)>,
+    views: Query<(Entity, &ExtractedView, Has<DeferredPrepass>)>,
 ) {
     // Take out last frame's items; the live ones go back in below.
     for (view, entities) in queued.0.drain() {
@@ -146,7 +147,13 @@ pub(crate) fn queue_batches(
     // A material on the batch entity makes Bevy queue the mesh itself, at
     // the entity's transform: the plugin draws the batch with that material
     // instead, so Bevy's own item goes.
-    for (_, view) in &views {
+    for (_, view, deferred) in &views {
+        if deferred {
+            warn_once!(
+                "bevy-gpu-cull: deferred rendering is not supported; culled batches are drawn in the \
+                 forward passes only (docs/bevy-plugin.md)"
+            );
+        }
         let rve = view.retained_view_entity;
         for (_, main_entity, _) in &batches {
             if let Some(phase) = phases.get_mut(&rve) {
@@ -161,7 +168,7 @@ pub(crate) fn queue_batches(
         return;
     };
     let draw = draw_functions.read().id::<DrawCulled>();
-    for (view_entity, view) in &views {
+    for (view_entity, view, _) in &views {
         let Some(phase) = phases.get_mut(&view.retained_view_entity) else {
             continue;
         };
