@@ -32,6 +32,10 @@ const MATERIAL_UNLIT: u32 = 1u;
 const MATERIAL_TEXTURED: u32 = 2u;
 // GpuCullMaterial::flags: AlphaMode::Mask (see alpha_cutoff).
 const MATERIAL_ALPHA_MASK: u32 = 4u;
+// GpuCullMaterial::flags: perturb normals by normal_map_texture.
+const MATERIAL_NORMAL_MAPPED: u32 = 8u;
+// GpuCullMaterial::flags: the normal map's green channel points down.
+const MATERIAL_FLIP_NORMAL_Y: u32 = 16u;
 
 @group(2) @binding(0) var<storage, read> instances: array<CulledInstance>;
 @group(2) @binding(1) var<storage, read> survivors: array<u32>;
@@ -39,6 +43,8 @@ const MATERIAL_ALPHA_MASK: u32 = 4u;
 // The material's base color texture (a white fallback without one).
 @group(2) @binding(3) var base_color_texture: texture_2d<f32>;
 @group(2) @binding(4) var base_color_sampler: sampler;
+// The material's tangent-space normal map (a white fallback without one).
+@group(2) @binding(5) var normal_map_texture: texture_2d<f32>;
 
 // The material's base color for an instance's color and a texture
 // coordinate (the texture's when the material has one).
@@ -48,6 +54,21 @@ fn material_color(instance_color: vec4<f32>, uv: vec2<f32>) -> vec4<f32> {
         color *= textureSample(base_color_texture, base_color_sampler, uv);
     }
     return color;
+}
+
+// The world normal `n` perturbed by the material's normal map at `uv`,
+// given the world tangent `t` (xyz, and the bitangent's sign in w): `n`
+// itself without a normal map.
+fn mapped_normal(n: vec3<f32>, t: vec4<f32>, uv: vec2<f32>) -> vec3<f32> {
+    if (material.flags & MATERIAL_NORMAL_MAPPED) == 0u {
+        return n;
+    }
+    var m = textureSample(normal_map_texture, base_color_sampler, uv).rgb * 2.0 - 1.0;
+    if (material.flags & MATERIAL_FLIP_NORMAL_Y) != 0u {
+        m.y = -m.y;
+    }
+    let b = cross(n, t.xyz) * sign(t.w);
+    return normalize(t.xyz * m.x + b * m.y + n * m.z);
 }
 
 // Whether an alpha-masked material drops this fragment.

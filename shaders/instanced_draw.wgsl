@@ -12,7 +12,8 @@
     view_transformations::position_world_to_clip,
 }
 #import bevy_gpu_cull::instance::{
-    fetch_instance, instance_to_world, rotate, material, material_color, masked_out, MATERIAL_UNLIT,
+    fetch_instance, instance_to_world, rotate, material, material_color, masked_out, mapped_normal,
+    MATERIAL_UNLIT,
 }
 
 struct Vertex {
@@ -21,6 +22,9 @@ struct Vertex {
     @location(1) normal: vec3<f32>,
 #ifdef VERTEX_UVS_A
     @location(2) uv: vec2<f32>,
+#endif
+#ifdef VERTEX_TANGENTS
+    @location(4) tangent: vec4<f32>,
 #endif
 }
 
@@ -31,6 +35,9 @@ struct VertexOutput {
     @location(2) color: vec4<f32>,
 #ifdef VERTEX_UVS_A
     @location(3) uv: vec2<f32>,
+#endif
+#ifdef VERTEX_TANGENTS
+    @location(4) world_tangent: vec4<f32>,
 #endif
 }
 
@@ -45,6 +52,9 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.color = instance.color;
 #ifdef VERTEX_UVS_A
     out.uv = vertex.uv;
+#endif
+#ifdef VERTEX_TANGENTS
+    out.world_tangent = vec4<f32>(rotate(instance.rotation, vertex.tangent.xyz), vertex.tangent.w);
 #endif
     return out;
 }
@@ -68,7 +78,15 @@ fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
     pbr_input.frag_coord = in.clip_position;
     pbr_input.world_position = in.world_position;
     pbr_input.world_normal = normalize(in.world_normal);
+#ifdef VERTEX_UVS_A
+#ifdef VERTEX_TANGENTS
+    pbr_input.N = mapped_normal(pbr_input.world_normal, in.world_tangent, in.uv);
+#else
     pbr_input.N = pbr_input.world_normal;
+#endif
+#else
+    pbr_input.N = pbr_input.world_normal;
+#endif
     pbr_input.is_orthographic = view.clip_from_view[3].w == 1.0;
     pbr_input.V = calculate_view(in.world_position, pbr_input.is_orthographic);
 #ifdef GPU_CULL_SHADOW_RECEIVER

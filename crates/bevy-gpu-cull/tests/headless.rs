@@ -1122,6 +1122,73 @@ fn a_deferred_camera_draws_the_batch_in_the_forward_passes() {
     assert!(errors.is_empty(), "render errors: {errors:#?}");
 }
 
+/// A flat 2x2 texture of one RGBA value, in linear space (normal maps are
+/// data, not colors).
+fn flat_texture(world: &mut World, rgba: [u8; 4], srgb: bool) -> Handle<Image> {
+    world.resource_mut::<Assets<Image>>().add(Image::new_fill(
+        bevy::render::render_resource::Extent3d {
+            width: 2,
+            height: 2,
+            depth_or_array_layers: 1,
+        },
+        bevy::render::render_resource::TextureDimension::D2,
+        &rgba,
+        if srgb {
+            TextureFormat::Rgba8UnormSrgb
+        } else {
+            TextureFormat::Rgba8Unorm
+        },
+        bevy::asset::RenderAssetUsages::RENDER_WORLD,
+    ))
+}
+
+/// The mean red of the instances once drawn with `normal_map` on a mesh with
+/// tangents.
+fn red_with_normal_map(normal: [u8; 4]) -> f64 {
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let world = h.app.world_mut();
+    let mesh = Sphere::new(0.5)
+        .mesh()
+        .ico(1)
+        .unwrap()
+        .with_generated_tangents()
+        .expect("an ico sphere has what tangents need");
+    let mesh = world.resource_mut::<Assets<Mesh>>().add(mesh);
+    let normal_map = flat_texture(world, normal, false);
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial {
+            normal_map_texture: Some(normal_map),
+            ..default()
+        });
+    world
+        .entity_mut(h.batch)
+        .insert((Mesh3d(mesh), MeshMaterial3d(material)));
+    run_until_counts_match(&mut h, "normal-mapped material");
+    let start = std::time::Instant::now();
+    while h.app.world().resource::<GpuCullStats>().drawn_frames < 3 && start.elapsed() < SETTLE {
+        h.app.update();
+    }
+    for _ in 0..5 {
+        h.app.update();
+    }
+    instance_red(&h.pixels.lock().unwrap().clone().expect("a frame was read back"))
+}
+
+/// Issue 16: the material's normal map perturbs the instances' lighting: a
+/// map tilting every normal sideways lights them differently from a flat one.
+#[test]
+fn a_normal_map_changes_the_instances_lighting() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let flat = red_with_normal_map([128, 128, 255, 255]);
+    let tilted = red_with_normal_map([255, 128, 30, 255]);
+    eprintln!("normal map: red {flat:.1} flat, {tilted:.1} tilted");
+    assert!(
+        (flat - tilted).abs() > flat * 0.1,
+        "the normal map changes nothing: red {flat:.1} flat, {tilted:.1} tilted"
+    );
+}
+
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {

@@ -1,6 +1,6 @@
 //! The batch's `StandardMaterial`, as the draw uses it: base color (times
 //! each instance's color, a tint), base color texture, metallic, roughness,
-//! emissive, unlit and alpha mask, in a small uniform of the batch's own next to its
+//! emissive, unlit, alpha mask and normal map, in a small uniform of the batch's own next to its
 //! instances (group 2), so the draw needs none of Bevy's per-mesh material
 //! machinery.
 
@@ -18,6 +18,11 @@ pub(crate) const TEXTURED: u32 = 2;
 /// `MaterialUniform::flags`: discard fragments whose alpha is below
 /// `alpha_cutoff` (`AlphaMode::Mask`), in the main pass, shadows and prepasses.
 pub(crate) const ALPHA_MASK: u32 = 4;
+/// `MaterialUniform::flags`: perturb the normal by the normal map (meshes
+/// with UVs and tangents).
+pub(crate) const NORMAL_MAPPED: u32 = 8;
+/// `MaterialUniform::flags`: the normal map's green channel points down.
+pub(crate) const FLIP_NORMAL_Y: u32 = 16;
 
 /// `GpuCullMaterial` in `shaders/gpu_cull_instance.wgsl`.
 #[repr(C)]
@@ -36,6 +41,7 @@ pub(crate) struct MaterialUniform {
 pub(crate) struct BatchMaterial {
     pub uniform: MaterialUniform,
     pub texture: Option<AssetId<Image>>,
+    pub normal_map: Option<AssetId<Image>>,
 }
 
 impl Default for BatchMaterial {
@@ -52,6 +58,7 @@ impl Default for BatchMaterial {
                 alpha_cutoff: 0.5,
             },
             texture: None,
+            normal_map: None,
         }
     }
 }
@@ -72,6 +79,13 @@ impl BatchMaterial {
         if texture.is_some() {
             flags |= TEXTURED;
         }
+        let normal_map = m.normal_map_texture.as_ref().map(Handle::id);
+        if normal_map.is_some() {
+            flags |= NORMAL_MAPPED;
+        }
+        if m.flip_normal_map_y {
+            flags |= FLIP_NORMAL_Y;
+        }
         let alpha_cutoff = match m.alpha_mode {
             AlphaMode::Mask(cutoff) => {
                 flags |= ALPHA_MASK;
@@ -89,6 +103,7 @@ impl BatchMaterial {
                 alpha_cutoff,
             },
             texture,
+            normal_map,
         }
     }
 }

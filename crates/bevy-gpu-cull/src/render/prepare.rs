@@ -214,8 +214,8 @@ pub(crate) struct ViewTarget {
     pub draw_args: Buffer,
     pub bind_group: Option<BindGroup>,
     /// What `bind_group` binds: the batch's buffers ([`GpuBatch::buffers_id`])
-    /// and its material texture, when that was ready.
-    bound: (u64, Option<AssetId<Image>>),
+    /// and its material's base color texture and normal map, when ready.
+    bound: (u64, Option<AssetId<Image>>, Option<AssetId<Image>>),
     pub capacity: u32,
     pub culler_generation: u64,
     /// The visible count on its way to the CPU, tagged with its render frame.
@@ -588,7 +588,7 @@ pub(crate) fn prepare_targets(
                         target,
                         draw_args,
                         bind_group: None,
-                        bound: (0, None),
+                        bound: (0, None, None),
                         capacity: gpu.capacity,
                         culler_generation: culler.generation,
                         counts,
@@ -644,12 +644,16 @@ pub(crate) fn prepare_targets(
             let Some(material) = material else {
                 continue;
             };
-            let texture = batch
-                .material
-                .texture
-                .and_then(|id| images.get(id).map(|image| (id, image)));
+            let ready =
+                |id: Option<AssetId<Image>>| id.and_then(|id| images.get(id).map(|image| (id, image)));
+            let (texture, normal_map) = (ready(batch.material.texture), ready(batch.material.normal_map));
             let image = texture.map_or(&fallback.d2, |(_, image)| image);
-            let bound = (gpu.buffers_id, texture.map(|(id, _)| id));
+            let normals = normal_map.map_or(&fallback.d2, |(_, image)| image);
+            let bound = (
+                gpu.buffers_id,
+                texture.map(|(id, _)| id),
+                normal_map.map(|(id, _)| id),
+            );
             if fresh || target.bound != bound {
                 let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
                 target.bind_group = Some(device.create_bind_group(
@@ -661,6 +665,7 @@ pub(crate) fn prepare_targets(
                         material.buffer.as_entire_binding(),
                         &image.texture_view,
                         &image.sampler,
+                        &normals.texture_view,
                     )),
                 ));
                 target.bound = bound;
