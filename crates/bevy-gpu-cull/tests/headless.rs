@@ -929,17 +929,7 @@ fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let world = h.app.world_mut();
-    let texture = world.resource_mut::<Assets<Image>>().add(Image::new_fill(
-        bevy::render::render_resource::Extent3d {
-            width: 2,
-            height: 2,
-            depth_or_array_layers: 1,
-        },
-        bevy::render::render_resource::TextureDimension::D2,
-        &[20, 220, 40, 255],
-        TextureFormat::Rgba8UnormSrgb,
-        bevy::asset::RenderAssetUsages::RENDER_WORLD,
-    ));
+    let texture = flat_texture(world, [20, 220, 40, 255], true);
     let material = world
         .resource_mut::<Assets<StandardMaterial>>()
         .add(StandardMaterial {
@@ -1068,17 +1058,7 @@ fn an_alpha_masked_material_discards_masked_fragments() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let world = h.app.world_mut();
-    let texture = world.resource_mut::<Assets<Image>>().add(Image::new_fill(
-        bevy::render::render_resource::Extent3d {
-            width: 2,
-            height: 2,
-            depth_or_array_layers: 1,
-        },
-        bevy::render::render_resource::TextureDimension::D2,
-        &[255, 255, 255, 0],
-        TextureFormat::Rgba8UnormSrgb,
-        bevy::asset::RenderAssetUsages::RENDER_WORLD,
-    ));
+    let texture = flat_texture(world, [255, 255, 255, 0], true);
     let material = world
         .resource_mut::<Assets<StandardMaterial>>()
         .add(StandardMaterial {

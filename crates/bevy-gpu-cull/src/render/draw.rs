@@ -19,8 +19,8 @@ use bevy::render::mesh::RenderMesh;
 use bevy::render::mesh::allocator::{MeshAllocator, MeshSlabs};
 use bevy::render::render_asset::RenderAssets;
 use bevy::render::render_phase::{
-    BinnedRenderPhaseType, DrawFunctions, InputUniformIndex, PhaseItem, RenderCommand, RenderCommandResult,
-    SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases,
+    BinnedPhaseItem, BinnedRenderPhaseType, DrawFunctions, InputUniformIndex, PhaseItem, RenderCommand,
+    RenderCommandResult, SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases,
 };
 use bevy::render::render_resource::binding_types::{
     sampler, storage_buffer_read_only_sized, texture_2d, uniform_buffer_sized,
@@ -113,6 +113,17 @@ impl SpecializedMeshPipeline for CulledPipeline {
     }
 }
 
+/// Takes the items of `entities` out of `view`'s phase, where it has one.
+pub(crate) fn remove_from_phase<P: BinnedPhaseItem>(
+    phases: &mut ViewBinnedRenderPhases<P>,
+    view: &RetainedViewEntity,
+    entities: impl IntoIterator<Item = MainEntity>,
+) {
+    if let Some(phase) = phases.get_mut(view) {
+        entities.into_iter().for_each(|e| phase.remove(e));
+    }
+}
+
 /// The batches this plugin put into each view's `Opaque3d` phase last frame.
 /// Binned phases are retained across frames, so items are taken out again
 /// when a batch or its target goes away.
@@ -139,11 +150,7 @@ pub(crate) fn queue_batches(
 ) {
     // Take out last frame's items; the live ones go back in below.
     for (view, entities) in queued.0.drain() {
-        if let Some(phase) = phases.get_mut(&view) {
-            for entity in entities {
-                phase.remove(entity);
-            }
-        }
+        remove_from_phase(&mut phases, &view, entities);
     }
     // A material on the batch entity makes Bevy queue the mesh itself, at
     // the entity's transform: the plugin draws the batch with that material
@@ -156,14 +163,9 @@ pub(crate) fn queue_batches(
             );
         }
         let rve = view.retained_view_entity;
-        for (_, main_entity, _) in &batches {
-            if let Some(phase) = phases.get_mut(&rve) {
-                phase.remove(*main_entity);
-            }
-            if let Some(phase) = alpha_mask_phases.get_mut(&rve) {
-                phase.remove(*main_entity);
-            }
-        }
+        let mains = || batches.iter().map(|(_, main, _)| *main);
+        remove_from_phase(&mut phases, &rve, mains());
+        remove_from_phase(&mut alpha_mask_phases, &rve, mains());
     }
     let Some(pipeline) = pipeline else {
         return;

@@ -4,7 +4,7 @@
 //! with a depth-only pipeline, each light view culled on the GPU against its
 //! own frustum.
 
-use super::draw::{CulledPipeline, DrawCulledInstances};
+use super::draw::{CulledPipeline, DrawCulledInstances, remove_from_phase};
 use super::prepare::{GpuBatch, ViewTargets};
 use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::CORE_3D_DEPTH_FORMAT;
@@ -196,27 +196,18 @@ pub(crate) fn queue_prepass_batches(
     views: Query<(Entity, &ExtractedView)>,
 ) {
     for (view, entities) in queued.shadow.drain() {
-        if let Some(phase) = shadow_phases.get_mut(&view) {
-            entities.into_iter().for_each(|e| phase.remove(e));
-        }
+        remove_from_phase(&mut shadow_phases, &view, entities);
     }
     for (view, entities) in queued.prepass.drain() {
-        if let Some(phase) = prepass_phases.get_mut(&view) {
-            entities.into_iter().for_each(|e| phase.remove(e));
-        }
+        remove_from_phase(&mut prepass_phases, &view, entities);
     }
     // Bevy's own items for a batch entity with a material (its mesh at the
     // entity's transform) go: the plugin draws the batch.
     for (_, view) in &views {
         let rve = view.retained_view_entity;
-        for (_, main_entity, _) in &batches {
-            if let Some(phase) = shadow_phases.get_mut(&rve) {
-                phase.remove(*main_entity);
-            }
-            if let Some(phase) = prepass_phases.get_mut(&rve) {
-                phase.remove(*main_entity);
-            }
-        }
+        let mains = || batches.iter().map(|(_, main, _)| *main);
+        remove_from_phase(&mut shadow_phases, &rve, mains());
+        remove_from_phase(&mut prepass_phases, &rve, mains());
     }
     let Some(pipeline) = pipeline else {
         return;
