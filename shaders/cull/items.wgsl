@@ -7,6 +7,7 @@
 #define_import_path cull::items
 
 #import cull::params::{params, WORKGROUP_SIZE}
+#import cull::math::WorldSphere
 
 #ifdef FORMAT_MATRIX
 #import cull::formats::matrix::{InstanceData, instances, world_sphere}
@@ -26,10 +27,17 @@
 #import cull::outputs::indices::{OutputElement, output_element}
 #endif
 
-// The draw's indirect arguments; word INSTANCE_COUNT is the visible count
-// the variants add to (cull_core::INSTANCE_COUNT_OFFSET / 4).
+// The draws' indirect arguments, DRAW_ARGS_WORDS per view; word
+// INSTANCE_COUNT of each is the visible count the variants add to
+// (cull_core::INSTANCE_COUNT_OFFSET / 4).
 @group(0) @binding(#{BINDING_DRAW_ARGS}) var<storage, read_write> draw_args: array<atomic<u32>>;
 const INSTANCE_COUNT: u32 = #{INSTANCE_COUNT_WORD}u;
+const DRAW_ARGS_WORDS: u32 = #{DRAW_ARGS_WORDS}u;
+
+// The word of draw_args that counts `view`'s survivors.
+fn count_word(view: u32) -> u32 {
+    return view * DRAW_ARGS_WORDS + INSTANCE_COUNT;
+}
 
 // A batch bigger than one storage binding is bound as up to four output
 // windows of params.window_len elements; the slot picks the window.
@@ -44,8 +52,10 @@ const INSTANCE_COUNT: u32 = #{INSTANCE_COUNT_WORD}u;
 @group(0) @binding(#{BINDING_OUTPUT_D}) var<storage, read_write> output_d: array<OutputElement>;
 #endif
 
-// Writes chunk-local instance `i` to output slot `slot`.
-fn emit(slot: u32, i: u32, inst: InstanceData) {
+// Writes chunk-local instance `i` to output slot `view_slot` of `view`'s
+// survivor list (which starts view * params.view_stride elements in).
+fn emit(view: u32, view_slot: u32, i: u32, inst: InstanceData) {
+    let slot = view * params.view_stride + view_slot;
 #ifdef OUTPUT_INDICES
     let e = output_element(i);
 #else
@@ -79,17 +89,13 @@ fn load_instance(i: u32) -> InstanceData {
     return instances[i];
 }
 
-// Whether a loaded instance is visible.
-fn visible_instance(inst: InstanceData) -> bool {
-    return visible(world_sphere(inst));
-}
-
-// Whether chunk-local instance `i` is visible; false past the chunk's end.
-fn vote(i: u32) -> bool {
+// Whether chunk-local instance `i` is visible in `view`; false past the
+// chunk's end.
+fn vote(i: u32, view: u32) -> bool {
     if i >= params.chunk_len {
         return false;
     }
-    return visible_instance(instances[i]);
+    return visible(world_sphere(instances[i]), view);
 }
 
 // Instance `i` of the chunk, or zeros past its end.
@@ -101,9 +107,6 @@ fn load_item(i: u32) -> InstanceData {
     return d;
 }
 
-fn vote_item(i: u32, d: InstanceData) -> bool {
-    return i < params.chunk_len && visible_instance(d);
-}
 
 // A thread's four items: rows k = 0..4 at index first + k * stride, so
 // loads and stores coalesce. Fields, not an array: an array indexed in a
@@ -129,25 +132,45 @@ fn load_items(first: u32) -> Items {
     return load_rows(first, WORKGROUP_SIZE);
 }
 
-fn vote_items(items: Items) -> vec4<bool> {
-    return vec4<bool>(vote_item(items.index.x, items.dx), vote_item(items.index.y, items.dy),
-                      vote_item(items.index.z, items.dz), vote_item(items.index.w, items.dw));
+// The world spheres of a thread's four items: computed once, then voted
+// against every view (the transform is most of a vote's arithmetic).
+struct Spheres {
+    sx: WorldSphere,
+    sy: WorldSphere,
+    sz: WorldSphere,
+    sw: WorldSphere,
 }
 
-// Writes the kept items to their slots.
-fn emit_items(items: Items, keep: vec4<bool>, slots: vec4<u32>) {
-    if keep.x { emit(slots.x, items.index.x, items.dx); }
-    if keep.y { emit(slots.y, items.index.y, items.dy); }
-    if keep.z { emit(slots.z, items.index.z, items.dz); }
-    if keep.w { emit(slots.w, items.index.w, items.dw); }
+fn item_spheres(items: Items) -> Spheres {
+    return Spheres(world_sphere(items.dx), world_sphere(items.dy), world_sphere(items.dz), world_sphere(items.dw));
 }
 
-// Writes the kept ones of instances `index` to `slots`, reading them again.
-fn emit_again(keep: vec4<bool>, index: vec4<u32>, slots: vec4<u32>) {
-    if keep.x { emit(slots.x, index.x, instances[index.x]); }
-    if keep.y { emit(slots.y, index.y, instances[index.y]); }
-    if keep.z { emit(slots.z, index.z, instances[index.z]); }
-    if keep.w { emit(slots.w, index.w, instances[index.w]); }
+// The items' votes in `view`; false past the chunk's end.
+fn vote_spheres(items: Items, spheres: Spheres, view: u32) -> vec4<bool> {
+    let inside = items.index < vec4<u32>(params.chunk_len);
+    return inside & vec4<bool>(visible(spheres.sx, view), visible(spheres.sy, view),
+                               visible(spheres.sz, view), visible(spheres.sw, view));
+}
+
+fn vote_items(items: Items, view: u32) -> vec4<bool> {
+    return vote_spheres(items, item_spheres(items), view);
+}
+
+// Writes the kept items to their slots in `view`'s list.
+fn emit_items(view: u32, items: Items, keep: vec4<bool>, slots: vec4<u32>) {
+    if keep.x { emit(view, slots.x, items.index.x, items.dx); }
+    if keep.y { emit(view, slots.y, items.index.y, items.dy); }
+    if keep.z { emit(view, slots.z, items.index.z, items.dz); }
+    if keep.w { emit(view, slots.w, items.index.w, items.dw); }
+}
+
+// Writes the kept ones of instances `index` to `slots` in `view`'s list,
+// reading them again.
+fn emit_again(view: u32, keep: vec4<bool>, index: vec4<u32>, slots: vec4<u32>) {
+    if keep.x { emit(view, slots.x, index.x, instances[index.x]); }
+    if keep.y { emit(view, slots.y, index.y, instances[index.y]); }
+    if keep.z { emit(view, slots.z, index.z, instances[index.z]); }
+    if keep.w { emit(view, slots.w, index.w, instances[index.w]); }
 }
 
 // The four row votes of a thread as the bytes of one u32.

@@ -11,16 +11,28 @@ const ITEMS: u32 = #{ITEMS}u;
 // for 16-byte instances, 1 everywhere else.
 const ROW_GROUPS: u32 = #{ROW_GROUPS}u;
 const TILE: u32 = WORKGROUP_SIZE * ITEMS * ROW_GROUPS;
+// Views one dispatch can vote against (cull_core::MAX_VIEWS): the size of
+// the planes array, the same for every kernel.
+const MAX_VIEWS: u32 = #{MAX_VIEWS}u;
+// Views this kernel loops over (its culler's `max_views`): a constant, so
+// a one-view kernel is the single-view code, with no loop to pay for.
+const VIEWS: u32 = #{VIEWS}u;
 
 // One entry per dispatch, at a 256-byte dynamic offset (cull_core's GpuParams).
 struct CullParams {
-    // Inward-facing normalized planes (n, d): inside when dot(n, p) + d >= 0,
-    // d widened by PLANE_TOLERANCE * |d|.
-    planes: array<vec4<f32>, 6>,
+    // Per view, inward-facing normalized planes (n, d): inside when
+    // dot(n, p) + d >= 0, d widened by PLANE_TOLERANCE * |d|. Unused planes
+    // are (0, 0, 0, 1).
+    planes: array<array<vec4<f32>, 6>, MAX_VIEWS>,
     // The batch's bounding sphere in mesh space: xyz center, w radius.
     local_sphere: vec4<f32>,
-    // Planes in use; the rest are (0, 0, 0, 1).
-    plane_count: u32,
+    // The views this dispatch votes against: the single-pass kernels take
+    // views 0 .. view_count at once (first_view is 0); the multi-pass
+    // baseline takes view first_view alone (view_count is 1).
+    first_view: u32,
+    view_count: u32,
+    // Output elements between the starts of two views' survivor lists.
+    view_stride: u32,
     // Index of this chunk's first instance within the batch.
     chunk_start: u32,
     // Instances in this chunk (the binding holds at least this many).
@@ -34,10 +46,18 @@ struct CullParams {
     // 3 * |local_sphere.xyz|: the magnitude of the mesh-space center's terms
     // per unit of scale (cull_core::instance::local_terms).
     local_terms: f32,
-    pad: u32,
+    pad_a: u32,
+    pad_b: u32,
+    pad_c: u32,
 }
 
 @group(0) @binding(#{BINDING_PARAMS}) var<uniform> params: CullParams;
+
+// Whether a single-pass kernel's loop over the views is done at `view`
+// (the loops run to the constant VIEWS and stop here: a uniform bound).
+fn past_views(view: u32) -> bool {
+    return view >= params.view_count;
+}
 
 // Linear workgroup index of a possibly two-dimensional dispatch.
 fn workgroup_index(wid: vec3<u32>) -> u32 {

@@ -2,7 +2,7 @@
 //! the survivors and draw arguments go ([`CullTarget`]).
 
 pub use crate::kernel::INSTANCE_COUNT_OFFSET;
-use crate::kernel::{PARAMS_STRIDE, ScratchBuffer};
+use crate::kernel::{DRAW_ARGS_WORDS, PARAMS_STRIDE, ScratchBuffer};
 pub use crate::readback::read_back;
 use crate::timing::{Recorder, TimingQueries};
 use crate::{CullError, CullTimings, Instance, InstanceFormat};
@@ -124,13 +124,18 @@ pub(crate) fn checked_size(device: &wgpu::Device, capacity: u32, stride: u64) ->
     Ok(size)
 }
 
-/// Where one view's cull writes: the compacted survivors, the indirect draw
-/// arguments (whose `instance_count` the GPU fills), uniforms, scratch and
-/// timestamp queries. Make one per view (camera) and batch, with
-/// [`CullTarget::new`] from the culler that culls into it.
+/// Where a cull writes: per view, the compacted survivors and the indirect
+/// draw arguments (whose `instance_count` the GPU fills); uniforms, scratch
+/// and timestamp queries. Make one per view (camera) and batch with
+/// [`CullTarget::new`], or one per group of views culled together (a
+/// light's cascades or cube faces) with [`CullTarget::with_views`], from
+/// the culler that culls into it.
 pub struct CullTarget {
     culler_id: u64,
     capacity: u32,
+    views: u32,
+    /// Output elements from one view's survivors to the next view's.
+    view_stride: u32,
     output_stride: u64,
     window_len: u32,
     windows: u32,
@@ -142,13 +147,17 @@ pub struct CullTarget {
     timestamp_period: f32,
 }
 
-/// Bytes of `DrawIndexedIndirectArgs` (five `u32`); `DrawIndirectArgs` uses the first four.
-pub const DRAW_ARGS_SIZE: u64 = 20;
+/// Bytes of `DrawIndexedIndirectArgs` (five `u32`); `DrawIndirectArgs` uses
+/// the first four. A target's views' arguments follow each other at this
+/// stride.
+pub const DRAW_ARGS_SIZE: u64 = DRAW_ARGS_WORDS as u64 * 4;
 
 /// What a culler asks of a target's buffers.
 pub(crate) struct TargetSpec {
     pub culler_id: u64,
     pub capacity: u32,
+    /// Views culled into it, each with its survivors and draw arguments.
+    pub views: u32,
     pub output_stride: u64,
     /// Elements per output window (and instances per chunk).
     pub window_len: u32,
@@ -164,7 +173,10 @@ pub(crate) struct TargetSpec {
 impl CullTarget {
     /// Allocates the buffers `spec` asks for.
     pub(crate) fn allocate(device: &wgpu::Device, spec: TargetSpec) -> Result<Self, CullError> {
-        let size = checked_size(device, spec.capacity, spec.output_stride)?;
+        let view_stride = view_stride(spec.capacity, spec.views, spec.output_stride);
+        let elements = u32::try_from(spec.views as u64 * view_stride as u64)
+            .map_err(|_| CullError::InvalidParameter("views * capacity must fit in u32"))?;
+        let size = checked_size(device, elements, spec.output_stride)?;
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::VERTEX;
         let output = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("cull-output"),
@@ -174,7 +186,7 @@ impl CullTarget {
         });
         let draw_args = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("cull-draw-args"),
-            size: DRAW_ARGS_SIZE,
+            size: DRAW_ARGS_SIZE * spec.views as u64,
             usage: wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::INDIRECT
                 | wgpu::BufferUsages::COPY_DST
@@ -203,6 +215,8 @@ impl CullTarget {
         Ok(Self {
             culler_id: spec.culler_id,
             capacity: spec.capacity,
+            views: spec.views,
+            view_stride,
             output_stride: spec.output_stride,
             window_len: spec.window_len,
             windows: spec.windows,
@@ -227,7 +241,7 @@ impl CullTarget {
             + self.timing.as_ref().map_or(0, TimingQueries::buffer_bytes)
     }
 
-    /// Sets the fields of the indexed draw arguments other than
+    /// Sets the fields of every view's indexed draw arguments other than
     /// `instance_count`, which every cull overwrites.
     pub fn set_indexed_draw(
         &self,
@@ -237,39 +251,67 @@ impl CullTarget {
         base_vertex: i32,
         first_instance: u32,
     ) {
-        queue.write_buffer(&self.draw_args, 0, bytemuck::bytes_of(&index_count));
-        queue.write_buffer(
-            &self.draw_args,
-            8,
-            bytemuck::cast_slice(&[first_index, base_vertex as u32, first_instance]),
+        self.write_draw_args(
+            queue,
+            [index_count, 0, first_index, base_vertex as u32, first_instance],
         );
     }
 
-    /// Sets the fields of non-indexed draw arguments (the first 16 bytes)
-    /// other than `instance_count`.
+    /// Sets the fields of every view's non-indexed draw arguments (the
+    /// first 16 bytes of each) other than `instance_count`.
     pub fn set_draw(&self, queue: &wgpu::Queue, vertex_count: u32, first_vertex: u32, first_instance: u32) {
-        queue.write_buffer(&self.draw_args, 0, bytemuck::bytes_of(&vertex_count));
-        queue.write_buffer(
-            &self.draw_args,
-            8,
-            bytemuck::cast_slice(&[first_vertex, first_instance, 0]),
-        );
+        self.write_draw_args(queue, [vertex_count, 0, first_vertex, first_instance, 0]);
     }
 
-    /// The survivors, densely from the start: instance copies or `u32` indices.
+    /// Writes every view's arguments but its `instance_count` (word 1).
+    fn write_draw_args(&self, queue: &wgpu::Queue, args: [u32; DRAW_ARGS_WORDS as usize]) {
+        for view in 0..self.views as u64 {
+            let at = view * DRAW_ARGS_SIZE;
+            queue.write_buffer(&self.draw_args, at, bytemuck::bytes_of(&args[0]));
+            queue.write_buffer(&self.draw_args, at + 8, bytemuck::cast_slice(&args[2..]));
+        }
+    }
+
+    /// The survivors: each view's densely from [`Self::view_output_offset`],
+    /// as instance copies or `u32` indices.
     pub fn output_buffer(&self) -> &wgpu::Buffer {
         &self.output
     }
 
-    /// `DrawIndexedIndirectArgs` (or `DrawIndirectArgs` in its first 16 bytes):
-    /// `instance_count`, at byte 4, is the visible count.
+    /// Per view, at [`Self::draw_args_offset`], `DrawIndexedIndirectArgs`
+    /// (or `DrawIndirectArgs` in its first 16 bytes): `instance_count`, at
+    /// byte [`INSTANCE_COUNT_OFFSET`] of each, is the view's visible count.
     pub fn draw_args(&self) -> &wgpu::Buffer {
         &self.draw_args
     }
 
-    /// Instances the target holds.
+    /// Instances the target holds per view.
     pub fn capacity(&self) -> u32 {
         self.capacity
+    }
+
+    /// Views culled into it ([`crate::Culler::cull_views`]); 1 for a target
+    /// made by [`CullTarget::new`].
+    pub fn views(&self) -> u32 {
+        self.views
+    }
+
+    /// Byte offset of `view`'s survivors in [`Self::output_buffer`]: a
+    /// multiple of 256, so a renderer can bind each view's list at its
+    /// offset (storage bindings need 256 on every device).
+    pub fn view_output_offset(&self, view: u32) -> u64 {
+        view as u64 * self.view_stride as u64 * self.output_stride
+    }
+
+    /// Byte offset of `view`'s draw arguments in [`Self::draw_args`], for
+    /// an indirect draw.
+    pub fn draw_args_offset(&self, view: u32) -> u64 {
+        view as u64 * DRAW_ARGS_SIZE
+    }
+
+    /// Output elements from one view's survivors to the next's.
+    pub(crate) fn view_stride(&self) -> u32 {
+        self.view_stride
     }
 
     /// Bytes per output element.
@@ -295,11 +337,13 @@ impl CullTarget {
         &self.scratch
     }
 
-    /// `(window, byte offset, byte size)` of each output binding.
+    /// `(window, byte offset, byte size)` of each output binding: windows
+    /// of `window_len` elements over every view's list.
     pub(crate) fn output_windows(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
-        (0..self.windows).map(|w| {
+        let elements = self.output.size() / self.output_stride;
+        (0..self.windows).map(move |w| {
             let first = w as u64 * self.window_len as u64;
-            let len = (self.capacity as u64 - first).min(self.window_len as u64);
+            let len = (elements - first).min(self.window_len as u64);
             (w, first * self.output_stride, len * self.output_stride)
         })
     }
@@ -308,27 +352,64 @@ impl CullTarget {
         self.timing.as_ref().map(TimingQueries::recorder)
     }
 
-    /// Copies the visible count (the draw's `instance_count`) back to the CPU,
-    /// waiting for the GPU. For tests and tools, not for the frame loop.
+    /// Copies the visible count (the draw's `instance_count`) of view 0
+    /// back to the CPU, waiting for the GPU. For tests and tools, not for
+    /// the frame loop.
     pub fn read_visible_count(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<u32, CullError> {
-        let bytes = read_back(device, queue, &self.draw_args, INSTANCE_COUNT_OFFSET, 4)?;
+        self.read_view_count(device, queue, 0)
+    }
+
+    /// [`Self::read_visible_count`] of `view`.
+    pub fn read_view_count(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        view: u32,
+    ) -> Result<u32, CullError> {
+        self.check_view(view)?;
+        let at = self.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
+        let bytes = read_back(device, queue, &self.draw_args, at, 4)?;
         Ok(bytemuck::pod_read_unaligned(&bytes))
     }
 
-    /// Copies the first `count` output elements back to the CPU, waiting.
+    /// Copies the first `count` output elements of view 0 back to the
+    /// CPU, waiting.
     pub fn read_output(
         &self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         count: u32,
     ) -> Result<Vec<u8>, CullError> {
+        self.read_view_output(device, queue, 0, count)
+    }
+
+    /// [`Self::read_output`] of `view`.
+    pub fn read_view_output(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        view: u32,
+        count: u32,
+    ) -> Result<Vec<u8>, CullError> {
+        self.check_view(view)?;
         if count > self.capacity {
             return Err(CullError::CountExceedsCapacity {
                 count: count as u64,
                 capacity: self.capacity as u64,
             });
         }
-        read_back(device, queue, &self.output, 0, count as u64 * self.output_stride)
+        let at = self.view_output_offset(view);
+        read_back(device, queue, &self.output, at, count as u64 * self.output_stride)
+    }
+
+    fn check_view(&self, view: u32) -> Result<(), CullError> {
+        if view >= self.views {
+            return Err(CullError::ViewCount {
+                views: view as usize + 1,
+                max: self.views,
+            });
+        }
+        Ok(())
     }
 
     /// The GPU time of the last cull recorded into this target, waiting for
@@ -346,4 +427,19 @@ impl CullTarget {
     pub fn poll_timings(&self) -> Option<CullTimings> {
         self.timing.as_ref()?.poll(self.timestamp_period)
     }
+}
+
+/// Output elements from one view's survivors to the next's: the capacity,
+/// rounded up (with several views) so that each view's list starts at a
+/// multiple of 256 bytes.
+pub(crate) fn view_stride(capacity: u32, views: u32, output_stride: u64) -> u32 {
+    if views <= 1 {
+        return capacity;
+    }
+    let align = (256 / gcd(256, output_stride)) as u32;
+    capacity.div_ceil(align).saturating_mul(align)
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }

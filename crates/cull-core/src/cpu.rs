@@ -73,6 +73,19 @@ pub fn cull(
     Ok(compact(&votes, &scan, total))
 }
 
+/// The multi-view cull ([`crate::Culler::cull_views`]): per frustum, the
+/// indices of the instances visible in it, in order. Each view's list is
+/// the single-view [`cull`] against its frustum: voting several views in
+/// one pass changes where survivors go, never which survive.
+pub fn cull_views(
+    format: InstanceFormat,
+    bytes: &[u8],
+    local: Sphere,
+    frusta: &[Frustum],
+) -> Result<Vec<Vec<u32>>, CullError> {
+    frusta.iter().map(|f| cull(format, bytes, local, f)).collect()
+}
+
 /// The batch indices of output instance copies (records of `stride` bytes
 /// copied from `input`), for comparing an [`crate::OutputKind::Instances`]
 /// output with a reference. Byte-identical inputs cannot be told apart, so

@@ -6,6 +6,7 @@
 use crate::buffers::{CullInput, CullTarget, TargetSpec};
 use crate::frustum::{Frustum, Sphere};
 pub use crate::kernel::MAX_OUTPUT_WINDOWS;
+pub use crate::kernel::MAX_VIEWS;
 use crate::kernel::{Chunk, DispatchShape, GpuParams, ITEMS_PER_THREAD, LOOKBACK_COUNT_BITS, PARAMS_STRIDE};
 pub use crate::outputs::OutputKind;
 use crate::passes::{CompiledPass, EncodeContext};
@@ -69,6 +70,10 @@ pub struct CullerDesc {
     pub output: OutputKind,
     /// Record GPU timestamps per pass when the device has `TIMESTAMP_QUERY`.
     pub timestamps: bool,
+    /// Most views one cull votes against ([`Culler::cull_views`]), from 1
+    /// (the default) to [`MAX_VIEWS`]. Its kernels loop over this many
+    /// views: keep 1 for a culler that culls one view at a time.
+    pub max_views: u32,
     /// Chunk and tile sizes.
     pub tuning: Tuning,
 }
@@ -81,6 +86,7 @@ impl Default for CullerDesc {
             format: InstanceFormat::default(),
             output: OutputKind::default(),
             timestamps: true,
+            max_views: 1,
             tuning: Tuning::default(),
         }
     }
@@ -91,6 +97,19 @@ impl Default for CullerDesc {
 pub struct CullParams {
     /// The view frustum.
     pub frustum: Frustum,
+    /// The mesh's bounding sphere in its local space.
+    pub local_bounds: Sphere,
+    /// Instances to cull, from the start of the input.
+    pub count: u32,
+}
+
+/// What a cull of several views in one pass needs beyond the buffers
+/// ([`Culler::cull_views`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CullViewsParams<'a> {
+    /// One frustum per view: view `v`'s survivors and draw arguments go to
+    /// the target's view `v`.
+    pub frusta: &'a [Frustum],
     /// The mesh's bounding sphere in its local space.
     pub local_bounds: Sphere,
     /// Instances to cull, from the start of the input.
@@ -120,6 +139,7 @@ pub struct Culler {
     tile_len: u32,
     timestamps: bool,
     timestamp_period: f32,
+    max_views: u32,
     /// Compile kernels here when first needed (`false`: they are handed in).
     compiles: bool,
     /// Kernels by number of output windows.
@@ -159,6 +179,12 @@ impl Culler {
             variant,
             feature: variant.feature(),
         })?;
+        if !(1..=MAX_VIEWS).contains(&desc.max_views) {
+            return Err(CullError::ViewCount {
+                views: desc.max_views as usize,
+                max: MAX_VIEWS,
+            });
+        }
         let limits = device.limits();
         let workgroup_size = desc.tuning.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE);
         if !(workgroup_size.is_power_of_two() && (32..=256).contains(&workgroup_size)) {
@@ -212,6 +238,7 @@ impl Culler {
             tile_len: tile,
             timestamps,
             timestamp_period: queue.get_timestamp_period(),
+            max_views: desc.max_views,
             compiles,
             kernels: Mutex::new(vec![None; MAX_OUTPUT_WINDOWS as usize]),
         })
@@ -259,20 +286,33 @@ impl Culler {
         self.tile_len
     }
 
-    /// Output windows (bindings) a target of `capacity` instances spans,
-    /// which picks its kernel; [`CullError::BatchTooLarge`] past
-    /// [`MAX_OUTPUT_WINDOWS`].
+    /// Most views one cull votes against ([`CullerDesc::max_views`]).
+    pub fn max_views(&self) -> u32 {
+        self.max_views
+    }
+
+    /// Output windows (bindings) a target of `capacity` instances for one
+    /// view spans, which picks its kernel; [`CullError::BatchTooLarge`]
+    /// past [`MAX_OUTPUT_WINDOWS`].
     pub fn windows_for(&self, capacity: u32) -> Result<u32, CullError> {
-        let windows = capacity.div_ceil(self.window_len).max(1);
-        if windows > MAX_OUTPUT_WINDOWS {
+        self.windows_for_views(capacity, 1)
+    }
+
+    /// [`Self::windows_for`] a target of `views` views: their survivor
+    /// lists follow each other in one buffer, bound as the same windows.
+    pub fn windows_for_views(&self, capacity: u32, views: u32) -> Result<u32, CullError> {
+        let elements = crate::buffers::view_stride(capacity, views, self.output.stride(self.format)) as u64
+            * views.max(1) as u64;
+        let windows = elements.div_ceil(self.window_len as u64).max(1);
+        if windows > MAX_OUTPUT_WINDOWS as u64 {
             return Err(CullError::BatchTooLarge {
-                capacity: capacity as u64,
-                windows: windows as u64,
+                capacity: elements,
+                windows,
                 window_len: self.window_len as u64,
                 max: MAX_OUTPUT_WINDOWS as u64,
             });
         }
-        Ok(windows)
+        Ok(windows as u32)
     }
 
     fn shape(&self, windows: u32) -> ModuleShape {
@@ -283,6 +323,7 @@ impl Culler {
             output: self.output,
             visibility: crate::visibility::frustum(),
             windows,
+            views: self.max_views,
             workgroup_size: self.workgroup_size,
             tuning: self.tuning,
             subgroups: self.subgroups,
@@ -379,8 +420,39 @@ impl Culler {
         target: &CullTarget,
         params: &CullParams,
     ) -> Result<(), CullError> {
+        let views = CullViewsParams {
+            frusta: std::slice::from_ref(&params.frustum),
+            local_bounds: params.local_bounds,
+            count: params.count,
+        };
+        self.cull_views(encoder, queue, input, target, &views)
+    }
+
+    /// Records the cull of `params.count` instances of `input` against
+    /// every frustum of `params.frusta` in one pass: each instance is read
+    /// and its world sphere computed once, then voted against each view;
+    /// view `v`'s survivors go densely to the target's view `v`
+    /// ([`CullTarget::view_output_offset`]) and their number to its draw
+    /// arguments ([`CullTarget::draw_args_offset`]). The target needs as
+    /// many views ([`CullTarget::with_views`]); its other views are left
+    /// as they were. Like [`Self::cull`], once per target per submission.
+    pub fn cull_views(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+    ) -> Result<(), CullError> {
         if target.culler_id() != self.id {
             return Err(CullError::ForeignTarget);
+        }
+        let views = params.frusta.len();
+        if views == 0 || views > target.views() as usize {
+            return Err(CullError::ViewCount {
+                views,
+                max: target.views(),
+            });
         }
         params.local_bounds.validate()?;
         if input.format() != self.format {
@@ -410,15 +482,23 @@ impl Culler {
             })
             .collect();
 
-        // Uniforms: per chunk, its entry then (Hillis-Steele) one per scan step.
+        // Uniforms: per chunk (and per view for a kernel that dispatches per
+        // view), its entry then (Hillis-Steele) one per scan step.
+        let views = views as u32;
         let per_chunk = self.kernel.params_per_chunk(self.window_len);
+        let param_views = if self.kernel.dispatches_per_view() {
+            views
+        } else {
+            1
+        };
         let mut base = GpuParams::zeroed();
         // Unused planes keep everything: the shader tests all six.
-        base.planes = [[0.0, 0.0, 0.0, 1.0]; 6];
-        for (dst, p) in base.planes.iter_mut().zip(params.frustum.planes()) {
-            *dst = crate::frustum::widen_plane(*p).to_array();
+        base.planes = [[[0.0, 0.0, 0.0, 1.0]; 6]; MAX_VIEWS as usize];
+        for (view, frustum) in base.planes.iter_mut().zip(params.frusta) {
+            for (dst, p) in view.iter_mut().zip(frustum.planes()) {
+                *dst = crate::frustum::widen_plane(*p).to_array();
+            }
         }
-        base.plane_count = params.frustum.len as u32;
         base.local_sphere = params
             .local_bounds
             .center
@@ -426,27 +506,37 @@ impl Culler {
             .to_array();
         base.local_terms = crate::formats::local_terms(params.local_bounds.center);
         base.window_len = self.window_len;
-        let mut uniforms = vec![0u8; (chunks.len() as u32 * per_chunk) as usize * PARAMS_STRIDE as usize];
+        base.view_stride = target.view_stride();
+        let entries = chunks.len() as u32 * param_views * per_chunk;
+        let mut uniforms = vec![0u8; entries as usize * PARAMS_STRIDE as usize];
         for chunk in &chunks {
             let groups = self.dispatch.groups_for(chunk.len);
-            for step in 0..per_chunk {
-                let entry = GpuParams {
-                    chunk_start: chunk.start,
-                    chunk_len: chunk.len,
-                    groups_x: self.dispatch.dims(groups).0,
-                    scan_offset: if step == 0 { 0 } else { 1 << (step - 1) },
-                    ..base
-                };
-                let at = ((chunk.index * per_chunk + step) as u64 * PARAMS_STRIDE) as usize;
-                uniforms[at..at + size_of::<GpuParams>()].copy_from_slice(bytemuck::bytes_of(&entry));
+            for slot in 0..param_views {
+                for step in 0..per_chunk {
+                    let entry = GpuParams {
+                        chunk_start: chunk.start,
+                        chunk_len: chunk.len,
+                        groups_x: self.dispatch.dims(groups).0,
+                        scan_offset: if step == 0 { 0 } else { 1 << (step - 1) },
+                        first_view: if param_views > 1 { slot } else { 0 },
+                        view_count: if param_views > 1 { 1 } else { views },
+                        ..base
+                    };
+                    let index = (chunk.index * param_views + slot) * per_chunk + step;
+                    let at = (index as u64 * PARAMS_STRIDE) as usize;
+                    uniforms[at..at + size_of::<GpuParams>()].copy_from_slice(bytemuck::bytes_of(&entry));
+                }
             }
         }
         if !uniforms.is_empty() {
             queue.write_buffer(target.params_buffer(), 0, &uniforms);
         }
 
-        // The atomic counter is the draw's instance count: zero it.
-        encoder.clear_buffer(target.draw_args(), crate::kernel::INSTANCE_COUNT_OFFSET, Some(4));
+        // The atomic counters are the draws' instance counts: zero them.
+        for view in 0..views {
+            let at = target.draw_args_offset(view) + crate::kernel::INSTANCE_COUNT_OFFSET;
+            encoder.clear_buffer(target.draw_args(), at, Some(4));
+        }
         let mut recorder = target.timing_recorder();
         self.kernel.encode(
             EncodeContext {
@@ -456,7 +546,9 @@ impl Culler {
                 target,
                 chunks: &chunks,
                 dispatch: self.dispatch,
+                views,
                 params_per_chunk: per_chunk,
+                param_views,
                 recorder: &mut recorder,
             },
             &kernel,
@@ -473,7 +565,26 @@ impl CullTarget {
     /// `culler` (and only by it: another culler refuses it). A culler that
     /// compiles its own kernels compiles the one this target needs now.
     pub fn new(device: &wgpu::Device, culler: &Culler, capacity: u32) -> Result<Self, CullError> {
-        let windows = culler.windows_for(capacity)?;
+        Self::with_views(device, culler, capacity, 1)
+    }
+
+    /// Like [`Self::new`], for culls of up to `views` views in one pass
+    /// ([`Culler::cull_views`]): `capacity` instances and one set of draw
+    /// arguments per view. `views` may not exceed the culler's
+    /// [`Culler::max_views`].
+    pub fn with_views(
+        device: &wgpu::Device,
+        culler: &Culler,
+        capacity: u32,
+        views: u32,
+    ) -> Result<Self, CullError> {
+        if views == 0 || views > culler.max_views {
+            return Err(CullError::ViewCount {
+                views: views as usize,
+                max: culler.max_views,
+            });
+        }
+        let windows = culler.windows_for_views(capacity, views)?;
         if culler.compiles {
             culler.kernel_for(windows)?;
         }
@@ -483,17 +594,29 @@ impl CullTarget {
         // Distinct pass kinds are the timestamped passes of one chunk.
         let mut kinds: Vec<_> = culler.kernel.passes(windows).iter().map(|p| p.kind).collect();
         kinds.dedup();
+        let param_views = if culler.kernel.dispatches_per_view() {
+            views
+        } else {
+            1
+        };
         CullTarget::allocate(
             device,
             TargetSpec {
                 culler_id: culler.id,
                 capacity,
+                views,
                 output_stride: culler.output.stride(culler.format),
                 window_len: culler.window_len,
                 windows,
-                params_entries: windows as u64 * culler.kernel.params_per_chunk(culler.window_len) as u64,
-                scratch: culler.kernel.scratch(chunk_len, x as u64 * y as u64),
-                timed_passes: culler.timestamps.then_some(windows * kinds.len() as u32),
+                params_entries: windows as u64
+                    * param_views as u64
+                    * culler.kernel.params_per_chunk(culler.window_len) as u64,
+                scratch: culler
+                    .kernel
+                    .scratch(chunk_len, x as u64 * y as u64, culler.max_views),
+                timed_passes: culler
+                    .timestamps
+                    .then_some(windows * param_views * kinds.len() as u32),
                 timestamp_period: culler.timestamp_period,
             },
         )

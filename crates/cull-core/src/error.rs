@@ -149,6 +149,15 @@ pub enum CullError {
         /// Pipelines given.
         got: usize,
     },
+    /// A cull named no view, or more views than the target (or its
+    /// culler's `max_views`) holds; or a view past the target's was read.
+    #[error("{views} views asked of a target or culler that holds 1 to {max}")]
+    ViewCount {
+        /// Views asked for (a view index read, plus one).
+        views: usize,
+        /// Views the target or culler holds.
+        max: u32,
+    },
     /// A parameter is out of its range.
     #[error("invalid parameter: {0}")]
     InvalidParameter(&'static str),

@@ -18,8 +18,17 @@ pub(crate) const ITEMS_PER_THREAD: u32 = 4;
 /// above are its flags; `LOOKBACK_COUNT_BITS` in `ordered_chain.wgsl`): no
 /// chunk may hold more instances than these bits count.
 pub(crate) const LOOKBACK_COUNT_BITS: u32 = 30;
-/// Dynamic uniform offsets must be multiples of this on every device.
-pub(crate) const PARAMS_STRIDE: u64 = 256;
+/// Most views one cull votes against in one pass ([`crate::Culler::cull_views`],
+/// `MAX_VIEWS` in the shaders): a camera and four shadow cascades, or a
+/// point light's six cube faces, with room to spare.
+pub const MAX_VIEWS: u32 = 8;
+/// Words of one view's draw arguments (`DrawIndexedIndirectArgs`, five
+/// `u32`; `DrawIndirectArgs` uses the first four): a target's views' args
+/// follow each other at this stride.
+pub(crate) const DRAW_ARGS_WORDS: u32 = 5;
+/// The uniform block's stride: a multiple of 256 (dynamic uniform offsets
+/// must be, on every device) that holds [`GpuParams`].
+pub(crate) const PARAMS_STRIDE: u64 = size_of::<GpuParams>().div_ceil(256) as u64 * 256;
 
 /// Binding numbers of group 0, shared by every pass (shader defs
 /// `BINDING_*` in the WGSL: one place for both languages).
@@ -50,16 +59,19 @@ pub const INSTANCE_COUNT_OFFSET: u64 = 4;
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 pub(crate) struct GpuParams {
-    pub planes: [[f32; 4]; 6],
+    /// Six planes per view; unused ones are (0, 0, 0, 1).
+    pub planes: [[[f32; 4]; 6]; MAX_VIEWS as usize],
     pub local_sphere: [f32; 4],
-    pub plane_count: u32,
+    pub first_view: u32,
+    pub view_count: u32,
+    pub view_stride: u32,
     pub chunk_start: u32,
     pub chunk_len: u32,
     pub groups_x: u32,
     pub window_len: u32,
     pub scan_offset: u32,
     pub local_terms: f32,
-    pub _pad: u32,
+    pub _pad: [u32; 3],
 }
 
 /// One chunk of a batch: the instances one set of bindings covers.

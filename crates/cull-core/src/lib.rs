@@ -121,7 +121,9 @@ mod visibility;
 pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE, INSTANCE_COUNT_OFFSET};
 #[cfg(feature = "blocking")]
 pub use context::GpuContext;
-pub use culler::{CullParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, OutputKind, Tuning};
+pub use culler::{
+    CullParams, CullViewsParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, MAX_VIEWS, OutputKind, Tuning,
+};
 pub use error::CullError;
 pub use frustum::{Frustum, Sphere, WorldSphere};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
@@ -135,8 +137,8 @@ pub mod prelude {
     #[cfg(feature = "blocking")]
     pub use crate::GpuContext;
     pub use crate::{
-        CullError, CullInput, CullParams, CullTarget, CullTimings, Culler, CullerDesc, Frustum, Instance,
-        InstanceFormat, OutputKind, ScanVariant, Sphere,
+        CullError, CullInput, CullParams, CullTarget, CullTimings, CullViewsParams, Culler, CullerDesc,
+        Frustum, Instance, InstanceFormat, OutputKind, ScanVariant, Sphere,
     };
 }
 

@@ -88,15 +88,23 @@ pub(crate) struct EncodeContext<'a, 'r> {
     pub target: &'a CullTarget,
     pub chunks: &'a [Chunk],
     pub dispatch: DispatchShape,
-    /// Uniform entries per chunk (its passes', then one per extra step).
+    /// Views culled (the target's first `views`).
+    pub views: u32,
+    /// Uniform entries per chunk and view slot (its passes', then one per
+    /// extra step).
     pub params_per_chunk: u32,
+    /// View slots of uniform entries per chunk: `views` for a kernel that
+    /// dispatches per view, else 1 (one entry covers them all).
+    pub param_views: u32,
     pub recorder: &'a mut Option<Recorder<'r>>,
 }
 
 impl EncodeContext<'_, '_> {
-    /// The dynamic offset of uniform entry `step` of `chunk`.
-    pub fn params_offset(&self, chunk: &Chunk, step: u32) -> u32 {
-        ((chunk.index as u64 * self.params_per_chunk as u64 + step as u64) * PARAMS_STRIDE) as u32
+    /// The dynamic offset of uniform entry `step` of `chunk` for view slot
+    /// `view` (0 for a kernel that covers every view in one dispatch).
+    pub fn params_offset(&self, chunk: &Chunk, view: u32, step: u32) -> u32 {
+        let slot = chunk.index as u64 * self.param_views as u64 + view as u64;
+        ((slot * self.params_per_chunk as u64 + step as u64) * PARAMS_STRIDE) as u32
     }
 
     /// The binding of the uniform block (one entry; the offset picks it).

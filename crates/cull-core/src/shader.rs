@@ -7,8 +7,8 @@
 //! plugin hands the same modules and defs to Bevy's `PipelineCache`.
 
 use crate::kernel::{
-    INSTANCE_COUNT_OFFSET, ITEMS_PER_THREAD, MAX_OUTPUT_WINDOWS, PassLayout, ShaderDefValue, ShaderModule,
-    bindings, shader_module,
+    DRAW_ARGS_WORDS, INSTANCE_COUNT_OFFSET, ITEMS_PER_THREAD, MAX_OUTPUT_WINDOWS, MAX_VIEWS, PassLayout,
+    ShaderDefValue, ShaderModule, bindings, shader_module,
 };
 use crate::variants::{KernelTuning, SCAN_LIBRARY, ScanKernel};
 use crate::visibility::VisibilityKernel;
@@ -56,6 +56,8 @@ pub(crate) struct ModuleShape {
     pub visibility: &'static VisibilityKernel,
     /// Output bindings.
     pub windows: u32,
+    /// Views the kernel loops over (`VIEWS`): its culler's `max_views`.
+    pub views: u32,
     /// Threads per workgroup (`WORKGROUP_SIZE`).
     pub workgroup_size: u32,
     pub tuning: KernelTuning,
@@ -71,6 +73,7 @@ impl std::fmt::Debug for ModuleShape {
             .field("output", &self.output)
             .field("visibility", &self.visibility.name)
             .field("windows", &self.windows)
+            .field("views", &self.views)
             .field("subgroups", &self.subgroups)
             .finish()
     }
@@ -112,7 +115,10 @@ impl ModuleShape {
             ("ITEMS", UInt(ITEMS_PER_THREAD)),
             ("ROW_GROUPS", UInt(self.row_groups())),
             ("OUTPUT_WINDOWS", UInt(self.windows)),
+            ("MAX_VIEWS", UInt(MAX_VIEWS)),
+            ("VIEWS", UInt(self.views)),
             ("INSTANCE_COUNT_WORD", UInt((INSTANCE_COUNT_OFFSET / 4) as u32)),
+            ("DRAW_ARGS_WORDS", UInt(DRAW_ARGS_WORDS)),
             ("BINDING_PARAMS", UInt(bindings::PARAMS)),
             ("BINDING_INSTANCES", UInt(bindings::INSTANCES)),
             ("BINDING_DRAW_ARGS", UInt(bindings::DRAW_ARGS)),
@@ -223,7 +229,11 @@ pub(crate) fn wgsl(shape: &ModuleShape) -> Result<String, String> {
 }
 
 /// Every shape a module can be composed for (both forms of the ordered
-/// variant), with test values for the tunable constants.
+/// variant; one view at every window count, and several views at the
+/// fewest and most windows), with test values for the tunable constants.
+#[cfg(test)]
+const VIEW_SHAPES: [(u32, u32); 2] = [(1, MAX_VIEWS), (MAX_OUTPUT_WINDOWS, 3)];
+
 #[cfg(test)]
 pub(crate) fn every_shape() -> Vec<ModuleShape> {
     let mut shapes = Vec::new();
@@ -234,7 +244,8 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
         for subgroups in forms {
             for format in InstanceFormat::ALL {
                 for output in OutputKind::ALL {
-                    for windows in 1..=MAX_OUTPUT_WINDOWS {
+                    let one_view = (1..=MAX_OUTPUT_WINDOWS).map(|w| (w, 1));
+                    for (windows, views) in one_view.chain(VIEW_SHAPES) {
                         shapes.push(ModuleShape {
                             variant,
                             kernel,
@@ -242,6 +253,7 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                             output,
                             visibility: crate::visibility::frustum(),
                             windows,
+                            views,
                             workgroup_size: 64,
                             tuning: KernelTuning {
                                 spin_limit: 3,
@@ -272,7 +284,7 @@ mod tests {
             .sum::<usize>()
             * InstanceFormat::ALL.len()
             * OutputKind::ALL.len()
-            * MAX_OUTPUT_WINDOWS as usize;
+            * (MAX_OUTPUT_WINDOWS as usize + VIEW_SHAPES.len());
         assert_eq!(shapes.len(), expected);
         for shape in &shapes {
             let src = wgsl(shape).unwrap_or_else(|e| panic!("{e}"));

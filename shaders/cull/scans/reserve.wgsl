@@ -5,23 +5,28 @@
 // atomic.
 #define_import_path cull::scans::reserve
 
-#import cull::items::{draw_args, INSTANCE_COUNT}
+#import cull::params::VIEWS
+#import cull::items::{draw_args, count_word}
 
-var<workgroup> workgroup_count: atomic<u32>;
+// One count per view, so no view's count needs resetting. block_base is
+// reused: every thread reads view v's before the first barrier of view
+// v + 1, after which thread 0 writes the next.
+var<workgroup> workgroup_count: array<atomic<u32>, VIEWS>;
 var<workgroup> block_base: u32;
 
-// The output slot where this subgroup's `subgroup_total` survivors start.
-// Every invocation of the workgroup must call it (it has two barriers).
-fn reserve_output(lane: u32, lid: u32, subgroup_total: u32) -> u32 {
+// The slot in `view`'s list where this subgroup's `subgroup_total`
+// survivors start. Every invocation of the workgroup must call it (it has
+// two barriers).
+fn reserve_output(view: u32, lane: u32, lid: u32, subgroup_total: u32) -> u32 {
     var subgroup_base = 0u;
     if lane == 0u {
-        subgroup_base = atomicAdd(&workgroup_count, subgroup_total);
+        subgroup_base = atomicAdd(&workgroup_count[view], subgroup_total);
     }
     subgroup_base = subgroupBroadcast(subgroup_base, 0u);
     workgroupBarrier();
     if lid == 0u {
-        let total = atomicLoad(&workgroup_count);
-        block_base = select(0u, atomicAdd(&draw_args[INSTANCE_COUNT], total), total > 0u);
+        let total = atomicLoad(&workgroup_count[view]);
+        block_base = select(0u, atomicAdd(&draw_args[count_word(view)], total), total > 0u);
     }
     workgroupBarrier();
     return block_base + subgroup_base;

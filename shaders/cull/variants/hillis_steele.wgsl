@@ -2,10 +2,12 @@
 // instance; each scan step is its own dispatch adding the element
 // `scan_offset` places back (log2 N dispatches, each re-reading the whole
 // array); compact writes survivors at base + exclusive prefix; finalize adds
-// the chunk's total to the running count. Order is preserved.
+// the chunk's total to the running count. Order is preserved. Several
+// views are culled one after the other, each pass reading the view
+// params.first_view (the baseline re-reads the instances per view).
 
 #import cull::params::{params, WORKGROUP_SIZE, workgroup_index}
-#import cull::items::{draw_args, INSTANCE_COUNT, vote, emit, load_instance}
+#import cull::items::{draw_args, count_word, vote, emit, load_instance}
 
 @group(0) @binding(#{BINDING_VOTES}) var<storage, read_write> votes: array<u32>;
 @group(0) @binding(#{BINDING_SCAN_IN}) var<storage, read> scan_in: array<u32>;
@@ -19,7 +21,7 @@ fn thread_index(wid: vec3<u32>, lid: u32) -> u32 {
 fn vote_pass(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let i = thread_index(wid, lid);
     if i < params.chunk_len {
-        let v = select(0u, 1u, vote(i));
+        let v = select(0u, 1u, vote(i, params.first_view));
         votes[i] = v;
         scan_out[i] = v;
     }
@@ -43,14 +45,15 @@ fn compact(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
     if i < params.chunk_len && votes[i] != 0u {
         // The count so far is final: earlier chunks' finalize passes ran
         // before this dispatch.
-        let base = atomicLoad(&draw_args[INSTANCE_COUNT]);
-        emit(base + scan_in[i] - 1u, i, load_instance(i));
+        let view = params.first_view;
+        let base = atomicLoad(&draw_args[count_word(view)]);
+        emit(view, base + scan_in[i] - 1u, i, load_instance(i));
     }
 }
 
 @compute @workgroup_size(1)
 fn finalize() {
     if params.chunk_len > 0u {
-        atomicAdd(&draw_args[INSTANCE_COUNT], scan_in[params.chunk_len - 1u]);
+        atomicAdd(&draw_args[count_word(params.first_view)], scan_in[params.chunk_len - 1u]);
     }
 }

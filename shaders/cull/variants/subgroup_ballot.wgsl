@@ -6,10 +6,12 @@
 // 128 lanes), and the workgroup its range in the output with one global
 // atomic. Within a subgroup's range survivors go row after row, so lanes
 // write consecutive slots. All four loads are issued before any vote.
-// Output order is not preserved.
+// With several views, the items are read and their world spheres computed
+// once, then voted, ranked and written per view. Output order is not
+// preserved.
 
-#import cull::params::{WORKGROUP_SIZE, TILE, workgroup_index}
-#import cull::items::{load_items, vote_items, emit_items, row_offsets}
+#import cull::params::{WORKGROUP_SIZE, TILE, VIEWS, workgroup_index, past_views}
+#import cull::items::{load_items, item_spheres, vote_spheres, emit_items, row_offsets}
 #import cull::scans::reserve::reserve_output
 #import cull::scans::ballot::{lanes_below, popcount_all}
 
@@ -20,16 +22,21 @@ fn cull(
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     let items = load_items(workgroup_index(wid) * TILE + lid);
-    let v = vote_items(items);
-    let b0 = subgroupBallot(v.x);
-    let b1 = subgroupBallot(v.y);
-    let b2 = subgroupBallot(v.z);
-    let b3 = subgroupBallot(v.w);
+    let spheres = item_spheres(items);
     let below = lanes_below(lane);
-    let totals = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
-    let ranks = row_offsets(totals)
-        + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
-    let base = reserve_output(lane, lid, totals.x + totals.y + totals.z + totals.w);
-    let slots = vec4<u32>(base) + ranks;
-    emit_items(items, v, slots);
+    for (var view = 0u; view < VIEWS; view += 1u) {
+        if past_views(view) {
+            break;
+        }
+        let v = vote_spheres(items, spheres, view);
+        let b0 = subgroupBallot(v.x);
+        let b1 = subgroupBallot(v.y);
+        let b2 = subgroupBallot(v.z);
+        let b3 = subgroupBallot(v.w);
+        let totals = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
+        let ranks = row_offsets(totals)
+            + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
+        let base = reserve_output(view, lane, lid, totals.x + totals.y + totals.z + totals.w);
+        emit_items(view, items, v, vec4<u32>(base) + ranks);
+    }
 }

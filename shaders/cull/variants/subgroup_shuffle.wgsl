@@ -5,10 +5,12 @@
 // reserve their ranges in the workgroup with a shared atomic, the workgroup
 // in the output with one global atomic; within a subgroup's range survivors
 // go row after row, so lanes write consecutive slots. All four loads are
-// issued before any vote. Output order is not preserved.
+// issued before any vote. With several views, the items are read and their
+// world spheres computed once, then voted, scanned and written per view.
+// Output order is not preserved.
 
-#import cull::params::{WORKGROUP_SIZE, TILE, workgroup_index}
-#import cull::items::{load_items, vote_items, emit_items, pack_votes, unpack_bytes, row_offsets}
+#import cull::params::{WORKGROUP_SIZE, TILE, VIEWS, workgroup_index, past_views}
+#import cull::items::{load_items, item_spheres, vote_spheres, emit_items, pack_votes, unpack_bytes, row_offsets}
 #import cull::scans::reserve::reserve_output
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -19,18 +21,24 @@ fn cull(
     @builtin(subgroup_size) lanes: u32,
 ) {
     let items = load_items(workgroup_index(wid) * TILE + lid);
-    let keep = vote_items(items);
-    let votes = pack_votes(keep);
-    // Inclusive Hillis-Steele scan across lanes, in registers.
-    var inclusive = votes;
-    for (var d = 1u; d < lanes; d <<= 1u) {
-        let up = subgroupShuffleUp(inclusive, d);
-        if lane >= d {
-            inclusive += up;
+    let spheres = item_spheres(items);
+    for (var view = 0u; view < VIEWS; view += 1u) {
+        if past_views(view) {
+            break;
         }
+        let keep = vote_spheres(items, spheres, view);
+        let votes = pack_votes(keep);
+        // Inclusive Hillis-Steele scan across lanes, in registers.
+        var inclusive = votes;
+        for (var d = 1u; d < lanes; d <<= 1u) {
+            let up = subgroupShuffleUp(inclusive, d);
+            if lane >= d {
+                inclusive += up;
+            }
+        }
+        let totals = unpack_bytes(subgroupAdd(votes));
+        let base = reserve_output(view, lane, lid, totals.x + totals.y + totals.z + totals.w);
+        let slots = vec4<u32>(base) + row_offsets(totals) + unpack_bytes(inclusive - votes);
+        emit_items(view, items, keep, slots);
     }
-    let totals = unpack_bytes(subgroupAdd(votes));
-    let base = reserve_output(lane, lid, totals.x + totals.y + totals.z + totals.w);
-    let slots = vec4<u32>(base) + row_offsets(totals) + unpack_bytes(inclusive - votes);
-    emit_items(items, keep, slots);
 }

@@ -1,7 +1,8 @@
 //! What the single-pass variants (block atomic, subgroup ballot, subgroup
 //! shuffle, ordered) share: vote, scan and compaction in one dispatch per
-//! chunk, entry point `cull`. The ordered variant also binds its look-back
-//! state, reset before each chunk.
+//! chunk, entry point `cull`, voting against every view of the cull in that
+//! one dispatch. The ordered variant also binds its look-back state, reset
+//! before each chunk.
 
 use super::ScanKernel;
 use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, ShaderModule, Slot, bindings, chunk_slots};
@@ -66,15 +67,23 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
         let bind_group = cx.bind_group(pass, &entries);
         drop(entries);
         if lookback {
-            // Word 0 hands out tile IDs, word 1 holds the count before this
-            // chunk (its base), then one status word per tile, all unset.
+            // Word 0 hands out tile IDs, word 1 + v holds view v's count
+            // before this chunk (its base), then the status words, unset.
             let state = &cx.target.scratch()[0];
             cx.encoder.clear_buffer(state, 0, None);
-            cx.encoder
-                .copy_buffer_to_buffer(cx.target.draw_args(), INSTANCE_COUNT_OFFSET, state, 4, 4);
+            for view in 0..cx.views {
+                let count = cx.target.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
+                cx.encoder.copy_buffer_to_buffer(
+                    cx.target.draw_args(),
+                    count,
+                    state,
+                    4 * (1 + view as u64),
+                    4,
+                );
+            }
         }
         let (x, y) = cx.dims(chunk);
-        let offset = cx.params_offset(chunk, 0);
+        let offset = cx.params_offset(chunk, 0, 0);
         let mut compute = cx.begin_pass(PassKind::Fused);
         compute.set_pipeline(&pass.pipeline);
         compute.set_bind_group(0, &bind_group, &[offset]);

@@ -1,7 +1,8 @@
 //! The Hillis-Steele baseline (`shaders/cull/variants/hillis_steele.wgsl`):
 //! a vote pass, log2 N scan passes over the whole chunk (ping-ponging two
 //! buffers), then compaction and a one-thread pass that adds the chunk's
-//! total to the running count. Order preserved.
+//! total to the running count. Order preserved. Several views run these
+//! passes one view after the other.
 
 use super::ScanKernel;
 use crate::kernel::{PassLayout, ScratchBuffer, ShaderModule, Slot, bindings, chunk_slots, shader_module};
@@ -83,7 +84,12 @@ impl ScanKernel for HillisSteele {
         1 + scan_steps(window_len)
     }
 
-    fn scratch(&self, chunk_len: u32, _workgroups: u64) -> Vec<ScratchBuffer> {
+    /// The baseline re-reads the instances per view, as separate culls would.
+    fn dispatches_per_view(&self) -> bool {
+        true
+    }
+
+    fn scratch(&self, chunk_len: u32, _workgroups: u64, _views: u32) -> Vec<ScratchBuffer> {
         ["cull-votes", "cull-scan-a", "cull-scan-b"]
             .map(|label| ScratchBuffer {
                 label,
@@ -145,31 +151,35 @@ impl ScanKernel for HillisSteele {
             drop((vote_entries, compact_entries));
 
             let (x, y) = cx.dims(chunk);
-            let offsets: Vec<u32> = (0..=steps).map(|step| cx.params_offset(chunk, step)).collect();
-            {
-                let mut pass = cx.begin_pass(PassKind::Vote);
-                pass.set_pipeline(&vote.pipeline);
-                pass.set_bind_group(0, &vote_group, &[offsets[0]]);
-                pass.dispatch_workgroups(x, y, 1);
-            }
-            {
-                // One dispatch per step: each reads the previous step's output
-                // (wgpu places a barrier between dispatches).
-                let mut pass = cx.begin_pass(PassKind::Scan);
-                pass.set_pipeline(&scan.pipeline);
-                for step in 0..steps {
-                    let group = if step % 2 == 0 { &a_to_b } else { &b_to_a };
-                    pass.set_bind_group(0, group, &[offsets[step as usize + 1]]);
+            for view in 0..cx.views {
+                let offsets: Vec<u32> = (0..=steps)
+                    .map(|step| cx.params_offset(chunk, view, step))
+                    .collect();
+                {
+                    let mut pass = cx.begin_pass(PassKind::Vote);
+                    pass.set_pipeline(&vote.pipeline);
+                    pass.set_bind_group(0, &vote_group, &[offsets[0]]);
                     pass.dispatch_workgroups(x, y, 1);
                 }
+                {
+                    // One dispatch per step: each reads the previous step's output
+                    // (wgpu places a barrier between dispatches).
+                    let mut pass = cx.begin_pass(PassKind::Scan);
+                    pass.set_pipeline(&scan.pipeline);
+                    for step in 0..steps {
+                        let group = if step % 2 == 0 { &a_to_b } else { &b_to_a };
+                        pass.set_bind_group(0, group, &[offsets[step as usize + 1]]);
+                        pass.dispatch_workgroups(x, y, 1);
+                    }
+                }
+                let mut pass = cx.begin_pass(PassKind::Compact);
+                pass.set_pipeline(&compact.pipeline);
+                pass.set_bind_group(0, &compact_group, &[offsets[0]]);
+                pass.dispatch_workgroups(x, y, 1);
+                pass.set_pipeline(&finalize.pipeline);
+                pass.set_bind_group(0, &finalize_group, &[offsets[0]]);
+                pass.dispatch_workgroups(1, 1, 1);
             }
-            let mut pass = cx.begin_pass(PassKind::Compact);
-            pass.set_pipeline(&compact.pipeline);
-            pass.set_bind_group(0, &compact_group, &[offsets[0]]);
-            pass.dispatch_workgroups(x, y, 1);
-            pass.set_pipeline(&finalize.pipeline);
-            pass.set_bind_group(0, &finalize_group, &[offsets[0]]);
-            pass.dispatch_workgroups(1, 1, 1);
         }
     }
 }

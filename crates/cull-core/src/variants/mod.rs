@@ -165,14 +165,23 @@ pub(crate) trait ScanKernel: Sync {
         tile_len
     }
 
-    /// Uniform entries per chunk of up to `window_len` instances.
+    /// Uniform entries per chunk of up to `window_len` instances (per view
+    /// when [`Self::dispatches_per_view`]).
     fn params_per_chunk(&self, _window_len: u32) -> u32 {
         1
     }
 
+    /// Whether it culls several views one after the other, with a uniform
+    /// entry per view (`params.first_view`), rather than all of them in
+    /// each dispatch (looping over `VIEWS` in the shader).
+    fn dispatches_per_view(&self) -> bool {
+        false
+    }
+
     /// Scratch buffers per target: chunks of up to `chunk_len` instances in
-    /// `workgroups` workgroups (both dimensions of the dispatch).
-    fn scratch(&self, _chunk_len: u32, _workgroups: u64) -> Vec<ScratchBuffer> {
+    /// `workgroups` workgroups (both dimensions of the dispatch), for
+    /// kernels compiled for `views` views.
+    fn scratch(&self, _chunk_len: u32, _workgroups: u64, _views: u32) -> Vec<ScratchBuffer> {
         Vec::new()
     }
 

@@ -15,7 +15,7 @@ pub(crate) struct VisibilityKernel {
     pub name: &'static str,
     /// The shader def that selects it in `items.wgsl`.
     pub shader_def: &'static str,
-    /// Its WGSL: `visible(WorldSphere) -> bool`.
+    /// Its WGSL: `visible(WorldSphere, view: u32) -> bool`.
     pub module: ShaderModule,
 }
 

@@ -4,10 +4,10 @@
 use cull_core::cpu::Reference;
 use cull_core::scene::{CameraKind, Scene, SceneRng};
 use cull_core::{
-    CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind,
-    ScanVariant, Tuning,
+    CullInput, CullParams, CullTarget, CullViewsParams, Culler, CullerDesc, Frustum, GpuContext,
+    InstanceFormat, OutputKind, ScanVariant, Tuning,
 };
-use glam::{Vec3, Vec4Swizzles};
+use glam::{Mat4, Vec3, Vec4Swizzles};
 use std::sync::OnceLock;
 
 /// The process's device: the adapter wgpu picks (honouring WGPU_BACKEND and
@@ -123,15 +123,121 @@ pub fn culler(
     output: OutputKind,
     tuning: Tuning,
 ) -> Culler {
+    views_culler(ctx, variant, format, output, tuning, 1)
+}
+
+/// [`culler`] for culls of up to `max_views` views in one pass.
+pub fn views_culler(
+    ctx: &GpuContext,
+    variant: ScanVariant,
+    format: InstanceFormat,
+    output: OutputKind,
+    tuning: Tuning,
+    max_views: u32,
+) -> Culler {
     let desc = CullerDesc {
         variant: Some(variant),
         allow_fallback: false,
         format,
         output,
         timestamps: true,
+        max_views,
         tuning,
     };
     Culler::new(&ctx.device, &ctx.queue, &desc).unwrap()
+}
+
+/// `k` frusta over `scene`'s instances: the scene's own first (its edge
+/// instances are tangent to it), then views from random eyes in random
+/// directions through every projection kind, a mirrored one among them,
+/// and (from four views on) the first again, which must give the same list.
+pub fn view_frusta(scene: &Scene, seed: u64, k: usize) -> Vec<Frustum> {
+    let mut rng = SceneRng::new(seed ^ 0x5EED);
+    let mut frusta = vec![scene.frustum().unwrap()];
+    while frusta.len() < k {
+        let i = frusta.len();
+        if i == 3 {
+            frusta.push(frusta[0]);
+            continue;
+        }
+        let eye = Vec3::new(rng.range(-8.0, 8.0), rng.range(-8.0, 8.0), rng.range(-8.0, 8.0));
+        let look = Vec3::new(rng.range(-1.0, 1.0), rng.range(-1.0, 1.0), rng.range(-1.0, 1.0));
+        let look = if look.length() < 0.1 {
+            Vec3::NEG_Z
+        } else {
+            look.normalize()
+        };
+        let up = if look.abs().y > 0.9 { Vec3::X } else { Vec3::Y };
+        let mut view = Mat4::look_at_rh(eye, eye + look, up);
+        if i == 2 {
+            view = Mat4::from_scale(Vec3::new(-1.0, 1.0, 1.0)) * view; // mirrored
+        }
+        let projection = Camera::ALL[i % Camera::ALL.len()].projection();
+        frusta.push(Frustum::from_clip_from_world(projection * view, None).unwrap());
+    }
+    frusta
+}
+
+/// Culls the first `count` instances of `scene` against every frustum in
+/// one pass (a target of `capacity` instances and `views` views) and
+/// returns each view's survivors as batch indices, in output order.
+pub fn run_views(
+    ctx: &GpuContext,
+    culler: &Culler,
+    scene: &Scene,
+    frusta: &[Frustum],
+    capacity: u32,
+    views: u32,
+) -> Vec<Vec<u32>> {
+    let job = Job::new(ctx, culler, scene, capacity);
+    let target = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
+    let params = CullViewsParams {
+        frusta,
+        local_bounds: scene.bounds,
+        count: job.params.count,
+    };
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    culler
+        .cull_views(&mut encoder, &ctx.queue, &job.input, &target, &params)
+        .unwrap();
+    ctx.queue.submit([encoder.finish()]);
+    (0..frusta.len() as u32)
+        .map(|view| {
+            let visible = target.read_view_count(&ctx.device, &ctx.queue, view).unwrap();
+            assert!(
+                visible <= params.count,
+                "view {view}: visible count {visible} > {}",
+                params.count
+            );
+            let out = target
+                .read_view_output(&ctx.device, &ctx.queue, view, visible)
+                .unwrap();
+            survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out)
+        })
+        .collect()
+}
+
+/// Asserts each view's survivors equal the CPU reference for its frustum
+/// as exact sets (in index order for an order-preserving variant).
+pub fn assert_views_exact(
+    what: &str,
+    culler: &Culler,
+    scene: &Scene,
+    frusta: &[Frustum],
+    survivors: &[Vec<u32>],
+) {
+    let format = culler.format();
+    let bytes = format.encode(&scene.instances).unwrap();
+    for (view, (frustum, got)) in frusta.iter().zip(survivors).enumerate() {
+        let reference = cull_core::cpu::classify(format, &bytes, scene.bounds, frustum).unwrap();
+        assert_exact(&format!("{what} view {view}"), &reference, got);
+        if culler.variant().preserves_order() {
+            assert!(
+                got.windows(2).all(|w| w[0] < w[1]),
+                "{what} view {view}: out of order"
+            );
+        }
+    }
 }
 
 /// A culler of `variant` with the common setup: position + quaternion

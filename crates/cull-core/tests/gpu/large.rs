@@ -57,6 +57,19 @@ fn batch_larger_than_one_binding() {
         let survivors = run(ctx, &culler, &scene, n as u32);
         assert_exact(&format!("{variant:?} n={n}"), &reference, &survivors);
     }
+    // Two views in one pass over the same chunks (indices: both lists fit).
+    for variant in variants(ctx) {
+        let culler = views_culler(ctx, variant, format, OutputKind::Indices, Default::default(), 2);
+        let frusta = view_frusta(&scene, 1, 2);
+        let survivors = run_views(ctx, &culler, &scene, &frusta, n as u32, 2);
+        assert_views_exact(
+            &format!("{variant:?} n={n}"),
+            &culler,
+            &scene,
+            &frusta,
+            &survivors,
+        );
+    }
 }
 
 /// Real limits: Hillis-Steele's passes run one thread per instance, so

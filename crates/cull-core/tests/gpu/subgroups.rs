@@ -83,6 +83,15 @@ fn subgroup_variants_at_this_width() {
             continue;
         }
         for format in InstanceFormat::ALL {
+            // Several views in one pass at this width too.
+            let many = views_culler(ctx, variant, format, OutputKind::Indices, tuning, 5);
+            for n in [255usize, 4099] {
+                let scene = edge_scene(n as u64 + 3, n, Camera::Perspective, format);
+                let frusta = view_frusta(&scene, 11, 5);
+                let survivors = run_views(ctx, &many, &scene, &frusta, n as u32, 5);
+                let what = format!("{variant:?} ({}) {format:?} sg={size} n={n}", form_name(&many));
+                assert_views_exact(&what, &many, &scene, &frusta, &survivors);
+            }
             let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
             let what = format!(
                 "{variant:?} (subgroups: {}) {format:?} sg={size}",
