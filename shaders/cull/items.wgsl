@@ -152,8 +152,16 @@ fn vote_spheres(items: Items, spheres: Spheres, view: u32) -> vec4<bool> {
                                visible(spheres.sz, view), visible(spheres.sw, view));
 }
 
+// Whether loaded item `d` (chunk-local index `i`) is visible in `view`;
+// false past the chunk's end, without computing its sphere.
+fn vote_item(i: u32, d: InstanceData, view: u32) -> bool {
+    return i < params.chunk_len && visible(world_sphere(d), view);
+}
+
+// The items' votes in `view`, for kernels that vote each item once.
 fn vote_items(items: Items, view: u32) -> vec4<bool> {
-    return vote_spheres(items, item_spheres(items), view);
+    return vec4<bool>(vote_item(items.index.x, items.dx, view), vote_item(items.index.y, items.dy, view),
+                      vote_item(items.index.z, items.dz, view), vote_item(items.index.w, items.dw, view));
 }
 
 // Writes the kept items to their slots in `view`'s list.

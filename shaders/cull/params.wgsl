@@ -14,8 +14,11 @@ const TILE: u32 = WORKGROUP_SIZE * ITEMS * ROW_GROUPS;
 // Views one dispatch can vote against (cull_core::MAX_VIEWS): the size of
 // the planes array, the same for every kernel.
 const MAX_VIEWS: u32 = #{MAX_VIEWS}u;
-// Views this kernel loops over (its culler's `max_views`): a constant, so
-// a one-view kernel is the single-view code, with no loop to pay for.
+// Views this kernel culls (its culler's `max_views`). The single-pass
+// kernels take them in one block per view, `#if VIEWS >= k`, each taken
+// when params.view_count reaches k: not a loop. Subgroup operations inside
+// a loop over the views miscounted on NVIDIA (driver 580) where lavapipe
+// was exact, and a one-view kernel stays the single-view code.
 const VIEWS: u32 = #{VIEWS}u;
 
 // One entry per dispatch, at a 256-byte dynamic offset (cull_core's GpuParams).
@@ -52,12 +55,6 @@ struct CullParams {
 }
 
 @group(0) @binding(#{BINDING_PARAMS}) var<uniform> params: CullParams;
-
-// Whether a single-pass kernel's loop over the views is done at `view`
-// (the loops run to the constant VIEWS and stop here: a uniform bound).
-fn past_views(view: u32) -> bool {
-    return view >= params.view_count;
-}
 
 // Linear workgroup index of a possibly two-dimensional dispatch.
 fn workgroup_index(wid: vec3<u32>) -> u32 {

@@ -429,9 +429,12 @@ impl Culler {
     }
 
     /// Records the cull of `params.count` instances of `input` against
-    /// every frustum of `params.frusta` in one pass: each instance is read
-    /// and its world sphere computed once, then voted against each view;
-    /// view `v`'s survivors go densely to the target's view `v`
+    /// every frustum of `params.frusta`. The unordered variants do it in one
+    /// pass: each instance is read and its world sphere computed once, then
+    /// voted against each view. The order-preserving ones
+    /// ([`ScanVariant::Ordered`], [`ScanVariant::HillisSteele`]) run their
+    /// passes once per view, reading the instances again each time. Either
+    /// way, view `v`'s survivors go densely to the target's view `v`
     /// ([`CullTarget::view_output_offset`]) and their number to its draw
     /// arguments ([`CullTarget::draw_args_offset`]). The target needs as
     /// many views ([`CullTarget::with_views`]); its other views are left

@@ -22,8 +22,10 @@ fn reserve_output(view: u32, lane: u32, lid: u32, subgroup_total: u32) -> u32 {
     if lane == 0u {
         subgroup_base = atomicAdd(&workgroup_count[view], subgroup_total);
     }
-    subgroup_base = subgroupBroadcast(subgroup_base, 0u);
+    // The barrier first: the whole subgroup is back together when it
+    // broadcasts lane 0's value.
     workgroupBarrier();
+    subgroup_base = subgroupBroadcast(subgroup_base, 0u);
     if lid == 0u {
         let total = atomicLoad(&workgroup_count[view]);
         block_base = select(0u, atomicAdd(&draw_args[count_word(view)], total), total > 0u);

@@ -6,11 +6,26 @@
 // read and their world spheres computed once, then voted, scanned and
 // written per view. Order between tiles follows the atomics: not preserved.
 
-#import cull::params::{WORKGROUP_SIZE, TILE, VIEWS, workgroup_index, past_views}
-#import cull::items::{draw_args, count_word, load_items, item_spheres, vote_spheres, emit_items, pack_votes, row_offsets}
+#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_index}
+#import cull::items::{Items, Spheres, draw_args, count_word, load_items, item_spheres, vote_spheres, emit_items, pack_votes, row_offsets}
 #import cull::scans::tile_scan::{scan_tile, tile_totals}
 
 var<workgroup> row_base: vec4<u32>;
+
+// Votes, scans and writes the tile's items in `view`. scan_tile's barriers
+// also order one view's reads of row_base before thread 0 writes the next.
+fn cull_view(view: u32, items: Items, spheres: Spheres, lid: u32) {
+    let keep = vote_spheres(items, spheres, view);
+    let ranks = scan_tile(lid, pack_votes(keep));
+    if lid == 0u {
+        let totals = tile_totals;
+        let total = totals.x + totals.y + totals.z + totals.w;
+        let base = select(0u, atomicAdd(&draw_args[count_word(view)], total), total > 0u);
+        row_base = vec4<u32>(base) + row_offsets(totals);
+    }
+    workgroupBarrier();
+    emit_items(view, items, keep, row_base + ranks);
+}
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(
@@ -19,21 +34,27 @@ fn cull(
 ) {
     let items = load_items(workgroup_index(wid) * TILE + lid);
     let spheres = item_spheres(items);
-    for (var view = 0u; view < VIEWS; view += 1u) {
-        if past_views(view) {
-            break;
-        }
-        let keep = vote_spheres(items, spheres, view);
-        // scan_tile's barriers also order this view's reads of row_base
-        // before thread 0 writes the next view's.
-        let ranks = scan_tile(lid, pack_votes(keep));
-        if lid == 0u {
-            let totals = tile_totals;
-            let total = totals.x + totals.y + totals.z + totals.w;
-            let base = select(0u, atomicAdd(&draw_args[count_word(view)], total), total > 0u);
-            row_base = vec4<u32>(base) + row_offsets(totals);
-        }
-        workgroupBarrier();
-        emit_items(view, items, keep, row_base + ranks);
-    }
+    // One block per view, not a loop (see cull::params::VIEWS).
+    cull_view(0u, items, spheres, lid);
+#if VIEWS >= 2
+    if params.view_count >= 2u { cull_view(1u, items, spheres, lid); }
+#endif
+#if VIEWS >= 3
+    if params.view_count >= 3u { cull_view(2u, items, spheres, lid); }
+#endif
+#if VIEWS >= 4
+    if params.view_count >= 4u { cull_view(3u, items, spheres, lid); }
+#endif
+#if VIEWS >= 5
+    if params.view_count >= 5u { cull_view(4u, items, spheres, lid); }
+#endif
+#if VIEWS >= 6
+    if params.view_count >= 6u { cull_view(5u, items, spheres, lid); }
+#endif
+#if VIEWS >= 7
+    if params.view_count >= 7u { cull_view(6u, items, spheres, lid); }
+#endif
+#if VIEWS >= 8
+    if params.view_count >= 8u { cull_view(7u, items, spheres, lid); }
+#endif
 }

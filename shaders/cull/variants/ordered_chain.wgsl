@@ -21,9 +21,11 @@
 //    (from L2: the tile loaded them moments ago) rather than holding them in
 //    registers through the look-back, which keeps more workgroups resident.
 //
-// Several views are chained one after the other within a workgroup: each
-// view has its own chunk base and status words, so the look-back of view
-// v only ever waits on view v's publications.
+// Several views are culled one dispatch after the other, each view's
+// dispatch taking view params.first_view with its own tile counter, base
+// and status words (reset in between): a chain that also carried the other
+// views in one pass miscounted on NVIDIA (driver 580) where lavapipe was
+// exact, so this variant reads the instances once per view.
 //
 // Status words hold a flag in the top two bits and a count below;
 // atomicMax publishes them, so a status only ever moves from nothing to
@@ -32,7 +34,7 @@
 // enough, since each word carries its whole message.
 #define_import_path cull::variants::ordered_chain
 
-#import cull::params::{WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE, VIEWS}
+#import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
 #import cull::items::{draw_args, count_word, vote}
 
 // A status word: a flag in the top two bits, a count in the
@@ -46,47 +48,37 @@ const SPIN_LIMIT: u32 = #{SPIN_LIMIT}u;
 // which forces their successors through the fallback. 0 in real use.
 const SILENT_TILES: u32 = #{SILENT_TILES}u;
 
-// [0]: next tile ID; [1 + v]: view v's visible count before this chunk;
-// then per view, one status word per tile (status_index).
+// [0]: next tile ID; [1]: the visible count before this chunk; [2 + t]: tile t's status.
 @group(0) @binding(#{BINDING_SCAN_STATE}) var<storage, read_write> scan_state: array<atomic<u32>>;
 
 const NO_STOP: u32 = 0xffffffffu;
 
-// The status word of tile `t` of `view`, in a chunk of `tiles` tiles.
-fn status_index(view: u32, tiles: u32, t: u32) -> u32 {
-    return 1u + VIEWS + view * tiles + t;
-}
-
-var<workgroup> taken_tile: u32;
-var<workgroup> view_bases: array<u32, VIEWS>;
+var<workgroup> tile_and_base: vec2<u32>;
 var<workgroup> window_stop: atomic<u32>;
 var<workgroup> window_prefix: atomic<u32>;
 var<workgroup> window_sum: atomic<u32>;
 var<workgroup> window_result: vec2<u32>;
 
-// The next tile ID, with every view's chunk base (the visible count before
-// the chunk, constant during the pass) left in view_bases: one round trip
-// before the loads, instead of a second one before the writes.
-fn take_tile(lid: u32) -> u32 {
+// The next tile ID and the chunk's base (the visible count before it, which
+// stays constant during the pass): one round trip before the loads, instead
+// of a second one before the writes.
+fn take_tile(lid: u32) -> vec2<u32> {
     if lid == 0u {
-        taken_tile = atomicAdd(&scan_state[0], 1u);
-        for (var v = 0u; v < VIEWS; v += 1u) {
-            view_bases[v] = atomicLoad(&scan_state[1u + v]);
-        }
+        tile_and_base = vec2<u32>(atomicAdd(&scan_state[0], 1u), atomicLoad(&scan_state[1]));
     }
-    return workgroupUniformLoad(&taken_tile);
+    return workgroupUniformLoad(&tile_and_base);
 }
 
 fn publishes(tile: u32) -> bool {
     return (tile & SILENT_TILES) == 0u;
 }
 
-// The survivors of tile `t` in `view`, counted by the whole workgroup (the
-// fallback), one row at a time so that the fallback adds few live registers.
-fn count_tile(t: u32, lid: u32, view: u32) -> u32 {
+// The survivors of tile `t`, counted by the whole workgroup (the fallback),
+// one row at a time so that the fallback adds few live registers.
+fn count_tile(t: u32, lid: u32) -> u32 {
     var n = 0u;
     for (var k = 0u; k < ITEMS * ROW_GROUPS; k += 1u) {
-        if vote(t * TILE + k * WORKGROUP_SIZE + lid, view) {
+        if vote(t * TILE + k * WORKGROUP_SIZE + lid, params.first_view) {
             n += 1u;
         }
     }
@@ -105,13 +97,13 @@ fn count_tile(t: u32, lid: u32, view: u32) -> u32 {
     return workgroupUniformLoad(&window_result).x;
 }
 
-// Step 3: the number of survivors in `view` in the tiles before `tile`. Thread l
+// Step 3: the number of survivors in the tiles before `tile`. Thread l
 // reads the status of tile pred - 1 - l once; the nearest prefix in the
 // window (a shared atomicMin) bounds what is needed, and only unpublished
 // tiles nearer than it are polled again. The window stops at its nearest
 // prefix or still-silent tile (another atomicMin), and the aggregates before
 // the stop are summed with a shared atomicAdd.
-fn look_back(tile: u32, tiles: u32, lid: u32, view: u32) -> u32 {
+fn look_back(tile: u32, lid: u32) -> u32 {
     var exclusive = 0u;
     var pred = tile; // tiles below `pred` are still to be accounted for
     loop {
@@ -127,9 +119,8 @@ fn look_back(tile: u32, tiles: u32, lid: u32, view: u32) -> u32 {
         workgroupBarrier();
         // Before tile 0 there is nothing: an inclusive prefix of 0.
         var s = FLAG_PREFIX;
-        var index = 0u;
+        let index = 2u + pred - 1u - lid;
         if lid < pred {
-            index = status_index(view, tiles, pred - 1u - lid);
             s = atomicLoad(&scan_state[index]);
         }
         if (s & FLAG_PREFIX) != 0u {
@@ -168,9 +159,9 @@ fn look_back(tile: u32, tiles: u32, lid: u32, view: u32) -> u32 {
             // A silent predecessor: count its survivors here, and publish
             // them to spare the tiles behind this one the same work.
             let silent_tile = pred - 1u - result.y / 2u;
-            let counted = count_tile(silent_tile, lid, view);
+            let counted = count_tile(silent_tile, lid);
             if lid == 0u {
-                atomicMax(&scan_state[status_index(view, tiles, silent_tile)], FLAG_AGGREGATE | counted);
+                atomicMax(&scan_state[2u + silent_tile], FLAG_AGGREGATE | counted);
             }
             exclusive += counted;
             pred = silent_tile;
@@ -184,25 +175,19 @@ fn look_back(tile: u32, tiles: u32, lid: u32, view: u32) -> u32 {
 // inclusive prefix, and from the chunk's last tile its count (no other tile
 // reads draw_args in this pass: they read the base from scan_state[1]).
 // Returns the survivors before this tile in the chunk.
-fn chain_tile(view: u32, tile: u32, tiles: u32, lid: u32, aggregate: u32) -> u32 {
-    let status = status_index(view, tiles, tile);
+fn chain_tile(tile: u32, tiles: u32, lid: u32, base: u32, aggregate: u32) -> u32 {
     if lid == 0u && publishes(tile) {
-        atomicMax(&scan_state[status], select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u) | aggregate);
+        atomicMax(&scan_state[2u + tile], select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u) | aggregate);
     }
-    let exclusive = look_back(tile, tiles, lid, view);
+    let exclusive = look_back(tile, lid);
     if lid == 0u {
         if tile > 0u && publishes(tile) {
-            atomicMax(&scan_state[status], FLAG_PREFIX | (exclusive + aggregate));
+            atomicMax(&scan_state[2u + tile], FLAG_PREFIX | (exclusive + aggregate));
         }
         if tile == tiles - 1u {
-            atomicStore(&draw_args[count_word(view)], view_bases[view] + exclusive + aggregate);
+            atomicStore(&draw_args[count_word(params.first_view)], base + exclusive + aggregate);
         }
     }
     return exclusive;
-}
-
-// Where `view`'s survivors of this chunk start: its base (see take_tile).
-fn view_base(view: u32) -> u32 {
-    return view_bases[view];
 }
 

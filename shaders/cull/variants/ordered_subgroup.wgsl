@@ -14,10 +14,10 @@
 // (a barrier keeps the compiler from hoisting its loads): with both in
 // flight the pass needed 59 registers instead of 47, and ran slower.
 
-#import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE, VIEWS, past_views}
+#import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
 #import cull::items::{Items, load_rows, vote_items, emit_again, row_offsets}
 #import cull::scans::ballot::{lanes_below, popcount_all}
-#import cull::variants::ordered_chain::{take_tile, chain_tile, view_base}
+#import cull::variants::ordered_chain::{take_tile, chain_tile}
 
 // Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
 var<workgroup> range_counts: array<u32, WORKGROUP_SIZE>;
@@ -31,8 +31,8 @@ struct RowVotes {
     count: u32,
 }
 
-fn scan_rows(items: Items, below: vec4<u32>, view: u32) -> RowVotes {
-    let keep = vote_items(items, view);
+fn scan_rows(items: Items, below: vec4<u32>) -> RowVotes {
+    let keep = vote_items(items, params.first_view);
     let b0 = subgroupBallot(keep.x);
     let b1 = subgroupBallot(keep.y);
     let b2 = subgroupBallot(keep.z);
@@ -59,7 +59,8 @@ fn cull(
         first = atomicAdd(&lanes_taken, width);
     }
     first = subgroupMax(first);
-    let tile = take_tile(lid);
+    let tile_base = take_tile(lid);
+    let tile = tile_base.x;
     let tiles = (params.chunk_len + TILE - 1u) / TILE;
     if tile >= tiles {
         return; // a surplus workgroup of a two-dimensional dispatch
@@ -67,42 +68,33 @@ fn cull(
 
     let start = tile * TILE + ITEMS * ROW_GROUPS * first + rank;
     let lo = load_rows(start, width);
-    // Views one after the other, each with its own chain; the second row
-    // group is loaded again per view (from L2) rather than held.
-    for (var view = 0u; view < VIEWS; view += 1u) {
-        if past_views(view) {
-            break;
-        }
-        if view > 0u {
-            workgroupBarrier(); // the previous view's reads of range_counts are done
-        }
-        let votes_lo = scan_rows(lo, below, view);
-        var hi: Items;
-        var votes_hi = RowVotes(vec4<bool>(false), vec4<u32>(0u), 0u);
-        if ROW_GROUPS > 1u {
-            workgroupBarrier(); // see the top of this file
-            hi = load_rows(start + ITEMS * width, width);
-            votes_hi = scan_rows(hi, below, view);
-        }
-        if rank == 0u {
-            range_counts[first] = votes_lo.count + votes_hi.count;
-        }
-        workgroupBarrier();
-        // Survivors of the ranges before this subgroup's, and of the whole tile.
-        var before = 0u;
-        var all = 0u;
-        for (var j = rank; j < WORKGROUP_SIZE; j += width) {
-            let c = range_counts[j];
-            all += c;
-            before += select(0u, c, j < first);
-        }
-        before = subgroupAdd(before);
-        let aggregate = subgroupAdd(all);
-        let exclusive = chain_tile(view, tile, tiles, lid, aggregate);
-        let slots = vec4<u32>(view_base(view) + exclusive + before);
-        emit_again(view, votes_lo.keep, lo.index, slots + votes_lo.ranks);
-        if ROW_GROUPS > 1u {
-            emit_again(view, votes_hi.keep, hi.index, slots + votes_lo.count + votes_hi.ranks);
-        }
+    let votes_lo = scan_rows(lo, below);
+    var hi: Items;
+    var votes_hi = RowVotes(vec4<bool>(false), vec4<u32>(0u), 0u);
+    if ROW_GROUPS > 1u {
+        workgroupBarrier(); // see the top of this file
+        hi = load_rows(start + ITEMS * width, width);
+        votes_hi = scan_rows(hi, below);
+    }
+    if rank == 0u {
+        range_counts[first] = votes_lo.count + votes_hi.count;
+    }
+    workgroupBarrier();
+    // Survivors of the ranges before this subgroup's, and of the whole tile.
+    var before = 0u;
+    var all = 0u;
+    for (var j = rank; j < WORKGROUP_SIZE; j += width) {
+        let c = range_counts[j];
+        all += c;
+        before += select(0u, c, j < first);
+    }
+    before = subgroupAdd(before);
+    let aggregate = subgroupAdd(all);
+    let base = tile_base.y;
+    let exclusive = chain_tile(tile, tiles, lid, base, aggregate);
+    let slots = vec4<u32>(base + exclusive + before);
+    emit_again(params.first_view, votes_lo.keep, lo.index, slots + votes_lo.ranks);
+    if ROW_GROUPS > 1u {
+        emit_again(params.first_view, votes_hi.keep, hi.index, slots + votes_lo.count + votes_hi.ranks);
     }
 }

@@ -10,10 +10,24 @@
 // once, then voted, ranked and written per view. Output order is not
 // preserved.
 
-#import cull::params::{WORKGROUP_SIZE, TILE, VIEWS, workgroup_index, past_views}
-#import cull::items::{load_items, item_spheres, vote_spheres, emit_items, row_offsets}
+#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_index}
+#import cull::items::{Items, Spheres, load_items, item_spheres, vote_spheres, emit_items, row_offsets}
 #import cull::scans::reserve::reserve_output
 #import cull::scans::ballot::{lanes_below, popcount_all}
+
+// Votes, ranks and writes the items in `view`.
+fn cull_view(view: u32, items: Items, spheres: Spheres, lane: u32, lid: u32, below: vec4<u32>) {
+    let v = vote_spheres(items, spheres, view);
+    let b0 = subgroupBallot(v.x);
+    let b1 = subgroupBallot(v.y);
+    let b2 = subgroupBallot(v.z);
+    let b3 = subgroupBallot(v.w);
+    let totals = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
+    let ranks = row_offsets(totals)
+        + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
+    let base = reserve_output(view, lane, lid, totals.x + totals.y + totals.z + totals.w);
+    emit_items(view, items, v, vec4<u32>(base) + ranks);
+}
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(
@@ -24,19 +38,27 @@ fn cull(
     let items = load_items(workgroup_index(wid) * TILE + lid);
     let spheres = item_spheres(items);
     let below = lanes_below(lane);
-    for (var view = 0u; view < VIEWS; view += 1u) {
-        if past_views(view) {
-            break;
-        }
-        let v = vote_spheres(items, spheres, view);
-        let b0 = subgroupBallot(v.x);
-        let b1 = subgroupBallot(v.y);
-        let b2 = subgroupBallot(v.z);
-        let b3 = subgroupBallot(v.w);
-        let totals = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
-        let ranks = row_offsets(totals)
-            + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
-        let base = reserve_output(view, lane, lid, totals.x + totals.y + totals.z + totals.w);
-        emit_items(view, items, v, vec4<u32>(base) + ranks);
-    }
+    // One block per view, not a loop (see cull::params::VIEWS).
+    cull_view(0u, items, spheres, lane, lid, below);
+#if VIEWS >= 2
+    if params.view_count >= 2u { cull_view(1u, items, spheres, lane, lid, below); }
+#endif
+#if VIEWS >= 3
+    if params.view_count >= 3u { cull_view(2u, items, spheres, lane, lid, below); }
+#endif
+#if VIEWS >= 4
+    if params.view_count >= 4u { cull_view(3u, items, spheres, lane, lid, below); }
+#endif
+#if VIEWS >= 5
+    if params.view_count >= 5u { cull_view(4u, items, spheres, lane, lid, below); }
+#endif
+#if VIEWS >= 6
+    if params.view_count >= 6u { cull_view(5u, items, spheres, lane, lid, below); }
+#endif
+#if VIEWS >= 7
+    if params.view_count >= 7u { cull_view(6u, items, spheres, lane, lid, below); }
+#endif
+#if VIEWS >= 8
+    if params.view_count >= 8u { cull_view(7u, items, spheres, lane, lid, below); }
+#endif
 }

@@ -9,9 +9,42 @@
 // world spheres computed once, then voted, scanned and written per view.
 // Output order is not preserved.
 
-#import cull::params::{WORKGROUP_SIZE, TILE, VIEWS, workgroup_index, past_views}
-#import cull::items::{load_items, item_spheres, vote_spheres, emit_items, pack_votes, unpack_bytes, row_offsets}
+#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_index}
+#import cull::items::{Items, Spheres, load_items, item_spheres, vote_spheres, emit_items, pack_votes, unpack_bytes, row_offsets}
 #import cull::scans::reserve::reserve_output
+
+// One shuffle-up step of the scan, taken where the subgroup is wider than `d`.
+fn scan_step(x: u32, d: u32, lane: u32, lanes: u32) -> u32 {
+    var sum = x;
+    if d < lanes {
+        sum += select(0u, subgroupShuffleUp(x, d), lane >= d);
+    }
+    return sum;
+}
+
+// Inclusive Hillis-Steele scan across lanes, in registers: log2 of the
+// subgroup size steps, written out to 128 lanes, with no branch that
+// splits the subgroup between two shuffles.
+fn scan_lanes(votes: u32, lane: u32, lanes: u32) -> u32 {
+    var x = scan_step(votes, 1u, lane, lanes);
+    x = scan_step(x, 2u, lane, lanes);
+    x = scan_step(x, 4u, lane, lanes);
+    x = scan_step(x, 8u, lane, lanes);
+    x = scan_step(x, 16u, lane, lanes);
+    x = scan_step(x, 32u, lane, lanes);
+    return scan_step(x, 64u, lane, lanes);
+}
+
+// Votes, scans and writes the items in `view`.
+fn cull_view(view: u32, items: Items, spheres: Spheres, lane: u32, lanes: u32, lid: u32) {
+    let keep = vote_spheres(items, spheres, view);
+    let votes = pack_votes(keep);
+    let inclusive = scan_lanes(votes, lane, lanes);
+    let totals = unpack_bytes(subgroupAdd(votes));
+    let base = reserve_output(view, lane, lid, totals.x + totals.y + totals.z + totals.w);
+    let slots = vec4<u32>(base) + row_offsets(totals) + unpack_bytes(inclusive - votes);
+    emit_items(view, items, keep, slots);
+}
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(
@@ -22,23 +55,27 @@ fn cull(
 ) {
     let items = load_items(workgroup_index(wid) * TILE + lid);
     let spheres = item_spheres(items);
-    for (var view = 0u; view < VIEWS; view += 1u) {
-        if past_views(view) {
-            break;
-        }
-        let keep = vote_spheres(items, spheres, view);
-        let votes = pack_votes(keep);
-        // Inclusive Hillis-Steele scan across lanes, in registers.
-        var inclusive = votes;
-        for (var d = 1u; d < lanes; d <<= 1u) {
-            let up = subgroupShuffleUp(inclusive, d);
-            if lane >= d {
-                inclusive += up;
-            }
-        }
-        let totals = unpack_bytes(subgroupAdd(votes));
-        let base = reserve_output(view, lane, lid, totals.x + totals.y + totals.z + totals.w);
-        let slots = vec4<u32>(base) + row_offsets(totals) + unpack_bytes(inclusive - votes);
-        emit_items(view, items, keep, slots);
-    }
+    // One block per view, not a loop (see cull::params::VIEWS).
+    cull_view(0u, items, spheres, lane, lanes, lid);
+#if VIEWS >= 2
+    if params.view_count >= 2u { cull_view(1u, items, spheres, lane, lanes, lid); }
+#endif
+#if VIEWS >= 3
+    if params.view_count >= 3u { cull_view(2u, items, spheres, lane, lanes, lid); }
+#endif
+#if VIEWS >= 4
+    if params.view_count >= 4u { cull_view(3u, items, spheres, lane, lanes, lid); }
+#endif
+#if VIEWS >= 5
+    if params.view_count >= 5u { cull_view(4u, items, spheres, lane, lanes, lid); }
+#endif
+#if VIEWS >= 6
+    if params.view_count >= 6u { cull_view(5u, items, spheres, lane, lanes, lid); }
+#endif
+#if VIEWS >= 7
+    if params.view_count >= 7u { cull_view(6u, items, spheres, lane, lanes, lid); }
+#endif
+#if VIEWS >= 8
+    if params.view_count >= 8u { cull_view(7u, items, spheres, lane, lanes, lid); }
+#endif
 }

@@ -1,8 +1,9 @@
 //! What the single-pass variants (block atomic, subgroup ballot, subgroup
 //! shuffle, ordered) share: vote, scan and compaction in one dispatch per
-//! chunk, entry point `cull`, voting against every view of the cull in that
-//! one dispatch. The ordered variant also binds its look-back state, reset
-//! before each chunk.
+//! chunk, entry point `cull`; the unordered ones vote against every view of
+//! the cull in that one dispatch. The ordered variant also binds its
+//! look-back state and dispatches once per view, resetting the state before
+//! each.
 
 use super::ScanKernel;
 use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, ShaderModule, Slot, bindings, chunk_slots};
@@ -66,27 +67,25 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
         }
         let bind_group = cx.bind_group(pass, &entries);
         drop(entries);
-        if lookback {
-            // Word 0 hands out tile IDs, word 1 + v holds view v's count
-            // before this chunk (its base), then the status words, unset.
-            let state = &cx.target.scratch()[0];
-            cx.encoder.clear_buffer(state, 0, None);
-            for view in 0..cx.views {
+        // Every view in one dispatch, or (the look-back) one chain per view.
+        let dispatches = if lookback { cx.views } else { 1 };
+        for view in 0..dispatches {
+            if lookback {
+                // Word 0 hands out tile IDs, word 1 holds the view's count
+                // before this chunk (its base), then one status word per
+                // tile, all unset.
+                let state = &cx.target.scratch()[0];
                 let count = cx.target.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
-                cx.encoder.copy_buffer_to_buffer(
-                    cx.target.draw_args(),
-                    count,
-                    state,
-                    4 * (1 + view as u64),
-                    4,
-                );
+                cx.encoder.clear_buffer(state, 0, None);
+                cx.encoder
+                    .copy_buffer_to_buffer(cx.target.draw_args(), count, state, 4, 4);
             }
+            let (x, y) = cx.dims(chunk);
+            let offset = cx.params_offset(chunk, view, 0);
+            let mut compute = cx.begin_pass(PassKind::Fused);
+            compute.set_pipeline(&pass.pipeline);
+            compute.set_bind_group(0, &bind_group, &[offset]);
+            compute.dispatch_workgroups(x, y, 1);
         }
-        let (x, y) = cx.dims(chunk);
-        let offset = cx.params_offset(chunk, 0, 0);
-        let mut compute = cx.begin_pass(PassKind::Fused);
-        compute.set_pipeline(&pass.pipeline);
-        compute.set_bind_group(0, &bind_group, &[offset]);
-        compute.dispatch_workgroups(x, y, 1);
     }
 }

@@ -53,13 +53,18 @@ impl ScanKernel for Ordered {
         fused::passes(windows, true)
     }
 
-    /// Tile counter, each view's chunk base, then per view a status word
-    /// per tile of a chunk (plus the surplus workgroups of a
-    /// two-dimensional dispatch).
-    fn scratch(&self, _chunk_len: u32, workgroups: u64, views: u32) -> Vec<ScratchBuffer> {
+    /// One chain per view, each its own dispatch (see `ordered_chain.wgsl`).
+    fn dispatches_per_view(&self) -> bool {
+        true
+    }
+
+    /// Tile counter, chunk base, then a status word per tile of a chunk
+    /// (plus the surplus workgroups of a two-dimensional dispatch), reset
+    /// before each view's dispatch.
+    fn scratch(&self, _chunk_len: u32, workgroups: u64, _views: u32) -> Vec<ScratchBuffer> {
         vec![ScratchBuffer {
             label: "cull-lookback-state",
-            size: (1 + views as u64 * (1 + workgroups)) * 4,
+            size: (2 + workgroups) * 4,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
         }]
     }

@@ -76,9 +76,9 @@ fn ordered_stress_tiny_tiles_and_forced_fallback() {
     }
 }
 
-/// Several views in one pass chain each view separately: tiny tiles with
-/// the fallback forced (every other tile silent, and no waiting), in both
-/// forms, each view exact and in order.
+/// Several views, one chain each: tiny tiles with the fallback forced
+/// (every other tile silent, and no waiting), in both forms, each view
+/// exact and in order.
 #[test]
 fn ordered_views_with_forced_fallback() {
     let ctx = gpu();
