@@ -145,9 +145,14 @@ fn item_spheres(items: Items) -> Spheres {
     return Spheres(world_sphere(items.dx), world_sphere(items.dy), world_sphere(items.dz), world_sphere(items.dw));
 }
 
-// The items' votes in `view`; false past the chunk's end.
+// The items' votes in `view`; false past the chunk's end, and for a view
+// past this cull's (a target's kernel has a block for each of its views).
 fn vote_spheres(items: Items, spheres: Spheres, view: u32) -> vec4<bool> {
+#if VIEWS > 1
+    let inside = (items.index < vec4<u32>(params.chunk_len)) & vec4<bool>(view < params.view_count);
+#else
     let inside = items.index < vec4<u32>(params.chunk_len);
+#endif
     return inside & vec4<bool>(visible(spheres.sx, view), visible(spheres.sy, view),
                                visible(spheres.sz, view), visible(spheres.sw, view));
 }

@@ -14,11 +14,14 @@ const TILE: u32 = WORKGROUP_SIZE * ITEMS * ROW_GROUPS;
 // Views one dispatch can vote against (cull_core::MAX_VIEWS): the size of
 // the planes array, the same for every kernel.
 const MAX_VIEWS: u32 = #{MAX_VIEWS}u;
-// Views this kernel culls (its culler's `max_views`). The single-pass
-// kernels take them in one block per view, `#if VIEWS >= k`, each taken
-// when params.view_count reaches k: not a loop. Subgroup operations inside
-// a loop over the views miscounted on NVIDIA (driver 580) where lavapipe
-// was exact, and a one-view kernel stays the single-view code.
+// Views of the targets this kernel culls into (a target's kernel is
+// compiled for its view count). The single-pass kernels take them in one
+// block per view, `#if VIEWS >= k`: not a loop, and not under a branch. A
+// loop over the views with subgroup operations in its body miscounted on
+// NVIDIA (driver 580) where lavapipe was exact; blocks under `if
+// params.view_count >= k` ran ten times slower on lavapipe and kept memory
+// on every dispatch. A block past params.view_count votes nothing
+// (vote_spheres), and a one-view kernel is the single-view code.
 const VIEWS: u32 = #{VIEWS}u;
 
 // One entry per dispatch, at a 256-byte dynamic offset (cull_core's GpuParams).

@@ -323,8 +323,9 @@ impl CullTarget {
         self.culler_id
     }
 
-    /// Output windows (bindings) the target's output spans.
-    pub(crate) fn windows(&self) -> u32 {
+    /// Output windows (bindings) the target's output spans: with
+    /// [`Self::views`], which kernel culls into it ([`crate::Culler::recipe`]).
+    pub fn windows(&self) -> u32 {
         self.windows
     }
 

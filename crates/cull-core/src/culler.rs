@@ -70,9 +70,9 @@ pub struct CullerDesc {
     pub output: OutputKind,
     /// Record GPU timestamps per pass when the device has `TIMESTAMP_QUERY`.
     pub timestamps: bool,
-    /// Most views one cull votes against ([`Culler::cull_views`]), from 1
-    /// (the default) to [`MAX_VIEWS`]. Its kernels loop over this many
-    /// views: keep 1 for a culler that culls one view at a time.
+    /// Most views of one target ([`CullTarget::with_views`]) and so of one
+    /// cull ([`Culler::cull_views`]), from 1 (the default) to [`MAX_VIEWS`].
+    /// Each target's kernel is compiled for its own view count.
     pub max_views: u32,
     /// Chunk and tile sizes.
     pub tuning: Tuning,
@@ -142,7 +142,7 @@ pub struct Culler {
     max_views: u32,
     /// Compile kernels here when first needed (`false`: they are handed in).
     compiles: bool,
-    /// Kernels by number of output windows.
+    /// Kernels by output windows and views (`kernel_index`).
     kernels: Mutex<Vec<Option<Kernel>>>,
 }
 
@@ -151,7 +151,7 @@ impl Culler {
     /// for single-binding batches.
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, desc: &CullerDesc) -> Result<Self, CullError> {
         let culler = Self::resolve(device, queue, desc, true)?;
-        culler.kernel_for(1)?;
+        culler.kernel_for(1, 1)?;
         Ok(culler)
     }
 
@@ -240,7 +240,7 @@ impl Culler {
             timestamp_period: queue.get_timestamp_period(),
             max_views: desc.max_views,
             compiles,
-            kernels: Mutex::new(vec![None; MAX_OUTPUT_WINDOWS as usize]),
+            kernels: Mutex::new(vec![None; (MAX_OUTPUT_WINDOWS * desc.max_views) as usize]),
         })
     }
 
@@ -315,7 +315,7 @@ impl Culler {
         Ok(windows as u32)
     }
 
-    fn shape(&self, windows: u32) -> ModuleShape {
+    fn shape(&self, windows: u32, views: u32) -> ModuleShape {
         ModuleShape {
             variant: self.variant,
             kernel: self.kernel,
@@ -323,41 +323,55 @@ impl Culler {
             output: self.output,
             visibility: crate::visibility::frustum(),
             windows,
-            views: self.max_views,
+            views,
             workgroup_size: self.workgroup_size,
             tuning: self.tuning,
             subgroups: self.subgroups,
         }
     }
 
-    /// What to compile for targets spanning `windows` output windows: the
-    /// entry module, its shader defs and the passes' layouts (see
-    /// [`crate::shader::library`] for the modules it imports).
-    pub fn recipe(&self, windows: u32) -> KernelRecipe {
-        self.shape(windows).recipe()
+    /// What to compile for targets of `views` views spanning `windows`
+    /// output windows ([`CullTarget::windows`], [`CullTarget::views`]): the entry module, its shader
+    /// defs and the passes' layouts (see [`crate::shader::library`] for the
+    /// modules it imports).
+    pub fn recipe(&self, windows: u32, views: u32) -> KernelRecipe {
+        self.shape(windows, views).recipe()
+    }
+
+    /// The kernel cache's index of (`windows`, `views`), checked.
+    fn kernel_index(&self, windows: u32, views: u32) -> Result<usize, CullError> {
+        if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
+            return Err(CullError::InvalidParameter(
+                "windows must be from 1 to MAX_OUTPUT_WINDOWS",
+            ));
+        }
+        if !(1..=self.max_views).contains(&views) {
+            return Err(CullError::ViewCount {
+                views: views as usize,
+                max: self.max_views,
+            });
+        }
+        Ok(((views - 1) * MAX_OUTPUT_WINDOWS + windows - 1) as usize)
     }
 
     /// The WGSL of this culler's passes for a batch that fits one binding,
     /// exactly as compiled (composed, then written out by naga: for
     /// inspection, disassembly, register counts).
     pub fn shader_source(&self) -> String {
-        crate::shader::wgsl(&self.shape(1)).unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"))
+        crate::shader::wgsl(&self.shape(1, 1)).unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"))
     }
 
-    /// Hands over the pipelines of [`Self::recipe`]`(windows)`, compiled
-    /// elsewhere, one per pass in order. Their group 0 layouts must be the
-    /// recipe's ([`crate::kernel::PassLayout::layout_entries`]).
+    /// Hands over the pipelines of [`Self::recipe`]`(windows, views)`,
+    /// compiled elsewhere, one per pass in order. Their group 0 layouts must
+    /// be the recipe's ([`crate::kernel::PassLayout::layout_entries`]).
     pub fn provide_pipelines(
         &self,
         windows: u32,
+        views: u32,
         pipelines: Vec<wgpu::ComputePipeline>,
     ) -> Result<(), CullError> {
-        if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
-            return Err(CullError::InvalidParameter(
-                "windows must be from 1 to MAX_OUTPUT_WINDOWS",
-            ));
-        }
-        let recipe = self.recipe(windows);
+        let index = self.kernel_index(windows, views)?;
+        let recipe = self.recipe(windows, views);
         if pipelines.len() != recipe.passes.len() {
             return Err(CullError::PipelineCount {
                 expected: recipe.passes.len(),
@@ -365,28 +379,30 @@ impl Culler {
             });
         }
         let passes = pipelines.into_iter().map(CompiledPass::from_pipeline).collect();
-        self.kernels.lock().expect("kernel cache poisoned")[windows as usize - 1] = Some(Arc::new(passes));
+        self.kernels.lock().expect("kernel cache poisoned")[index] = Some(Arc::new(passes));
         Ok(())
     }
 
-    /// Whether targets spanning `windows` output windows can be culled now.
-    pub fn has_pipelines(&self, windows: u32) -> bool {
-        (1..=MAX_OUTPUT_WINDOWS).contains(&windows)
-            && (self.compiles
-                || self.kernels.lock().expect("kernel cache poisoned")[windows as usize - 1].is_some())
+    /// Whether targets of `views` views spanning `windows` output windows
+    /// can be culled now.
+    pub fn has_pipelines(&self, windows: u32, views: u32) -> bool {
+        self.kernel_index(windows, views)
+            .is_ok_and(|i| self.compiles || self.kernels.lock().expect("kernel cache poisoned")[i].is_some())
     }
 
-    /// The kernel for `windows`, compiling it when this culler compiles its own.
-    fn kernel_for(&self, windows: u32) -> Result<Kernel, CullError> {
+    /// The kernel for (`windows`, `views`), compiling it when this culler
+    /// compiles its own.
+    fn kernel_for(&self, windows: u32, views: u32) -> Result<Kernel, CullError> {
+        let index = self.kernel_index(windows, views)?;
         let mut cache = self.kernels.lock().expect("kernel cache poisoned");
-        let slot = &mut cache[windows as usize - 1];
+        let slot = &mut cache[index];
         if let Some(k) = slot {
             return Ok(k.clone());
         }
         if !self.compiles {
-            return Err(CullError::PipelinesNotReady { windows });
+            return Err(CullError::PipelinesNotReady { windows, views });
         }
-        let shape = self.shape(windows);
+        let shape = self.shape(windows, views);
         let recipe = shape.recipe();
         let limits = self.device.limits();
         for pass in &recipe.passes {
@@ -473,7 +489,7 @@ impl Culler {
                 });
             }
         }
-        let kernel = self.kernel_for(target.windows())?;
+        let kernel = self.kernel_for(target.windows(), target.views())?;
         let chunks: Vec<Chunk> = (0..count.div_ceil(self.window_len))
             .map(|index| {
                 let start = index * self.window_len;
@@ -589,7 +605,7 @@ impl CullTarget {
         }
         let windows = culler.windows_for_views(capacity, views)?;
         if culler.compiles {
-            culler.kernel_for(windows)?;
+            culler.kernel_for(windows, views)?;
         }
         let chunk_len = capacity.min(culler.window_len);
         let dispatch = culler.dispatch;

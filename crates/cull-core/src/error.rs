@@ -135,10 +135,12 @@ pub enum CullError {
     /// A culler made with [`crate::Culler::deferred`] has not been given
     /// the pipelines for this many output windows yet
     /// ([`crate::Culler::provide_pipelines`]).
-    #[error("the pipelines for {windows} output window(s) are not compiled yet")]
+    #[error("the pipelines for {windows} output window(s) and {views} view(s) are not compiled yet")]
     PipelinesNotReady {
         /// Output windows of the target.
         windows: u32,
+        /// Views of the target.
+        views: u32,
     },
     /// Pipelines handed to [`crate::Culler::provide_pipelines`] do not match
     /// the recipe's passes.

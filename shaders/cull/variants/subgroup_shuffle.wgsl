@@ -55,27 +55,27 @@ fn cull(
 ) {
     let items = load_items(workgroup_index(wid) * TILE + lid);
     let spheres = item_spheres(items);
-    // One block per view, not a loop (see cull::params::VIEWS).
+    // One block per view of the target, not a loop (see cull::params::VIEWS).
     cull_view(0u, items, spheres, lane, lanes, lid);
 #if VIEWS >= 2
-    if params.view_count >= 2u { cull_view(1u, items, spheres, lane, lanes, lid); }
+    cull_view(1u, items, spheres, lane, lanes, lid);
 #endif
 #if VIEWS >= 3
-    if params.view_count >= 3u { cull_view(2u, items, spheres, lane, lanes, lid); }
+    cull_view(2u, items, spheres, lane, lanes, lid);
 #endif
 #if VIEWS >= 4
-    if params.view_count >= 4u { cull_view(3u, items, spheres, lane, lanes, lid); }
+    cull_view(3u, items, spheres, lane, lanes, lid);
 #endif
 #if VIEWS >= 5
-    if params.view_count >= 5u { cull_view(4u, items, spheres, lane, lanes, lid); }
+    cull_view(4u, items, spheres, lane, lanes, lid);
 #endif
 #if VIEWS >= 6
-    if params.view_count >= 6u { cull_view(5u, items, spheres, lane, lanes, lid); }
+    cull_view(5u, items, spheres, lane, lanes, lid);
 #endif
 #if VIEWS >= 7
-    if params.view_count >= 7u { cull_view(6u, items, spheres, lane, lanes, lid); }
+    cull_view(6u, items, spheres, lane, lanes, lid);
 #endif
 #if VIEWS >= 8
-    if params.view_count >= 8u { cull_view(7u, items, spheres, lane, lanes, lid); }
+    cull_view(7u, items, spheres, lane, lanes, lid);
 #endif
 }

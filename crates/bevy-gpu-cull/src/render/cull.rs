@@ -2,7 +2,7 @@
 //! asynchronous readback of the visible counts.
 
 use super::BatchData;
-use super::prepare::{GpuBatch, RenderCuller, RenderFrame, ViewTargets};
+use super::prepare::{GpuBatch, RenderCuller, RenderFrame, ViewTargets, camera_groups};
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
@@ -10,7 +10,7 @@ use bevy::pbr::{ExtractedPointLight, LightEntity, ViewLightEntities};
 use bevy::prelude::*;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::ExtractedView;
-use cull_core::{CullParams, Frustum, INSTANCE_COUNT_OFFSET};
+use cull_core::{CullViewsParams, Frustum, INSTANCE_COUNT_OFFSET};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What culling one view needs besides its frustum.
@@ -50,21 +50,36 @@ pub(crate) fn report_culled_frame(
 }
 
 impl CullResources<'_, '_> {
-    /// Culls every batch with a target for `view` against `frustum`.
-    fn cull(&self, view: Entity, frustum: Result<Frustum, cull_core::CullError>, ctx: &mut RenderContext) {
+    /// Culls every batch with a target for the view group `group` (its
+    /// views, in their slots' order) against their frusta, in one pass.
+    fn cull(
+        &self,
+        group: &[Entity],
+        frusta: &[Result<Frustum, cull_core::CullError>],
+        ctx: &mut RenderContext,
+    ) {
         let Some(culler) = &self.culler else {
             return;
         };
         // A view whose matrices give no frustum keeps everything: drawing too
         // much beats losing what may be visible, or drawing last frame's set.
-        let frustum = frustum.unwrap_or_else(|e| {
-            warn_once!("GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled");
-            Frustum::everything()
-        });
+        let frusta: Vec<Frustum> = frusta
+            .iter()
+            .map(|f| match f {
+                Ok(f) => *f,
+                Err(e) => {
+                    warn_once!(
+                        "GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled"
+                    );
+                    Frustum::everything()
+                }
+            })
+            .collect();
         for (batch_entity, data, batch) in &self.batches {
-            let Some(target) = self.targets.map.get(&(view, batch_entity)) else {
+            let Some(group_target) = self.targets.groups.get(&(group[0], batch_entity)) else {
                 continue;
             };
+            let target = &group_target.target;
             // A format without scale culls with bounds covering every scale
             // the draw applies, so it is never less conservative than the draw.
             let local_bounds = if culler.culler().format().carries_scale() {
@@ -72,32 +87,39 @@ impl CullResources<'_, '_> {
             } else {
                 data.scales.cover(data.bounds)
             };
-            let params = CullParams {
-                frustum,
+            let params = CullViewsParams {
+                frusta: &frusta[..(target.views() as usize).min(frusta.len())],
                 local_bounds,
                 count: batch.count,
             };
             let encoder = ctx.command_encoder();
             if let Err(e) = culler
                 .culler()
-                .cull(encoder, &self.queue, &batch.input, &target.target, &params)
+                .cull_views(encoder, &self.queue, &batch.input, target, &params)
             {
                 // E.g. GpuCullBounds with a negative radius: draw nothing rather
                 // than the survivors of an earlier frame.
                 error_once!("GPU culling: {e}; the batch is not drawn");
-                encoder.clear_buffer(target.target.draw_args(), INSTANCE_COUNT_OFFSET, Some(4));
+                for view in 0..target.views() {
+                    let count = target.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
+                    encoder.clear_buffer(target.draw_args(), count, Some(4));
+                }
                 continue;
             }
             self.culled.0.store(true, Ordering::Relaxed);
-            // The count for the CPU, tagged with this frame; skipped while the
-            // previous one is still being mapped.
-            target.counts.copy(
-                encoder,
-                target.target.draw_args(),
-                INSTANCE_COUNT_OFFSET,
-                4,
-                self.frame.0,
-            );
+            // Each view's count for the CPU, tagged with this frame; skipped
+            // while the previous one is still being mapped.
+            for &view in group {
+                if let Some(view_target) = self.targets.map.get(&(view, batch_entity)) {
+                    view_target.counts.copy(
+                        encoder,
+                        target.draw_args(),
+                        view_target.draw_args_offset() + INSTANCE_COUNT_OFFSET,
+                        4,
+                        self.frame.0,
+                    );
+                }
+            }
         }
     }
 }
@@ -115,36 +137,43 @@ fn camera_frustum(
     }
 }
 
-/// Culls a camera's batches, before its prepass and main pass.
+/// Culls a camera's batches, before its prepass and main pass, together
+/// with the cascades of its directional lights (drawn in the camera's shadow
+/// pass): one pass per group of up to `MAX_VIEWS` views
+/// ([`camera_groups`]), each cascade opened toward the light, since a
+/// caster between the light and the cascade shadows it.
 pub(crate) fn cull_view(
-    view: ViewQuery<(Entity, &ExtractedView, Option<&CullingFrustumOverride>), Without<LightEntity>>,
-    resources: CullResources,
-    mut ctx: RenderContext,
-) {
-    let (view_entity, extracted, frozen) = view.into_inner();
-    resources.cull(view_entity, camera_frustum(extracted, frozen), &mut ctx);
-}
-
-/// Culls the batches of a camera's directional-light cascades (drawn in the
-/// camera's shadow pass), each against its cascade opened toward the light:
-/// a caster between the light and the cascade shadows it.
-pub(crate) fn cull_cascades(
-    view: ViewQuery<&ViewLightEntities>,
+    view: ViewQuery<
+        (
+            Entity,
+            &ExtractedView,
+            Option<&CullingFrustumOverride>,
+            Option<&ViewLightEntities>,
+        ),
+        Without<LightEntity>,
+    >,
     light_views: Query<(&ExtractedView, &LightEntity)>,
     resources: CullResources,
     mut ctx: RenderContext,
 ) {
-    for &light_view in &view.into_inner().lights {
-        let Ok((extracted, LightEntity::Directional { .. })) = light_views.get(light_view) else {
-            continue;
-        };
-        let frustum = match extracted.clip_from_world {
-            Some(m) => Frustum::from_shadow_cascade(m),
-            None => Err(cull_core::CullError::DegenerateFrustum(
-                "a cascade without a matrix",
-            )),
-        };
-        resources.cull(light_view, frustum, &mut ctx);
+    let (camera, extracted, frozen, lights) = view.into_inner();
+    let is_cascade = |e| matches!(light_views.get(e), Ok((_, LightEntity::Directional { .. })));
+    for group in camera_groups(camera, lights, is_cascade) {
+        let frusta: Vec<_> = group
+            .iter()
+            .map(|&member| {
+                if member == camera {
+                    return camera_frustum(extracted, frozen);
+                }
+                match light_views.get(member).ok().and_then(|(v, _)| v.clip_from_world) {
+                    Some(m) => Frustum::from_shadow_cascade(m),
+                    None => Err(cull_core::CullError::DegenerateFrustum(
+                        "a cascade without a matrix",
+                    )),
+                }
+            })
+            .collect();
+        resources.cull(&group, &frusta, &mut ctx);
     }
 }
 
@@ -160,7 +189,7 @@ pub(crate) fn cull_light_view(
     let (view_entity, extracted, light) = view.into_inner();
     let light_entity = match light {
         LightEntity::Point { light_entity, .. } | LightEntity::Spot { light_entity } => *light_entity,
-        // Culled with its camera (cull_cascades).
+        // Culled with its camera (cull_view).
         LightEntity::Directional { .. } => return,
     };
     // A far plane at the range past the near plane: a point within the
@@ -175,7 +204,7 @@ pub(crate) fn cull_light_view(
         extracted.world_from_view.to_matrix(),
         range,
     );
-    resources.cull(view_entity, frustum, &mut ctx);
+    resources.cull(&[view_entity], &[frustum], &mut ctx);
 }
 
 /// Starts mapping the counts copied this frame and forwards the ones that
@@ -208,11 +237,14 @@ pub(crate) fn read_back_counts(
                 },
             });
         }
-        if let Some(timings) = target.target.poll_timings() {
+    }
+    // A group's GPU time (all its views in one pass) goes to its first view.
+    for group in targets.groups.values() {
+        if let Some(timings) = group.target.poll_timings() {
             let _ = sender.send(StatMessage::Timing {
-                view: target.main_view,
-                shadow: target.shadow,
-                batch: target.main_batch,
+                view: group.main_view,
+                shadow: group.shadow,
+                batch: group.main_batch,
                 timings,
             });
         }

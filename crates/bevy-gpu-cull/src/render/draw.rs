@@ -288,10 +288,10 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
                     return RenderCommandResult::Skip;
                 };
                 pass.set_index_buffer(indices.buffer.slice(..), *index_format);
-                pass.draw_indexed_indirect(&target.draw_args, 0);
+                pass.draw_indexed_indirect(&target.draw_args, target.draw_args_offset());
             }
             bevy::render::mesh::RenderMeshBufferInfo::NonIndexed => {
-                pass.draw_indirect(&target.draw_args, 0);
+                pass.draw_indirect(&target.draw_args, target.draw_args_offset());
             }
         }
         // A frame "drew" when a batch with instances was drawn: the count

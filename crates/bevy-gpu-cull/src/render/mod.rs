@@ -128,11 +128,11 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .add_systems(
             Core3d,
             (
-                // Before the camera's prepass (which draws the batches too)
-                // and main pass.
-                cull::cull_view.before(Core3dSystems::Prepass),
-                // Directional cascades are drawn in their camera's run.
-                cull::cull_cascades.before(per_view_shadow_pass::<EARLY_SHADOW_PASS>),
+                // A camera with its directional cascades (drawn in its run),
+                // before its shadow pass, prepass and main pass.
+                cull::cull_view
+                    .before(Core3dSystems::Prepass)
+                    .before(per_view_shadow_pass::<EARLY_SHADOW_PASS>),
                 // Point and spot lights' views run before the cameras.
                 cull::cull_light_view.before(shared_shadow_pass::<EARLY_SHADOW_PASS>),
             )

@@ -1,6 +1,8 @@
 //! GPU resources: the culler (rebuilt when the settings change), each batch's
-//! buffers (rewritten only when its list changed), and a cull target per
-//! (view, batch) with its draw bind group.
+//! buffers (rewritten only when its list changed), a cull target per (view
+//! group, batch), and per (view, batch) its draw bind group. A view group is
+//! a camera with its directional cascades, culled in one pass (up to
+//! `MAX_VIEWS` views a group), or a light view of its own.
 
 use super::BatchData;
 use super::draw::CulledPipeline;
@@ -9,7 +11,7 @@ use crate::components::CulledInstance;
 use crate::plugin::{GpuCullSettings, ShadowViewId, StatMessage, StatSender};
 use bevy::camera::visibility::RenderLayers;
 use bevy::pbr::RenderMeshInstances;
-use bevy::pbr::{LightEntity, RenderMeshInstanceFlags};
+use bevy::pbr::{LightEntity, RenderMeshInstanceFlags, ViewLightEntities};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::render::mesh::allocator::MeshAllocator;
@@ -26,10 +28,11 @@ use bevy::render::view::ExtractedView;
 use bevy::shader::ShaderCacheError;
 use bevy::shader::{Shader, ShaderDefVal};
 use cull_core::{
-    AsyncReadback, CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, OutputKind,
-    ScanVariant,
+    AsyncReadback, CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, MAX_VIEWS,
+    OutputKind, ScanVariant,
 };
 use std::ops::Range;
+use std::sync::Arc;
 
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -45,8 +48,8 @@ pub(crate) struct CullShaders {
     /// Held so that the library stays loaded.
     _library: Vec<Handle<Shader>>,
     entries: HashMap<&'static str, Handle<Shader>>,
-    /// Pipeline ids of every kernel queued, by (variant, format, windows).
-    kernels: HashMap<(ScanVariant, InstanceFormat, u32), Vec<CachedComputePipelineId>>,
+    /// Pipeline ids of every kernel queued, by (variant, format, windows, views).
+    kernels: HashMap<(ScanVariant, InstanceFormat, u32, u32), Vec<CachedComputePipelineId>>,
 }
 
 impl CullShaders {
@@ -69,31 +72,33 @@ impl CullShaders {
 }
 
 /// A culler whose kernels Bevy's `PipelineCache` compiles: it culls only
-/// into targets whose kernel (by output-window count) is ready.
+/// into targets whose kernel (by output windows and views) is ready.
 pub(crate) struct CompilingCuller {
     pub culler: Culler,
     pub settings: GpuCullSettings,
-    /// Kernels queued in the pipeline cache, by output windows.
-    queued: HashMap<u32, Vec<CachedComputePipelineId>>,
+    /// Kernels queued in the pipeline cache, by output windows and views.
+    queued: HashMap<(u32, u32), Vec<CachedComputePipelineId>>,
     /// A kernel failed to compile: a pending culler is then given up.
     failed: bool,
 }
 
 impl CompilingCuller {
-    /// Queues the kernel for targets of `windows` output windows, once: the
-    /// pipeline ids of a kernel queued before (for the same variant, format
-    /// and windows, e.g. when `V` comes back to a variant) are reused, so
-    /// switching settings does not grow Bevy's pipeline cache.
-    pub fn request(&mut self, windows: u32, cache: &PipelineCache, shaders: &mut CullShaders) {
-        if self.culler.has_pipelines(windows) || self.queued.contains_key(&windows) {
+    /// Queues the kernel for targets of `views` views and `windows` output
+    /// windows, once: the pipeline ids of a kernel queued before (for the
+    /// same variant, format, windows and views, e.g. when `V` comes back to
+    /// a variant) are reused, so switching settings does not grow Bevy's
+    /// pipeline cache.
+    pub fn request(&mut self, windows: u32, views: u32, cache: &PipelineCache, shaders: &mut CullShaders) {
+        let shape = (windows, views);
+        if self.culler.has_pipelines(windows, views) || self.queued.contains_key(&shape) {
             return;
         }
-        let key = (self.culler.variant(), self.culler.format(), windows);
+        let key = (self.culler.variant(), self.culler.format(), windows, views);
         if let Some(ids) = shaders.kernels.get(&key) {
-            self.queued.insert(windows, ids.clone());
+            self.queued.insert(shape, ids.clone());
             return;
         }
-        let recipe = self.culler.recipe(windows);
+        let recipe = self.culler.recipe(windows, views);
         let Some(shader) = shaders.entries.get(recipe.entry.path) else {
             error!("GPU culling: no shader {}", recipe.entry.path);
             return;
@@ -126,7 +131,7 @@ impl CompilingCuller {
             })
             .collect();
         shaders.kernels.insert(key, ids.clone());
-        self.queued.insert(windows, ids);
+        self.queued.insert(shape, ids);
     }
 
     /// Hands the kernels whose passes are all compiled to the culler. A
@@ -136,7 +141,7 @@ impl CompilingCuller {
     pub fn poll(&mut self, cache: &PipelineCache) {
         let culler = &self.culler;
         let mut failed = false;
-        self.queued.retain(|&windows, ids| {
+        self.queued.retain(|&(windows, views), ids| {
             let mut pipelines = Vec::with_capacity(ids.len());
             for &id in ids.iter() {
                 match cache.get_compute_pipeline_state(id) {
@@ -157,7 +162,7 @@ impl CompilingCuller {
                     },
                 }
             }
-            if let Err(e) = culler.provide_pipelines(windows, pipelines) {
+            if let Err(e) = culler.provide_pipelines(windows, views, pipelines) {
                 error!("GPU culling: {e}");
                 failed = true;
             }
@@ -207,17 +212,36 @@ pub(crate) struct GpuBatch {
     pub buffers_id: u64,
 }
 
-/// One view's cull of one batch.
+/// One view group's cull of one batch: a target with a list of survivors
+/// and draw arguments per view of the group.
+pub(crate) struct GroupTarget {
+    pub target: Arc<CullTarget>,
+    /// `target.draw_args()` as a Bevy buffer, for the render pass.
+    pub draw_args: Buffer,
+    pub views: u32,
+    pub capacity: u32,
+    pub culler_generation: u64,
+    /// The draw arguments last written to `target` (all but the counts).
+    written_args: Option<DrawArgs>,
+    /// Whose stats its GPU time goes to: the group's first view's.
+    pub main_view: Entity,
+    pub main_batch: Entity,
+    pub shadow: Option<ShadowViewId>,
+    live: bool,
+}
+
+/// One view's part of its group's cull of one batch.
 pub(crate) struct ViewTarget {
-    pub target: CullTarget,
+    /// The group's target, shared by the group's views.
+    pub target: Arc<CullTarget>,
+    /// This view's place in the group's target.
+    pub slot: u32,
     /// `target.draw_args()` as a Bevy buffer, for the render pass.
     pub draw_args: Buffer,
     pub bind_group: Option<BindGroup>,
     /// What `bind_group` binds: the batch's buffers ([`GpuBatch::buffers_id`])
     /// and its material's base color texture and normal map, when ready.
     bound: (u64, Option<AssetId<Image>>, Option<AssetId<Image>>),
-    pub capacity: u32,
-    pub culler_generation: u64,
     /// The visible count on its way to the CPU, tagged with its render frame.
     pub counts: AsyncReadback,
     /// The latest visible count read back; `u32::MAX` until one arrives.
@@ -227,8 +251,6 @@ pub(crate) struct ViewTarget {
     /// The light view it is, for a shadow map's target.
     pub shadow: Option<ShadowViewId>,
     live: bool,
-    /// The draw arguments last written to `target` (all but the count).
-    written_args: Option<DrawArgs>,
 }
 
 impl ViewTarget {
@@ -236,6 +258,11 @@ impl ViewTarget {
     pub fn has_instances(&self) -> bool {
         let count = self.last_count.load(std::sync::atomic::Ordering::Relaxed);
         count != 0 && count != u32::MAX
+    }
+
+    /// Byte offset of this view's draw arguments in `draw_args`.
+    pub fn draw_args_offset(&self) -> u64 {
+        self.target.draw_args_offset(self.slot)
     }
 }
 
@@ -261,10 +288,29 @@ pub(crate) fn count_frame(mut frame: ResMut<RenderFrame>) {
     frame.0 += 1;
 }
 
-/// Cull targets by (view, batch) render-world entities.
+/// Cull targets by (view, batch) render-world entities, and the targets of
+/// their groups by (group, batch): a group is named by its first view.
 #[derive(Resource, Default)]
 pub(crate) struct ViewTargets {
     pub map: HashMap<(Entity, Entity), ViewTarget>,
+    pub groups: HashMap<(Entity, Entity), GroupTarget>,
+}
+
+/// The views culled together in one pass: a camera, then the cascades of
+/// the directional lights it draws shadows for (culled in its run), cut
+/// into groups of at most `MAX_VIEWS`. [`prepare_targets`] and the cull
+/// both take the groups from here, so their slots agree.
+pub(crate) fn camera_groups(
+    camera: Entity,
+    lights: Option<&ViewLightEntities>,
+    is_cascade: impl Fn(Entity) -> bool,
+) -> Vec<Vec<Entity>> {
+    let cascades = lights
+        .into_iter()
+        .flat_map(|l| l.lights.iter().copied())
+        .filter(|&light_view| is_cascade(light_view));
+    let views: Vec<Entity> = std::iter::once(camera).chain(cascades).collect();
+    views.chunks(MAX_VIEWS as usize).map(<[Entity]>::to_vec).collect()
 }
 
 /// Instances a batch's buffers hold: room to grow without reallocating.
@@ -304,6 +350,8 @@ pub(crate) fn prepare_culler(world: &mut World) {
                 format: settings.format,
                 output: OutputKind::Indices,
                 timestamps: true,
+                // A camera and its cascades in one pass.
+                max_views: MAX_VIEWS,
                 ..Default::default()
             };
             let device = world.resource::<RenderDevice>().wgpu_device().clone();
@@ -324,6 +372,15 @@ pub(crate) fn prepare_culler(world: &mut World) {
         .iter(world)
         .map(|b| b.instances.len())
         .collect();
+    // The view groups' sizes in use: a new culler compiles their kernels
+    // before it takes over.
+    let mut view_counts: Vec<u32> = world
+        .get_resource::<ViewTargets>()
+        .map(|t| t.groups.values().map(|g| g.views).collect())
+        .unwrap_or_default();
+    view_counts.push(1);
+    view_counts.sort_unstable();
+    view_counts.dedup();
     world.resource_scope(|world, cache: Mut<PipelineCache>| {
         world.resource_scope(|world, mut shaders: Mut<CullShaders>| {
             if let Some(mut current) = world.get_resource_mut::<RenderCuller>() {
@@ -331,10 +388,12 @@ pub(crate) fn prepare_culler(world: &mut World) {
             }
             if let Some(mut pending) = world.get_resource_mut::<PendingCuller>() {
                 let pending = &mut pending.0;
-                pending.request(1, &cache, &mut shaders);
+                pending.request(1, 1, &cache, &mut shaders);
                 for &len in &lens {
-                    if let Ok(windows) = pending.culler.windows_for(batch_capacity(len)) {
-                        pending.request(windows, &cache, &mut shaders);
+                    for &views in &view_counts {
+                        if let Ok(windows) = pending.culler.windows_for_views(batch_capacity(len), views) {
+                            pending.request(windows, views, &cache, &mut shaders);
+                        }
                     }
                 }
                 pending.poll(&cache);
@@ -498,7 +557,8 @@ pub(crate) fn prepare_targets(
         &ExtractedView,
         Option<&MainEntity>,
         Option<&RenderLayers>,
-        Has<LightEntity>,
+        Option<&ViewLightEntities>,
+        Option<&LightEntity>,
     )>,
     batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData, Option<&GpuMaterial>)>,
     images: Res<RenderAssets<GpuImage>>,
@@ -513,12 +573,28 @@ pub(crate) fn prepare_targets(
     let (Some(mut culler), Some(pipeline)) = (culler, pipeline) else {
         return;
     };
+    let targets = &mut *targets;
     for target in targets.map.values_mut() {
         target.live = false;
     }
-    for (view, extracted, main_view, view_layers, is_light) in &views {
+    for group in targets.groups.values_mut() {
+        group.live = false;
+    }
+    // Each view's group (its first view), its slot there and the group's size.
+    let mut grouping: HashMap<Entity, (Entity, u32, u32)> = HashMap::default();
+    let is_cascade = |e| matches!(views.get(e), Ok((.., Some(LightEntity::Directional { .. }))));
+    for (view, _, main_view, _, lights, light) in &views {
+        if main_view.is_some() && light.is_none() {
+            for group in camera_groups(view, lights, is_cascade) {
+                for (slot, &member) in group.iter().enumerate() {
+                    grouping.insert(member, (group[0], slot as u32, group.len() as u32));
+                }
+            }
+        }
+    }
+    for (view, extracted, main_view, view_layers, _, light) in &views {
         // A camera (it has a main-world entity) or a light's shadow view.
-        let (main_view, shadow) = match (main_view, is_light) {
+        let (main_view, shadow) = match (main_view, light.is_some()) {
             (_, true) => {
                 let rve = extracted.retained_view_entity;
                 let camera = rve.auxiliary_entity.id();
@@ -532,6 +608,9 @@ pub(crate) fn prepare_targets(
             (Some(main_view), false) => (main_view.id(), None),
             (None, false) => continue,
         };
+        // A cascade no camera took in is culled on its own (as are point
+        // and spot light views).
+        let (group, slot, group_views) = grouping.get(&view).copied().unwrap_or((view, 0, 1));
         let default_layers = RenderLayers::default();
         let view_layers = view_layers.unwrap_or(&default_layers);
         for (batch_entity, main_batch, gpu, batch, material) in &batches {
@@ -556,52 +635,58 @@ pub(crate) fn prepare_targets(
             let Some(vertices) = allocator.mesh_vertex_slice(&mesh_instance.mesh_asset_id()) else {
                 continue;
             };
-            let key = (view, batch_entity);
-            let fresh = targets
-                .map
-                .get(&key)
-                .is_none_or(|t| t.capacity < gpu.capacity || t.culler_generation != culler.generation);
-            if fresh {
+            // The group's target, shared by its views.
+            let group_key = (group, batch_entity);
+            let stale = targets.groups.get(&group_key).is_none_or(|g| {
+                g.capacity < gpu.capacity
+                    || g.culler_generation != culler.generation
+                    || g.views != group_views
+            });
+            if stale {
                 // A batch past one storage binding needs a kernel with more
                 // output windows: until Bevy has compiled it, the batch is
                 // not drawn (as Bevy does with a mesh whose pipeline is not
                 // ready).
-                match culler.culler().windows_for(gpu.capacity) {
-                    Ok(windows) if !culler.culler().has_pipelines(windows) => {
-                        culler.inner.request(windows, &pipeline_cache, &mut shaders);
+                match culler.culler().windows_for_views(gpu.capacity, group_views) {
+                    Ok(windows) if !culler.culler().has_pipelines(windows, group_views) => {
+                        culler
+                            .inner
+                            .request(windows, group_views, &pipeline_cache, &mut shaders);
                         continue;
                     }
                     _ => {}
                 }
-                let target = match CullTarget::new(device.wgpu_device(), culler.culler(), gpu.capacity) {
+                let target = match CullTarget::with_views(
+                    device.wgpu_device(),
+                    culler.culler(),
+                    gpu.capacity,
+                    group_views,
+                ) {
                     Ok(t) => t,
                     Err(e) => {
                         error!("GPU culling: {e}");
                         continue;
                     }
                 };
-                let counts = AsyncReadback::new(device.wgpu_device(), 4, "gpu_cull_count_readback");
                 let draw_args = Buffer::from(target.draw_args().clone());
-                targets.map.insert(
-                    key,
-                    ViewTarget {
-                        target,
+                targets.groups.insert(
+                    group_key,
+                    GroupTarget {
+                        target: Arc::new(target),
                         draw_args,
-                        bind_group: None,
-                        bound: (0, None, None),
+                        views: group_views,
                         capacity: gpu.capacity,
                         culler_generation: culler.generation,
-                        counts,
-                        last_count: AtomicU32::new(u32::MAX),
+                        written_args: None,
                         main_view,
                         main_batch: main_batch.id(),
                         shadow,
                         live: false,
-                        written_args: None,
                     },
                 );
             }
-            let target = targets.map.get_mut(&key).expect("inserted above");
+            let group_target = targets.groups.get_mut(&group_key).expect("inserted above");
+            group_target.live = true;
             // The mesh's place in Bevy's shared vertex and index buffers,
             // written only when it changes (a new target, a mesh that moved
             // in the allocator or was replaced).
@@ -621,26 +706,52 @@ pub(crate) fn prepare_targets(
                     first_vertex: vertices.range.start,
                 },
             };
-            if target.written_args != Some(args) {
+            if group_target.written_args != Some(args) {
+                let target = &group_target.target;
                 match args {
                     DrawArgs::Indexed {
                         index_count,
                         first_index,
                         base_vertex,
-                    } => target
-                        .target
-                        .set_indexed_draw(&queue, index_count, first_index, base_vertex, 0),
+                    } => target.set_indexed_draw(&queue, index_count, first_index, base_vertex, 0),
                     DrawArgs::NonIndexed {
                         vertex_count,
                         first_vertex,
-                    } => target.target.set_draw(&queue, vertex_count, first_vertex, 0),
+                    } => target.set_draw(&queue, vertex_count, first_vertex, 0),
                 }
-                target.written_args = Some(args);
+                group_target.written_args = Some(args);
                 let _ = sender.0.lock().map(|s| s.send(StatMessage::DrawArgsWritten));
             }
-            // The output buffer is the target's own; the draw data and the
-            // material are the batch's: rebind only when one was replaced or
-            // the material's texture became ready.
+            let shared = group_target.target.clone();
+            let draw_args = group_target.draw_args.clone();
+            let key = (view, batch_entity);
+            let fresh = targets
+                .map
+                .get(&key)
+                .is_none_or(|t| !Arc::ptr_eq(&t.target, &shared) || t.slot != slot);
+            if fresh {
+                let counts = AsyncReadback::new(device.wgpu_device(), 4, "gpu_cull_count_readback");
+                targets.map.insert(
+                    key,
+                    ViewTarget {
+                        target: shared,
+                        slot,
+                        draw_args,
+                        bind_group: None,
+                        bound: (0, None, None),
+                        counts,
+                        last_count: AtomicU32::new(u32::MAX),
+                        main_view,
+                        main_batch: main_batch.id(),
+                        shadow,
+                        live: false,
+                    },
+                );
+            }
+            let target = targets.map.get_mut(&key).expect("inserted above");
+            // The output is this view's list in its group's target; the draw
+            // data and the material are the batch's: rebind only when one was
+            // replaced or the material's texture became ready.
             let Some(material) = material else {
                 continue;
             };
@@ -656,12 +767,20 @@ pub(crate) fn prepare_targets(
             );
             if fresh || target.bound != bound {
                 let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
+                let output = target.target.output_buffer();
+                let survivors = wgpu::BufferBinding {
+                    buffer: output,
+                    offset: target.target.view_output_offset(slot),
+                    size: wgpu::BufferSize::new(
+                        target.target.capacity() as u64 * target.target.output_stride(),
+                    ),
+                };
                 target.bind_group = Some(device.create_bind_group(
                     "gpu_cull_instances",
                     &layout,
                     &BindGroupEntries::sequential((
                         gpu.draw_data.as_entire_binding(),
-                        target.target.output_buffer().as_entire_binding(),
+                        wgpu::BindingResource::Buffer(survivors),
                         material.buffer.as_entire_binding(),
                         &image.texture_view,
                         &image.sampler,
@@ -674,6 +793,7 @@ pub(crate) fn prepare_targets(
         }
     }
     targets.map.retain(|_, t| t.live);
+    targets.groups.retain(|_, g| g.live);
 }
 
 /// Reports the bytes of the plugin's GPU buffers when they change.
@@ -688,13 +808,45 @@ pub(crate) fn report_gpu_bytes(
         .map(|b| b.input.buffer_bytes() + b.draw_data.size())
         .sum();
     let target_bytes: u64 = targets
-        .map
+        .groups
         .values()
-        .map(|t| t.target.buffer_bytes() + t.counts.buffer_bytes())
-        .sum();
+        .map(|g| g.target.buffer_bytes())
+        .sum::<u64>()
+        + targets.map.values().map(|t| t.counts.buffer_bytes()).sum::<u64>();
     let bytes = batch_bytes + target_bytes;
     if *last != Some(bytes) {
         *last = Some(bytes);
         let _ = sender.0.lock().map(|s| s.send(StatMessage::GpuBytes(bytes)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A camera comes first in its group, then its cascades in order, cut
+    /// into groups of at most `MAX_VIEWS`; other light views stay out.
+    #[test]
+    fn camera_groups_take_cascades_in_order_up_to_max_views() {
+        let camera = Entity::from_raw_u32(1).unwrap();
+        let lights: Vec<Entity> = (10..22).map(|i| Entity::from_raw_u32(i).unwrap()).collect();
+        let view_lights = ViewLightEntities {
+            lights: lights.clone(),
+        };
+        // Every other light view is a cascade: six of them.
+        let is_cascade = |e: Entity| e.index_u32().is_multiple_of(2);
+        let groups = camera_groups(camera, Some(&view_lights), is_cascade);
+        let cascades: Vec<Entity> = lights.iter().copied().filter(|&e| is_cascade(e)).collect();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0][0], camera);
+        assert_eq!(groups[0][1..], cascades[..]);
+        // Twelve cascades: eight views, then five.
+        let groups = camera_groups(camera, Some(&view_lights), |_| true);
+        assert_eq!(
+            groups.iter().map(Vec::len).collect::<Vec<_>>(),
+            [MAX_VIEWS as usize, 5]
+        );
+        assert_eq!(groups.concat()[1..], lights[..]);
+        assert_eq!(camera_groups(camera, None, |_| true), [vec![camera]]);
     }
 }

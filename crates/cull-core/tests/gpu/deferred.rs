@@ -9,9 +9,9 @@ use cull_core::kernel::ShaderDefValue;
 use cull_core::{CullError, Culler, CullerDesc, InstanceFormat, OutputKind, ScanVariant};
 use naga_oil::compose::{ComposableModuleDescriptor, Composer, NagaModuleDescriptor};
 
-/// Compiles `culler.recipe(1)` the way a renderer would.
+/// Compiles `culler.recipe(1, 1)` (one window, one view) the way a renderer would.
 fn compile_recipe(device: &wgpu::Device, culler: &Culler) -> Vec<wgpu::ComputePipeline> {
-    let recipe = culler.recipe(1);
+    let recipe = culler.recipe(1, 1);
     let caps = if recipe.subgroups {
         naga::valid::Capabilities::SUBGROUP
     } else {
@@ -97,28 +97,28 @@ fn kernels_compiled_by_the_renderer_cull_exact_sets() {
         let scene = harness::edge_scene(7, 10_007, Camera::Perspective, InstanceFormat::PosQuat);
         let job = Job::new(ctx, &culler, &scene, 10_007);
         // Nothing compiled yet: a typed error, not a panic in wgpu.
-        assert!(!culler.has_pipelines(1));
+        assert!(!culler.has_pipelines(1, 1));
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         let err = culler
             .cull(&mut encoder, &ctx.queue, &job.input, &job.target, &job.params)
             .unwrap_err();
         assert!(
-            matches!(err, CullError::PipelinesNotReady { windows: 1 }),
+            matches!(err, CullError::PipelinesNotReady { windows: 1, views: 1 }),
             "{err}"
         );
         // Wrong handovers are refused.
         assert!(matches!(
-            culler.provide_pipelines(1, Vec::new()).unwrap_err(),
+            culler.provide_pipelines(1, 1, Vec::new()).unwrap_err(),
             CullError::PipelineCount { got: 0, .. }
         ));
         assert!(matches!(
-            culler.provide_pipelines(0, Vec::new()).unwrap_err(),
+            culler.provide_pipelines(0, 1, Vec::new()).unwrap_err(),
             CullError::InvalidParameter(_)
         ));
         culler
-            .provide_pipelines(1, compile_recipe(&ctx.device, &culler))
+            .provide_pipelines(1, 1, compile_recipe(&ctx.device, &culler))
             .unwrap();
-        assert!(culler.has_pipelines(1) && !culler.has_pipelines(0));
+        assert!(culler.has_pipelines(1, 1) && !culler.has_pipelines(0, 1));
         job.cull(ctx, &culler);
         let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
         let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
