@@ -118,9 +118,12 @@ pub struct GpuCullStats {
     pub variant: Option<ScanVariant>,
     /// GPU time per pass of the latest timed cull of each (camera, batch),
     /// from timestamp queries (when the adapter has them), read back
-    /// asynchronously.
+    /// asynchronously. A camera's cull covers its directional cascades too
+    /// (they are culled in the same pass).
     pub timings: HashMap<(Entity, Entity), CullTimings>,
-    /// GPU time per pass of the latest timed cull of each (shadow view, batch).
+    /// GPU time per pass of the latest timed cull of each (shadow view,
+    /// batch) culled as the first view of its pass: a spot light's view, or
+    /// a point light's first face, whose cull covers all six faces.
     pub shadow_timings: HashMap<(ShadowViewId, Entity), CullTimings>,
     /// The sum of the latest timed culls' totals (cameras' and shadow
     /// views'), in milliseconds.

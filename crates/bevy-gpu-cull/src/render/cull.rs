@@ -2,7 +2,7 @@
 //! asynchronous readback of the visible counts.
 
 use super::BatchData;
-use super::prepare::{GpuBatch, RenderCuller, RenderFrame, ViewTargets, camera_groups};
+use super::prepare::{GpuBatch, RenderCuller, RenderFrame, ViewTargets, camera_groups, point_light_faces};
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
@@ -33,10 +33,14 @@ pub(crate) struct CulledThisFrame(AtomicBool);
 /// Sends [`crate::GpuCullStats::culled_frames`]'s message once per frame that culled.
 pub(crate) fn report_culled_frame(
     culled: Res<CulledThisFrame>,
+    groups_culled: Res<LightGroupsCulled>,
     culler: Option<Res<RenderCuller>>,
     frame: Res<RenderFrame>,
     sender: Res<StatSender>,
 ) {
+    if let Ok(mut groups) = groups_culled.0.lock() {
+        groups.clear();
+    }
     if culled.0.swap(false, Ordering::Relaxed)
         && let Some(culler) = culler
     {
@@ -177,21 +181,39 @@ pub(crate) fn cull_view(
     }
 }
 
-/// Culls the batches of a point light's cube face or a spot light (views of
-/// their own, run before the cameras), bounded by the light's range: nothing
-/// beyond it is lit or shadowed by the light.
+/// Culls the batches of a point light's six cube faces together, in the run
+/// of whichever face comes first in the frame (Bevy runs each face as a view
+/// of its own, before the cameras), or a spot light's view alone: bounded by
+/// the light's range, since nothing beyond it is lit or shadowed by the
+/// light.
 pub(crate) fn cull_light_view(
     view: ViewQuery<(Entity, &ExtractedView, &LightEntity)>,
+    light_views: Query<(Entity, &ExtractedView, &LightEntity)>,
     lights: Query<&ExtractedPointLight>,
+    groups_culled: Res<LightGroupsCulled>,
     resources: CullResources,
     mut ctx: RenderContext,
 ) {
-    let (view_entity, extracted, light) = view.into_inner();
-    let light_entity = match light {
-        LightEntity::Point { light_entity, .. } | LightEntity::Spot { light_entity } => *light_entity,
+    let (view_entity, _, light) = view.into_inner();
+    let (light_entity, group) = match light {
+        LightEntity::Point { light_entity, .. } => (
+            *light_entity,
+            point_light_faces(*light_entity, light_views.iter().map(|(e, _, l)| (e, l))),
+        ),
+        LightEntity::Spot { light_entity } => (*light_entity, vec![view_entity]),
         // Culled with its camera (cull_view).
         LightEntity::Directional { .. } => return,
     };
+    // The faces after the first in this frame find their group culled.
+    let first = group.first().copied().unwrap_or(view_entity);
+    if !groups_culled
+        .0
+        .lock()
+        .map(|mut culled| culled.insert(first))
+        .unwrap_or(true)
+    {
+        return;
+    }
     // A far plane at the range past the near plane: a point within the
     // range of the light lies nearer than that along any view direction.
     let range = lights
@@ -199,13 +221,27 @@ pub(crate) fn cull_light_view(
         .ok()
         .map(|l| l.range)
         .filter(|r| r.is_finite() && *r > 0.0);
-    let frustum = Frustum::from_view(
-        extracted.clip_from_view,
-        extracted.world_from_view.to_matrix(),
-        range,
-    );
-    resources.cull(&[view_entity], &[frustum], &mut ctx);
+    let frusta: Vec<_> = group
+        .iter()
+        .map(|&member| match light_views.get(member) {
+            Ok((_, extracted, _)) => Frustum::from_view(
+                extracted.clip_from_view,
+                extracted.world_from_view.to_matrix(),
+                range,
+            ),
+            Err(_) => Err(cull_core::CullError::DegenerateFrustum(
+                "a light view without matrices",
+            )),
+        })
+        .collect();
+    resources.cull(&group, &frusta, &mut ctx);
 }
+
+/// The light view groups culled this frame (by first view): a point light's
+/// faces are culled in the first face's run, and skipped in the others'.
+/// Cleared once a frame by [`report_culled_frame`].
+#[derive(Resource, Default)]
+pub(crate) struct LightGroupsCulled(pub std::sync::Mutex<bevy::platform::collections::HashSet<Entity>>);
 
 /// Starts mapping the counts copied this frame and forwards the ones that
 /// arrived, never waiting for the GPU.

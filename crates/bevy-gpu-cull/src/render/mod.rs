@@ -70,6 +70,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .init_resource::<draw::QueuedBatches>()
         .init_resource::<draw::DrawnThisFrame>()
         .init_resource::<cull::CulledThisFrame>()
+        .init_resource::<cull::LightGroupsCulled>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
         .init_gpu_resource::<prepare::ViewTargets>()

@@ -1,8 +1,9 @@
 //! GPU resources: the culler (rebuilt when the settings change), each batch's
 //! buffers (rewritten only when its list changed), a cull target per (view
 //! group, batch), and per (view, batch) its draw bind group. A view group is
-//! a camera with its directional cascades, culled in one pass (up to
-//! `MAX_VIEWS` views a group), or a light view of its own.
+//! culled in one pass: a camera with its directional cascades (up to
+//! `MAX_VIEWS` views a group), a point light's six faces, or a spot light's
+//! view alone.
 
 use super::BatchData;
 use super::draw::CulledPipeline;
@@ -313,6 +314,29 @@ pub(crate) fn camera_groups(
     views.chunks(MAX_VIEWS as usize).map(<[Entity]>::to_vec).collect()
 }
 
+/// A point light's cube faces, culled together in one pass: the light's
+/// face views among `views`, in face order.
+pub(crate) fn point_light_faces<'a>(
+    light: Entity,
+    views: impl Iterator<Item = (Entity, &'a LightEntity)>,
+) -> Vec<Entity> {
+    let mut faces: Vec<(usize, Entity)> = views
+        .filter_map(|(view, l)| match l {
+            LightEntity::Point {
+                light_entity,
+                face_index,
+            } if *light_entity == light => Some((*face_index, view)),
+            _ => None,
+        })
+        .collect();
+    faces.sort_unstable_by_key(|&(face, _)| face);
+    faces
+        .into_iter()
+        .map(|(_, view)| view)
+        .take(MAX_VIEWS as usize)
+        .collect()
+}
+
 /// Instances a batch's buffers hold: room to grow without reallocating.
 pub(crate) fn batch_capacity(len: usize) -> u32 {
     (len as u32).max(1).next_power_of_two()
@@ -583,12 +607,18 @@ pub(crate) fn prepare_targets(
     // Each view's group (its first view), its slot there and the group's size.
     let mut grouping: HashMap<Entity, (Entity, u32, u32)> = HashMap::default();
     let is_cascade = |e| matches!(views.get(e), Ok((.., Some(LightEntity::Directional { .. }))));
+    let light_views = || views.iter().filter_map(|(e, .., l)| l.map(|l| (e, l)));
     for (view, _, main_view, _, lights, light) in &views {
-        if main_view.is_some() && light.is_none() {
-            for group in camera_groups(view, lights, is_cascade) {
-                for (slot, &member) in group.iter().enumerate() {
-                    grouping.insert(member, (group[0], slot as u32, group.len() as u32));
-                }
+        let groups = match light {
+            None if main_view.is_some() => camera_groups(view, lights, is_cascade),
+            Some(LightEntity::Point { light_entity, .. }) if !grouping.contains_key(&view) => {
+                vec![point_light_faces(*light_entity, light_views())]
+            }
+            _ => continue,
+        };
+        for group in groups {
+            for (slot, &member) in group.iter().enumerate() {
+                grouping.insert(member, (group[0], slot as u32, group.len() as u32));
             }
         }
     }
@@ -608,8 +638,8 @@ pub(crate) fn prepare_targets(
             (Some(main_view), false) => (main_view.id(), None),
             (None, false) => continue,
         };
-        // A cascade no camera took in is culled on its own (as are point
-        // and spot light views).
+        // A cascade no camera took in is culled on its own, as is a spot
+        // light's view.
         let (group, slot, group_views) = grouping.get(&view).copied().unwrap_or((view, 0, 1));
         let default_layers = RenderLayers::default();
         let view_layers = view_layers.unwrap_or(&default_layers);
