@@ -36,6 +36,13 @@ const MATERIAL_ALPHA_MASK: u32 = 4u;
 const MATERIAL_NORMAL_MAPPED: u32 = 8u;
 // GpuCullMaterial::flags: the normal map's green channel points down.
 const MATERIAL_FLIP_NORMAL_Y: u32 = 16u;
+// GpuCullMaterial::flags: metallic (blue) and roughness (green) scaled by
+// metallic_roughness_texture, as glTF and Bevy pack them.
+const MATERIAL_METALLIC_ROUGHNESS_TEXTURED: u32 = 32u;
+// GpuCullMaterial::flags: emissive scaled by emissive_texture.
+const MATERIAL_EMISSIVE_TEXTURED: u32 = 64u;
+// GpuCullMaterial::flags: ambient occlusion from occlusion_texture (red).
+const MATERIAL_OCCLUSION_TEXTURED: u32 = 128u;
 
 @group(2) @binding(0) var<storage, read> instances: array<CulledInstance>;
 @group(2) @binding(1) var<storage, read> survivors: array<u32>;
@@ -45,6 +52,37 @@ const MATERIAL_FLIP_NORMAL_Y: u32 = 16u;
 @group(2) @binding(4) var base_color_sampler: sampler;
 // The material's tangent-space normal map (a white fallback without one).
 @group(2) @binding(5) var normal_map_texture: texture_2d<f32>;
+// The material's metallic-roughness, emissive and occlusion textures (white
+// fallbacks without them), sampled with base_color_sampler.
+@group(2) @binding(6) var metallic_roughness_texture: texture_2d<f32>;
+@group(2) @binding(7) var emissive_texture: texture_2d<f32>;
+@group(2) @binding(8) var occlusion_texture: texture_2d<f32>;
+
+// The material's metallic (x) and perceptual roughness (y) at `uv`.
+fn material_metallic_roughness(uv: vec2<f32>) -> vec2<f32> {
+    var mr = vec2<f32>(material.metallic, material.perceptual_roughness);
+    if (material.flags & MATERIAL_METALLIC_ROUGHNESS_TEXTURED) != 0u {
+        mr *= textureSample(metallic_roughness_texture, base_color_sampler, uv).bg;
+    }
+    return mr;
+}
+
+// The material's emissive color at `uv`.
+fn material_emissive(uv: vec2<f32>) -> vec4<f32> {
+    var e = material.emissive;
+    if (material.flags & MATERIAL_EMISSIVE_TEXTURED) != 0u {
+        e = vec4<f32>(e.rgb * textureSample(emissive_texture, base_color_sampler, uv).rgb, e.a);
+    }
+    return e;
+}
+
+// The material's ambient occlusion at `uv` (1: none).
+fn material_occlusion(uv: vec2<f32>) -> f32 {
+    if (material.flags & MATERIAL_OCCLUSION_TEXTURED) != 0u {
+        return textureSample(occlusion_texture, base_color_sampler, uv).r;
+    }
+    return 1.0;
+}
 
 // The material's base color for an instance's color and a texture
 // coordinate (the texture's when the material has one).

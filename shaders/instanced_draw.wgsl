@@ -13,7 +13,7 @@
 }
 #import bevy_gpu_cull::instance::{
     fetch_instance, instance_to_world, rotate, material, material_color, masked_out, mapped_normal,
-    MATERIAL_UNLIT,
+    material_metallic_roughness, material_emissive, material_occlusion, MATERIAL_UNLIT,
 }
 
 struct Vertex {
@@ -62,19 +62,23 @@ fn vertex(vertex: Vertex) -> VertexOutput {
 @fragment
 fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
     var pbr_input = pbr_input_new();
-    // The batch's material, tinted by the instance's color.
+    // The batch's material, tinted by the instance's color; a mesh without
+    // UVs samples the textures' centre.
 #ifdef VERTEX_UVS_A
-    let color = material_color(in.color, in.uv);
+    let uv = in.uv;
 #else
-    let color = material_color(in.color, vec2<f32>(0.5));
+    let uv = vec2<f32>(0.5);
 #endif
+    let color = material_color(in.color, uv);
     if masked_out(color) {
         discard;
     }
     pbr_input.material.base_color = color;
-    pbr_input.material.emissive = material.emissive;
-    pbr_input.material.metallic = material.metallic;
-    pbr_input.material.perceptual_roughness = material.perceptual_roughness;
+    pbr_input.material.emissive = material_emissive(uv);
+    let metallic_roughness = material_metallic_roughness(uv);
+    pbr_input.material.metallic = metallic_roughness.x;
+    pbr_input.material.perceptual_roughness = metallic_roughness.y;
+    pbr_input.diffuse_occlusion = vec3<f32>(material_occlusion(uv));
     pbr_input.frag_coord = in.clip_position;
     pbr_input.world_position = in.world_position;
     pbr_input.world_normal = normalize(in.world_normal);

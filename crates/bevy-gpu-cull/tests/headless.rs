@@ -1125,6 +1125,34 @@ fn flat_texture(world: &mut World, rgba: [u8; 4], srgb: bool) -> Handle<Image> {
 /// The mean red of the instances once drawn with `normal_map` on a mesh with
 /// tangents.
 fn red_with_normal_map(normal: [u8; 4]) -> f64 {
+    instance_red(&frame_with_material(|world| StandardMaterial {
+        normal_map_texture: Some(flat_texture(world, normal, false)),
+        ..default()
+    }))
+}
+
+/// Pixels that are clearly red (the instances' color), as `instance_red`
+/// counts them.
+fn red_pixels(padded: &[u8]) -> usize {
+    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
+    let stride = padded.len() / hgt;
+    (0..hgt)
+        .flat_map(|y| padded[y * stride..y * stride + w * 4].chunks(4))
+        .filter(|p| p[0] as u32 > p[2] as u32 + 30)
+        .count()
+}
+
+/// Pixels whose color differs by more than a few steps between two frames.
+fn changed_pixels(a: &[u8], b: &[u8]) -> usize {
+    a.chunks(4)
+        .zip(b.chunks(4))
+        .filter(|(p, q)| p.iter().zip(q.iter()).any(|(x, y)| x.abs_diff(*y) > 8))
+        .count()
+}
+
+/// The frame read back once the instances are drawn with the material
+/// `make` gives (on an ico sphere with UVs and tangents).
+fn frame_with_material(make: impl FnOnce(&mut World) -> StandardMaterial) -> Vec<u8> {
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let world = h.app.world_mut();
     let mesh = Sphere::new(0.5)
@@ -1134,17 +1162,12 @@ fn red_with_normal_map(normal: [u8; 4]) -> f64 {
         .with_generated_tangents()
         .expect("an ico sphere has what tangents need");
     let mesh = world.resource_mut::<Assets<Mesh>>().add(mesh);
-    let normal_map = flat_texture(world, normal, false);
-    let material = world
-        .resource_mut::<Assets<StandardMaterial>>()
-        .add(StandardMaterial {
-            normal_map_texture: Some(normal_map),
-            ..default()
-        });
+    let material = make(world);
+    let material = world.resource_mut::<Assets<StandardMaterial>>().add(material);
     world
         .entity_mut(h.batch)
         .insert((Mesh3d(mesh), MeshMaterial3d(material)));
-    run_until_counts_match(&mut h, "normal-mapped material");
+    run_until_counts_match(&mut h, "textured material");
     let start = std::time::Instant::now();
     while h.app.world().resource::<GpuCullStats>().drawn_frames < 3 && start.elapsed() < SETTLE {
         h.app.update();
@@ -1152,7 +1175,59 @@ fn red_with_normal_map(normal: [u8; 4]) -> f64 {
     for _ in 0..5 {
         h.app.update();
     }
-    instance_red(&h.pixels.lock().unwrap().clone().expect("a frame was read back"))
+    h.pixels.lock().unwrap().clone().expect("a frame was read back")
+}
+
+/// Issue 16: the material's metallic-roughness, emissive and occlusion
+/// textures shade the instances as Bevy's would: each, black against white,
+/// changes how red the instances are.
+#[test]
+fn metallic_roughness_emissive_and_occlusion_textures_shade_the_instances() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const WHITE: [u8; 4] = [255; 4];
+    const BLACK: [u8; 4] = [0, 0, 0, 255];
+    // Emissive red on a black material, scaled by the texture: black turns
+    // the glow off, and the instances are no longer red.
+    let emissive = |rgba| {
+        red_pixels(&frame_with_material(move |world| StandardMaterial {
+            base_color: Color::BLACK,
+            emissive: LinearRgba::rgb(20_000.0, 0.0, 0.0),
+            emissive_texture: Some(flat_texture(world, rgba, true)),
+            ..default()
+        }))
+    };
+    let (glowing, dark) = (emissive(WHITE), emissive(BLACK));
+    eprintln!("emissive texture: {glowing} red pixels white, {dark} black");
+    assert!(
+        glowing > 50 && dark < glowing / 4,
+        "the emissive texture changes nothing: {glowing} / {dark} red pixels"
+    );
+    // A metallic material whose texture's blue channel makes it metal
+    // (white) or not (black), and its green channel rough or smooth.
+    let metal = |rgba| {
+        frame_with_material(move |world| StandardMaterial {
+            metallic: 1.0,
+            perceptual_roughness: 1.0,
+            metallic_roughness_texture: Some(flat_texture(world, rgba, false)),
+            ..default()
+        })
+    };
+    let changed = changed_pixels(&metal(WHITE), &metal([0, 20, 0, 255]));
+    eprintln!("metallic-roughness texture: {changed} pixels change");
+    assert!(
+        changed > 200,
+        "the metallic-roughness texture changes {changed} pixels"
+    );
+    // Occlusion darkens the ambient light only.
+    let occluded = |rgba| {
+        frame_with_material(move |world| StandardMaterial {
+            occlusion_texture: Some(flat_texture(world, rgba, false)),
+            ..default()
+        })
+    };
+    let changed = changed_pixels(&occluded(WHITE), &occluded(BLACK));
+    eprintln!("occlusion texture: {changed} pixels change");
+    assert!(changed > 200, "the occlusion texture changes {changed} pixels");
 }
 
 /// Issue 16: the material's normal map perturbs the instances' lighting: a

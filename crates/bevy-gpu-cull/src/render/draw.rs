@@ -55,7 +55,8 @@ pub(crate) fn init_pipeline(
     draw_shader: Res<DrawShaderRef>,
 ) {
     // The batch's draw records and the view's survivors (vertex), its
-    // material uniform, base color texture, sampler and normal map (fragment).
+    // material uniform, base color texture, sampler, normal map, and
+    // metallic-roughness, emissive and occlusion textures (fragment).
     let instance_layout = BindGroupLayoutDescriptor::new(
         "gpu_cull_instances",
         &BindGroupLayoutEntries::sequential(
@@ -66,6 +67,9 @@ pub(crate) fn init_pipeline(
                 uniform_buffer_sized(false, None),
                 texture_2d(TextureSampleType::Float { filterable: true }),
                 sampler(SamplerBindingType::Filtering),
+                texture_2d(TextureSampleType::Float { filterable: true }),
+                texture_2d(TextureSampleType::Float { filterable: true }),
+                texture_2d(TextureSampleType::Float { filterable: true }),
                 texture_2d(TextureSampleType::Float { filterable: true }),
             ),
         ),

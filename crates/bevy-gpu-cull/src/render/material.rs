@@ -1,8 +1,9 @@
 //! The batch's `StandardMaterial`, as the draw uses it: base color (times
-//! each instance's color, a tint), base color texture, metallic, roughness,
-//! emissive, unlit, alpha mask and normal map, in a small uniform of the batch's own next to its
-//! instances (group 2), so the draw needs none of Bevy's per-mesh material
-//! machinery.
+//! each instance's color, a tint), base color texture, metallic and
+//! roughness (and their texture), emissive (and its texture), occlusion
+//! texture, unlit, alpha mask and normal map, in a small uniform of the
+//! batch's own next to its instances (group 2), so the draw needs none of
+//! Bevy's per-mesh material machinery.
 
 use super::BatchData;
 use bevy::asset::AssetId;
@@ -23,6 +24,13 @@ pub(crate) const ALPHA_MASK: u32 = 4;
 pub(crate) const NORMAL_MAPPED: u32 = 8;
 /// `MaterialUniform::flags`: the normal map's green channel points down.
 pub(crate) const FLIP_NORMAL_Y: u32 = 16;
+/// `MaterialUniform::flags`: metallic (blue) and roughness (green) scaled
+/// by the metallic-roughness texture.
+pub(crate) const METALLIC_ROUGHNESS_TEXTURED: u32 = 32;
+/// `MaterialUniform::flags`: emissive scaled by the emissive texture.
+pub(crate) const EMISSIVE_TEXTURED: u32 = 64;
+/// `MaterialUniform::flags`: ambient occlusion from the occlusion texture.
+pub(crate) const OCCLUSION_TEXTURED: u32 = 128;
 
 /// `GpuCullMaterial` in `shaders/gpu_cull_instance.wgsl`.
 #[repr(C)]
@@ -40,9 +48,13 @@ pub(crate) struct MaterialUniform {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct BatchMaterial {
     pub uniform: MaterialUniform,
-    pub texture: Option<AssetId<Image>>,
-    pub normal_map: Option<AssetId<Image>>,
+    /// Base color, normal map, metallic-roughness, emissive and occlusion
+    /// textures, in the draw's binding order ([`TEXTURES`]).
+    pub textures: [Option<AssetId<Image>>; TEXTURES],
 }
+
+/// Textures of a batch's material the draw binds.
+pub(crate) const TEXTURES: usize = 5;
 
 impl Default for BatchMaterial {
     /// No material: what Bevy's `pbr_input_new()` shades with (white,
@@ -57,8 +69,7 @@ impl Default for BatchMaterial {
                 flags: 0,
                 alpha_cutoff: 0.5,
             },
-            texture: None,
-            normal_map: None,
+            textures: [None; TEXTURES],
         }
     }
 }
@@ -71,17 +82,28 @@ impl BatchMaterial {
     }
 
     pub fn from_standard(m: &StandardMaterial) -> Self {
-        let texture = m.base_color_texture.as_ref().map(Handle::id);
+        let textures = [
+            &m.base_color_texture,
+            &m.normal_map_texture,
+            &m.metallic_roughness_texture,
+            &m.emissive_texture,
+            &m.occlusion_texture,
+        ]
+        .map(|t| t.as_ref().map(Handle::id));
         let mut flags = 0;
         if m.unlit {
             flags |= UNLIT;
         }
-        if texture.is_some() {
-            flags |= TEXTURED;
-        }
-        let normal_map = m.normal_map_texture.as_ref().map(Handle::id);
-        if normal_map.is_some() {
-            flags |= NORMAL_MAPPED;
+        for (texture, flag) in textures.iter().zip([
+            TEXTURED,
+            NORMAL_MAPPED,
+            METALLIC_ROUGHNESS_TEXTURED,
+            EMISSIVE_TEXTURED,
+            OCCLUSION_TEXTURED,
+        ]) {
+            if texture.is_some() {
+                flags |= flag;
+            }
         }
         if m.flip_normal_map_y {
             flags |= FLIP_NORMAL_Y;
@@ -102,8 +124,7 @@ impl BatchMaterial {
                 flags,
                 alpha_cutoff,
             },
-            texture,
-            normal_map,
+            textures,
         }
     }
 }

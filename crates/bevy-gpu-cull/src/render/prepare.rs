@@ -7,7 +7,7 @@
 
 use super::BatchData;
 use super::draw::CulledPipeline;
-use super::material::GpuMaterial;
+use super::material::{GpuMaterial, TEXTURES};
 use crate::components::CulledInstance;
 use crate::plugin::{GpuCullSettings, ShadowViewId, StatMessage, StatSender};
 use bevy::camera::visibility::RenderLayers;
@@ -241,8 +241,8 @@ pub(crate) struct ViewTarget {
     pub draw_args: Buffer,
     pub bind_group: Option<BindGroup>,
     /// What `bind_group` binds: the batch's buffers ([`GpuBatch::buffers_id`])
-    /// and its material's base color texture and normal map, when ready.
-    bound: (u64, Option<AssetId<Image>>, Option<AssetId<Image>>),
+    /// and its material's textures, when ready.
+    bound: (u64, [Option<AssetId<Image>>; TEXTURES]),
     /// The visible count on its way to the CPU, tagged with its render frame.
     pub counts: AsyncReadback,
     /// The latest visible count read back; `u32::MAX` until one arrives.
@@ -768,7 +768,7 @@ pub(crate) fn prepare_targets(
                         slot,
                         draw_args,
                         bind_group: None,
-                        bound: (0, None, None),
+                        bound: (0, [None; TEXTURES]),
                         counts,
                         last_count: AtomicU32::new(u32::MAX),
                         main_view,
@@ -785,16 +785,14 @@ pub(crate) fn prepare_targets(
             let Some(material) = material else {
                 continue;
             };
-            let ready =
-                |id: Option<AssetId<Image>>| id.and_then(|id| images.get(id).map(|image| (id, image)));
-            let (texture, normal_map) = (ready(batch.material.texture), ready(batch.material.normal_map));
-            let image = texture.map_or(&fallback.d2, |(_, image)| image);
-            let normals = normal_map.map_or(&fallback.d2, |(_, image)| image);
-            let bound = (
-                gpu.buffers_id,
-                texture.map(|(id, _)| id),
-                normal_map.map(|(id, _)| id),
-            );
+            // Each texture once it is ready, else Bevy's white fallback.
+            let ready = batch
+                .material
+                .textures
+                .map(|id| id.and_then(|id| images.get(id).map(|image| (id, image))));
+            let [image, normals, metallic_roughness, emissive, occlusion] =
+                ready.map(|t| t.map_or(&fallback.d2, |(_, image)| image));
+            let bound = (gpu.buffers_id, ready.map(|t| t.map(|(id, _)| id)));
             if fresh || target.bound != bound {
                 let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
                 let output = target.target.output_buffer();
@@ -815,6 +813,9 @@ pub(crate) fn prepare_targets(
                         &image.texture_view,
                         &image.sampler,
                         &normals.texture_view,
+                        &metallic_roughness.texture_view,
+                        &emissive.texture_view,
+                        &occlusion.texture_view,
                     )),
                 ));
                 target.bound = bound;
