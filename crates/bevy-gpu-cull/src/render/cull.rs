@@ -80,10 +80,6 @@ impl CullResources<'_, '_> {
             })
             .collect();
         for (batch_entity, data, batch) in &self.batches {
-            let Some(group_target) = self.targets.groups.get(&(group[0], batch_entity)) else {
-                continue;
-            };
-            let target = &group_target.target;
             // A format without scale culls with bounds covering every scale
             // the draw applies, so it is never less conservative than the draw.
             let local_bounds = if culler.culler().format().carries_scale() {
@@ -91,8 +87,54 @@ impl CullResources<'_, '_> {
             } else {
                 data.scales.cover(data.bounds)
             };
+            // The group's target, and the targets of views that cull this
+            // batch alone (a batch too large for the group's lists).
+            let shared = self
+                .targets
+                .groups
+                .get(&(group[0], batch_entity))
+                .map(|g| &g.target);
+            let alone = group.iter().zip(&frusta).filter_map(|(&view, frustum)| {
+                let own = self.targets.map.get(&(view, batch_entity))?;
+                let grouped = shared.is_some_and(|t| std::sync::Arc::ptr_eq(t, &own.target));
+                (!grouped).then_some((&own.target, std::slice::from_ref(frustum), vec![view]))
+            });
+            let culls: Vec<_> = shared
+                .map(|t| {
+                    (
+                        t,
+                        &frusta[..(t.views() as usize).min(frusta.len())],
+                        group.to_vec(),
+                    )
+                })
+                .into_iter()
+                .chain(alone)
+                .collect();
+            for (target, frusta, members) in culls {
+                self.cull_target(ctx, target, frusta, &members, local_bounds, batch, batch_entity);
+            }
+        }
+    }
+
+    /// Culls `batch` into `target` for the views `members` (in their slots'
+    /// order), against their frusta.
+    #[allow(clippy::too_many_arguments)]
+    fn cull_target(
+        &self,
+        ctx: &mut RenderContext,
+        target: &cull_core::CullTarget,
+        frusta: &[Frustum],
+        members: &[Entity],
+        local_bounds: cull_core::Sphere,
+        batch: &GpuBatch,
+        batch_entity: Entity,
+    ) {
+        let Some(culler) = &self.culler else {
+            return;
+        };
+        {
             let params = CullViewsParams {
-                frusta: &frusta[..(target.views() as usize).min(frusta.len())],
+                frusta,
                 local_bounds,
                 count: batch.count,
             };
@@ -108,13 +150,15 @@ impl CullResources<'_, '_> {
                     let count = target.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
                     encoder.clear_buffer(target.draw_args(), count, Some(4));
                 }
-                continue;
+                return;
             }
             self.culled.0.store(true, Ordering::Relaxed);
             // Each view's count for the CPU, tagged with this frame; skipped
             // while the previous one is still being mapped.
-            for &view in group {
-                if let Some(view_target) = self.targets.map.get(&(view, batch_entity)) {
+            for &view in members {
+                let view_target = self.targets.map.get(&(view, batch_entity));
+                // Only the views whose lists are in this target.
+                if let Some(view_target) = view_target.filter(|t| std::ptr::eq(t.target.as_ref(), target)) {
                     view_target.counts.copy(
                         encoder,
                         target.draw_args(),

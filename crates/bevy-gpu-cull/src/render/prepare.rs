@@ -666,6 +666,18 @@ pub(crate) fn prepare_targets(
                 continue;
             };
             // The group's target, shared by its views.
+            // A batch whose lists for every view of the group would not fit
+            // the output windows is culled view by view instead.
+            let (group, slot, group_views) = if group_views > 1
+                && culler
+                    .culler()
+                    .windows_for_views(gpu.capacity, group_views)
+                    .is_err()
+            {
+                (view, 0, 1)
+            } else {
+                (group, slot, group_views)
+            };
             let group_key = (group, batch_entity);
             let stale = targets.groups.get(&group_key).is_none_or(|g| {
                 g.capacity < gpu.capacity
