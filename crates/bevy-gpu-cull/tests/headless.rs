@@ -717,15 +717,21 @@ fn spot_light_shadows_are_cast() {
 
 /// The mean red of the pixels that show instances (red well above blue).
 fn instance_red(padded: &[u8]) -> f64 {
-    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
-    let stride = padded.len() / hgt;
-    let reds: Vec<u64> = (0..hgt)
-        .flat_map(|y| padded[y * stride..y * stride + w * 4].chunks(4))
-        .filter(|p| p[0] as u32 > p[2] as u32 + 30)
-        .map(|p| p[0] as u64)
-        .collect();
+    let reds: Vec<u64> = instance_pixels(padded).map(|p| p[0] as u64).collect();
     assert!(reds.len() > 50, "only {} instance pixels", reds.len());
     reds.iter().sum::<u64>() as f64 / reds.len() as f64
+}
+
+/// The RGBA pixels of a frame read back with padded rows.
+fn frame_pixels(padded: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
+    let stride = padded.len() / hgt;
+    (0..hgt).flat_map(move |y| padded[y * stride..y * stride + w * 4].chunks(4))
+}
+
+/// The pixels that are clearly red: the instances' color.
+fn instance_pixels(padded: &[u8]) -> impl Iterator<Item = &[u8]> {
+    frame_pixels(padded).filter(|p| p[0] as u32 > p[2] as u32 + 30)
 }
 
 /// Issue 16: instances receive shadows like Bevy meshes: in the shadow of an
@@ -1131,21 +1137,10 @@ fn red_with_normal_map(normal: [u8; 4]) -> f64 {
     }))
 }
 
-/// Pixels that are clearly red (the instances' color), as `instance_red`
-/// counts them.
-fn red_pixels(padded: &[u8]) -> usize {
-    let (w, hgt) = (WIDTH as usize, HEIGHT as usize);
-    let stride = padded.len() / hgt;
-    (0..hgt)
-        .flat_map(|y| padded[y * stride..y * stride + w * 4].chunks(4))
-        .filter(|p| p[0] as u32 > p[2] as u32 + 30)
-        .count()
-}
-
 /// Pixels whose color differs by more than a few steps between two frames.
 fn changed_pixels(a: &[u8], b: &[u8]) -> usize {
-    a.chunks(4)
-        .zip(b.chunks(4))
+    frame_pixels(a)
+        .zip(frame_pixels(b))
         .filter(|(p, q)| p.iter().zip(q.iter()).any(|(x, y)| x.abs_diff(*y) > 8))
         .count()
 }
@@ -1189,12 +1184,13 @@ fn metallic_roughness_emissive_and_occlusion_textures_shade_the_instances() {
     // Emissive red on a black material, scaled by the texture: black turns
     // the glow off, and the instances are no longer red.
     let emissive = |rgba| {
-        red_pixels(&frame_with_material(move |world| StandardMaterial {
+        instance_pixels(&frame_with_material(move |world| StandardMaterial {
             base_color: Color::BLACK,
             emissive: LinearRgba::rgb(20_000.0, 0.0, 0.0),
             emissive_texture: Some(flat_texture(world, rgba, true)),
             ..default()
         }))
+        .count()
     };
     let (glowing, dark) = (emissive(WHITE), emissive(BLACK));
     eprintln!("emissive texture: {glowing} red pixels white, {dark} black");

@@ -94,24 +94,18 @@ impl CullResources<'_, '_> {
                 .groups
                 .get(&(group[0], batch_entity))
                 .map(|g| &g.target);
-            let alone = group.iter().zip(&frusta).filter_map(|(&view, frustum)| {
-                let own = self.targets.map.get(&(view, batch_entity))?;
+            let alone = group.iter().zip(&frusta).filter_map(|(view, frustum)| {
+                let own = self.targets.map.get(&(*view, batch_entity))?;
                 let grouped = shared.is_some_and(|t| std::sync::Arc::ptr_eq(t, &own.target));
-                (!grouped).then_some((&own.target, std::slice::from_ref(frustum), vec![view]))
+                (!grouped).then_some((
+                    &own.target,
+                    std::slice::from_ref(frustum),
+                    std::slice::from_ref(view),
+                ))
             });
-            let culls: Vec<_> = shared
-                .map(|t| {
-                    (
-                        t,
-                        &frusta[..(t.views() as usize).min(frusta.len())],
-                        group.to_vec(),
-                    )
-                })
-                .into_iter()
-                .chain(alone)
-                .collect();
-            for (target, frusta, members) in culls {
-                self.cull_target(ctx, target, frusta, &members, local_bounds, batch, batch_entity);
+            let together = shared.map(|t| (t, &frusta[..(t.views() as usize).min(frusta.len())], group));
+            for (target, frusta, members) in together.into_iter().chain(alone) {
+                self.cull_target(ctx, target, frusta, members, local_bounds, batch, batch_entity);
             }
         }
     }
@@ -132,41 +126,39 @@ impl CullResources<'_, '_> {
         let Some(culler) = &self.culler else {
             return;
         };
+        let params = CullViewsParams {
+            frusta,
+            local_bounds,
+            count: batch.count,
+        };
+        let encoder = ctx.command_encoder();
+        if let Err(e) = culler
+            .culler()
+            .cull_views(encoder, &self.queue, &batch.input, target, &params)
         {
-            let params = CullViewsParams {
-                frusta,
-                local_bounds,
-                count: batch.count,
-            };
-            let encoder = ctx.command_encoder();
-            if let Err(e) = culler
-                .culler()
-                .cull_views(encoder, &self.queue, &batch.input, target, &params)
-            {
-                // E.g. GpuCullBounds with a negative radius: draw nothing rather
-                // than the survivors of an earlier frame.
-                error_once!("GPU culling: {e}; the batch is not drawn");
-                for view in 0..target.views() {
-                    let count = target.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
-                    encoder.clear_buffer(target.draw_args(), count, Some(4));
-                }
-                return;
+            // E.g. GpuCullBounds with a negative radius: draw nothing rather
+            // than the survivors of an earlier frame.
+            error_once!("GPU culling: {e}; the batch is not drawn");
+            for view in 0..target.views() {
+                let count = target.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
+                encoder.clear_buffer(target.draw_args(), count, Some(4));
             }
-            self.culled.0.store(true, Ordering::Relaxed);
-            // Each view's count for the CPU, tagged with this frame; skipped
-            // while the previous one is still being mapped.
-            for &view in members {
-                let view_target = self.targets.map.get(&(view, batch_entity));
-                // Only the views whose lists are in this target.
-                if let Some(view_target) = view_target.filter(|t| std::ptr::eq(t.target.as_ref(), target)) {
-                    view_target.counts.copy(
-                        encoder,
-                        target.draw_args(),
-                        view_target.draw_args_offset() + INSTANCE_COUNT_OFFSET,
-                        4,
-                        self.frame.0,
-                    );
-                }
+            return;
+        }
+        self.culled.0.store(true, Ordering::Relaxed);
+        // Each view's count for the CPU, tagged with this frame; skipped
+        // while the previous one is still being mapped.
+        for &view in members {
+            let view_target = self.targets.map.get(&(view, batch_entity));
+            // Only the views whose lists are in this target.
+            if let Some(view_target) = view_target.filter(|t| std::ptr::eq(t.target.as_ref(), target)) {
+                view_target.counts.copy(
+                    encoder,
+                    target.draw_args(),
+                    view_target.draw_args_offset() + INSTANCE_COUNT_OFFSET,
+                    4,
+                    self.frame.0,
+                );
             }
         }
     }

@@ -43,6 +43,23 @@ fn check_without_subgroups(ctx: &GpuContext) {
             &survivors,
         );
     }
+    // Several views in one pass with every variant this device runs.
+    for variant in variants(ctx) {
+        let format = InstanceFormat::PosQuat;
+        let culler = views_culler(ctx, variant, format, OutputKind::Indices, Default::default(), 5);
+        for n in [0usize, 1, 1_000] {
+            let scene = edge_scene(n as u64 + 4, n, Camera::Perspective, format);
+            let frusta = view_frusta(&scene, 2, 5);
+            let survivors = run_views(ctx, &culler, &scene, &frusta, (n as u32).max(1), 5);
+            assert_views_exact(
+                &format!("{variant:?} n={n}, no subgroups"),
+                &culler,
+                &scene,
+                &frusta,
+                &survivors,
+            );
+        }
+    }
     // The default picks a variant that runs, or says there is none.
     match Culler::new(&ctx.device, &ctx.queue, &CullerDesc::default()) {
         Ok(culler) => assert!(culler.variant().is_available(ctx.device.features())),

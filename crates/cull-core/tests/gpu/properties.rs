@@ -415,27 +415,46 @@ fn decide(view: &ExactView, e: &Exact, local: Sphere) -> (bool, bool) {
     (keep, drop)
 }
 
+/// The survivors of one cull with `params`' frustum. A culler of two views
+/// culls it as view 1 beside a view that keeps everything, so the property
+/// holds through the multi-view path's per-view planes too.
 fn survivors(ctx: &cull_core::GpuContext, culler: &Culler, bytes: &[u8], params: &CullParams) -> Vec<u32> {
     let n = (bytes.len() as u64 / culler.format().stride()) as u32;
     let input = CullInput::new(&ctx.device, culler.format(), n).unwrap();
     input.write(&ctx.queue, 0, bytes).unwrap();
-    let target = CullTarget::new(&ctx.device, culler, n).unwrap();
+    let views = culler.max_views();
+    let target = CullTarget::with_views(&ctx.device, culler, n, views).unwrap();
+    let frusta = [Frustum::everything(), params.frustum];
+    let views_params = cull_core::CullViewsParams {
+        frusta: &frusta[frusta.len() - views as usize..],
+        local_bounds: params.local_bounds,
+        count: params.count,
+    };
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     culler
-        .cull(&mut encoder, &ctx.queue, &input, &target, params)
+        .cull_views(&mut encoder, &ctx.queue, &input, &target, &views_params)
         .unwrap();
     ctx.queue.submit([encoder.finish()]);
-    let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-    bytemuck::pod_collect_to_vec(&target.read_output(&ctx.device, &ctx.queue, visible).unwrap())
+    let view = views - 1;
+    let visible = target.read_view_count(&ctx.device, &ctx.queue, view).unwrap();
+    bytemuck::pod_collect_to_vec(
+        &target
+            .read_view_output(&ctx.device, &ctx.queue, view, visible)
+            .unwrap(),
+    )
 }
 
 #[test]
 fn random_views_keep_what_touches_them_in_every_variant_and_format() {
     let ctx = gpu();
-    let cullers: Vec<Culler> = forms(ctx)
+    // One culler of one view and one of two views per form and format;
+    // cases take them in turn.
+    let cullers: Vec<[Culler; 2]> = forms(ctx)
         .into_iter()
         .flat_map(|(variant, tuning)| {
-            InstanceFormat::ALL.map(|format| culler(ctx, variant, format, OutputKind::Indices, tuning))
+            InstanceFormat::ALL.map(|format| {
+                [1, 2].map(|views| views_culler(ctx, variant, format, OutputKind::Indices, tuning, views))
+            })
         })
         .collect();
     let cases = std::env::var("PROPTEST_CASES")
@@ -476,8 +495,14 @@ fn random_views_keep_what_touches_them_in_every_variant_and_format() {
                         local_bounds: local,
                         count: INSTANCES as u32,
                     };
-                    for culler in cullers.iter().filter(|c| c.format() == format) {
-                        let what = format!("{:?} ({}) {format:?}", culler.variant(), form_name(culler));
+                    for pair in cullers.iter().filter(|c| c[0].format() == format) {
+                        let culler = &pair[(seed % 2) as usize];
+                        let what = format!(
+                            "{:?} ({}) {format:?}, {} view(s)",
+                            culler.variant(),
+                            form_name(culler),
+                            culler.max_views()
+                        );
                         let got = survivors(ctx, culler, &bytes, &params);
                         reference
                             .check(&got)

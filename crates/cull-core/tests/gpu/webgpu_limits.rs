@@ -63,6 +63,15 @@ fn every_portable_variant_is_exact_within_webgpu_limits() {
                         }
                     }
                 }
+                // Several views in one pass within the same limits.
+                let many = views_culler(&ctx, variant, format, output, Tuning::default(), 4);
+                for n in [0usize, 1, 257, 4099] {
+                    let scene = edge_scene(n as u64 + 9, n, Camera::Perspective, format);
+                    let frusta = view_frusta(&scene, n as u64, 4);
+                    let survivors = run_views(&ctx, &many, &scene, &frusta, (n as u32).max(1), 4);
+                    let what = format!("{variant:?} {format:?} {output:?} n={n} 4 views (WebGPU limits)");
+                    assert_views_exact(&what, &many, &scene, &frusta, &survivors);
+                }
             }
         }
     }
