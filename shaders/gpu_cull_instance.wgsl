@@ -1,7 +1,11 @@
 // bevy_gpu_cull's instance fetch, importable by custom draw shaders:
 // group 2 holds the batch's instance records and the view's survivors (the
 // indices the cull wrote, in draw order); `instance_index` of an indirect
-// draw counts survivors.
+// draw counts survivors. Group 2's binding 0 is Bevy's own `mesh` array
+// (`bevy_pbr::mesh_bindings`) with one entry for the whole batch, so that a
+// `Material`'s fragment shader written for Bevy's meshes finds the batch's
+// flags and material slot at `mesh[in.instance_index]`; the plugin's own
+// bindings start at 10.
 #define_import_path bevy_gpu_cull::instance
 
 // bevy_gpu_cull::CulledInstance: 64 bytes.
@@ -44,19 +48,19 @@ const MATERIAL_EMISSIVE_TEXTURED: u32 = 64u;
 // GpuCullMaterial::flags: ambient occlusion from occlusion_texture (red).
 const MATERIAL_OCCLUSION_TEXTURED: u32 = 128u;
 
-@group(2) @binding(0) var<storage, read> instances: array<CulledInstance>;
-@group(2) @binding(1) var<storage, read> survivors: array<u32>;
-@group(2) @binding(2) var<uniform> material: GpuCullMaterial;
+@group(2) @binding(10) var<storage, read> instances: array<CulledInstance>;
+@group(2) @binding(11) var<storage, read> survivors: array<u32>;
+@group(2) @binding(12) var<uniform> material: GpuCullMaterial;
 // The material's base color texture (a white fallback without one).
-@group(2) @binding(3) var base_color_texture: texture_2d<f32>;
-@group(2) @binding(4) var base_color_sampler: sampler;
+@group(2) @binding(13) var base_color_texture: texture_2d<f32>;
+@group(2) @binding(14) var base_color_sampler: sampler;
 // The material's tangent-space normal map (a white fallback without one).
-@group(2) @binding(5) var normal_map_texture: texture_2d<f32>;
+@group(2) @binding(15) var normal_map_texture: texture_2d<f32>;
 // The material's metallic-roughness, emissive and occlusion textures (white
 // fallbacks without them), sampled with base_color_sampler.
-@group(2) @binding(6) var metallic_roughness_texture: texture_2d<f32>;
-@group(2) @binding(7) var emissive_texture: texture_2d<f32>;
-@group(2) @binding(8) var occlusion_texture: texture_2d<f32>;
+@group(2) @binding(16) var metallic_roughness_texture: texture_2d<f32>;
+@group(2) @binding(17) var emissive_texture: texture_2d<f32>;
+@group(2) @binding(18) var occlusion_texture: texture_2d<f32>;
 
 // The material's metallic (x) and perceptual roughness (y) at `uv`.
 fn material_metallic_roughness(uv: vec2<f32>) -> vec2<f32> {

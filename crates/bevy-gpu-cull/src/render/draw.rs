@@ -2,25 +2,30 @@
 //! shader that fetches each instance through the cull's output, lit by
 //! Bevy's PBR lighting, and one indirect draw per (view, batch).
 
+use super::custom_material::{CulledMaterialPipeline, material_key};
 use super::prepare::ViewTargets;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::asset::load_embedded_asset;
-use bevy::core_pipeline::core_3d::{AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey};
+use bevy::core_pipeline::core_3d::{
+    AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey, Transparent3d,
+};
 use bevy::core_pipeline::prepass::DeferredPrepass;
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
-    MeshPipeline, MeshPipelineKey, RenderMeshInstances, SetMeshViewBindGroup,
-    SetMeshViewBindingArrayBindGroup, ViewKeyCache,
+    MATERIAL_BIND_GROUP_INDEX, MeshPipeline, MeshPipelineKey, PreparedMaterial, RenderMaterialInstances,
+    RenderMeshInstances, SetMaterialBindGroup, SetMeshViewBindGroup, SetMeshViewBindingArrayBindGroup,
+    Transmissive3d, ViewKeyCache,
 };
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
+use bevy::render::erased_render_asset::ErasedRenderAssets;
 use bevy::render::mesh::RenderMesh;
 use bevy::render::mesh::allocator::{MeshAllocator, MeshSlabs};
 use bevy::render::render_asset::RenderAssets;
 use bevy::render::render_phase::{
     BinnedPhaseItem, BinnedRenderPhaseType, DrawFunctions, InputUniformIndex, PhaseItem, RenderCommand,
-    RenderCommandResult, SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases,
+    RenderCommandResult, SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases, ViewSortedRenderPhases,
 };
 use bevy::render::render_resource::binding_types::{
     sampler, storage_buffer_read_only_sized, texture_2d, uniform_buffer_sized,
@@ -33,6 +38,7 @@ use bevy::render::render_resource::{
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
 use bevy::shader::{Shader, ShaderRef};
+use std::any::TypeId;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bevy's mesh pipeline with the instance fetch swapped in.
@@ -54,23 +60,27 @@ pub(crate) fn init_pipeline(
     asset_server: Res<AssetServer>,
     draw_shader: Res<DrawShaderRef>,
 ) {
-    // The batch's draw records and the view's survivors (vertex), its
-    // material uniform, base color texture, sampler, normal map, and
+    // Binding 0: Bevy's `mesh` array, one entry for the batch (its flags
+    // and material slot, for a `Material`'s fragment shader). From 10: the
+    // batch's draw records and the view's survivors (vertex), its material
+    // uniform, base color texture, sampler, normal map, and
     // metallic-roughness, emissive and occlusion textures (fragment).
+    let texture = || texture_2d(TextureSampleType::Float { filterable: true });
     let instance_layout = BindGroupLayoutDescriptor::new(
         "gpu_cull_instances",
-        &BindGroupLayoutEntries::sequential(
+        &BindGroupLayoutEntries::with_indices(
             ShaderStages::VERTEX_FRAGMENT,
             (
-                storage_buffer_read_only_sized(false, None),
-                storage_buffer_read_only_sized(false, None),
-                uniform_buffer_sized(false, None),
-                texture_2d(TextureSampleType::Float { filterable: true }),
-                sampler(SamplerBindingType::Filtering),
-                texture_2d(TextureSampleType::Float { filterable: true }),
-                texture_2d(TextureSampleType::Float { filterable: true }),
-                texture_2d(TextureSampleType::Float { filterable: true }),
-                texture_2d(TextureSampleType::Float { filterable: true }),
+                (0, storage_buffer_read_only_sized(false, None)),
+                (10, storage_buffer_read_only_sized(false, None)),
+                (11, storage_buffer_read_only_sized(false, None)),
+                (12, uniform_buffer_sized(false, None)),
+                (13, texture()),
+                (14, sampler(SamplerBindingType::Filtering)),
+                (15, texture()),
+                (16, texture()),
+                (17, texture()),
+                (18, texture()),
             ),
         ),
     );
@@ -151,6 +161,15 @@ pub(crate) fn queue_batches(
     mut alpha_mask_phases: ResMut<ViewBinnedRenderPhases<AlphaMask3d>>,
     mut queued: ResMut<QueuedBatches>,
     views: Query<(Entity, &ExtractedView, Has<DeferredPrepass>)>,
+    (material_instances, render_materials, mut material_pipeline): (
+        Res<RenderMaterialInstances>,
+        Res<ErasedRenderAssets<PreparedMaterial>>,
+        Option<ResMut<CulledMaterialPipeline>>,
+    ),
+    (mut transparent_phases, mut transmissive_phases): (
+        ResMut<ViewSortedRenderPhases<Transparent3d>>,
+        ResMut<ViewSortedRenderPhases<Transmissive3d>>,
+    ),
 ) {
     // Take out last frame's items; the live ones go back in below.
     for (view, entities) in queued.0.drain() {
@@ -170,11 +189,21 @@ pub(crate) fn queue_batches(
         let mains = || batches.iter().map(|(_, main, _)| *main);
         remove_from_phase(&mut phases, &rve, mains());
         remove_from_phase(&mut alpha_mask_phases, &rve, mains());
+        // A blended or transmissive material puts Bevy's item in a sorted
+        // phase instead (the batch itself is drawn opaque); Bevy keys its
+        // mesh items by the main entity alone.
+        if let Some(phase) = transparent_phases.get_mut(&rve) {
+            mains().for_each(|main| phase.remove(Entity::PLACEHOLDER, main));
+        }
+        if let Some(phase) = transmissive_phases.get_mut(&rve) {
+            mains().for_each(|main| phase.remove(Entity::PLACEHOLDER, main));
+        }
     }
     let Some(pipeline) = pipeline else {
         return;
     };
     let draw = draw_functions.read().id::<DrawCulled>();
+    let draw_material = draw_functions.read().id::<DrawCulledMaterial>();
     for (view_entity, view, _) in &views {
         let Some(phase) = phases.get_mut(&view.retained_view_entity) else {
             continue;
@@ -192,12 +221,42 @@ pub(crate) fn queue_batches(
             let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
                 continue;
             };
-            let key = CulledPipelineKey {
-                mesh: *view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits()),
-                shadow_receiver: data.shadow_receiver,
+            let mesh_bits = MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
+            // A material of another type than `StandardMaterial` that Bevy
+            // prepared for the batch shades it with its own fragment shader;
+            // until it is prepared the batch is not drawn, as Bevy's meshes.
+            let custom = material_instances
+                .instances
+                .get(main_entity)
+                .filter(|instance| instance.asset_id.type_id() != TypeId::of::<StandardMaterial>());
+            let specialized = match (custom, material_pipeline.as_deref_mut()) {
+                (Some(instance), Some(material_pipeline)) => {
+                    let Some(material) = render_materials.get(instance.asset_id) else {
+                        continue;
+                    };
+                    let key = material_key(
+                        *view_key,
+                        mesh_bits,
+                        &material.properties,
+                        instance.asset_id.type_id(),
+                    );
+                    material_pipeline
+                        .specialize(&pipeline_cache, key, &mesh.layout, &material.properties)
+                        .map(|id| (id, draw_material))
+                }
+                (Some(_), None) => continue,
+                (None, _) => {
+                    let key = CulledPipelineKey {
+                        mesh: *view_key | mesh_bits,
+                        shadow_receiver: data.shadow_receiver,
+                    };
+                    pipelines
+                        .specialize(&pipeline_cache, &pipeline, key, &mesh.layout)
+                        .map(|id| (id, draw))
+                }
             };
-            let id = match pipelines.specialize(&pipeline_cache, &pipeline, key, &mesh.layout) {
-                Ok(id) => id,
+            let (id, draw_function) = match specialized {
+                Ok(specialized) => specialized,
                 Err(e) => {
                     error!("GPU culling: {e}");
                     continue;
@@ -206,7 +265,7 @@ pub(crate) fn queue_batches(
             phase.add(
                 Opaque3dBatchSetKey {
                     pipeline: id,
-                    draw_function: draw,
+                    draw_function,
                     material_bind_group_index: None,
                     slabs: MeshSlabs::default(),
                     lightmap_slab: None,
@@ -231,6 +290,16 @@ pub(crate) type DrawCulled = (
     SetItemPipeline,
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,
+    DrawCulledInstances,
+);
+
+/// The draw of a batch with a material of the application's: Bevy's
+/// material bind group at group 3.
+pub(crate) type DrawCulledMaterial = (
+    SetItemPipeline,
+    SetMeshViewBindGroup<0>,
+    SetMeshViewBindingArrayBindGroup<1>,
+    SetMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
     DrawCulledInstances,
 );
 

@@ -7,9 +7,16 @@
 
 use super::BatchData;
 use bevy::asset::AssetId;
+use bevy::math::Affine3;
 use bevy::pbr::StandardMaterial;
+use bevy::pbr::{
+    MaterialBindGroupSlot, MeshFlags, MeshTransforms, MeshUniform, PreparedMaterial, RenderMaterialInstances,
+};
 use bevy::prelude::*;
+use bevy::render::erased_render_asset::ErasedRenderAssets;
+use bevy::render::render_resource::encase::StorageBuffer;
 use bevy::render::renderer::{RenderDevice, RenderQueue};
+use bevy::render::sync_world::MainEntity;
 use bytemuck::{Pod, Zeroable};
 
 /// `MaterialUniform::flags`: light nothing, show the color as it is.
@@ -113,7 +120,14 @@ impl BatchMaterial {
                 flags |= ALPHA_MASK;
                 cutoff
             }
-            _ => 0.5,
+            AlphaMode::Opaque => 0.5,
+            _ => {
+                warn_once!(
+                    "bevy-gpu-cull: blended alpha modes are not supported; a batch with a blended \
+                     material is drawn opaque (docs/bevy-plugin.md)"
+                );
+                0.5
+            }
         };
         Self {
             uniform: MaterialUniform {
@@ -129,40 +143,116 @@ impl BatchMaterial {
     }
 }
 
-/// A batch's material uniform on the GPU, written when it changes.
+/// A batch's material uniform, and its entry in Bevy's `mesh` array, on the
+/// GPU, each written when it changes.
 #[derive(Component)]
 pub(crate) struct GpuMaterial {
     pub buffer: wgpu::Buffer,
     written: MaterialUniform,
+    /// One `MeshUniform` (group 2, binding 0): what a `Material`'s fragment
+    /// shader reads of "its mesh" at `mesh[in.instance_index]`.
+    pub mesh: wgpu::Buffer,
+    mesh_written: BatchMesh,
 }
 
-/// Creates each batch's material uniform and writes it when it changes.
+/// What the batch's `MeshUniform` says that a fragment shader may read: the
+/// flags (shadow receiver) and the material's slot in its bind group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BatchMesh {
+    shadow_receiver: bool,
+    material_slot: u32,
+}
+
+impl BatchMesh {
+    /// The batch as one of Bevy's meshes: identity transforms (each
+    /// instance's transform is applied by the vertex shader), a positive
+    /// determinant, no LOD, lightmap, skin or morph targets.
+    fn uniform_bytes(self) -> Vec<u8> {
+        let mut flags = MeshFlags::SIGN_DETERMINANT_MODEL_3X3 | MeshFlags::LOD_INDEX_MASK;
+        if self.shadow_receiver {
+            flags |= MeshFlags::SHADOW_RECEIVER;
+        }
+        let identity = Affine3::from(bevy::math::Affine3A::IDENTITY);
+        let transforms = MeshTransforms {
+            world_from_local: identity,
+            previous_world_from_local: identity,
+            flags: flags.bits(),
+        };
+        let uniform = MeshUniform::new(
+            &transforms,
+            0,
+            MaterialBindGroupSlot(self.material_slot),
+            None,
+            None,
+            None,
+            None,
+        );
+        let mut bytes = StorageBuffer::new(Vec::new());
+        bytes.write(&[uniform]).expect("a MeshUniform encodes into a Vec");
+        bytes.into_inner()
+    }
+}
+
+/// Creates each batch's material uniform and mesh entry, and writes them
+/// when they change. A `Material` other than `StandardMaterial` that Bevy
+/// prepared for the batch gives its bind group slot (bindless materials
+/// share a bind group; the fragment shader finds its own by the slot).
 pub(crate) fn prepare_materials(
     mut commands: Commands,
     device: Res<RenderDevice>,
     queue: Res<RenderQueue>,
-    mut batches: Query<(Entity, &BatchData, Option<&mut GpuMaterial>)>,
+    material_instances: Res<RenderMaterialInstances>,
+    materials: Res<ErasedRenderAssets<PreparedMaterial>>,
+    mut batches: Query<(Entity, &MainEntity, &BatchData, Option<&mut GpuMaterial>)>,
 ) {
-    for (entity, data, gpu) in &mut batches {
+    for (entity, main_entity, data, gpu) in &mut batches {
         let uniform = data.material.uniform;
+        let mesh = BatchMesh {
+            shadow_receiver: data.shadow_receiver,
+            material_slot: material_instances
+                .instances
+                .get(main_entity)
+                .and_then(|instance| materials.get(instance.asset_id))
+                .map_or(0, |material| material.binding.slot.into()),
+        };
         match gpu {
             Some(mut gpu) => {
                 if gpu.written != uniform {
                     queue.write_buffer(&gpu.buffer, 0, bytemuck::bytes_of(&uniform));
                     gpu.written = uniform;
                 }
+                if gpu.mesh_written != mesh {
+                    queue.write_buffer(&gpu.mesh, 0, &mesh.uniform_bytes());
+                    gpu.mesh_written = mesh;
+                }
             }
             None => {
-                let buffer = device.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gpu_cull_material"),
-                    size: size_of::<MaterialUniform>() as u64,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
+                let create = |label, size, usage| {
+                    device.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
+                        label: Some(label),
+                        size,
+                        usage: usage | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                };
+                let buffer = create(
+                    "gpu_cull_material",
+                    size_of::<MaterialUniform>() as u64,
+                    wgpu::BufferUsages::UNIFORM,
+                );
                 queue.write_buffer(&buffer, 0, bytemuck::bytes_of(&uniform));
+                let bytes = mesh.uniform_bytes();
+                let mesh_buffer = create(
+                    "gpu_cull_batch_mesh",
+                    bytes.len() as u64,
+                    wgpu::BufferUsages::STORAGE,
+                );
+                queue.write_buffer(&mesh_buffer, 0, &bytes);
                 commands.entity(entity).insert(GpuMaterial {
                     buffer,
                     written: uniform,
+                    mesh: mesh_buffer,
+                    mesh_written: mesh,
                 });
             }
         }

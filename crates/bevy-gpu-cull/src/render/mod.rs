@@ -2,6 +2,7 @@
 //! and the indirect draw.
 
 mod cull;
+mod custom_material;
 mod draw;
 mod material;
 mod prepare;
@@ -57,6 +58,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
     embedded_asset!(app, "shaders/instanced_draw.wgsl");
     embedded_asset!(app, "shaders/instanced_prepass.wgsl");
+    embedded_asset!(app, "shaders/instanced_material.wgsl");
     // cull-core's kernels, compiled by Bevy's PipelineCache.
     let cull_shaders = prepare::CullShaders::add_to(app);
     let Some(render_app) = app.get_sub_app_mut(RenderApp) else {
@@ -78,6 +80,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
         .init_resource::<shadow::QueuedPrepassBatches>()
         .add_render_command::<Opaque3d, draw::DrawCulled>()
+        .add_render_command::<Opaque3d, draw::DrawCulledMaterial>()
         .add_render_command::<Shadow, shadow::DrawCulledPrepass>()
         .add_render_command::<Opaque3dPrepass, shadow::DrawCulledPrepass>()
         .add_systems(
@@ -85,7 +88,10 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
             (
                 (
                     draw::init_pipeline.after(MeshPipelineSystems),
-                    shadow::init_prepass_pipeline.after(init_prepass_pipeline),
+                    (
+                        shadow::init_prepass_pipeline.after(init_prepass_pipeline),
+                        custom_material::init_pipeline,
+                    ),
                 )
                     .chain(),
                 prepare::forget_gpu_batches,

@@ -818,16 +818,17 @@ pub(crate) fn prepare_targets(
                 target.bind_group = Some(device.create_bind_group(
                     "gpu_cull_instances",
                     &layout,
-                    &BindGroupEntries::sequential((
-                        gpu.draw_data.as_entire_binding(),
-                        wgpu::BindingResource::Buffer(survivors),
-                        material.buffer.as_entire_binding(),
-                        &image.texture_view,
-                        &image.sampler,
-                        &normals.texture_view,
-                        &metallic_roughness.texture_view,
-                        &emissive.texture_view,
-                        &occlusion.texture_view,
+                    &BindGroupEntries::with_indices((
+                        (0, material.mesh.as_entire_binding()),
+                        (10, gpu.draw_data.as_entire_binding()),
+                        (11, wgpu::BindingResource::Buffer(survivors)),
+                        (12, material.buffer.as_entire_binding()),
+                        (13, &image.texture_view),
+                        (14, &image.sampler),
+                        (15, &normals.texture_view),
+                        (16, &metallic_roughness.texture_view),
+                        (17, &emissive.texture_view),
+                        (18, &occlusion.texture_view),
                     )),
                 ));
                 target.bound = bound;

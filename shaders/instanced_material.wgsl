@@ -1,0 +1,65 @@
+// The vertex stage of a batch drawn with a `Material` of the application's
+// (anything but `StandardMaterial`, which instanced_draw.wgsl shades): each
+// survivor is fetched through the cull's output and transformed, and the
+// result is Bevy's `forward_io::VertexOutput`, so the material's own
+// fragment shader, written for Bevy's meshes, runs unchanged. Its
+// `instance_index` is 0: the batch's one entry in Bevy's `mesh` array
+// (group 2, binding 0), which holds the batch's flags and material slot.
+
+#import bevy_pbr::{forward_io::VertexOutput, view_transformations::position_world_to_clip}
+#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, rotate}
+
+struct Vertex {
+    @builtin(instance_index) instance_index: u32,
+    @location(0) position: vec3<f32>,
+#ifdef VERTEX_NORMALS
+    @location(1) normal: vec3<f32>,
+#endif
+#ifdef VERTEX_UVS_A
+    @location(2) uv: vec2<f32>,
+#endif
+#ifdef VERTEX_UVS_B
+    @location(3) uv_b: vec2<f32>,
+#endif
+#ifdef VERTEX_TANGENTS
+    @location(4) tangent: vec4<f32>,
+#endif
+#ifdef GPU_CULL_MESH_COLORS
+    @location(5) color: vec4<f32>,
+#endif
+}
+
+@vertex
+fn vertex(vertex: Vertex) -> VertexOutput {
+    let instance = fetch_instance(vertex.instance_index);
+    let world = instance_to_world(instance, vertex.position);
+    var out: VertexOutput;
+    out.position = position_world_to_clip(world);
+    out.world_position = vec4<f32>(world, 1.0);
+#ifdef VERTEX_NORMALS
+    out.world_normal = rotate(instance.rotation, vertex.normal);
+#endif
+#ifdef VERTEX_UVS_A
+    out.uv = vertex.uv;
+#endif
+#ifdef VERTEX_UVS_B
+    out.uv_b = vertex.uv_b;
+#endif
+#ifdef VERTEX_TANGENTS
+    out.world_tangent = vec4<f32>(rotate(instance.rotation, vertex.tangent.xyz), vertex.tangent.w);
+#endif
+    // The instance's color is the vertex color the material sees (the
+    // plugin defines VERTEX_COLORS for every material draw).
+#ifdef GPU_CULL_MESH_COLORS
+    out.color = instance.color * vertex.color;
+#else
+    out.color = instance.color;
+#endif
+#ifdef VERTEX_OUTPUT_INSTANCE_INDEX
+    out.instance_index = 0u;
+#endif
+#ifdef VISIBILITY_RANGE_DITHER
+    out.visibility_range_dither = 0;
+#endif
+    return out;
+}
