@@ -1299,12 +1299,14 @@ fn a_custom_material_shades_the_instances() {
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()
         .replace(left);
-    world.spawn((
-        mesh,
-        GpuCulledInstances::new(right),
-        MeshMaterial3d(red),
-        Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0)),
-    ));
+    let right = world
+        .spawn((
+            mesh,
+            GpuCulledInstances::new(right),
+            MeshMaterial3d(red),
+            Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0)),
+        ))
+        .id();
     run_until_counts_match(&mut h, "custom material");
     let frame = frame_until(&mut h, |f| {
         let (green, red) = (count_by_half(f, is_green), count_by_half(f, is_red));
@@ -1324,6 +1326,26 @@ fn a_custom_material_shades_the_instances() {
     );
     let top = count_pixels(&frame, 0..HEIGHT as usize / 5, |p| is_green(p) || is_red(p));
     assert_eq!(top, 0, "a copy of the mesh is drawn at the entity's transform");
+    // Where the device gives bindless materials, the two share a bind group
+    // at different slots: the colors above prove each draw found its own.
+    let render_world = h.app.sub_app(bevy::render::RenderApp).world();
+    let instances = render_world.resource::<bevy::pbr::RenderMaterialInstances>();
+    let prepared = render_world
+        .resource::<bevy::render::erased_render_asset::ErasedRenderAssets<bevy::pbr::PreparedMaterial>>();
+    let binding = |e: Entity| {
+        let id = instances.instances[&bevy::render::sync_world::MainEntity::from(e)].asset_id;
+        let material = prepared.get(id).expect("prepared");
+        (
+            material.properties.bindless,
+            material.binding.group.0,
+            u32::from(material.binding.slot),
+        )
+    };
+    let (left_binding, right_binding) = (binding(h.batch), binding(right));
+    eprintln!("bindless, bind group, slot: left {left_binding:?}, right {right_binding:?}");
+    if left_binding.0 {
+        assert_ne!(left_binding, right_binding, "two bindless materials in one slot");
+    }
     let errors = RENDER_ERRORS.lock().unwrap().clone();
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
