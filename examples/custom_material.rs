@@ -1,0 +1,264 @@
+//! A `Material` of your own on a culled batch: a ring of rocks culled on the
+//! GPU by `bevy-gpu-cull`, shaded by an `ExtendedMaterial<StandardMaterial,
+//! GlowingVeins>` — Bevy's PBR lighting plus glowing veins from the
+//! example's fragment shader (`shaders/glowing_veins.wgsl`). Nothing but
+//! Bevy's own `MaterialPlugin` is added for the material: the plugin runs
+//! its fragment shader behind the instance fetch, and each instance's color
+//! tints it as a vertex color would.
+//!
+//! ```text
+//! cargo run --release --example custom_material
+//! cargo run --release --example custom_material -- --count 1e6
+//! cargo run --release --example custom_material -- --headless --frames 30 --screenshot rocks.png
+//! ```
+
+// Bevy systems take many parameters by design.
+#![allow(clippy::too_many_arguments)]
+
+mod support;
+
+use bevy::camera::RenderTarget;
+use bevy::pbr::{ExtendedMaterial, MaterialExtension};
+use bevy::prelude::*;
+use bevy::render::render_resource::AsBindGroup;
+use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
+use bevy::shader::{Shader, ShaderRef};
+use bevy_gpu_cull::prelude::*;
+use std::path::PathBuf;
+
+/// The extension: glowing horizontal veins over the standard material.
+#[derive(Asset, TypePath, AsBindGroup, Debug, Clone)]
+struct GlowingVeins {
+    /// The veins' emitted color (linear, added to the lit color).
+    #[uniform(100)]
+    color: LinearRgba,
+    /// x: the distance between veins, y: the fraction of it a vein covers.
+    #[uniform(101)]
+    spacing_width: Vec4,
+}
+
+/// The fragment shader, compiled into the example so that it runs from any
+/// working directory.
+const VEINS_SHADER: Handle<Shader> = bevy::asset::uuid_handle!("9d3f4c1e-2b7a-4f5e-8c61-0a9e7d2b3c44");
+
+impl MaterialExtension for GlowingVeins {
+    fn fragment_shader() -> ShaderRef {
+        VEINS_SHADER.into()
+    }
+}
+
+type RockMaterial = ExtendedMaterial<StandardMaterial, GlowingVeins>;
+
+#[derive(Resource, Clone, Debug)]
+struct Args {
+    count: usize,
+    headless: bool,
+    frames: u32,
+    screenshot: Option<PathBuf>,
+    width: u32,
+    height: u32,
+}
+
+fn usage() -> ! {
+    eprintln!("usage: custom_material [--count N] [--headless --frames N --screenshot out.png --size WxH]");
+    std::process::exit(2)
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        count: 100_000,
+        headless: false,
+        frames: 30,
+        screenshot: None,
+        width: 1280,
+        height: 720,
+    };
+    let mut it = std::env::args().skip(1);
+    let mut sized = false;
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| usage());
+        match flag.as_str() {
+            "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| usage()) as usize,
+            "--headless" => args.headless = true,
+            "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
+            "--screenshot" => args.screenshot = Some(value().into()),
+            "--size" => {
+                (args.width, args.height) = support::parse_size(&value()).unwrap_or_else(|| usage());
+                sized = true;
+            }
+            _ => usage(),
+        }
+    }
+    if args.headless && !sized {
+        // lavapipe renders every pixel on the CPU: keep headless frames small.
+        (args.width, args.height) = (480, 270);
+    }
+    args
+}
+
+fn main() {
+    let args = parse_args();
+    if !args.headless {
+        support::require_display(
+            "custom_material",
+            "cargo run --release --example custom_material -- --headless --frames 30 --screenshot rocks.png",
+        );
+    }
+    let mut app = App::new();
+    support::add_default_plugins(
+        &mut app,
+        args.headless,
+        "bevy-gpu-cull: custom material",
+        args.width,
+        args.height,
+    );
+    app.world_mut()
+        .resource_mut::<Assets<Shader>>()
+        .insert(
+            VEINS_SHADER.id(),
+            Shader::from_wgsl(
+                include_str!("shaders/glowing_veins.wgsl"),
+                "shaders/glowing_veins.wgsl",
+            ),
+        )
+        .expect("a UUID handle always inserts");
+    app.add_plugins((
+        GpuCullPlugin::default(),
+        MaterialPlugin::<RockMaterial>::default(),
+    ))
+    .insert_resource(ClearColor(Color::srgb(0.02, 0.02, 0.05)))
+    .insert_resource(args)
+    .init_resource::<Frames>()
+    .add_systems(Startup, setup)
+    .add_systems(Update, (orbit, finish_headless))
+    .run();
+}
+
+#[derive(Resource, Default)]
+struct Frames {
+    count: u32,
+    screenshot_requested: bool,
+    screenshot_saved: bool,
+}
+
+/// The ring's radius for `count` rocks: about one rock per 4 m² of ring.
+fn ring_radius(count: usize) -> f32 {
+    (count as f32).sqrt() * 1.5 + 10.0
+}
+
+fn setup(
+    mut commands: Commands,
+    args: Res<Args>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<RockMaterial>>,
+    mut images: ResMut<Assets<Image>>,
+) {
+    let radius = ring_radius(args.count);
+    // An integer hash (lowbias32) of the rock's index and a seed, in [0, 1].
+    let hash = |n: u32, seed: u32| {
+        let mut x = n ^ seed.wrapping_mul(0x9E37_79B9);
+        x ^= x >> 16;
+        x = x.wrapping_mul(0x7FEB_352D);
+        x ^= x >> 15;
+        x = x.wrapping_mul(0x846C_A68B);
+        x ^= x >> 16;
+        x as f32 / u32::MAX as f32
+    };
+    let rocks: Vec<CulledInstance> = (0..args.count)
+        .map(|i| {
+            let n = i as u32;
+            let angle = hash(n, 1) * std::f32::consts::TAU;
+            let r = radius * (0.8 + 0.4 * hash(n, 2));
+            let position = Vec3::new(r * angle.cos(), (hash(n, 3) - 0.5) * 6.0, r * angle.sin());
+            let rotation = Quat::from_euler(EulerRot::YXZ, hash(n, 4) * 6.3, hash(n, 5) * 6.3, 0.0);
+            let grey = 0.4 + 0.6 * hash(n, 6);
+            CulledInstance::new(position, Color::srgb(grey, grey * 0.9, grey * 0.8))
+                .with_rotation(rotation)
+                .with_scale(0.4 + 1.2 * hash(n, 7))
+        })
+        .collect();
+    commands.spawn((
+        Mesh3d(meshes.add(Sphere::new(0.8).mesh().ico(2).expect("a small icosphere"))),
+        MeshMaterial3d(materials.add(RockMaterial {
+            base: StandardMaterial {
+                base_color: Color::srgb(0.7, 0.65, 0.6),
+                perceptual_roughness: 0.95,
+                ..default()
+            },
+            extension: GlowingVeins {
+                color: LinearRgba::rgb(3.0, 0.8, 0.1),
+                spacing_width: Vec4::new(0.6, 0.12, 0.0, 0.0),
+            },
+        })),
+        GpuCulledInstances::new(rocks),
+    ));
+    commands.spawn((
+        DirectionalLight {
+            illuminance: 8_000.0,
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        Transform::from_xyz(3.0, 10.0, -4.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    let mut camera = commands.spawn((Camera3d::default(), Transform::default()));
+    if args.headless {
+        camera.insert(support::headless_target(&mut images, args.width, args.height));
+    }
+}
+
+/// The camera flies along the ring, just above it (fixed in a headless run).
+fn orbit(time: Res<Time>, args: Res<Args>, mut camera: Query<&mut Transform, With<Camera3d>>) {
+    let radius = ring_radius(args.count);
+    let t = if args.headless {
+        0.3
+    } else {
+        time.elapsed_secs() * 0.03
+    };
+    let eye = Vec3::new(t.cos(), 0.0, t.sin()) * radius + Vec3::Y * 5.0;
+    let ahead = Vec3::new((t + 0.12).cos(), 0.0, (t + 0.12).sin()) * radius;
+    for mut transform in &mut camera {
+        *transform = Transform::from_translation(eye).looking_at(ahead, Vec3::Y);
+    }
+}
+
+/// Headless: a screenshot once the batch has been drawn, then one summary
+/// line (instances, visible, frames), and exit.
+fn finish_headless(
+    args: Res<Args>,
+    mut frames: ResMut<Frames>,
+    stats: Res<GpuCullStats>,
+    targets: Query<&RenderTarget, With<Camera3d>>,
+    mut commands: Commands,
+    mut exit: MessageWriter<AppExit>,
+) {
+    if !args.headless {
+        return;
+    }
+    frames.count += 1;
+    let ready = frames.count >= args.frames && stats.drawn_frames >= 2;
+    if ready
+        && !frames.screenshot_requested
+        && let (Some(path), Ok(RenderTarget::Image(target))) = (&args.screenshot, targets.single())
+    {
+        frames.screenshot_requested = true;
+        commands
+            .spawn(Screenshot::image(target.handle.clone()))
+            .observe(save_to_disk(path.clone()))
+            .observe(|_: On<ScreenshotCaptured>, mut frames: ResMut<Frames>| {
+                frames.screenshot_saved = true;
+            });
+    }
+    let done = ready && (args.screenshot.is_none() || frames.screenshot_saved);
+    if !done && frames.count < args.frames + 2000 {
+        return;
+    }
+    println!(
+        "custom_material: frames={} instances={} visible={} drawn_frames={} variant={}",
+        frames.count,
+        args.count,
+        stats.visible.values().sum::<u32>(),
+        stats.drawn_frames,
+        stats.variant.map_or("-", |v| v.name()),
+    );
+    exit.write(if done { AppExit::Success } else { AppExit::error() });
+}
