@@ -36,6 +36,9 @@ struct Args {
     headless: bool,
     frames: u32,
     screenshot: Option<PathBuf>,
+    /// Headless: the scene file of the final view (for `replay`), written
+    /// with the summary.
+    capture: Option<PathBuf>,
     compare_bevy: bool,
     variant: Option<ScanVariant>,
     format: InstanceFormat,
@@ -48,7 +51,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--headless --frames N --screenshot out.png --size WxH]"
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
     );
     std::process::exit(2)
 }
@@ -59,6 +62,7 @@ fn parse_args() -> Args {
         headless: false,
         frames: 120,
         screenshot: None,
+        capture: None,
         compare_bevy: false,
         variant: None,
         format: InstanceFormat::PosQuat,
@@ -76,6 +80,7 @@ fn parse_args() -> Args {
             "--shadows" => args.shadows = true,
             "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
             "--screenshot" => args.screenshot = Some(value().into()),
+            "--capture" => args.capture = Some(value().into()),
             "--compare" => args.compare_bevy = value() == "bevy" || usage(),
             "--variant" => args.variant = Some(ScanVariant::from_name(&value()).unwrap_or_else(|| usage())),
             "--format" => args.format = InstanceFormat::from_name(&value()).unwrap_or_else(|| usage()),
@@ -123,7 +128,10 @@ fn main() {
         yaw: 0.0,
         pitch: -0.25,
     })
-    .insert_resource(FrameTimes::default())
+    .insert_resource(FrameTimes {
+        started: Some(Instant::now()),
+        ..default()
+    })
     .add_systems(Startup, setup)
     .add_systems(Update, (fly, keys, hud, draw_frozen_frustum, record_frame))
     .add_systems(Last, finish_headless.run_if(|args: Res<Args>| args.headless))
@@ -186,6 +194,14 @@ struct FrameTimes {
     /// The screenshot was captured and written (it arrives a few frames
     /// after it is requested, later on a busy machine).
     screenshot_saved: bool,
+    /// Process start, and the seconds from it to the scene's build (the
+    /// `Startup` system's end) and to the first frame that drew the batch.
+    started: Option<Instant>,
+    built_s: Option<f64>,
+    first_drawn_s: Option<f64>,
+    /// Frames from the camera's stop to the frame the summary's count came
+    /// back in.
+    count_wait_frames: u32,
 }
 
 /// Frames skipped before timing: pipelines compile in the first frames.
@@ -209,6 +225,7 @@ fn setup(
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
     mut images: ResMut<Assets<Image>>,
+    mut times: ResMut<FrameTimes>,
 ) {
     let (instances, half) = field(args.count);
     commands.insert_resource(Field { half });
@@ -269,6 +286,7 @@ fn setup(
             Hud,
         ));
     }
+    times.built_s = times.started.map(|t| t.elapsed().as_secs_f64());
 }
 
 /// The automatic fly-through follows a circle across the field, looking
@@ -461,6 +479,12 @@ fn hud(
 }
 
 fn record_frame(mut times: ResMut<FrameTimes>, args: Res<Args>, stats: Res<GpuCullStats>) {
+    if times.first_drawn_s.is_none() && (stats.drawn_frames > 0 || args.compare_bevy) {
+        times.first_drawn_s = times.started.map(|t| t.elapsed().as_secs_f64());
+    }
+    if times.stopped_at.is_some() {
+        times.count_wait_frames += 1;
+    }
     if args.headless && times.stopped_at.is_none() && times.frames + CAMERA_HOLD >= args.frames {
         times.stopped_at = Some(stats.render_frame);
     }
@@ -485,10 +509,11 @@ fn finish_headless(
     stats: Res<GpuCullStats>,
     settings: Res<GpuCullSettings>,
     mut commands: Commands,
-    camera: Query<(&Camera, &GlobalTransform), With<MainCamera>>,
-    batch: Query<(&GpuCulledInstances, &GpuCullBounds)>,
+    camera: Query<(Entity, &Camera, &GlobalTransform), With<MainCamera>>,
+    batch: Query<(Entity, &GpuCulledInstances, &GpuCullBounds)>,
     targets: Query<&RenderTarget, With<MainCamera>>,
     mut exit: MessageWriter<AppExit>,
+    mut captures: MessageWriter<CaptureScene>,
 ) {
     // The screenshot near the end, once the culled spheres have been drawn:
     // their pipeline compiles asynchronously, and until it has, frames show
@@ -529,25 +554,41 @@ fn finish_headless(
         _ => "n/a".into(),
     };
     let reference = match (camera.single(), batch.single()) {
-        (Ok((cam, transform)), Ok((instances, bounds))) => {
+        (Ok((camera, cam, transform)), Ok((batch, instances, bounds))) => {
+            if let Some(path) = &args.capture {
+                captures.write(CaptureScene {
+                    camera,
+                    batch,
+                    path: path.clone(),
+                });
+            }
             bevy_gpu_cull::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None)
-                .and_then(|frustum| instances.visible_on_cpu(*bounds, &frustum, settings.format))
+                .and_then(|frustum| instances.reference_on_cpu(*bounds, &frustum, settings.format))
                 .ok()
-                .map(|v| v.len())
         }
         _ => None,
     };
+    let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{s:.1}"));
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} variant={} path={} shadows={} gpu_cull_ms={} shadow_views={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
-        reference.map_or("n/a".into(), |r| r.to_string()),
+        reference
+            .as_ref()
+            .map_or("n/a".into(), |r| r.visible.len().to_string()),
+        reference
+            .as_ref()
+            .map_or("n/a".into(), |r| r.borderline.len().to_string()),
         stats.variant.map_or("n/a", |v| v.name()),
         if args.compare_bevy { "bevy" } else { "gpu-cull" },
         args.shadows,
         stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3}")),
         stats.shadow_visible.len(),
+        secs(times.built_s),
+        secs(times.first_drawn_s),
+        secs(times.started.map(|t| t.elapsed().as_secs_f64())),
+        times.count_wait_frames,
     );
     exit.write(AppExit::Success);
 }

@@ -5,8 +5,11 @@ use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::{ImageRenderTarget, RenderTarget};
 use bevy::prelude::*;
 use bevy::render::render_resource::{TextureFormat, TextureUsages};
+use bevy::render::renderer::{RenderDevice, RenderQueue, WgpuWrapper};
+use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy::window::ExitCondition;
 use bevy::winit::WinitPlugin;
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Parses `WxH`.
@@ -29,7 +32,8 @@ pub fn require_display(name: &str, headless_command: &str) {
 }
 
 /// Bevy's default plugins: a window titled `title`, or headless (no window,
-/// no winit, frames as fast as they come).
+/// no winit, frames as fast as the GPU finishes them, at most
+/// [`HEADLESS_FRAMES_IN_FLIGHT`] ahead: see [`pace_headless_frames`]).
 pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u32, height: u32) {
     if headless {
         app.add_plugins((
@@ -42,6 +46,13 @@ pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u3
                 .disable::<WinitPlugin>(),
             ScheduleRunnerPlugin::run_loop(Duration::ZERO),
         ));
+        if std::env::var_os("GPU_CULL_UNPACED").is_none()
+            && let Some(render_app) = app.get_sub_app_mut(RenderApp)
+        {
+            render_app
+                .init_resource::<FramesInFlight>()
+                .add_systems(Render, pace_headless_frames.in_set(RenderSystems::Cleanup));
+        }
     } else {
         app.add_plugins(DefaultPlugins.set(WindowPlugin {
             primary_window: Some(Window {
@@ -66,4 +77,35 @@ pub fn headless_target(images: &mut Assets<Image>, width: u32, height: u32) -> (
         }),
         Msaa::Off,
     )
+}
+
+/// Frames a headless run lets the GPU fall behind, as a window's swapchain
+/// would (Bevy's default frame latency is 2).
+pub const HEADLESS_FRAMES_IN_FLIGHT: usize = 2;
+
+/// The submissions of the frames the GPU may still be working on.
+#[derive(Resource, Default)]
+struct FramesInFlight(VecDeque<WgpuWrapper<wgpu::SubmissionIndex>>);
+
+/// Without a window nothing throttles Bevy's frames: the CPU submits frames
+/// faster than a GPU-bound scene renders them, the queue grows by hundreds of
+/// frames, the app's frame times measure the CPU alone, results read back
+/// from the GPU arrive hundreds of frames late, and exiting waits for the
+/// whole queue to drain. This waits, after each frame's submission, until
+/// the GPU has finished all but the last [`HEADLESS_FRAMES_IN_FLIGHT`] frames.
+/// `GPU_CULL_UNPACED=1` turns it off (to reproduce the difference).
+fn pace_headless_frames(
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    mut in_flight: ResMut<FramesInFlight>,
+) {
+    // An empty submission's index follows this frame's work.
+    in_flight.0.push_back(WgpuWrapper::new(queue.submit([])));
+    while in_flight.0.len() > HEADLESS_FRAMES_IN_FLIGHT {
+        let oldest = in_flight.0.pop_front().expect("more than zero").into_inner();
+        let _ = device.wgpu_device().poll(wgpu::PollType::Wait {
+            submission_index: Some(oldest),
+            timeout: None,
+        });
+    }
 }

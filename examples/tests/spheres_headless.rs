@@ -55,8 +55,14 @@ fn spheres_headless_every_variant() {
             .find(|l| l.starts_with("spheres:"))
             .unwrap_or_else(|| panic!("{variant}: no summary\n{stdout}\n{stderr}"));
         let visible: u32 = field(line, "visible").parse().unwrap();
+        // Every clearly visible sphere, and any of the borderline ones
+        // (within rounding of the widened frustum boundary).
         let reference: u32 = field(line, "cpu_reference").parse().unwrap();
-        assert_eq!(visible, reference, "{variant}: {line}");
+        let borderline: u32 = field(line, "cpu_borderline").parse().unwrap();
+        assert!(
+            (reference..=reference + borderline).contains(&visible),
+            "{variant}: {line}"
+        );
         assert!(
             visible > 100 && visible < 20_000,
             "{variant}: the camera should see part of the field: {line}"

@@ -248,13 +248,38 @@ impl GpuCulledInstances {
         frustum: &cull_core::Frustum,
         format: cull_core::InstanceFormat,
     ) -> Result<Vec<u32>, cull_core::CullError> {
+        let (bytes, sphere) = self.cull_input(bounds, format)?;
+        cull_core::cpu::cull(format, &bytes, sphere, frustum)
+    }
+
+    /// As [`Self::visible_on_cpu`], split as the GPU may answer: the indices
+    /// it must keep (`visible`), and those within a few ulps of the frustum
+    /// boundary as widened by `cull_core::frustum::PLANE_TOLERANCE`
+    /// (`borderline`: spheres that touch the view only by less than that
+    /// tolerance), which it may keep or drop. `visible_on_cpu` keeps both.
+    pub fn reference_on_cpu(
+        &self,
+        bounds: GpuCullBounds,
+        frustum: &cull_core::Frustum,
+        format: cull_core::InstanceFormat,
+    ) -> Result<cull_core::cpu::Reference, cull_core::CullError> {
+        let (bytes, sphere) = self.cull_input(bounds, format)?;
+        cull_core::cpu::classify(format, &bytes, sphere, frustum)
+    }
+
+    /// The batch encoded in `format` and the bounds the plugin culls it with.
+    fn cull_input(
+        &self,
+        bounds: GpuCullBounds,
+        format: cull_core::InstanceFormat,
+    ) -> Result<(Vec<u8>, cull_core::Sphere), cull_core::CullError> {
         let instances: Vec<cull_core::Instance> =
             self.instances.iter().map(|i| i.cull_instance(format)).collect();
         let mut sphere = cull_core::Sphere::new(bounds.center, bounds.radius);
         if !format.carries_scale() {
             sphere = ScaleRange::of(&self.instances).cover(sphere);
         }
-        cull_core::cpu::cull(format, &format.encode(&instances)?, sphere, frustum)
+        Ok((format.encode(&instances)?, sphere))
     }
 }
 
