@@ -30,6 +30,9 @@ struct CullParams {
     // dot(n, p) + d >= 0, d widened by PLANE_TOLERANCE * |d|. Unused planes
     // are (0, 0, 0, 1).
     planes: array<array<vec4<f32>, 6>, MAX_VIEWS>,
+    // Per view, its level-of-detail band (cull::visibility::screen_size):
+    // [0] camera position and scale, [1] min, max, perspective, has-band.
+    size_bands: array<array<vec4<f32>, 2>, MAX_VIEWS>,
     // The batch's bounding sphere in mesh space: xyz center, w radius.
     local_sphere: vec4<f32>,
     // The views this dispatch votes against: the single-pass kernels take

@@ -474,6 +474,9 @@ impl Culler {
             });
         }
         params.local_bounds.validate()?;
+        for band in params.frusta.iter().filter_map(|f| f.size_band.as_ref()) {
+            band.validate()?;
+        }
         if input.format() != self.format {
             return Err(CullError::FormatMismatch {
                 input: input.format(),
@@ -516,6 +519,12 @@ impl Culler {
         for (view, frustum) in base.planes.iter_mut().zip(params.frusta) {
             for (dst, p) in view.iter_mut().zip(frustum.planes()) {
                 *dst = crate::frustum::widen_plane(*p).to_array();
+            }
+        }
+        // A view without a band keeps every size (zeros: no band).
+        for (dst, frustum) in base.size_bands.iter_mut().zip(params.frusta) {
+            if let Some(band) = frustum.size_band {
+                *dst = band.gpu();
             }
         }
         base.local_sphere = params

@@ -129,7 +129,10 @@ pub struct WorldSphere {
     pub terms: f32,
 }
 
-/// The planes of a view frustum, normals pointing inwards, normalized.
+/// The planes of a view frustum, normals pointing inwards, normalized, and
+/// optionally a level-of-detail band: the view then keeps only the
+/// instances whose projected size lies in the band ([`Self::detail_levels`]
+/// makes one view per level).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Frustum {
     /// Planes as `(normal, d)`: a point `p` is inside when `dot(normal, p) + d >= 0`.
@@ -137,6 +140,127 @@ pub struct Frustum {
     pub planes: [Vec4; 6],
     /// Number of planes in use (5 for an infinite far plane, 6 otherwise).
     pub len: usize,
+    /// The projected sizes this view keeps; `None`: every size.
+    pub size_band: Option<SizeBand>,
+}
+
+/// How big a sphere looks from a camera: the fraction of the screen height
+/// its diameter covers, `radius · scale / distance` for a perspective view
+/// (`distance` from the camera's position), `radius · scale` for an
+/// orthographic one. Right for any field of view and resolution.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SizeMetric {
+    /// The camera's position in world space.
+    pub origin: Vec3,
+    /// The projection's vertical scale (`clip_from_view.y_axis.y`, its
+    /// magnitude for a mirrored view).
+    pub scale: f32,
+    /// Whether size falls with distance (a perspective projection).
+    pub perspective: bool,
+}
+
+impl SizeMetric {
+    /// The metric of a camera with this projection and `world_from_view`
+    /// transform (the camera's global transform).
+    pub fn from_view(clip_from_view: Mat4, world_from_view: Mat4) -> Self {
+        Self {
+            origin: world_from_view.w_axis.truncate(),
+            scale: clip_from_view.y_axis.y.abs(),
+            // A perspective projection divides by depth: w comes from z.
+            perspective: clip_from_view.w_axis.w == 0.0,
+        }
+    }
+
+    /// The projected size of a sphere, in `f64` (the CPU reference's).
+    pub fn size(&self, center: Vec3, radius: f32) -> f64 {
+        let numerator = radius as f64 * self.scale as f64;
+        if !self.perspective {
+            return numerator;
+        }
+        let distance = (center.as_dvec3() - self.origin.as_dvec3()).length();
+        if distance == 0.0 {
+            f64::INFINITY
+        } else {
+            numerator / distance
+        }
+    }
+}
+
+/// The projected sizes a view keeps: `min <= size < max` ([`SizeMetric`]).
+/// A level of detail is a band; the nearest level's `max` is infinite and
+/// the farthest level's `min` is the size below which instances are culled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SizeBand {
+    /// How sizes are measured.
+    pub metric: SizeMetric,
+    /// The smallest size kept (0: no cut-off).
+    pub min: f32,
+    /// The size from which the next, finer level takes over (`f32::INFINITY`
+    /// for the finest level).
+    pub max: f32,
+}
+
+/// Relative widening of each end of a [`SizeBand`] on the GPU: neighbouring
+/// levels overlap by this much rather than leave a gap to rounding, so a
+/// sphere within it of a threshold may be kept at both levels, never at
+/// neither.
+pub const SIZE_BAND_TOLERANCE: f32 = 1.0 / (1 << 16) as f32;
+
+impl SizeBand {
+    /// Refuses a band the GPU and the CPU reference could read differently:
+    /// a non-finite origin or scale, a negative or NaN `min`, a `max` not
+    /// above `min` (an infinite `max` is the finest level).
+    pub fn validate(&self) -> Result<(), CullError> {
+        let m = self.metric;
+        let ok = m.origin.is_finite()
+            && m.scale.is_finite()
+            && m.scale >= 0.0
+            && self.min.is_finite()
+            && self.min >= 0.0
+            && self.max > self.min
+            && !self.max.is_nan();
+        if ok {
+            Ok(())
+        } else {
+            Err(CullError::InvalidParameter(
+                "a size band needs a finite origin and scale and 0 <= min < max",
+            ))
+        }
+    }
+
+    /// The band as the shaders read it (`size_bands` in `params.wgsl`).
+    pub(crate) fn gpu(&self) -> [[f32; 4]; 2] {
+        let m = self.metric;
+        [
+            [m.origin.x, m.origin.y, m.origin.z, m.scale],
+            [
+                self.min * (1.0 - SIZE_BAND_TOLERANCE),
+                if self.max.is_finite() {
+                    self.max * (1.0 + SIZE_BAND_TOLERANCE)
+                } else {
+                    f32::INFINITY
+                },
+                if m.perspective { 1.0 } else { 0.0 },
+                1.0,
+            ],
+        ]
+    }
+
+    /// Classifies a sphere against the band as the GPU decides it: clearly
+    /// inside or outside the widened band, or within twice the tolerance of
+    /// one of its ends (either answer is right there).
+    pub fn classify(&self, center: Vec3, radius: f32) -> SphereClass {
+        let size = self.metric.size(center, radius);
+        let t = 2.0 * SIZE_BAND_TOLERANCE as f64;
+        let (min, max) = (self.min as f64, self.max as f64);
+        if size < min * (1.0 - t) || size >= max * (1.0 + t) {
+            return SphereClass::Outside;
+        }
+        if size < min || size >= max {
+            return SphereClass::Borderline;
+        }
+        SphereClass::Inside
+    }
 }
 
 impl Frustum {
@@ -260,7 +384,11 @@ impl Frustum {
             return Err(CullError::DegenerateFrustum("fewer than five usable planes"));
         }
         let Some(max_distance) = max_distance else {
-            return Ok(Self { planes, len });
+            return Ok(Self {
+                planes,
+                len,
+                size_band: None,
+            });
         };
         if !(max_distance.is_finite() && max_distance > 0.0) {
             return Err(CullError::InvalidParameter(
@@ -314,7 +442,11 @@ impl Frustum {
                 len += 1;
             }
         }
-        Ok(Self { planes, len })
+        Ok(Self {
+            planes,
+            len,
+            size_band: None,
+        })
     }
 
     /// A frustum with no planes: it keeps every finite instance. For a view
@@ -324,7 +456,42 @@ impl Frustum {
         Self {
             planes: [Vec4::ZERO; 6],
             len: 0,
+            size_band: None,
         }
+    }
+
+    /// This frustum keeping only the sizes in `band`.
+    pub fn with_size_band(self, band: SizeBand) -> Self {
+        Self {
+            size_band: Some(band),
+            ..self
+        }
+    }
+
+    /// One view per level of detail: view `k` keeps the instances whose size
+    /// ([`SizeMetric`]) is in `[thresholds[k], thresholds[k - 1])`, level 0
+    /// from `thresholds[0]` up. `thresholds` descend; past the last, an
+    /// instance is culled (a last threshold of 0 keeps every size). Cull
+    /// them with `Culler::cull_views`: each level gets its own survivor list
+    /// and draw arguments, and `Ordered` keeps input order within each.
+    pub fn detail_levels(&self, metric: SizeMetric, thresholds: &[f32]) -> Result<Vec<Frustum>, CullError> {
+        let valid = thresholds.iter().all(|t| t.is_finite() && *t >= 0.0)
+            && thresholds.windows(2).all(|w| w[0] > w[1])
+            && metric.scale.is_finite()
+            && metric.origin.is_finite();
+        if !valid {
+            return Err(CullError::InvalidParameter(
+                "detail level thresholds must be finite, non-negative and descending, with a finite metric",
+            ));
+        }
+        Ok(thresholds
+            .iter()
+            .enumerate()
+            .map(|(k, &min)| {
+                let max = if k == 0 { f32::INFINITY } else { thresholds[k - 1] };
+                self.with_size_band(SizeBand { metric, min, max })
+            })
+            .collect())
     }
 
     /// The planes in use.
@@ -369,7 +536,13 @@ impl Frustum {
         if !wide.is_finite() {
             return SphereClass::Inside;
         }
-        let mut class = SphereClass::Inside;
+        let mut class = match self.size_band {
+            Some(band) => band.classify(center, radius),
+            None => SphereClass::Inside,
+        };
+        if class == SphereClass::Outside {
+            return class;
+        }
         for p in self.planes() {
             let p = widen_plane(*p);
             // Same order of operations as plane_keeps() in the shaders.
@@ -410,6 +583,44 @@ mod tests {
 
     fn frustum(m: Mat4) -> Frustum {
         Frustum::from_clip_from_world(m, None).unwrap()
+    }
+
+    #[test]
+    fn size_metric_is_the_screen_fraction_of_the_diameter() {
+        // A 90° vertical field of view: at distance 10 the screen's height
+        // spans 20 units, so a sphere of radius 1 covers a tenth of it.
+        let proj = Mat4::perspective_infinite_reverse_rh(std::f32::consts::FRAC_PI_2, 1.5, 0.1);
+        let eye = Mat4::from_translation(Vec3::new(3.0, 0.0, 0.0));
+        let m = SizeMetric::from_view(proj, eye);
+        assert!(m.perspective && m.origin == Vec3::new(3.0, 0.0, 0.0));
+        let size = m.size(Vec3::new(3.0, 0.0, -10.0), 1.0);
+        assert!((size - 0.1).abs() < 1e-6, "{size}");
+        assert_eq!(m.size(m.origin, 1.0), f64::INFINITY);
+        let ortho = SizeMetric::from_view(Mat4::orthographic_rh(-5.0, 5.0, -5.0, 5.0, 0.1, 100.0), eye);
+        assert!(!ortho.perspective);
+        assert!((ortho.size(Vec3::new(0.0, 0.0, -50.0), 1.0) - 0.2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn detail_levels_partition_sizes() {
+        let m = SizeMetric {
+            origin: Vec3::ZERO,
+            scale: 1.0,
+            perspective: true,
+        };
+        let levels = Frustum::everything().detail_levels(m, &[0.5, 0.1, 0.02]).unwrap();
+        // Sizes 1, 0.25, 0.05, 0.01 at distance 1 (radius = size).
+        for (size, expected) in [(1.0, Some(0)), (0.25, Some(1)), (0.05, Some(2)), (0.01, None)] {
+            let c = Vec3::new(0.0, 0.0, -1.0);
+            let inside: Vec<usize> = (0..3)
+                .filter(|&k| levels[k].classify_sphere(c, size) == SphereClass::Inside)
+                .collect();
+            assert_eq!(inside, expected.into_iter().collect::<Vec<_>>(), "size {size}");
+        }
+        // On a threshold: the levels on either side may both keep it.
+        let c = Vec3::new(0.0, 0.0, -1.0);
+        assert_eq!(levels[0].classify_sphere(c, 0.5), SphereClass::Inside);
+        assert_eq!(levels[1].classify_sphere(c, 0.5), SphereClass::Borderline);
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub const INSTANCE_COUNT_OFFSET: u64 = 4;
 pub(crate) struct GpuParams {
     /// Six planes per view; unused ones are (0, 0, 0, 1).
     pub planes: [[[f32; 4]; 6]; MAX_VIEWS as usize],
+    /// Per view, its level-of-detail band (`SizeBand::gpu`); zero: none.
+    pub size_bands: [[[f32; 4]; 2]; MAX_VIEWS as usize],
     pub local_sphere: [f32; 4],
     pub first_view: u32,
     pub view_count: u32,

@@ -125,7 +125,7 @@ pub use culler::{
     CullParams, CullViewsParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, MAX_VIEWS, OutputKind, Tuning,
 };
 pub use error::CullError;
-pub use frustum::{Frustum, Sphere, WorldSphere};
+pub use frustum::{Frustum, SizeBand, SizeMetric, Sphere, WorldSphere};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
 pub use readback::AsyncReadback;
 pub use shader::KernelRecipe;

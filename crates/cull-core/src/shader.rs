@@ -22,6 +22,7 @@ use std::collections::HashMap;
 /// kernel's entry module ([`KernelRecipe::entry`]).
 pub fn library() -> Vec<ShaderModule> {
     let mut modules = vec![shader_module!("params.wgsl"), shader_module!("math.wgsl")];
+    modules.extend(crate::visibility::LIBRARY);
     modules.extend(crate::visibility::VISIBILITY_TESTS.iter().map(|v| v.module));
     modules.extend(crate::formats::FORMATS.iter().map(|f| f.module));
     modules.extend(crate::outputs::OUTPUTS.iter().map(|o| o.module));

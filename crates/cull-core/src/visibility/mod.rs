@@ -3,8 +3,11 @@
 //! CPU mirror named in the module: `Frustum::classify` for the frustum
 //! test), registered in [`VISIBILITY_TESTS`] and
 //! selected by shader def in `items.wgsl`. Today there is one, the sphere
-//! against the view frustum; level of detail and occlusion come next.
+//! against the view frustum, which also applies each view's level-of-detail
+//! band ([`screen_size`], a library module of its own); occlusion comes
+//! next.
 
+mod screen_size;
 mod sphere_frustum;
 
 use crate::kernel::ShaderModule;
@@ -21,6 +24,10 @@ pub(crate) struct VisibilityKernel {
 
 /// The registry.
 pub(crate) static VISIBILITY_TESTS: [VisibilityKernel; 1] = [sphere_frustum::KERNEL];
+
+/// Library modules the tests import, in dependency order (before the
+/// tests' own modules).
+pub(crate) static LIBRARY: [ShaderModule; 1] = [screen_size::MODULE];
 
 /// The test every cull runs today.
 pub(crate) fn frustum() -> &'static VisibilityKernel {

@@ -10,6 +10,7 @@ mod exact_sets;
 mod fallback;
 mod harness;
 mod large;
+mod lod;
 mod multi_view;
 #[cfg(feature = "ordered")]
 mod ordered;

@@ -1,0 +1,10 @@
+//! The level-of-detail band (`shaders/cull/visibility/screen_size.wgsl`):
+//! a view keeps the instances whose projected size lies in its band. The
+//! frustum test's `visible()` calls it for every view; a view without a
+//! band keeps every size. Its CPU mirror is
+//! [`crate::frustum::SizeBand::classify`], with the tolerance
+//! [`crate::frustum::SIZE_BAND_TOLERANCE`].
+
+use crate::kernel::{ShaderModule, shader_module};
+
+pub(super) const MODULE: ShaderModule = shader_module!("visibility/screen_size.wgsl");
