@@ -17,8 +17,13 @@
 // (w); [1] the widened min and max size, 1.0 for a perspective view, and
 // 1.0 when the view has a band at all (0.0: every size is kept).
 fn in_size_band(view: u32, center: vec3<f32>, radius: f32) -> bool {
-    let origin_scale = params.size_bands[view][0];
     let band = params.size_bands[view][1];
+    // A view without a band: a branch on a uniform, taken alike by every
+    // thread, so that plain culls pay nothing for the test below.
+    if band.w == 0.0 {
+        return true;
+    }
+    let origin_scale = params.size_bands[view][0];
     // size = numerator / distance: compare by multiplying, so that a camera
     // inside the sphere (distance 0) counts as infinitely large.
     let distance = select(1.0, length(center - origin_scale.xyz), band.z != 0.0);
@@ -26,5 +31,5 @@ fn in_size_band(view: u32, center: vec3<f32>, radius: f32) -> bool {
     let above_min = numerator >= band.x * distance;
     // An infinite max (the nearest level) keeps everything above min.
     let below_max = (band.y > 3.0e38) | (numerator < band.y * distance);
-    return (band.w == 0.0) | (above_min & below_max);
+    return above_min & below_max;
 }

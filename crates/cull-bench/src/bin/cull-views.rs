@@ -26,7 +26,7 @@ mod roofline;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
     CullTarget, CullViewsParams, Culler, CullerDesc, Frustum, InstanceFormat, MAX_VIEWS, OutputKind,
-    ScanVariant,
+    ScanVariant, SizeMetric,
 };
 use glam::Mat4;
 use roofline::{Roofline, median, timed_context};
@@ -42,6 +42,9 @@ struct Args {
     output: OutputKind,
     runs: usize,
     warm_ms: u64,
+    /// The views are levels of detail of one camera (`Frustum::detail_levels`)
+    /// rather than turned copies of it.
+    lod: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -58,6 +61,7 @@ fn parse_args() -> Result<Args, String> {
         output: OutputKind::Indices,
         runs: 11,
         warm_ms: 500,
+        lod: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -93,16 +97,40 @@ fn parse_args() -> Result<Args, String> {
                     o => return Err(format!("--output {o}: instances or indices")),
                 }
             }
+            "--lod" => args.lod = true,
             "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
             "--warm-ms" => args.warm_ms = value()?.parse().map_err(|e| format!("--warm-ms: {e}"))?,
             _ => {
                 return Err("usage: cull-views [--sizes 1e6,4e6,16e6] [--variants NAME,..] \
-                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500]"
+                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod]"
                     .into());
             }
         }
     }
     Ok(args)
+}
+
+/// `k` levels of detail of the scene's camera: thresholds at quantiles of
+/// the visible spheres' sizes, the last 0, so that every visible instance is
+/// in exactly one level and the levels write as much as one view does.
+fn detail_levels(scene: &Scene, format: InstanceFormat, bytes: &[u8], k: u32) -> Vec<Frustum> {
+    let projection = CAMERA.projection();
+    let view = projection.inverse() * scene.clip_from_world;
+    let metric = SizeMetric::from_view(projection, view.inverse());
+    let frustum = Frustum::from_clip_from_world(scene.clip_from_world, None).unwrap();
+    let mut sizes: Vec<f64> = (0..scene.instances.len())
+        .step_by(97)
+        .filter_map(|i| format.world_sphere(bytes, i, scene.bounds))
+        .filter(|s| frustum.intersects_sphere(s.center, s.radius))
+        .map(|s| metric.size(s.center, s.radius))
+        .collect();
+    sizes.sort_by(|a, b| b.total_cmp(a));
+    let mut thresholds: Vec<f32> = (1..k)
+        .map(|j| sizes[(j as usize * sizes.len() / k as usize).min(sizes.len() - 1)] as f32)
+        .collect();
+    thresholds.dedup();
+    thresholds.push(0.0);
+    frustum.detail_levels(metric, &thresholds).unwrap()
 }
 
 /// The scene's camera turned by `k` times a few degrees about its vertical.
@@ -242,11 +270,25 @@ fn main() {
             let bytes = format.encode(&scene.instances).unwrap();
             let input = cull_core::CullInput::new(&ctx.device, format, n as u32).unwrap();
             input.write(&ctx.queue, 0, &bytes).unwrap();
-            let all = turned_views(&scene, MAX_VIEWS);
-            let references: Vec<_> = all
+            // The views of each K, and their references.
+            let views_of = |k: u32| {
+                if args.lod && k > 1 {
+                    detail_levels(&scene, format, &bytes, k)
+                } else {
+                    turned_views(&scene, MAX_VIEWS)[..k as usize].to_vec()
+                }
+            };
+            let frusta: Vec<Vec<Frustum>> = VIEWS.iter().map(|&k| views_of(k)).collect();
+            let references: Vec<Vec<_>> = frusta
                 .iter()
-                .map(|f| cull_core::cpu::classify(format, &bytes, scene.bounds, f).unwrap())
+                .map(|views| {
+                    views
+                        .iter()
+                        .map(|f| cull_core::cpu::classify(format, &bytes, scene.bounds, f).unwrap())
+                        .collect()
+                })
                 .collect();
+            let of = |k: u32| VIEWS.iter().position(|&v| v == k).expect("one of VIEWS");
             for &variant in &args.variants {
                 if !variant.is_available(ctx.device.features()) {
                     eprintln!("skipping {variant:?}: not available");
@@ -269,16 +311,16 @@ fn main() {
                     }
                 }
                 for (k, name, way) in &ways {
-                    way.run(&ctx, &input, &all[..*k as usize], &scene, n as u32);
+                    way.run(&ctx, &input, &frusta[of(*k)], &scene, n as u32);
                     let survivors = way.survivors(&ctx, *k, args.output, &bytes);
-                    for (v, (got, r)) in survivors.iter().zip(&references).enumerate() {
+                    for (v, (got, r)) in survivors.iter().zip(&references[of(*k)]).enumerate() {
                         if let Err(e) = r.check(got) {
                             eprintln!("{variant:?} {format:?} n={n} K={k} {name} view {v}: {e}");
                             wrong = true;
                         }
                     }
                 }
-                let visible = references[0].visible.len() as u64;
+                let visible = references[0][0].visible.len() as u64;
                 let out = ways[0].2.targets[0].output_buffer();
                 let copy_bytes = n as u64 * format.stride() + visible * args.output.stride(format);
                 let copy = roofline.copy_job(&ctx, input.buffer(), out, copy_bytes / 2);
@@ -288,7 +330,7 @@ fn main() {
                     let count = ways.len();
                     for j in 0..count {
                         let (k, _, way) = &mut ways[(j + round) % count];
-                        let t = way.run(&ctx, &input, &all[..*k as usize], &scene, n as u32);
+                        let t = way.run(&ctx, &input, &frusta[of(*k)], &scene, n as u32);
                         let c = roofline.time_copy(&ctx, &copy);
                         if round >= 3 {
                             way.samples.push(t);
@@ -314,10 +356,15 @@ fn main() {
         }
     }
     println!(
-        "Device: {device_line}. Output: {:?}, ~{:.0}% visible per view; times are medians of {} runs.\n",
+        "Device: {device_line}. Output: {:?}, ~{:.0}% visible per view; times are medians of {} runs.{}\n",
         args.output,
         args.fraction * 100.0,
-        args.runs
+        args.runs,
+        if args.lod {
+            " Views: levels of detail of one camera (together they keep what one view keeps)."
+        } else {
+            ""
+        }
     );
     println!("| format | variant | n | views | how | GPU µs | × one view | × copy of one view's bytes |");
     println!("|---|---|---:|---:|---|---:|---:|---:|");
