@@ -5,11 +5,14 @@
 //! cargo run --release --example spheres                      # window: fly through a field of spheres
 //! cargo run --release --example spheres -- --count 1000000
 //! cargo run --release --example spheres -- --compare bevy    # the same spheres as ordinary Bevy entities
+//! cargo run --release --example spheres -- --count 4e6 --lod  # levels of detail chosen on the GPU
 //! cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png
 //! ```
 //!
 //! Keys (window): `V` next scan variant, `F` next instance format, `L`
-//! shadows on/off (`--shadows` starts with them on), `P` write the scene
+//! shadows on/off (`--shadows` starts with them on), `N` levels of detail
+//! on/off (`--lod` starts with them on; the HUD shows the count per level),
+//! `P` write the scene
 //! file of the current view (`gpu-cull-capture.json`, for cull-core's
 //! `replay`), `C` freeze
 //! the culling frustum (fly away to see what was culled; the frozen frustum is
@@ -47,11 +50,14 @@ struct Args {
     /// The directional light casts shadows (its 4 cascades culled on the GPU
     /// too); `L` toggles it.
     shadows: bool,
+    /// Levels of detail (`GpuCullLod`): ico-spheres of decreasing detail and
+    /// a box for the farthest; `N` toggles them.
+    lod: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
     );
     std::process::exit(2)
 }
@@ -69,6 +75,7 @@ fn parse_args() -> Args {
         width: 1280,
         height: 720,
         shadows: false,
+        lod: false,
     };
     let mut it = std::env::args().skip(1);
     let mut sized = false;
@@ -78,6 +85,7 @@ fn parse_args() -> Args {
             "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| usage()) as usize,
             "--headless" => args.headless = true,
             "--shadows" => args.shadows = true,
+            "--lod" => args.lod = true,
             "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
             "--screenshot" => args.screenshot = Some(value().into()),
             "--capture" => args.capture = Some(value().into()),
@@ -204,6 +212,15 @@ struct FrameTimes {
     count_wait_frames: u32,
 }
 
+/// The spheres' levels of detail: an ico-sphere of 320, 80 and 20 triangles,
+/// then a box of 12 for the farthest, each drawn down to this fraction of the
+/// screen height; smaller spheres are not drawn.
+const LOD_SIZES: [f32; 4] = [0.04, 0.015, 0.005, 0.0015];
+
+/// The levels, kept to toggle them (`N`).
+#[derive(Resource)]
+struct SphereLevels(GpuCullLod);
+
 /// Frames skipped before timing: pipelines compile in the first frames.
 const WARM_UP: u32 = 20;
 /// Frames the headless camera holds still at the end.
@@ -249,7 +266,23 @@ fn setup(
                 .collect::<Vec<_>>(),
         );
     } else {
-        commands.spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)));
+        let lod = SphereLevels(GpuCullLod::new([
+            (mesh.clone(), LOD_SIZES[0]),
+            (
+                meshes.add(Sphere::new(0.8).mesh().ico(1).expect("a small icosphere")),
+                LOD_SIZES[1],
+            ),
+            (
+                meshes.add(Sphere::new(0.8).mesh().ico(0).expect("a small icosphere")),
+                LOD_SIZES[2],
+            ),
+            (meshes.add(Cuboid::from_length(1.2)), LOD_SIZES[3]),
+        ]));
+        let mut batch = commands.spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)));
+        if args.lod {
+            batch.insert(lod.0.clone());
+        }
+        commands.insert_resource(lod);
     }
     commands.spawn((
         DirectionalLight {
@@ -359,6 +392,7 @@ fn keys(
     mut fly: ResMut<Fly>,
     mut commands: Commands,
     camera: Query<(Entity, &Camera, &GlobalTransform, Option<&CullingFrustumOverride>), With<MainCamera>>,
+    (levels, with_levels): (Option<Res<SphereLevels>>, Query<(), With<GpuCullLod>>),
 ) {
     if keys.just_pressed(KeyCode::KeyV) {
         // Only compiled-in variants are offered; the plugin falls back from
@@ -388,6 +422,15 @@ fn keys(
             batch,
             path: "gpu-cull-capture.json".into(),
         });
+    }
+    if keys.just_pressed(KeyCode::KeyN)
+        && let (Some(levels), Ok(batch)) = (&levels, batches.single())
+    {
+        if with_levels.contains(batch) {
+            commands.entity(batch).remove::<GpuCullLod>();
+        } else {
+            commands.entity(batch).insert(levels.0.clone());
+        }
     }
     if keys.just_pressed(KeyCode::KeyL) {
         for mut light in &mut lights {
@@ -451,8 +494,10 @@ fn hud(
     frozen: Query<(), (With<MainCamera>, With<CullingFrustumOverride>)>,
     lights: Query<&DirectionalLight>,
     mut text: Query<&mut Text, With<Hud>>,
+    with_levels: Query<(), With<GpuCullLod>>,
 ) {
     let shadows = lights.iter().any(|l| l.shadow_maps_enabled);
+    let lod_on = !with_levels.is_empty();
     let Ok(mut text) = text.single_mut() else {
         return;
     };
@@ -464,14 +509,21 @@ fn hud(
         )
     } else {
         let visible: u32 = stats.visible.values().sum();
+        let levels = stats
+            .visible_per_level
+            .values()
+            .next()
+            .filter(|_| lod_on)
+            .map_or(String::new(), |l| format!(" (per level {l:?})"));
         format!(
-            "visible {visible} / {} | variant {} | format {} | GPU cull {} | frame {frame_ms:.2} ms\n\
-             [V] variant  [F] format  [L] shadows {}  [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
+            "visible {visible}{levels} / {} | variant {} | format {} | GPU cull {} | frame {frame_ms:.2} ms\n\
+             [V] variant  [F] format  [L] shadows {}  [N] levels of detail {}  [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
             args.count,
             stats.variant.map_or("-", |v| v.name()),
             settings.format.name(),
             stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3} ms")),
             if shadows { "on" } else { "off" },
+            if lod_on { "on" } else { "off" },
             if frozen.is_empty() { "" } else { " (frozen)" },
             if fly.auto { "on" } else { "off" },
         )
@@ -510,7 +562,7 @@ fn finish_headless(
     settings: Res<GpuCullSettings>,
     mut commands: Commands,
     camera: Query<(Entity, &Camera, &GlobalTransform), With<MainCamera>>,
-    batch: Query<(Entity, &GpuCulledInstances, &GpuCullBounds)>,
+    batch: Query<(Entity, &GpuCulledInstances, &GpuCullBounds, Option<&GpuCullLod>)>,
     targets: Query<&RenderTarget, With<MainCamera>>,
     mut exit: MessageWriter<AppExit>,
     mut captures: MessageWriter<CaptureScene>,
@@ -554,7 +606,7 @@ fn finish_headless(
         _ => "n/a".into(),
     };
     let reference = match (camera.single(), batch.single()) {
-        (Ok((camera, cam, transform)), Ok((batch, instances, bounds))) => {
+        (Ok((camera, cam, transform)), Ok((batch, instances, bounds, lod))) => {
             if let Some(path) = &args.capture {
                 captures.write(CaptureScene {
                     camera,
@@ -562,15 +614,33 @@ fn finish_headless(
                     path: path.clone(),
                 });
             }
+            // With levels of detail, the sum over the levels' references.
+            let metric = bevy_gpu_cull::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
             bevy_gpu_cull::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None)
-                .and_then(|frustum| instances.reference_on_cpu(*bounds, &frustum, settings.format))
+                .and_then(|frustum| match lod {
+                    Some(lod) => frustum.detail_levels(
+                        metric,
+                        &lod.levels.iter().map(|l| l.min_screen_size).collect::<Vec<_>>(),
+                    ),
+                    None => Ok(vec![frustum]),
+                })
+                .and_then(|frusta| {
+                    frusta
+                        .iter()
+                        .try_fold(bevy_gpu_cull::cpu::Reference::default(), |mut sum, frustum| {
+                            let r = instances.reference_on_cpu(*bounds, frustum, settings.format)?;
+                            sum.visible.extend(r.visible);
+                            sum.borderline.extend(r.borderline);
+                            Ok(sum)
+                        })
+                })
                 .ok()
         }
         _ => None,
     };
     let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{s:.1}"));
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
@@ -583,6 +653,12 @@ fn finish_headless(
         stats.variant.map_or("n/a", |v| v.name()),
         if args.compare_bevy { "bevy" } else { "gpu-cull" },
         args.shadows,
+        args.lod,
+        stats.visible_per_level.values().next().map_or("n/a".into(), |l| l
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join("/")),
         stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3}")),
         stats.shadow_visible.len(),
         secs(times.built_s),

@@ -1,6 +1,7 @@
 //! Runs the `spheres` example headless (as a user without a display would)
 //! for each compiled-in variant: the printed visible count must equal the
-//! CPU reference for the final camera, and the screenshot must show spheres.
+//! CPU reference for the final camera (with levels of detail in one run:
+//! the sum of the levels' references), and the screenshot must show spheres.
 
 use std::process::Command;
 
@@ -37,8 +38,10 @@ fn spheres_headless_every_variant() {
                 "--variant",
                 variant,
             ])
-            // One run with the light's shadows (4 cascades culled too).
+            // One run with the light's shadows (4 cascades culled too), one
+            // with levels of detail (the reference is then the levels').
             .args((variant == "block-atomic").then_some("--shadows"))
+            .args((variant == "subgroup-shuffle").then_some("--lod"))
             .arg("--screenshot")
             .arg(&shot)
             .output()
@@ -59,6 +62,14 @@ fn spheres_headless_every_variant() {
         // (within rounding of the widened frustum boundary).
         let reference: u32 = field(line, "cpu_reference").parse().unwrap();
         let borderline: u32 = field(line, "cpu_borderline").parse().unwrap();
+        if variant == "subgroup-shuffle" {
+            let levels: Vec<u32> = field(line, "visible_per_level")
+                .split('/')
+                .map(|n| n.parse().unwrap())
+                .collect();
+            assert_eq!(levels.len(), 4, "{variant}: {line}");
+            assert_eq!(levels.iter().sum::<u32>(), visible, "{variant}: {line}");
+        }
         assert!(
             (reference..=reference + borderline).contains(&visible),
             "{variant}: {line}"

@@ -524,3 +524,66 @@ mod tests {
         assert!(b.take_changes().all);
     }
 }
+
+/// The most levels of detail a batch may have: a camera's levels and one
+/// cascade's fit in one multi-view cull (`cull_core::MAX_VIEWS` is 8).
+pub const MAX_LOD_LEVELS: usize = 4;
+
+/// Levels of detail of a batch: which mesh each instance is drawn with,
+/// chosen on the GPU from the instance's projected size in the camera's
+/// view (the fraction of the screen height its bounding sphere's diameter
+/// covers; `cull_core::SizeMetric`). Level `k` is drawn where the size is at
+/// least `levels[k].min_screen_size` and below level `k - 1`'s; instances
+/// smaller than the last level's are not drawn (a last size of 0 draws
+/// every instance). Shadow views draw each instance at the level the camera
+/// chose, so shadows match what casts them.
+///
+/// The meshes must share the vertex layout of the batch's `Mesh3d` (the
+/// attributes it has; the draw's pipeline is specialized once), and should
+/// fit its bounds ([`GpuCullBounds`] is computed from the `Mesh3d`).
+/// Thresholds must descend, finite and non-negative; at most
+/// [`MAX_LOD_LEVELS`] levels. A component that breaks these is reported once
+/// and the batch is drawn without levels.
+#[derive(Component, Clone, Debug, Default, PartialEq)]
+pub struct GpuCullLod {
+    /// Finest first.
+    pub levels: Vec<LodLevel>,
+}
+
+/// One level of detail of a [`GpuCullLod`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct LodLevel {
+    /// The mesh drawn at this level.
+    pub mesh: Handle<Mesh>,
+    /// The smallest projected size (fraction of the screen height) drawn at
+    /// this level.
+    pub min_screen_size: f32,
+}
+
+impl GpuCullLod {
+    /// Levels from `(mesh, min_screen_size)` pairs, finest first.
+    pub fn new(levels: impl IntoIterator<Item = (Handle<Mesh>, f32)>) -> Self {
+        Self {
+            levels: levels
+                .into_iter()
+                .map(|(mesh, min_screen_size)| LodLevel {
+                    mesh,
+                    min_screen_size,
+                })
+                .collect(),
+        }
+    }
+
+    /// Why these levels cannot be used, if they cannot.
+    pub fn problem(&self) -> Option<&'static str> {
+        let sizes: Vec<f32> = self.levels.iter().map(|l| l.min_screen_size).collect();
+        if sizes.is_empty() || sizes.len() > MAX_LOD_LEVELS {
+            Some("a GpuCullLod needs 1 to MAX_LOD_LEVELS (4) levels")
+        } else if !sizes.iter().all(|s| s.is_finite() && *s >= 0.0) || !sizes.windows(2).all(|w| w[0] > w[1])
+        {
+            Some("GpuCullLod sizes must be finite, non-negative and descending")
+        } else {
+            None
+        }
+    }
+}

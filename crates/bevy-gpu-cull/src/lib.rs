@@ -48,15 +48,19 @@ mod plugin;
 mod render;
 
 pub use capture::CaptureScene;
-pub use components::{CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCulledInstances};
-pub use cull_core::{Frustum, InstanceFormat, ScanVariant};
+pub use components::{
+    CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullLod, GpuCulledInstances, LodLevel,
+    MAX_LOD_LEVELS,
+};
+pub use cull_core::{Frustum, InstanceFormat, ScanVariant, SizeMetric, cpu};
 pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
 
 /// The plugin, its settings and the batch component.
 pub mod prelude {
     pub use crate::{
-        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullPlugin, GpuCullSettings,
-        GpuCullStats, GpuCullSystems, GpuCulledInstances, InstanceFormat, ScanVariant, ShadowViewId,
+        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullLod, GpuCullPlugin,
+        GpuCullSettings, GpuCullStats, GpuCullSystems, GpuCulledInstances, InstanceFormat, LodLevel,
+        ScanVariant, ShadowViewId,
     };
 }
 

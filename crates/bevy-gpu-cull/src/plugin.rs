@@ -114,6 +114,13 @@ pub struct GpuCullStats {
     /// Instances kept per (shadow view, batch): what each light view draws
     /// into its shadow map.
     pub shadow_visible: HashMap<(ShadowViewId, Entity), u32>,
+    /// For a batch with levels of detail ([`crate::GpuCullLod`]): the
+    /// instances drawn at each level, finest first, per (camera, batch);
+    /// they sum to its `visible` count.
+    pub visible_per_level: HashMap<(Entity, Entity), Vec<u32>>,
+    /// The same per (shadow view, batch): each instance at the level the
+    /// camera chose.
+    pub shadow_visible_per_level: HashMap<(ShadowViewId, Entity), Vec<u32>>,
     /// The scan variant in use.
     pub variant: Option<ScanVariant>,
     /// GPU time per pass of the latest timed cull of each (camera, batch),
@@ -194,6 +201,13 @@ pub(crate) enum StatMessage {
     GpuBytes(u64),
     /// A target's draw arguments were written.
     DrawArgsWritten,
+    /// The counts per level of detail of a (view, batch) with levels.
+    LevelsVisible {
+        view: Entity,
+        shadow: Option<ShadowViewId>,
+        batch: Entity,
+        levels: Vec<u32>,
+    },
 }
 
 #[derive(Resource)]
@@ -269,6 +283,19 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             StatMessage::ShadowVisible { view, batch, count } => {
                 stats.shadow_visible.insert((view, batch), count);
             }
+            StatMessage::LevelsVisible {
+                view,
+                shadow,
+                batch,
+                levels,
+            } => match shadow {
+                Some(shadow) => {
+                    stats.shadow_visible_per_level.insert((shadow, batch), levels);
+                }
+                None => {
+                    stats.visible_per_level.insert((view, batch), levels);
+                }
+            },
             StatMessage::Frame { variant, frame } => {
                 stats.variant = Some(variant);
                 stats.render_frame = stats.render_frame.max(frame);

@@ -1437,6 +1437,122 @@ fn a_blended_material_draws_the_batch_opaque_and_no_extra_copy() {
     assert_eq!(top, 0, "a copy of the mesh is drawn at the entity's transform");
 }
 
+/// Whether every level's GPU count lies within the CPU reference for that
+/// level (its clearly kept instances, plus any borderline ones).
+fn levels_match(
+    batch: &GpuCulledInstances,
+    bounds: GpuCullBounds,
+    format: InstanceFormat,
+    levels: &[cull_core::Frustum],
+    got: Option<&Vec<u32>>,
+) -> Result<Vec<usize>, String> {
+    let got = got.ok_or("no per-level counts yet")?;
+    let mut expected = Vec::new();
+    for (k, level) in levels.iter().enumerate() {
+        let r = batch.reference_on_cpu(bounds, level, format).unwrap();
+        let n = *got
+            .get(k)
+            .ok_or(format!("{} levels counted, {} expected", got.len(), levels.len()))?
+            as usize;
+        if !(r.visible.len()..=r.visible.len() + r.borderline.len()).contains(&n) {
+            return Err(format!(
+                "level {k}: {n} drawn, the CPU reference {} (+{} borderline); all: {got:?}",
+                r.visible.len(),
+                r.borderline.len()
+            ));
+        }
+        expected.push(r.visible.len());
+    }
+    Ok(expected)
+}
+
+/// Issue 17: a batch with levels of detail draws each instance with the
+/// mesh its projected size on screen picks, and culls it past the last
+/// level. The camera's count per level equals the CPU reference for that
+/// level's band, and each shadow cascade draws its casters at the levels
+/// the camera chose (the camera's sizes against the cascade's frustum).
+#[test]
+fn levels_of_detail_split_the_instances_by_screen_size() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    record_render_errors(&mut h.app);
+    let world = h.app.world_mut();
+    let mut meshes = world.resource_mut::<Assets<Mesh>>();
+    let fine = meshes.add(Sphere::new(0.5).mesh().ico(1).unwrap());
+    let coarse = meshes.add(Sphere::new(0.5).mesh().ico(0).unwrap());
+    let cube = meshes.add(Cuboid::new(0.8, 0.8, 0.8));
+    // The camera sees the grid from 8 to 100 units away: a sphere of radius
+    // 0.5 covers from about 0.12 to 0.012 of the screen height there.
+    let thresholds = [0.06, 0.025, 0.012];
+    world.entity_mut(h.batch).insert(GpuCullLod::new([
+        (fine, thresholds[0]),
+        (coarse, thresholds[1]),
+        (cube, thresholds[2]),
+    ]));
+    for mut light in world.query::<&mut DirectionalLight>().iter_mut(world) {
+        light.shadow_maps_enabled = true;
+    }
+    let camera = h.cameras[0];
+    let check = |world: &mut World| -> Result<(), String> {
+        let (cam, transform) = world
+            .query::<(&Camera, &GlobalTransform)>()
+            .get(world, camera)
+            .unwrap();
+        let metric = cull_core::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
+        let frustum = camera_frustum(world, camera);
+        let levels = frustum.detail_levels(metric, &thresholds).unwrap();
+        let format = world.resource::<GpuCullSettings>().format;
+        let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+        let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+        let stats = world.resource::<GpuCullStats>().clone();
+        let expected = levels_match(
+            &batch,
+            bounds,
+            format,
+            &levels,
+            stats.visible_per_level.get(&(camera, h.batch)),
+        )?;
+        assert!(
+            expected.iter().all(|n| *n > 0),
+            "every level should hold instances in this view: {expected:?}"
+        );
+        let (light, cascades) = world
+            .query::<(Entity, &bevy::light::Cascades)>()
+            .single(world)
+            .unwrap();
+        let cascades = cascades.cascades.get(&camera).ok_or("no cascades yet")?.clone();
+        for (index, cascade) in cascades.iter().enumerate() {
+            let frustum = cull_core::Frustum::from_shadow_cascade(cascade.clip_from_world).unwrap();
+            let levels = frustum.detail_levels(metric, &thresholds).unwrap();
+            let id = ShadowViewId {
+                light,
+                camera: Some(camera),
+                index: index as u32,
+            };
+            levels_match(
+                &batch,
+                bounds,
+                format,
+                &levels,
+                stats.shadow_visible_per_level.get(&(id, h.batch)),
+            )
+            .map_err(|e| format!("cascade {index}: {e}"))?;
+        }
+        Ok(())
+    };
+    let start = std::time::Instant::now();
+    loop {
+        h.app.update();
+        match check(h.app.world_mut()) {
+            Ok(()) => break,
+            Err(e) if start.elapsed() > SETTLE => panic!("{e}"),
+            Err(_) => {}
+        }
+    }
+    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    assert!(errors.is_empty(), "render errors: {errors:?}");
+}
+
 /// Issue 16: a deferred camera is not supported as such, but it does not
 /// break: with `DeferredPrepass` the batch is culled and drawn in the
 /// forward passes (a warning says so), with no render error.

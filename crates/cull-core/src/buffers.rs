@@ -263,13 +263,53 @@ impl CullTarget {
         self.write_draw_args(queue, [vertex_count, 0, first_vertex, first_instance, 0]);
     }
 
+    /// [`Self::set_indexed_draw`] for `view` alone: each level of detail of
+    /// a view draws its own mesh. Views past the target's are ignored.
+    pub fn set_view_indexed_draw(
+        &self,
+        queue: &wgpu::Queue,
+        view: u32,
+        index_count: u32,
+        first_index: u32,
+        base_vertex: i32,
+        first_instance: u32,
+    ) {
+        if view < self.views {
+            self.write_view_draw_args(
+                queue,
+                view,
+                [index_count, 0, first_index, base_vertex as u32, first_instance],
+            );
+        }
+    }
+
+    /// [`Self::set_draw`] for `view` alone. Views past the target's are
+    /// ignored.
+    pub fn set_view_draw(
+        &self,
+        queue: &wgpu::Queue,
+        view: u32,
+        vertex_count: u32,
+        first_vertex: u32,
+        first_instance: u32,
+    ) {
+        if view < self.views {
+            self.write_view_draw_args(queue, view, [vertex_count, 0, first_vertex, first_instance, 0]);
+        }
+    }
+
     /// Writes every view's arguments but its `instance_count` (word 1).
     fn write_draw_args(&self, queue: &wgpu::Queue, args: [u32; DRAW_ARGS_WORDS as usize]) {
-        for view in 0..self.views as u64 {
-            let at = view * DRAW_ARGS_SIZE;
-            queue.write_buffer(&self.draw_args, at, bytemuck::bytes_of(&args[0]));
-            queue.write_buffer(&self.draw_args, at + 8, bytemuck::cast_slice(&args[2..]));
+        for view in 0..self.views {
+            self.write_view_draw_args(queue, view, args);
         }
+    }
+
+    /// Writes `view`'s arguments but its `instance_count` (word 1).
+    fn write_view_draw_args(&self, queue: &wgpu::Queue, view: u32, args: [u32; DRAW_ARGS_WORDS as usize]) {
+        let at = view as u64 * DRAW_ARGS_SIZE;
+        queue.write_buffer(&self.draw_args, at, bytemuck::bytes_of(&args[0]));
+        queue.write_buffer(&self.draw_args, at + 8, bytemuck::cast_slice(&args[2..]));
     }
 
     /// The survivors: each view's densely from [`Self::view_output_offset`],

@@ -8,9 +8,10 @@ use crate::plugin::{StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
 use bevy::pbr::{ExtractedPointLight, LightEntity, ViewLightEntities};
 use bevy::prelude::*;
+use bevy::render::camera::ExtractedCamera;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::ExtractedView;
-use cull_core::{CullViewsParams, Frustum, INSTANCE_COUNT_OFFSET};
+use cull_core::{CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, SizeMetric};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What culling one view needs besides its frustum.
@@ -56,10 +57,15 @@ pub(crate) fn report_culled_frame(
 impl CullResources<'_, '_> {
     /// Culls every batch with a target for the view group `group` (its
     /// views, in their slots' order) against their frusta, in one pass.
+    /// A batch with levels of detail is culled into one list per (view,
+    /// level), each level's band measured by `metric` (the camera's, so
+    /// that shadow views take the camera's levels); without a metric such
+    /// batches are not culled.
     fn cull(
         &self,
         group: &[Entity],
         frusta: &[Result<Frustum, cull_core::CullError>],
+        metric: Option<SizeMetric>,
         ctx: &mut RenderContext,
     ) {
         let Some(culler) = &self.culler else {
@@ -89,22 +95,43 @@ impl CullResources<'_, '_> {
             };
             // The group's target, and the targets of views that cull this
             // batch alone (a batch too large for the group's lists).
-            let shared = self
-                .targets
-                .groups
-                .get(&(group[0], batch_entity))
-                .map(|g| &g.target);
+            let shared = self.targets.groups.get(&(group[0], batch_entity));
             let alone = group.iter().zip(&frusta).filter_map(|(view, frustum)| {
                 let own = self.targets.map.get(&(*view, batch_entity))?;
-                let grouped = shared.is_some_and(|t| std::sync::Arc::ptr_eq(t, &own.target));
+                let grouped = shared.is_some_and(|g| std::sync::Arc::ptr_eq(&g.target, &own.target));
                 (!grouped).then_some((
                     &own.target,
                     std::slice::from_ref(frustum),
+                    &own.lod,
                     std::slice::from_ref(view),
                 ))
             });
-            let together = shared.map(|t| (t, &frusta[..(t.views() as usize).min(frusta.len())], group));
-            for (target, frusta, members) in together.into_iter().chain(alone) {
+            let together = shared.map(|g| {
+                let views = (g.target.views() as usize / g.lod.len().max(1)).min(frusta.len());
+                (&g.target, &frusta[..views], &g.lod, group)
+            });
+            for (target, frusta, lod, members) in together.into_iter().chain(alone) {
+                // Each view's levels in its slots, in order.
+                let levels;
+                let frusta = if lod.is_empty() {
+                    frusta
+                } else {
+                    let Some(metric) = metric else {
+                        continue;
+                    };
+                    levels = match frusta
+                        .iter()
+                        .map(|f| f.detail_levels(metric, lod))
+                        .collect::<Result<Vec<_>, _>>()
+                    {
+                        Ok(levels) => levels.concat(),
+                        Err(e) => {
+                            error_once!("GPU culling: {e}; the batch is not drawn");
+                            continue;
+                        }
+                    };
+                    &levels[..]
+                };
                 self.cull_target(ctx, target, frusta, members, local_bounds, batch, batch_entity);
             }
         }
@@ -156,7 +183,7 @@ impl CullResources<'_, '_> {
                     encoder,
                     target.draw_args(),
                     view_target.draw_args_offset() + INSTANCE_COUNT_OFFSET,
-                    4,
+                    view_target.counts_len(),
                     self.frame.0,
                 );
             }
@@ -197,6 +224,7 @@ pub(crate) fn cull_view(
     mut ctx: RenderContext,
 ) {
     let (camera, extracted, frozen, lights) = view.into_inner();
+    let metric = SizeMetric::from_view(extracted.clip_from_view, extracted.world_from_view.to_matrix());
     let is_cascade = |e| matches!(light_views.get(e), Ok((_, LightEntity::Directional { .. })));
     for group in camera_groups(camera, lights, is_cascade) {
         let frusta: Vec<_> = group
@@ -213,7 +241,7 @@ pub(crate) fn cull_view(
                 }
             })
             .collect();
-        resources.cull(&group, &frusta, &mut ctx);
+        resources.cull(&group, &frusta, Some(metric), &mut ctx);
     }
 }
 
@@ -226,6 +254,7 @@ pub(crate) fn cull_light_view(
     view: ViewQuery<(Entity, &ExtractedView, &LightEntity)>,
     light_views: Query<(Entity, &ExtractedView, &LightEntity)>,
     lights: Query<&ExtractedPointLight>,
+    cameras: Query<(&ExtractedView, &ExtractedCamera), Without<LightEntity>>,
     groups_culled: Res<LightGroupsCulled>,
     resources: CullResources,
     mut ctx: RenderContext,
@@ -270,7 +299,13 @@ pub(crate) fn cull_light_view(
             )),
         })
         .collect();
-    resources.cull(&group, &frusta, &mut ctx);
+    // Levels of detail as the first camera (by order) sees them: a light's
+    // views belong to no camera.
+    let metric = cameras
+        .iter()
+        .min_by_key(|(_, camera)| camera.order)
+        .map(|(view, _)| SizeMetric::from_view(view.clip_from_view, view.world_from_view.to_matrix()));
+    resources.cull(&group, &frusta, metric, &mut ctx);
 }
 
 /// The light view groups culled this frame (by first view): a point light's
@@ -291,7 +326,20 @@ pub(crate) fn read_back_counts(
     };
     for target in targets.map.values() {
         if let Some((bytes, frame)) = target.counts.poll() {
-            let count = u32::from_le_bytes(bytes[..4].try_into().expect("four bytes"));
+            // One count per level of detail, a draw's arguments apart.
+            let levels: Vec<u32> = bytes
+                .chunks(DRAW_ARGS_SIZE as usize)
+                .map(|c| u32::from_le_bytes(c[..4].try_into().expect("four bytes")))
+                .collect();
+            let count = levels.iter().sum();
+            if levels.len() > 1 {
+                let _ = sender.send(StatMessage::LevelsVisible {
+                    view: target.main_view,
+                    shadow: target.shadow,
+                    batch: target.main_batch,
+                    levels,
+                });
+            }
             target
                 .last_count
                 .store(count, std::sync::atomic::Ordering::Relaxed);

@@ -321,7 +321,6 @@ pub(crate) struct DrawCulledInstances;
 impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
     type Param = (
         SRes<ViewTargets>,
-        SRes<RenderMeshInstances>,
         SRes<RenderAssets<RenderMesh>>,
         SRes<MeshAllocator>,
         SRes<DrawnThisFrame>,
@@ -333,7 +332,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         item: &P,
         view: Entity,
         _: Option<()>,
-        (targets, mesh_instances, meshes, allocator, drawn): SystemParamItem<'w, '_, Self::Param>,
+        (targets, meshes, allocator, drawn): SystemParamItem<'w, '_, Self::Param>,
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
         let (targets, meshes, allocator) =
@@ -341,30 +340,32 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         let Some(target) = targets.map.get(&(view, item.entity())) else {
             return RenderCommandResult::Skip;
         };
-        let Some(bind_group) = &target.bind_group else {
+        if target.bind_groups.len() != target.meshes.len() {
             return RenderCommandResult::Skip;
-        };
-        let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(item.main_entity()) else {
-            return RenderCommandResult::Skip;
-        };
-        let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
-            return RenderCommandResult::Skip;
-        };
-        let Some(vertices) = allocator.mesh_vertex_slice(&mesh_instance.mesh_asset_id()) else {
-            return RenderCommandResult::Skip;
-        };
-        pass.set_bind_group(2, bind_group, &[]);
-        pass.set_vertex_buffer(0, vertices.buffer.slice(..));
-        match &mesh.buffer_info {
-            bevy::render::mesh::RenderMeshBufferInfo::Indexed { index_format, .. } => {
-                let Some(indices) = allocator.mesh_index_slice(&mesh_instance.mesh_asset_id()) else {
-                    return RenderCommandResult::Skip;
-                };
-                pass.set_index_buffer(indices.buffer.slice(..), *index_format);
-                pass.draw_indexed_indirect(&target.draw_args, target.draw_args_offset());
-            }
-            bevy::render::mesh::RenderMeshBufferInfo::NonIndexed => {
-                pass.draw_indirect(&target.draw_args, target.draw_args_offset());
+        }
+        // One indirect draw per level of detail: the level's mesh, from the
+        // level's list of survivors, with the level's arguments.
+        for (level, (mesh_id, bind_group)) in target.meshes.iter().zip(&target.bind_groups).enumerate() {
+            let Some(mesh) = meshes.get(*mesh_id) else {
+                return RenderCommandResult::Skip;
+            };
+            let Some(vertices) = allocator.mesh_vertex_slice(mesh_id) else {
+                return RenderCommandResult::Skip;
+            };
+            let args_offset = target.target.draw_args_offset(target.slot + level as u32);
+            pass.set_bind_group(2, bind_group, &[]);
+            pass.set_vertex_buffer(0, vertices.buffer.slice(..));
+            match &mesh.buffer_info {
+                bevy::render::mesh::RenderMeshBufferInfo::Indexed { index_format, .. } => {
+                    let Some(indices) = allocator.mesh_index_slice(mesh_id) else {
+                        return RenderCommandResult::Skip;
+                    };
+                    pass.set_index_buffer(indices.buffer.slice(..), *index_format);
+                    pass.draw_indexed_indirect(&target.draw_args, args_offset);
+                }
+                bevy::render::mesh::RenderMeshBufferInfo::NonIndexed => {
+                    pass.draw_indirect(&target.draw_args, args_offset);
+                }
             }
         }
         // A frame "drew" when a batch with instances was drawn: the count

@@ -8,7 +8,9 @@ mod material;
 mod prepare;
 mod shadow;
 
-use crate::components::{CulledInstance, DirtyRanges, GpuCullBounds, GpuCulledInstances, ScaleRange};
+use crate::components::{
+    CulledInstance, DirtyRanges, GpuCullBounds, GpuCullLod, GpuCulledInstances, ScaleRange,
+};
 use crate::plugin::{GpuCullSettings, GpuCullSystems, StatSender};
 use bevy::asset::embedded_asset;
 use bevy::camera::visibility::RenderLayers;
@@ -50,6 +52,9 @@ pub(crate) struct BatchData {
     pub render_layers: RenderLayers,
     /// Its `MeshMaterial3d<StandardMaterial>`, as the draw uses it.
     pub material: material::BatchMaterial,
+    /// Levels of detail, finest first: each level's mesh and smallest
+    /// screen size; empty without a (usable) `GpuCullLod`.
+    pub lod: Vec<(AssetId<Mesh>, f32)>,
 }
 
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
@@ -165,6 +170,7 @@ type MainBatches<'w, 's> = Query<
         Has<NotShadowReceiver>,
         Option<&'static RenderLayers>,
         Option<&'static MeshMaterial3d<StandardMaterial>>,
+        Option<&'static GpuCullLod>,
     ),
 >;
 
@@ -172,6 +178,22 @@ type MainBatches<'w, 's> = Query<
 /// (taken from the main world's component, hence `MainWorld` rather than
 /// `Extract`), so an unchanged batch costs a flag check and an edited one
 /// the size of its edits.
+/// A batch's levels of detail as the render world keeps them; none (with an
+/// error, once) when the component breaks its rules.
+fn lod_levels(lod: Option<&GpuCullLod>) -> Vec<(AssetId<Mesh>, f32)> {
+    let Some(lod) = lod else {
+        return Vec::new();
+    };
+    if let Some(problem) = lod.problem() {
+        error_once!("bevy-gpu-cull: {problem}; the batch is drawn without levels of detail");
+        return Vec::new();
+    }
+    lod.levels
+        .iter()
+        .map(|level| (level.mesh.id(), level.min_screen_size))
+        .collect()
+}
+
 fn extract_batches(
     mut commands: Commands,
     mut main_world: ResMut<MainWorld>,
@@ -185,8 +207,9 @@ fn extract_batches(
     };
     live.clear();
     let mut materials = Vec::new();
-    for (render_entity, mut batch, bounds, not_receiver, layers, material) in &mut main_batches {
+    for (render_entity, mut batch, bounds, not_receiver, layers, material, lod) in &mut main_batches {
         let layers = layers.cloned().unwrap_or_default();
+        let lod = lod_levels(lod);
         materials.push((render_entity.id(), material.map(|m| m.id())));
         let render_entity = render_entity.id();
         live.insert(render_entity);
@@ -203,9 +226,13 @@ fn extract_batches(
                 shadow_receiver: !not_receiver,
                 render_layers: layers,
                 material: material::BatchMaterial::default(),
+                lod,
             });
             continue;
         };
+        if data.lod != lod {
+            data.lod = lod;
+        }
         if data.render_layers != layers {
             data.render_layers = layers;
         }

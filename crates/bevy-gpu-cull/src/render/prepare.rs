@@ -222,8 +222,12 @@ pub(crate) struct GroupTarget {
     pub views: u32,
     pub capacity: u32,
     pub culler_generation: u64,
-    /// The draw arguments last written to `target` (all but the counts).
-    written_args: Option<DrawArgs>,
+    /// The draw arguments last written to `target` (all but the counts),
+    /// one per level of detail.
+    written_args: Option<Vec<DrawArgs>>,
+    /// The levels of detail each view is culled into: their smallest
+    /// screen sizes (empty: one list per view, no levels).
+    pub lod: Vec<f32>,
     /// Whose stats its GPU time goes to: the group's first view's.
     pub main_view: Entity,
     pub main_batch: Entity,
@@ -235,11 +239,18 @@ pub(crate) struct GroupTarget {
 pub(crate) struct ViewTarget {
     /// The group's target, shared by the group's views.
     pub target: Arc<CullTarget>,
-    /// This view's place in the group's target.
+    /// This view's first place in the group's target; its levels of detail
+    /// follow it (`slot + k`).
     pub slot: u32,
+    /// The mesh of each level of detail (the batch's `Mesh3d` alone without
+    /// levels), drawn from its own list in `target`.
+    pub meshes: Vec<AssetId<Mesh>>,
+    /// The levels' smallest screen sizes (empty without levels), as culled.
+    pub lod: Vec<f32>,
     /// `target.draw_args()` as a Bevy buffer, for the render pass.
     pub draw_args: Buffer,
-    pub bind_group: Option<BindGroup>,
+    /// One per level of detail: the level's survivors.
+    pub bind_groups: Vec<BindGroup>,
     /// What `bind_group` binds: the batch's buffers ([`GpuBatch::buffers_id`])
     /// and its material's textures, when ready.
     bound: (u64, [Option<AssetId<Image>>; TEXTURES]),
@@ -261,9 +272,21 @@ impl ViewTarget {
         count != 0 && count != u32::MAX
     }
 
-    /// Byte offset of this view's draw arguments in `draw_args`.
+    /// Byte offset of this view's (first level's) draw arguments in
+    /// `draw_args`.
     pub fn draw_args_offset(&self) -> u64 {
         self.target.draw_args_offset(self.slot)
+    }
+
+    /// Levels of detail (1 without any).
+    pub fn levels(&self) -> u32 {
+        self.meshes.len() as u32
+    }
+
+    /// Bytes of `draw_args` from the first level's instance count to the
+    /// last's end: what the count readback copies.
+    pub fn counts_len(&self) -> u64 {
+        counts_len(self.levels())
     }
 }
 
@@ -279,6 +302,28 @@ enum DrawArgs {
         vertex_count: u32,
         first_vertex: u32,
     },
+}
+
+/// Bytes from the first of `levels` consecutive views' instance counts to
+/// the end of the last's.
+pub(crate) fn counts_len(levels: u32) -> u64 {
+    (levels as u64 - 1) * cull_core::DRAW_ARGS_SIZE + 4
+}
+
+/// The draw arguments of a mesh in Bevy's shared buffers.
+fn mesh_draw_args(mesh: &RenderMesh, id: &AssetId<Mesh>, allocator: &MeshAllocator) -> Option<DrawArgs> {
+    let vertices = allocator.mesh_vertex_slice(id)?;
+    Some(match &mesh.buffer_info {
+        RenderMeshBufferInfo::Indexed { count, .. } => DrawArgs::Indexed {
+            index_count: *count,
+            first_index: allocator.mesh_index_slice(id)?.range.start,
+            base_vertex: vertices.range.start as i32,
+        },
+        RenderMeshBufferInfo::NonIndexed => DrawArgs::NonIndexed {
+            vertex_count: mesh.vertex_count,
+            first_vertex: vertices.range.start,
+        },
+    })
 }
 
 /// Counts render-world frames, to date the counts read back.
@@ -659,41 +704,72 @@ pub(crate) fn prepare_targets(
             {
                 continue;
             }
-            let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
+            let mesh_id = mesh_instance.mesh_asset_id();
+            let Some(mesh) = meshes.get(mesh_id) else {
                 continue;
             };
-            let Some(vertices) = allocator.mesh_vertex_slice(&mesh_instance.mesh_asset_id()) else {
+            // The mesh of each level of detail and where it lies in Bevy's
+            // buffers. Until every level's mesh is ready the batch is not
+            // drawn, as Bevy's meshes wait for theirs; a level whose vertex
+            // layout differs from the Mesh3d's cannot use its pipeline, and
+            // the batch is drawn without levels.
+            let mut lod: Vec<f32> = batch.lod.iter().map(|(_, size)| *size).collect();
+            let mut level_meshes: Vec<AssetId<Mesh>> = batch.lod.iter().map(|(id, _)| *id).collect();
+            if level_meshes.iter().any(|id| meshes.get(*id).is_none()) {
                 continue;
-            };
-            // The group's target, shared by its views.
-            // A batch whose lists for every view of the group would not fit
-            // the output windows is culled view by view instead.
-            let (group, slot, group_views) = if group_views > 1
-                && culler
-                    .culler()
-                    .windows_for_views(gpu.capacity, group_views)
-                    .is_err()
+            }
+            if level_meshes
+                .iter()
+                .any(|id| meshes.get(*id).is_some_and(|m| m.layout != mesh.layout))
             {
+                error_once!(
+                    "bevy-gpu-cull: a GpuCullLod mesh has other vertex attributes than the batch's Mesh3d; \
+                     the batch is drawn without levels of detail"
+                );
+                lod.clear();
+                level_meshes.clear();
+            }
+            if level_meshes.is_empty() {
+                level_meshes.push(mesh_id);
+            }
+            let Some(args) = level_meshes
+                .iter()
+                .map(|id| mesh_draw_args(meshes.get(*id)?, id, &allocator))
+                .collect::<Option<Vec<DrawArgs>>>()
+            else {
+                continue;
+            };
+            let levels = level_meshes.len() as u32;
+            // The group's target, shared by its views, each with a list per
+            // level. A batch whose lists for every view of the group would
+            // not fit (more than MAX_VIEWS lists, or more than the output
+            // windows hold) is culled view by view instead.
+            let fits = |views: u32| {
+                views <= MAX_VIEWS && culler.culler().windows_for_views(gpu.capacity, views).is_ok()
+            };
+            let (group, slot, group_views) = if group_views > 1 && !fits(group_views * levels) {
                 (view, 0, 1)
             } else {
                 (group, slot, group_views)
             };
+            let (slot, target_views) = (slot * levels, group_views * levels);
             let group_key = (group, batch_entity);
             let stale = targets.groups.get(&group_key).is_none_or(|g| {
                 g.capacity < gpu.capacity
                     || g.culler_generation != culler.generation
-                    || g.views != group_views
+                    || g.views != target_views
+                    || g.lod != lod
             });
             if stale {
                 // A batch past one storage binding needs a kernel with more
                 // output windows: until Bevy has compiled it, the batch is
                 // not drawn (as Bevy does with a mesh whose pipeline is not
                 // ready).
-                match culler.culler().windows_for_views(gpu.capacity, group_views) {
-                    Ok(windows) if !culler.culler().has_pipelines(windows, group_views) => {
+                match culler.culler().windows_for_views(gpu.capacity, target_views) {
+                    Ok(windows) if !culler.culler().has_pipelines(windows, target_views) => {
                         culler
                             .inner
-                            .request(windows, group_views, &pipeline_cache, &mut shaders);
+                            .request(windows, target_views, &pipeline_cache, &mut shaders);
                         continue;
                     }
                     _ => {}
@@ -702,7 +778,7 @@ pub(crate) fn prepare_targets(
                     device.wgpu_device(),
                     culler.culler(),
                     gpu.capacity,
-                    group_views,
+                    target_views,
                 ) {
                     Ok(t) => t,
                     Err(e) => {
@@ -716,10 +792,11 @@ pub(crate) fn prepare_targets(
                     GroupTarget {
                         target: Arc::new(target),
                         draw_args,
-                        views: group_views,
+                        views: target_views,
                         capacity: gpu.capacity,
                         culler_generation: culler.generation,
                         written_args: None,
+                        lod: lod.clone(),
                         main_view,
                         main_batch: main_batch.id(),
                         shadow,
@@ -729,37 +806,31 @@ pub(crate) fn prepare_targets(
             }
             let group_target = targets.groups.get_mut(&group_key).expect("inserted above");
             group_target.live = true;
-            // The mesh's place in Bevy's shared vertex and index buffers,
-            // written only when it changes (a new target, a mesh that moved
-            // in the allocator or was replaced).
-            let args = match &mesh.buffer_info {
-                RenderMeshBufferInfo::Indexed { count, .. } => {
-                    let Some(indices) = allocator.mesh_index_slice(&mesh_instance.mesh_asset_id()) else {
-                        continue;
-                    };
-                    DrawArgs::Indexed {
-                        index_count: *count,
-                        first_index: indices.range.start,
-                        base_vertex: vertices.range.start as i32,
-                    }
-                }
-                RenderMeshBufferInfo::NonIndexed => DrawArgs::NonIndexed {
-                    vertex_count: mesh.vertex_count,
-                    first_vertex: vertices.range.start,
-                },
-            };
-            if group_target.written_args != Some(args) {
+            // Each level's mesh's place in Bevy's shared vertex and index
+            // buffers, written only when it changes (a new target, a mesh
+            // that moved in the allocator or was replaced): view slot
+            // `v * levels + k` draws level k's mesh.
+            if group_target.written_args.as_ref() != Some(&args) {
                 let target = &group_target.target;
-                match args {
-                    DrawArgs::Indexed {
-                        index_count,
-                        first_index,
-                        base_vertex,
-                    } => target.set_indexed_draw(&queue, index_count, first_index, base_vertex, 0),
-                    DrawArgs::NonIndexed {
-                        vertex_count,
-                        first_vertex,
-                    } => target.set_draw(&queue, vertex_count, first_vertex, 0),
+                for view_slot in 0..target_views {
+                    match args[(view_slot % levels) as usize] {
+                        DrawArgs::Indexed {
+                            index_count,
+                            first_index,
+                            base_vertex,
+                        } => target.set_view_indexed_draw(
+                            &queue,
+                            view_slot,
+                            index_count,
+                            first_index,
+                            base_vertex,
+                            0,
+                        ),
+                        DrawArgs::NonIndexed {
+                            vertex_count,
+                            first_vertex,
+                        } => target.set_view_draw(&queue, view_slot, vertex_count, first_vertex, 0),
+                    }
                 }
                 group_target.written_args = Some(args);
                 let _ = sender.0.lock().map(|s| s.send(StatMessage::DrawArgsWritten));
@@ -767,19 +838,24 @@ pub(crate) fn prepare_targets(
             let shared = group_target.target.clone();
             let draw_args = group_target.draw_args.clone();
             let key = (view, batch_entity);
-            let fresh = targets
-                .map
-                .get(&key)
-                .is_none_or(|t| !Arc::ptr_eq(&t.target, &shared) || t.slot != slot);
+            let fresh = targets.map.get(&key).is_none_or(|t| {
+                !Arc::ptr_eq(&t.target, &shared) || t.slot != slot || t.meshes != level_meshes
+            });
             if fresh {
-                let counts = AsyncReadback::new(device.wgpu_device(), 4, "gpu_cull_count_readback");
+                let counts = AsyncReadback::new(
+                    device.wgpu_device(),
+                    counts_len(levels),
+                    "gpu_cull_count_readback",
+                );
                 targets.map.insert(
                     key,
                     ViewTarget {
                         target: shared,
                         slot,
+                        meshes: level_meshes,
+                        lod,
                         draw_args,
-                        bind_group: None,
+                        bind_groups: Vec::new(),
                         bound: (0, [None; TEXTURES]),
                         counts,
                         last_count: AtomicU32::new(u32::MAX),
@@ -808,29 +884,34 @@ pub(crate) fn prepare_targets(
             if fresh || target.bound != bound {
                 let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
                 let output = target.target.output_buffer();
-                let survivors = wgpu::BufferBinding {
-                    buffer: output,
-                    offset: target.target.view_output_offset(slot),
-                    size: wgpu::BufferSize::new(
-                        target.target.capacity() as u64 * target.target.output_stride(),
-                    ),
-                };
-                target.bind_group = Some(device.create_bind_group(
-                    "gpu_cull_instances",
-                    &layout,
-                    &BindGroupEntries::with_indices((
-                        (0, material.mesh.as_entire_binding()),
-                        (10, gpu.draw_data.as_entire_binding()),
-                        (11, wgpu::BindingResource::Buffer(survivors)),
-                        (12, material.buffer.as_entire_binding()),
-                        (13, &image.texture_view),
-                        (14, &image.sampler),
-                        (15, &normals.texture_view),
-                        (16, &metallic_roughness.texture_view),
-                        (17, &emissive.texture_view),
-                        (18, &occlusion.texture_view),
-                    )),
-                ));
+                // One bind group per level: the level's survivors.
+                target.bind_groups = (0..target.levels())
+                    .map(|level| {
+                        let survivors = wgpu::BufferBinding {
+                            buffer: output,
+                            offset: target.target.view_output_offset(target.slot + level),
+                            size: wgpu::BufferSize::new(
+                                target.target.capacity() as u64 * target.target.output_stride(),
+                            ),
+                        };
+                        device.create_bind_group(
+                            "gpu_cull_instances",
+                            &layout,
+                            &BindGroupEntries::with_indices((
+                                (0, material.mesh.as_entire_binding()),
+                                (10, gpu.draw_data.as_entire_binding()),
+                                (11, wgpu::BindingResource::Buffer(survivors)),
+                                (12, material.buffer.as_entire_binding()),
+                                (13, &image.texture_view),
+                                (14, &image.sampler),
+                                (15, &normals.texture_view),
+                                (16, &metallic_roughness.texture_view),
+                                (17, &emissive.texture_view),
+                                (18, &occlusion.texture_view),
+                            )),
+                        )
+                    })
+                    .collect();
                 target.bound = bound;
             }
             target.live = true;
