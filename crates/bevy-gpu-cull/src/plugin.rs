@@ -288,12 +288,18 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
                 shadow,
                 batch,
                 levels,
-            } => match shadow {
-                Some(shadow) => {
+            } => match (shadow, levels.is_empty()) {
+                (Some(shadow), false) => {
                     stats.shadow_visible_per_level.insert((shadow, batch), levels);
                 }
-                None => {
+                (Some(shadow), true) => {
+                    stats.shadow_visible_per_level.remove(&(shadow, batch));
+                }
+                (None, false) => {
                     stats.visible_per_level.insert((view, batch), levels);
+                }
+                (None, true) => {
+                    stats.visible_per_level.remove(&(view, batch));
                 }
             },
             StatMessage::Frame { variant, frame } => {

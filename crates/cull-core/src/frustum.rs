@@ -248,15 +248,27 @@ impl SizeBand {
 
     /// Classifies a sphere against the band as the GPU decides it: clearly
     /// inside or outside the widened band, or within twice the tolerance of
-    /// one of its ends (either answer is right there).
-    pub fn classify(&self, center: Vec3, radius: f32) -> SphereClass {
+    /// one of its ends (either answer is right there). `magnitude` is that of
+    /// the terms the center was summed from (as for the planes): far from
+    /// the origin the GPU's center may differ from the CPU's by a few ulps
+    /// of it, which moves the size by that much over the distance, so the
+    /// borderline zone widens by it.
+    pub fn classify(&self, center: Vec3, radius: f32, magnitude: f32) -> SphereClass {
         let size = self.metric.size(center, radius);
-        let t = 2.0 * SIZE_BAND_TOLERANCE as f64;
+        let mut t = 2.0 * SIZE_BAND_TOLERANCE as f64;
+        if self.metric.perspective {
+            let distance = (center.as_dvec3() - self.metric.origin.as_dvec3()).length();
+            let terms = magnitude as f64 + self.metric.origin.abs().element_sum() as f64;
+            t += PLANE_TOLERANCE as f64 * terms / distance.max(f64::MIN_POSITIVE);
+        }
         let (min, max) = (self.min as f64, self.max as f64);
-        if size < min * (1.0 - t) || size >= max * (1.0 + t) {
+        // An infinite max (the finest level) keeps every size above min,
+        // an infinitely large one (the camera at the center) included.
+        let below_max = |k: f64| !max.is_finite() || size < max * k;
+        if size < min * (1.0 - t) || !below_max(1.0 + t) {
             return SphereClass::Outside;
         }
-        if size < min || size >= max {
+        if size < min || !below_max(1.0) {
             return SphereClass::Borderline;
         }
         SphereClass::Inside
@@ -537,7 +549,7 @@ impl Frustum {
             return SphereClass::Inside;
         }
         let mut class = match self.size_band {
-            Some(band) => band.classify(center, radius),
+            Some(band) => band.classify(center, radius, magnitude),
             None => SphereClass::Inside,
         };
         if class == SphereClass::Outside {

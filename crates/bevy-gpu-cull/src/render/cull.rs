@@ -116,7 +116,10 @@ impl CullResources<'_, '_> {
                 let frusta = if lod.is_empty() {
                     frusta
                 } else {
+                    // No camera to size the levels by: draw nothing rather
+                    // than an earlier frame's lists.
                     let Some(metric) = metric else {
+                        self.clear_counts(ctx, target);
                         continue;
                     };
                     levels = match frusta
@@ -127,6 +130,7 @@ impl CullResources<'_, '_> {
                         Ok(levels) => levels.concat(),
                         Err(e) => {
                             error_once!("GPU culling: {e}; the batch is not drawn");
+                            self.clear_counts(ctx, target);
                             continue;
                         }
                     };
@@ -134,6 +138,16 @@ impl CullResources<'_, '_> {
                 };
                 self.cull_target(ctx, target, frusta, members, local_bounds, batch, batch_entity);
             }
+        }
+    }
+
+    /// Zeroes every view's instance count in `target`: its batch draws
+    /// nothing this frame.
+    fn clear_counts(&self, ctx: &mut RenderContext, target: &cull_core::CullTarget) {
+        let encoder = ctx.command_encoder();
+        for view in 0..target.views() {
+            let count = target.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
+            encoder.clear_buffer(target.draw_args(), count, Some(4));
         }
     }
 
@@ -166,10 +180,7 @@ impl CullResources<'_, '_> {
             // E.g. GpuCullBounds with a negative radius: draw nothing rather
             // than the survivors of an earlier frame.
             error_once!("GPU culling: {e}; the batch is not drawn");
-            for view in 0..target.views() {
-                let count = target.draw_args_offset(view) + INSTANCE_COUNT_OFFSET;
-                encoder.clear_buffer(target.draw_args(), count, Some(4));
-            }
+            self.clear_counts(ctx, target);
             return;
         }
         self.culled.0.store(true, Ordering::Relaxed);
@@ -254,7 +265,7 @@ pub(crate) fn cull_light_view(
     view: ViewQuery<(Entity, &ExtractedView, &LightEntity)>,
     light_views: Query<(Entity, &ExtractedView, &LightEntity)>,
     lights: Query<&ExtractedPointLight>,
-    cameras: Query<(&ExtractedView, &ExtractedCamera), Without<LightEntity>>,
+    cameras: Query<(&ExtractedView, &ExtractedCamera), (With<Camera3d>, Without<LightEntity>)>,
     groups_culled: Res<LightGroupsCulled>,
     resources: CullResources,
     mut ctx: RenderContext,
@@ -299,12 +310,20 @@ pub(crate) fn cull_light_view(
             )),
         })
         .collect();
-    // Levels of detail as the first camera (by order) sees them: a light's
-    // views belong to no camera.
+    // Levels of detail as the first 3D perspective camera (by order) sees
+    // them: a light's views belong to no camera, and an orthographic or
+    // render-to-texture helper camera would size them by other rules.
     let metric = cameras
         .iter()
-        .min_by_key(|(_, camera)| camera.order)
-        .map(|(view, _)| SizeMetric::from_view(view.clip_from_view, view.world_from_view.to_matrix()));
+        .map(|(view, camera)| {
+            (
+                camera.order,
+                SizeMetric::from_view(view.clip_from_view, view.world_from_view.to_matrix()),
+            )
+        })
+        .filter(|(_, metric)| metric.perspective)
+        .min_by_key(|(order, _)| *order)
+        .map(|(_, metric)| metric);
     resources.cull(&group, &frusta, metric, &mut ctx);
 }
 
@@ -332,14 +351,14 @@ pub(crate) fn read_back_counts(
                 .map(|c| u32::from_le_bytes(c[..4].try_into().expect("four bytes")))
                 .collect();
             let count = levels.iter().sum();
-            if levels.len() > 1 {
-                let _ = sender.send(StatMessage::LevelsVisible {
-                    view: target.main_view,
-                    shadow: target.shadow,
-                    batch: target.main_batch,
-                    levels,
-                });
-            }
+            // Per-level counts for a batch with levels; none (which clears
+            // earlier ones) without.
+            let _ = sender.send(StatMessage::LevelsVisible {
+                view: target.main_view,
+                shadow: target.shadow,
+                batch: target.main_batch,
+                levels: if target.lod.is_empty() { Vec::new() } else { levels },
+            });
             target
                 .last_count
                 .store(count, std::sync::atomic::Ordering::Relaxed);

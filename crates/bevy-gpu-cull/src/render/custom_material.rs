@@ -11,8 +11,8 @@ use bevy::material::key::ErasedMaterialPipelineKey;
 use bevy::material::{MaterialProperties, key::ErasedMeshPipelineKey};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
-    MATERIAL_BIND_GROUP_INDEX, MaterialFragmentShader, MaterialPipeline, MeshPipeline, MeshPipelineKey,
-    alpha_mode_pipeline_key,
+    MATERIAL_BIND_GROUP_INDEX, MaterialFragmentShader, MaterialPipeline, MaterialVertexShader, MeshPipeline,
+    MeshPipelineKey, alpha_mode_pipeline_key,
 };
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -145,6 +145,12 @@ impl CulledMaterialPipeline {
         }
         // The material's vertex shader cannot fetch the instances: ours
         // stays, whatever the material's `specialize` set.
+        if properties.get_shader(MaterialVertexShader).is_some() {
+            warn_once!(
+                "bevy-gpu-cull: a material's vertex shader is not used for culled batches (the plugin's \
+                 fetches the instances); its fragment shader gets Bevy's forward VertexOutput"
+            );
+        }
         descriptor.vertex.shader = self.vertex_shader.clone();
         if properties.bindless {
             descriptor.vertex.shader_defs.push("BINDLESS".into());

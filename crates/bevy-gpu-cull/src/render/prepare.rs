@@ -732,7 +732,7 @@ pub(crate) fn prepare_targets(
             if level_meshes.is_empty() {
                 level_meshes.push(mesh_id);
             }
-            let Some(args) = level_meshes
+            let Some(mut args) = level_meshes
                 .iter()
                 .map(|id| mesh_draw_args(meshes.get(*id)?, id, &allocator))
                 .collect::<Option<Vec<DrawArgs>>>()
@@ -751,6 +751,23 @@ pub(crate) fn prepare_targets(
                 (view, 0, 1)
             } else {
                 (group, slot, group_views)
+            };
+            // A batch too large for even one view's levels is drawn without
+            // levels.
+            let levels = if levels > 1 && !fits(group_views * levels) {
+                error_once!(
+                    "bevy-gpu-cull: a batch is too large for a list per level of detail; it is drawn without levels"
+                );
+                lod.clear();
+                level_meshes = vec![mesh_id];
+                args.truncate(0);
+                match mesh_draw_args(mesh, &mesh_id, &allocator) {
+                    Some(a) => args.push(a),
+                    None => continue,
+                }
+                1
+            } else {
+                levels
             };
             let (slot, target_views) = (slot * levels, group_views * levels);
             let group_key = (group, batch_entity);

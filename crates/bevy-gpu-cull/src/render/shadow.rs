@@ -9,7 +9,8 @@ use super::prepare::{GpuBatch, ViewTargets};
 use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::CORE_3D_DEPTH_FORMAT;
 use bevy::core_pipeline::prepass::{
-    Opaque3dPrepass, OpaqueNoLightmap3dBatchSetKey, OpaqueNoLightmap3dBinKey, prepass_target_descriptors,
+    AlphaMask3dPrepass, Opaque3dPrepass, OpaqueNoLightmap3dBatchSetKey, OpaqueNoLightmap3dBinKey,
+    prepass_target_descriptors,
 };
 use bevy::mesh::{Mesh, MeshVertexBufferLayoutRef};
 use bevy::pbr::{
@@ -194,6 +195,7 @@ pub(crate) fn queue_prepass_batches(
     mut prepass_phases: ResMut<ViewBinnedRenderPhases<Opaque3dPrepass>>,
     mut queued: ResMut<QueuedPrepassBatches>,
     views: Query<(Entity, &ExtractedView)>,
+    mut alpha_mask_prepass_phases: ResMut<ViewBinnedRenderPhases<AlphaMask3dPrepass>>,
 ) {
     for (view, entities) in queued.shadow.drain() {
         remove_from_phase(&mut shadow_phases, &view, entities);
@@ -208,6 +210,8 @@ pub(crate) fn queue_prepass_batches(
         let mains = || batches.iter().map(|(_, main, _)| *main);
         remove_from_phase(&mut shadow_phases, &rve, mains());
         remove_from_phase(&mut prepass_phases, &rve, mains());
+        // An alpha-masked material puts Bevy's prepass item there instead.
+        remove_from_phase(&mut alpha_mask_prepass_phases, &rve, mains());
     }
     let Some(pipeline) = pipeline else {
         return;
