@@ -1553,6 +1553,98 @@ fn levels_of_detail_split_the_instances_by_screen_size() {
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
 
+/// Issue 17: a point light's six faces draw a batch with levels of detail
+/// at the levels the camera chose: each face's count per level equals the
+/// CPU reference for the face's frustum with the camera's sizes.
+#[test]
+fn point_light_faces_take_the_cameras_levels_of_detail() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = shadow_scene("point", true);
+    let camera = h.cameras[0];
+    let world = h.app.world_mut();
+    let (cam, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    let metric = cull_core::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
+    // Thresholds between the instances' sizes, so that each level holds some.
+    let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+    let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+    let mut sizes: Vec<f64> = batch
+        .instances()
+        .iter()
+        .map(|i| metric.size(i.position + bounds.center * i.scale, bounds.radius * i.scale))
+        .collect();
+    sizes.sort_by(|a, b| b.total_cmp(a));
+    let pick = |q: f64| {
+        let j = ((q * sizes.len() as f64) as usize).min(sizes.len() - 2);
+        (0.5 * (sizes[j] + sizes[j + 1])) as f32
+    };
+    let thresholds = [pick(0.25), pick(0.6), 0.0];
+    let mesh = world.get::<Mesh3d>(h.batch).unwrap().0.clone();
+    let coarse = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Sphere::new(0.5).mesh().ico(0).unwrap());
+    let cube = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Cuboid::new(0.8, 0.8, 0.8));
+    world.entity_mut(h.batch).insert(GpuCullLod::new([
+        (mesh, thresholds[0]),
+        (coarse, thresholds[1]),
+        (cube, thresholds[2]),
+    ]));
+    let check = |world: &mut World| -> Result<(), String> {
+        let (light, light_transform, point) = world
+            .query::<(Entity, &GlobalTransform, &PointLight)>()
+            .single(world)
+            .unwrap();
+        let (position, near, range) = (
+            light_transform.translation(),
+            point.shadow_map_near_z,
+            point.range,
+        );
+        let format = world.resource::<GpuCullSettings>().format;
+        let stats = world.resource::<GpuCullStats>().clone();
+        let projection = Mat4::perspective_infinite_reverse_rh(std::f32::consts::FRAC_PI_2, 1.0, near);
+        let mut drawn = 0;
+        for (index, face) in bevy::camera::primitives::CUBE_MAP_FACES.iter().enumerate() {
+            let world_from_view = GlobalTransform::from_translation(position)
+                * Transform::IDENTITY.looking_at(face.target, face.up);
+            let frustum =
+                cull_core::Frustum::from_view(projection, world_from_view.to_matrix(), Some(range)).unwrap();
+            let levels = frustum.detail_levels(metric, &thresholds).unwrap();
+            let id = ShadowViewId {
+                light,
+                camera: None,
+                index: index as u32,
+            };
+            let expected = levels_match(
+                &batch,
+                bounds,
+                format,
+                &levels,
+                stats.shadow_visible_per_level.get(&(id, h.batch)),
+            )
+            .map_err(|e| format!("face {index}: {e}"))?;
+            drawn += expected.iter().filter(|n| **n > 0).count();
+        }
+        // The faces together draw more than one level.
+        if drawn < 2 {
+            return Err(format!("only {drawn} (face, level) lists hold instances"));
+        }
+        Ok(())
+    };
+    let start = std::time::Instant::now();
+    loop {
+        h.app.update();
+        match check(h.app.world_mut()) {
+            Ok(()) => break,
+            Err(e) if start.elapsed() > SETTLE => panic!("{e}"),
+            Err(_) => {}
+        }
+    }
+}
+
 /// Issue 16: a deferred camera is not supported as such, but it does not
 /// break: with `DeferredPrepass` the batch is culled and drawn in the
 /// forward passes (a warning says so), with no render error.
