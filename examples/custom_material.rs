@@ -21,10 +21,8 @@ use bevy::camera::RenderTarget;
 use bevy::pbr::{ExtendedMaterial, MaterialExtension};
 use bevy::prelude::*;
 use bevy::render::render_resource::AsBindGroup;
-use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
 use bevy::shader::{Shader, ShaderRef};
 use bevy_gpu_cull::prelude::*;
-use std::path::PathBuf;
 
 /// The extension: glowing horizontal veins over the standard material.
 #[derive(Asset, TypePath, AsBindGroup, Debug, Clone)]
@@ -49,55 +47,14 @@ impl MaterialExtension for GlowingVeins {
 
 type RockMaterial = ExtendedMaterial<StandardMaterial, GlowingVeins>;
 
-#[derive(Resource, Clone, Debug)]
-struct Args {
-    count: usize,
-    headless: bool,
-    frames: u32,
-    screenshot: Option<PathBuf>,
-    width: u32,
-    height: u32,
-}
-
-fn usage() -> ! {
-    eprintln!("usage: custom_material [--count N] [--headless --frames N --screenshot out.png --size WxH]");
-    std::process::exit(2)
-}
-
-fn parse_args() -> Args {
-    let mut args = Args {
-        count: 100_000,
-        headless: false,
-        frames: 30,
-        screenshot: None,
-        width: 1280,
-        height: 720,
-    };
-    let mut it = std::env::args().skip(1);
-    let mut sized = false;
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| usage()) as usize,
-            "--headless" => args.headless = true,
-            "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
-            "--screenshot" => args.screenshot = Some(value().into()),
-            "--size" => {
-                (args.width, args.height) = support::parse_size(&value()).unwrap_or_else(|| usage());
-                sized = true;
-            }
-            _ => usage(),
-        }
-    }
-    if args.headless && !sized {
-        // lavapipe renders every pixel on the CPU: keep headless frames small.
-        (args.width, args.height) = (480, 270);
-    }
-    args
-}
+type Args = support::SceneArgs;
 
 fn main() {
-    let args = parse_args();
+    let args = support::SceneArgs::parse(
+        100_000,
+        30,
+        "usage: custom_material [--count N] [--headless --frames N --screenshot out.png --size WxH]",
+    );
     if !args.headless {
         support::require_display(
             "custom_material",
@@ -128,17 +85,10 @@ fn main() {
     ))
     .insert_resource(ClearColor(Color::srgb(0.02, 0.02, 0.05)))
     .insert_resource(args)
-    .init_resource::<Frames>()
+    .init_resource::<support::HeadlessRun>()
     .add_systems(Startup, setup)
     .add_systems(Update, (orbit, finish_headless))
     .run();
-}
-
-#[derive(Resource, Default)]
-struct Frames {
-    count: u32,
-    screenshot_requested: bool,
-    screenshot_saved: bool,
 }
 
 /// The ring's radius for `count` rocks: about one rock per 4 m² of ring.
@@ -225,7 +175,7 @@ fn orbit(time: Res<Time>, args: Res<Args>, mut camera: Query<&mut Transform, Wit
 /// line (instances, visible, frames), and exit.
 fn finish_headless(
     args: Res<Args>,
-    mut frames: ResMut<Frames>,
+    mut run: ResMut<support::HeadlessRun>,
     stats: Res<GpuCullStats>,
     targets: Query<&RenderTarget, With<Camera3d>>,
     mut commands: Commands,
@@ -234,31 +184,19 @@ fn finish_headless(
     if !args.headless {
         return;
     }
-    frames.count += 1;
-    let ready = frames.count >= args.frames && stats.drawn_frames >= 2;
-    if ready
-        && !frames.screenshot_requested
-        && let (Some(path), Ok(RenderTarget::Image(target))) = (&args.screenshot, targets.single())
-    {
-        frames.screenshot_requested = true;
-        commands
-            .spawn(Screenshot::image(target.handle.clone()))
-            .observe(save_to_disk(path.clone()))
-            .observe(|_: On<ScreenshotCaptured>, mut frames: ResMut<Frames>| {
-                frames.screenshot_saved = true;
-            });
-    }
-    let done = ready && (args.screenshot.is_none() || frames.screenshot_saved);
-    if !done && frames.count < args.frames + 2000 {
+    let ready = stats.drawn_frames >= 2;
+    let support::HeadlessStep::Finish(exit_code) =
+        run.step(&args, ready, targets.single().ok(), &mut commands)
+    else {
         return;
-    }
+    };
     println!(
         "custom_material: frames={} instances={} visible={} drawn_frames={} variant={}",
-        frames.count,
+        run.frames,
         args.count,
         stats.visible.values().sum::<u32>(),
         stats.drawn_frames,
         stats.variant.map_or("-", |v| v.name()),
     );
-    exit.write(if done { AppExit::Success } else { AppExit::error() });
+    exit.write(exit_code);
 }

@@ -18,59 +18,16 @@ use bevy::asset::RenderAssetUsages;
 use bevy::camera::RenderTarget;
 use bevy::prelude::*;
 use bevy::render::render_resource::{Extent3d, TextureDimension, TextureFormat};
-use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
 use bevy_gpu_cull::prelude::*;
-use std::path::PathBuf;
 
-#[derive(Resource, Clone, Debug)]
-struct Args {
-    count: usize,
-    headless: bool,
-    frames: u32,
-    screenshot: Option<PathBuf>,
-    width: u32,
-    height: u32,
-}
-
-fn usage() -> ! {
-    eprintln!("usage: forest [--count N] [--headless --frames N --screenshot out.png --size WxH]");
-    std::process::exit(2)
-}
-
-fn parse_args() -> Args {
-    let mut args = Args {
-        count: 40_000,
-        headless: false,
-        frames: 60,
-        screenshot: None,
-        width: 1280,
-        height: 720,
-    };
-    let mut it = std::env::args().skip(1);
-    let mut sized = false;
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| usage()) as usize,
-            "--headless" => args.headless = true,
-            "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
-            "--screenshot" => args.screenshot = Some(value().into()),
-            "--size" => {
-                (args.width, args.height) = support::parse_size(&value()).unwrap_or_else(|| usage());
-                sized = true;
-            }
-            _ => usage(),
-        }
-    }
-    if args.headless && !sized {
-        // lavapipe renders every pixel on the CPU: keep headless frames small.
-        (args.width, args.height) = (480, 270);
-    }
-    args
-}
+type Args = support::SceneArgs;
 
 fn main() {
-    let args = parse_args();
+    let args = support::SceneArgs::parse(
+        40_000,
+        60,
+        "usage: forest [--count N] [--headless --frames N --screenshot out.png --size WxH]",
+    );
     if !args.headless {
         support::require_display(
             "forest",
@@ -88,17 +45,10 @@ fn main() {
     app.add_plugins(GpuCullPlugin::default())
         .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
         .insert_resource(args)
-        .init_resource::<Frames>()
+        .init_resource::<support::HeadlessRun>()
         .add_systems(Startup, setup)
         .add_systems(Update, (circle, finish_headless))
         .run();
-}
-
-#[derive(Resource, Default)]
-struct Frames {
-    count: u32,
-    screenshot_requested: bool,
-    screenshot_saved: bool,
 }
 
 #[derive(Component)]
@@ -235,7 +185,7 @@ fn circle(time: Res<Time>, args: Res<Args>, mut camera: Query<&mut Transform, Wi
 /// summary line (visible trees and rocks, shadow views culled), and exit.
 fn finish_headless(
     args: Res<Args>,
-    mut frames: ResMut<Frames>,
+    mut run: ResMut<support::HeadlessRun>,
     stats: Res<GpuCullStats>,
     trees: Query<Entity, With<Trees>>,
     rocks: Query<Entity, With<Rocks>>,
@@ -246,24 +196,12 @@ fn finish_headless(
     if !args.headless {
         return;
     }
-    frames.count += 1;
-    let ready = frames.count >= args.frames && stats.drawn_frames >= 2 && !stats.shadow_visible.is_empty();
-    if ready
-        && !frames.screenshot_requested
-        && let (Some(path), Ok(RenderTarget::Image(target))) = (&args.screenshot, targets.single())
-    {
-        frames.screenshot_requested = true;
-        commands
-            .spawn(Screenshot::image(target.handle.clone()))
-            .observe(save_to_disk(path.clone()))
-            .observe(|_: On<ScreenshotCaptured>, mut frames: ResMut<Frames>| {
-                frames.screenshot_saved = true;
-            });
-    }
-    let done = ready && (args.screenshot.is_none() || frames.screenshot_saved);
-    if !done && frames.count < args.frames + 2000 {
+    let ready = stats.drawn_frames >= 2 && !stats.shadow_visible.is_empty();
+    let support::HeadlessStep::Finish(exit_code) =
+        run.step(&args, ready, targets.single().ok(), &mut commands)
+    else {
         return;
-    }
+    };
     let visible = |batch: Option<Entity>| -> u32 {
         stats
             .visible
@@ -280,12 +218,12 @@ fn finish_headless(
         .len();
     println!(
         "forest: frames={} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={}",
-        frames.count,
+        run.frames,
         visible(trees.single().ok()),
         visible(rocks.single().ok()),
         shadow_views,
         stats.shadow_visible.values().sum::<u32>(),
         stats.variant.map_or("-", |v| v.name()),
     );
-    exit.write(if done { AppExit::Success } else { AppExit::error() });
+    exit.write(exit_code);
 }

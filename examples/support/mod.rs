@@ -1,11 +1,14 @@
 //! What the examples share: a window or a headless run (no display, the
-//! frames rendered to an image), and the `--size WxH` argument.
+//! frames rendered to an image, paced), the common arguments, and the
+//! headless screenshot-then-exit sequence. Each example uses part of it.
+#![allow(dead_code)]
 
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::{ImageRenderTarget, RenderTarget};
 use bevy::prelude::*;
 use bevy::render::render_resource::{TextureFormat, TextureUsages};
 use bevy::render::renderer::{RenderDevice, RenderQueue, WgpuWrapper};
+use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
 use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy::window::ExitCondition;
 use bevy::winit::WinitPlugin;
@@ -107,5 +110,112 @@ fn pace_headless_frames(
             submission_index: Some(oldest),
             timeout: None,
         });
+    }
+}
+
+/// The arguments the one-scene examples share: `--count N` (`1e6` works),
+/// `--headless`, `--frames N`, `--screenshot out.png`, `--size WxH`.
+#[derive(Resource, Clone, Debug)]
+pub struct SceneArgs {
+    pub count: usize,
+    pub headless: bool,
+    pub frames: u32,
+    pub screenshot: Option<std::path::PathBuf>,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl SceneArgs {
+    /// Parses the process's arguments, with `count` instances and `frames`
+    /// headless frames unless told otherwise; prints `usage` and exits on
+    /// anything else. A headless run is small unless `--size` says (lavapipe
+    /// renders every pixel on the CPU).
+    pub fn parse(count: usize, frames: u32, usage: &str) -> Self {
+        let fail = || -> ! {
+            eprintln!("{usage}");
+            std::process::exit(2)
+        };
+        let mut args = Self {
+            count,
+            headless: false,
+            frames,
+            screenshot: None,
+            width: 1280,
+            height: 720,
+        };
+        let mut it = std::env::args().skip(1);
+        let mut sized = false;
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().unwrap_or_else(|| fail());
+            match flag.as_str() {
+                "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| fail()) as usize,
+                "--headless" => args.headless = true,
+                "--frames" => args.frames = value().parse().unwrap_or_else(|_| fail()),
+                "--screenshot" => args.screenshot = Some(value().into()),
+                "--size" => {
+                    (args.width, args.height) = parse_size(&value()).unwrap_or_else(|| fail());
+                    sized = true;
+                }
+                _ => fail(),
+            }
+        }
+        if args.headless && !sized {
+            (args.width, args.height) = (480, 270);
+        }
+        args
+    }
+}
+
+/// A headless run's progress: frames run, the screenshot asked for and saved.
+#[derive(Resource, Default)]
+pub struct HeadlessRun {
+    pub frames: u32,
+    screenshot_requested: bool,
+    screenshot_saved: bool,
+}
+
+/// What [`HeadlessRun::step`] says to do after this frame.
+pub enum HeadlessStep {
+    /// Keep running.
+    Continue,
+    /// Print the summary and exit, successfully or (the frame budget ran
+    /// out before the scene was ready) not.
+    Finish(AppExit),
+}
+
+impl HeadlessRun {
+    /// Counts a frame; once `ready` (the scene has been drawn) and the frames
+    /// asked for have run, takes the screenshot into `target` (when one was
+    /// asked for) and, once it is saved, finishes. Gives up 2,000 frames past
+    /// the frames asked for.
+    pub fn step(
+        &mut self,
+        args: &SceneArgs,
+        ready: bool,
+        target: Option<&RenderTarget>,
+        commands: &mut Commands,
+    ) -> HeadlessStep {
+        self.frames += 1;
+        let ready = ready && self.frames >= args.frames;
+        if ready
+            && !self.screenshot_requested
+            && let (Some(path), Some(RenderTarget::Image(target))) = (&args.screenshot, target)
+        {
+            self.screenshot_requested = true;
+            commands
+                .spawn(Screenshot::image(target.handle.clone()))
+                .observe(save_to_disk(path.clone()))
+                .observe(|_: On<ScreenshotCaptured>, mut run: ResMut<HeadlessRun>| {
+                    run.screenshot_saved = true;
+                });
+        }
+        let done = ready && (args.screenshot.is_none() || self.screenshot_saved);
+        if done {
+            HeadlessStep::Finish(AppExit::Success)
+        } else if self.frames >= args.frames + 2000 {
+            HeadlessStep::Finish(AppExit::error())
+        } else {
+            HeadlessStep::Continue
+        }
     }
 }
