@@ -58,6 +58,11 @@ fn check_without_subgroups(ctx: &GpuContext) {
                 &frusta,
                 &survivors,
             );
+            // Levels of detail (views with size bands) on this device too.
+            let levels = test_levels(&frusta[0]);
+            let survivors = run_views(ctx, &culler, &scene, &levels, (n as u32).max(1), 5);
+            let what = format!("{variant:?} n={n}, no subgroups, levels");
+            assert_views_exact(&what, &culler, &scene, &levels, &survivors);
         }
     }
     // The default picks a variant that runs, or says there is none.

@@ -92,12 +92,7 @@ fn subgroup_variants_at_this_width() {
                 let what = format!("{variant:?} ({}) {format:?} sg={size} n={n}", form_name(&many));
                 assert_views_exact(&what, &many, &scene, &frusta, &survivors);
                 // Levels of detail (views with size bands) at this width.
-                let metric = cull_core::SizeMetric {
-                    origin: glam::Vec3::ZERO,
-                    scale: 1.0,
-                    perspective: true,
-                };
-                let levels = frusta[0].detail_levels(metric, &[0.2, 0.05, 0.01, 0.0]).unwrap();
+                let levels = test_levels(&frusta[0]);
                 let survivors = run_views(ctx, &many, &scene, &levels, n as u32, 5);
                 assert_views_exact(&format!("{what} levels"), &many, &scene, &levels, &survivors);
             }

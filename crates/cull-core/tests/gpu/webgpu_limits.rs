@@ -71,6 +71,9 @@ fn every_portable_variant_is_exact_within_webgpu_limits() {
                     let survivors = run_views(&ctx, &many, &scene, &frusta, (n as u32).max(1), 4);
                     let what = format!("{variant:?} {format:?} {output:?} n={n} 4 views (WebGPU limits)");
                     assert_views_exact(&what, &many, &scene, &frusta, &survivors);
+                    let levels = test_levels(&frusta[0]);
+                    let survivors = run_views(&ctx, &many, &scene, &levels, (n as u32).max(1), 4);
+                    assert_views_exact(&format!("{what}, levels"), &many, &scene, &levels, &survivors);
                 }
             }
         }
