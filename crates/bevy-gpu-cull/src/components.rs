@@ -428,6 +428,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn level_of_detail_rules_are_checked() {
+        let lod = |sizes: &[f32]| GpuCullLod::new(sizes.iter().map(|s| (Handle::<Mesh>::default(), *s)));
+        assert_eq!(lod(&[0.05, 0.01, 0.0]).problem(), None);
+        for bad in [
+            &[][..],
+            &[0.5, 0.4, 0.3, 0.2, 0.1],
+            &[0.01, 0.05],
+            &[0.05, 0.05],
+            &[f32::NAN],
+            &[-0.1],
+        ] {
+            assert!(lod(bad).problem().is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn instances_build_from_transforms_and_bevy_colors() {
         let t = Transform::from_xyz(1.0, 2.0, 3.0)
             .with_rotation(Quat::from_rotation_y(0.5))
@@ -579,8 +595,7 @@ impl GpuCullLod {
         let sizes: Vec<f32> = self.levels.iter().map(|l| l.min_screen_size).collect();
         if sizes.is_empty() || sizes.len() > MAX_LOD_LEVELS {
             Some("a GpuCullLod needs 1 to MAX_LOD_LEVELS (4) levels")
-        } else if !sizes.iter().all(|s| s.is_finite() && *s >= 0.0) || !sizes.windows(2).all(|w| w[0] > w[1])
-        {
+        } else if cull_core::SizeBand::validate_thresholds(&sizes).is_err() {
             Some("GpuCullLod sizes must be finite, non-negative and descending")
         } else {
             None

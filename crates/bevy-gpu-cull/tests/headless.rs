@@ -939,6 +939,24 @@ fn depth_prepass_holds_the_instances() {
     );
 }
 
+/// The batch's instances, all white, so that a material's color shows as
+/// it is.
+fn white_instances(world: &World, batch: Entity) -> Vec<CulledInstance> {
+    world
+        .get::<GpuCulledInstances>(batch)
+        .unwrap()
+        .instances()
+        .iter()
+        .map(|i| i.with_color(Color::WHITE))
+        .collect()
+}
+
+/// A batch entity's transform that would put an ordinary copy of its mesh
+/// high in the view, where the sky is: the tests check that none appears.
+fn transform_in_the_sky() -> Transform {
+    Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0))
+}
+
 /// Issue 16: the batch entity's `StandardMaterial` shades its instances (its
 /// base color texture here, tinted by each instance's white), and Bevy draws
 /// no copy of the mesh at the entity's own transform.
@@ -954,25 +972,17 @@ fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
             base_color_texture: Some(texture),
             ..default()
         });
-    let white: Vec<CulledInstance> = world
-        .get::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .instances()
-        .iter()
-        .map(|i| i.with_color(Color::WHITE))
-        .collect();
+    let white: Vec<CulledInstance> = white_instances(world, h.batch);
     // The entity's own transform puts a would-be copy of the mesh high in
     // the view, where the sky is: it must not appear.
-    world.entity_mut(h.batch).insert((
-        MeshMaterial3d(material),
-        Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0)),
-    ));
+    world
+        .entity_mut(h.batch)
+        .insert((MeshMaterial3d(material), transform_in_the_sky()));
     world
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()
         .replace(white);
     run_until_counts_match(&mut h, "textured material");
-    let is_green = |p: &[u8]| p[1] > 60 && p[1] as u32 > p[0] as u32 + 40 && p[1] as u32 > p[2] as u32 + 40;
     let start = std::time::Instant::now();
     let mut green = 0;
     let mut top_green = 0;
@@ -1282,19 +1292,12 @@ fn a_custom_material_shades_the_instances() {
     });
     // The grid's left half (x < 0) is one batch, its right half another,
     // all instances white so that the material's color shows as it is.
-    let all: Vec<CulledInstance> = world
-        .get::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .instances()
-        .iter()
-        .map(|i| i.with_color(Color::WHITE))
-        .collect();
+    let all: Vec<CulledInstance> = white_instances(world, h.batch);
     let (left, right): (Vec<_>, Vec<_>) = all.into_iter().partition(|i| i.position.x < 0.0);
     let mesh = world.get::<Mesh3d>(h.batch).unwrap().clone();
-    world.entity_mut(h.batch).insert((
-        MeshMaterial3d(green),
-        Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0)),
-    ));
+    world
+        .entity_mut(h.batch)
+        .insert((MeshMaterial3d(green), transform_in_the_sky()));
     world
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()
@@ -1304,7 +1307,7 @@ fn a_custom_material_shades_the_instances() {
             mesh,
             GpuCulledInstances::new(right),
             MeshMaterial3d(red),
-            Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0)),
+            transform_in_the_sky(),
         ))
         .id();
     run_until_counts_match(&mut h, "custom material");
@@ -1370,13 +1373,7 @@ fn an_extended_standard_material_shades_the_instances() {
             tint: LinearRgba::rgb(0.05, 1.0, 1.0),
         },
     });
-    let white: Vec<CulledInstance> = world
-        .get::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .instances()
-        .iter()
-        .map(|i| i.with_color(Color::WHITE))
-        .collect();
+    let white: Vec<CulledInstance> = white_instances(world, h.batch);
     world.entity_mut(h.batch).insert(MeshMaterial3d(material));
     world
         .get_mut::<GpuCulledInstances>(h.batch)
@@ -1409,17 +1406,10 @@ fn a_blended_material_draws_the_batch_opaque_and_no_extra_copy() {
             unlit: true,
             ..default()
         });
-    let white: Vec<CulledInstance> = world
-        .get::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .instances()
-        .iter()
-        .map(|i| i.with_color(Color::WHITE))
-        .collect();
-    world.entity_mut(h.batch).insert((
-        MeshMaterial3d(material),
-        Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0)),
-    ));
+    let white: Vec<CulledInstance> = white_instances(world, h.batch);
+    world
+        .entity_mut(h.batch)
+        .insert((MeshMaterial3d(material), transform_in_the_sky()));
     world
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()

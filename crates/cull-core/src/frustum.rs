@@ -228,6 +228,20 @@ impl SizeBand {
         }
     }
 
+    /// Refuses thresholds that do not make levels: each level's smallest
+    /// size must be finite and non-negative, and the sizes must descend.
+    pub fn validate_thresholds(thresholds: &[f32]) -> Result<(), CullError> {
+        let valid = thresholds.iter().all(|t| t.is_finite() && *t >= 0.0)
+            && thresholds.windows(2).all(|w| w[0] > w[1]);
+        if valid {
+            Ok(())
+        } else {
+            Err(CullError::InvalidParameter(
+                "detail level thresholds must be finite, non-negative and descending",
+            ))
+        }
+    }
+
     /// The band as the shaders read it (`size_bands` in `params.wgsl`).
     pub(crate) fn gpu(&self) -> [[f32; 4]; 2] {
         let m = self.metric;
@@ -487,13 +501,10 @@ impl Frustum {
     /// them with `Culler::cull_views`: each level gets its own survivor list
     /// and draw arguments, and `Ordered` keeps input order within each.
     pub fn detail_levels(&self, metric: SizeMetric, thresholds: &[f32]) -> Result<Vec<Frustum>, CullError> {
-        let valid = thresholds.iter().all(|t| t.is_finite() && *t >= 0.0)
-            && thresholds.windows(2).all(|w| w[0] > w[1])
-            && metric.scale.is_finite()
-            && metric.origin.is_finite();
-        if !valid {
+        SizeBand::validate_thresholds(thresholds)?;
+        if !(metric.scale.is_finite() && metric.origin.is_finite()) {
             return Err(CullError::InvalidParameter(
-                "detail level thresholds must be finite, non-negative and descending, with a finite metric",
+                "a detail level metric must be finite",
             ));
         }
         Ok(thresholds
