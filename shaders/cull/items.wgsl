@@ -19,6 +19,10 @@
 
 #ifdef VISIBILITY_SPHERE_FRUSTUM
 #import cull::visibility::sphere_frustum::visible
+#else ifdef VISIBILITY_OCCLUSION_EARLY
+#import cull::visibility::occlusion::visible
+#else ifdef VISIBILITY_OCCLUSION_LATE
+#import cull::visibility::occlusion::visible
 #endif
 
 #ifdef OUTPUT_INSTANCES
@@ -95,7 +99,7 @@ fn vote(i: u32, view: u32) -> bool {
     if i >= params.chunk_len {
         return false;
     }
-    return visible(world_sphere(instances[i]), view);
+    return visible(world_sphere(instances[i]), i, view);
 }
 
 // Instance `i` of the chunk, or zeros past its end.
@@ -153,14 +157,14 @@ fn vote_spheres(items: Items, spheres: Spheres, view: u32) -> vec4<bool> {
 #else
     let inside = items.index < vec4<u32>(params.chunk_len);
 #endif
-    return inside & vec4<bool>(visible(spheres.sx, view), visible(spheres.sy, view),
-                               visible(spheres.sz, view), visible(spheres.sw, view));
+    return inside & vec4<bool>(visible(spheres.sx, items.index.x, view), visible(spheres.sy, items.index.y, view),
+                               visible(spheres.sz, items.index.z, view), visible(spheres.sw, items.index.w, view));
 }
 
 // Whether loaded item `d` (chunk-local index `i`) is visible in `view`;
 // false past the chunk's end, without computing its sphere.
 fn vote_item(i: u32, d: InstanceData, view: u32) -> bool {
-    return i < params.chunk_len && visible(world_sphere(d), view);
+    return i < params.chunk_len && visible(world_sphere(d), i, view);
 }
 
 // The items' votes in `view`, for kernels that vote each item once.

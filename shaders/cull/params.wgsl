@@ -58,6 +58,24 @@ struct CullParams {
     pad_a: u32,
     pad_b: u32,
     pad_c: u32,
+    // Occlusion (cull::visibility::occlusion; zeros in other culls): the
+    // camera's clip_from_world with its translation taken about
+    // occlusion_origin, so that the projection works on sphere centers
+    // relative to the camera and keeps its precision far from the origin.
+    occlusion_clip: mat4x4<f32>,
+    // xyz: the point positions are taken relative to (the camera's).
+    occlusion_origin: vec4<f32>,
+    // The depth pyramid's level 0 (the depth buffer's size), its levels,
+    // and 1 when nearer depths are greater (reverse-Z), 0 when smaller.
+    pyramid_size: vec2<u32>,
+    pyramid_levels: u32,
+    reverse_z: u32,
+    // Where the visibility history's halves start (elements): the late
+    // phase reads the last frame's half and writes the other.
+    history_read: u32,
+    history_write: u32,
+    pad_d: u32,
+    pad_e: u32,
 }
 
 @group(0) @binding(#{BINDING_PARAMS}) var<uniform> params: CullParams;

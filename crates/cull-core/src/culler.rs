@@ -8,10 +8,12 @@ use crate::frustum::{Frustum, Sphere};
 pub use crate::kernel::MAX_OUTPUT_WINDOWS;
 pub use crate::kernel::MAX_VIEWS;
 use crate::kernel::{Chunk, DispatchShape, GpuParams, ITEMS_PER_THREAD, LOOKBACK_COUNT_BITS, PARAMS_STRIDE};
+use crate::occlusion::{DepthPyramid, OcclusionCamera, OcclusionHistory};
 pub use crate::outputs::OutputKind;
 use crate::passes::{CompiledPass, EncodeContext};
 use crate::shader::{KernelRecipe, ModuleShape};
 use crate::variants::{KernelTuning, ScanKernel};
+use crate::visibility::VisibilityTest;
 use crate::{CullError, InstanceFormat, ScanVariant};
 use bytemuck::Zeroable;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -116,6 +118,14 @@ pub struct CullViewsParams<'a> {
     pub count: u32,
 }
 
+/// What an occlusion phase binds beyond a plain cull.
+struct Occlusion<'a> {
+    test: VisibilityTest,
+    history: &'a OcclusionHistory,
+    /// The late phase's pyramid and camera.
+    late: Option<(&'a DepthPyramid, &'a OcclusionCamera)>,
+}
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A kernel's compiled passes, in the order of its recipe.
@@ -142,7 +152,7 @@ pub struct Culler {
     max_views: u32,
     /// Compile kernels here when first needed (`false`: they are handed in).
     compiles: bool,
-    /// Kernels by output windows and views (`kernel_index`).
+    /// Kernels by visibility test, output windows and views (`kernel_index`).
     kernels: Mutex<Vec<Option<Kernel>>>,
 }
 
@@ -151,7 +161,7 @@ impl Culler {
     /// for single-binding batches.
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, desc: &CullerDesc) -> Result<Self, CullError> {
         let culler = Self::resolve(device, queue, desc, true)?;
-        culler.kernel_for(1, 1)?;
+        culler.kernel_for(1, 1, VisibilityTest::Frustum)?;
         Ok(culler)
     }
 
@@ -240,7 +250,11 @@ impl Culler {
             timestamp_period: queue.get_timestamp_period(),
             max_views: desc.max_views,
             compiles,
-            kernels: Mutex::new(vec![None; (MAX_OUTPUT_WINDOWS * desc.max_views) as usize]),
+            kernels: Mutex::new(vec![
+                None;
+                VisibilityTest::ALL.len()
+                    * (MAX_OUTPUT_WINDOWS * desc.max_views) as usize
+            ]),
         })
     }
 
@@ -315,13 +329,13 @@ impl Culler {
         Ok(windows as u32)
     }
 
-    fn shape(&self, windows: u32, views: u32) -> ModuleShape {
+    fn shape(&self, windows: u32, views: u32, test: VisibilityTest) -> ModuleShape {
         ModuleShape {
             variant: self.variant,
             kernel: self.kernel,
             format: self.format,
             output: self.output,
-            visibility: crate::visibility::frustum(),
+            visibility: test.kernel(),
             windows,
             views,
             workgroup_size: self.workgroup_size,
@@ -333,13 +347,19 @@ impl Culler {
     /// What to compile for targets of `views` views spanning `windows`
     /// output windows ([`CullTarget::windows`], [`CullTarget::views`]): the entry module, its shader
     /// defs and the passes' layouts (see [`crate::shader::library`] for the
-    /// modules it imports).
+    /// modules it imports). The frustum test's kernel; [`Self::recipe_for`]
+    /// gives the occlusion phases'.
     pub fn recipe(&self, windows: u32, views: u32) -> KernelRecipe {
-        self.shape(windows, views).recipe()
+        self.recipe_for(windows, views, VisibilityTest::Frustum)
     }
 
-    /// The kernel cache's index of (`windows`, `views`), checked.
-    fn kernel_index(&self, windows: u32, views: u32) -> Result<usize, CullError> {
+    /// [`Self::recipe`] of the kernel that votes with `test`.
+    pub fn recipe_for(&self, windows: u32, views: u32, test: VisibilityTest) -> KernelRecipe {
+        self.shape(windows, views, test).recipe()
+    }
+
+    /// The kernel cache's index of (`test`, `windows`, `views`), checked.
+    fn kernel_index(&self, windows: u32, views: u32, test: VisibilityTest) -> Result<usize, CullError> {
         if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
             return Err(CullError::InvalidParameter(
                 "windows must be from 1 to MAX_OUTPUT_WINDOWS",
@@ -351,14 +371,16 @@ impl Culler {
                 max: self.max_views,
             });
         }
-        Ok(((views - 1) * MAX_OUTPUT_WINDOWS + windows - 1) as usize)
+        let per_test = (self.max_views * MAX_OUTPUT_WINDOWS) as usize;
+        Ok(test.index() * per_test + ((views - 1) * MAX_OUTPUT_WINDOWS + windows - 1) as usize)
     }
 
     /// The WGSL of this culler's passes for a batch that fits one binding,
     /// exactly as compiled (composed, then written out by naga: for
     /// inspection, disassembly, register counts).
     pub fn shader_source(&self) -> String {
-        crate::shader::wgsl(&self.shape(1, 1)).unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"))
+        crate::shader::wgsl(&self.shape(1, 1, VisibilityTest::Frustum))
+            .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"))
     }
 
     /// Hands over the pipelines of [`Self::recipe`]`(windows, views)`,
@@ -370,8 +392,19 @@ impl Culler {
         views: u32,
         pipelines: Vec<wgpu::ComputePipeline>,
     ) -> Result<(), CullError> {
-        let index = self.kernel_index(windows, views)?;
-        let recipe = self.recipe(windows, views);
+        self.provide_pipelines_for(windows, views, VisibilityTest::Frustum, pipelines)
+    }
+
+    /// [`Self::provide_pipelines`] for [`Self::recipe_for`]`(windows, views, test)`.
+    pub fn provide_pipelines_for(
+        &self,
+        windows: u32,
+        views: u32,
+        test: VisibilityTest,
+        pipelines: Vec<wgpu::ComputePipeline>,
+    ) -> Result<(), CullError> {
+        let index = self.kernel_index(windows, views, test)?;
+        let recipe = self.recipe_for(windows, views, test);
         if pipelines.len() != recipe.passes.len() {
             return Err(CullError::PipelineCount {
                 expected: recipe.passes.len(),
@@ -386,14 +419,19 @@ impl Culler {
     /// Whether targets of `views` views spanning `windows` output windows
     /// can be culled now.
     pub fn has_pipelines(&self, windows: u32, views: u32) -> bool {
-        self.kernel_index(windows, views)
+        self.has_pipelines_for(windows, views, VisibilityTest::Frustum)
+    }
+
+    /// [`Self::has_pipelines`] for the kernel that votes with `test`.
+    pub fn has_pipelines_for(&self, windows: u32, views: u32, test: VisibilityTest) -> bool {
+        self.kernel_index(windows, views, test)
             .is_ok_and(|i| self.compiles || self.kernels.lock().expect("kernel cache poisoned")[i].is_some())
     }
 
-    /// The kernel for (`windows`, `views`), compiling it when this culler
-    /// compiles its own.
-    fn kernel_for(&self, windows: u32, views: u32) -> Result<Kernel, CullError> {
-        let index = self.kernel_index(windows, views)?;
+    /// The kernel for (`windows`, `views`, `test`), compiling it when this
+    /// culler compiles its own.
+    fn kernel_for(&self, windows: u32, views: u32, test: VisibilityTest) -> Result<Kernel, CullError> {
+        let index = self.kernel_index(windows, views, test)?;
         let mut cache = self.kernels.lock().expect("kernel cache poisoned");
         let slot = &mut cache[index];
         if let Some(k) = slot {
@@ -402,7 +440,7 @@ impl Culler {
         if !self.compiles {
             return Err(CullError::PipelinesNotReady { windows, views });
         }
-        let shape = self.shape(windows, views);
+        let shape = self.shape(windows, views, test);
         let recipe = shape.recipe();
         let limits = self.device.limits();
         for pass in &recipe.passes {
@@ -463,6 +501,69 @@ impl Culler {
         target: &CullTarget,
         params: &CullViewsParams,
     ) -> Result<(), CullError> {
+        self.encode_views(encoder, queue, input, target, params, None)
+    }
+
+    /// Occlusion culling's early phase ([`crate::occlusion`]): like
+    /// [`Self::cull_views`], keeping only the instances that `history` says
+    /// were visible after the last late phase. Draw its survivors, build the
+    /// depth pyramid from their depth, then record [`Self::cull_views_late`]
+    /// into another target. The views must be one camera's: the same
+    /// frustum, with levels of detail or not ([`crate::Frustum::detail_levels`]).
+    pub fn cull_views_early(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+        history: &OcclusionHistory,
+    ) -> Result<(), CullError> {
+        let occlusion = Occlusion {
+            test: VisibilityTest::OcclusionEarly,
+            history,
+            late: None,
+        };
+        self.encode_views(encoder, queue, input, target, params, Some(occlusion))
+    }
+
+    /// Occlusion culling's late phase ([`crate::occlusion`]): keeps the
+    /// instances in the frustum that may be visible past `pyramid` (built
+    /// from the depth the early phase's survivors drew, seen by `camera`)
+    /// and that the early phase did not keep; records for the next frame
+    /// which instances passed, and swaps `history`'s halves. The views must
+    /// be the early phase's, `target` another than its target.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cull_views_late(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+        history: &mut OcclusionHistory,
+        pyramid: &DepthPyramid,
+        camera: &OcclusionCamera,
+    ) -> Result<(), CullError> {
+        let occlusion = Occlusion {
+            test: VisibilityTest::OcclusionLate,
+            history: &*history,
+            late: Some((pyramid, camera)),
+        };
+        self.encode_views(encoder, queue, input, target, params, Some(occlusion))?;
+        history.advance();
+        Ok(())
+    }
+
+    fn encode_views(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+        occlusion: Option<Occlusion>,
+    ) -> Result<(), CullError> {
         if target.culler_id() != self.id {
             return Err(CullError::ForeignTarget);
         }
@@ -492,7 +593,31 @@ impl Culler {
                 });
             }
         }
-        let kernel = self.kernel_for(target.windows(), target.views())?;
+        let test = occlusion.as_ref().map_or(VisibilityTest::Frustum, |o| o.test);
+        if let Some(o) = &occlusion {
+            // On wgpu's GL backend (llvmpipe), the late phase lost visible
+            // instances in the views after the first; refused until found.
+            let backend = self.device.adapter_info().backend;
+            if backend == wgpu::Backend::Gl {
+                return Err(CullError::UnsupportedBackend {
+                    backend,
+                    what: "occlusion culling",
+                });
+            }
+            if count > o.history.capacity() {
+                return Err(CullError::CountExceedsCapacity {
+                    count: count as u64,
+                    capacity: o.history.capacity() as u64,
+                });
+            }
+            let first = params.frusta[0].planes();
+            if params.frusta.iter().any(|f| f.planes() != first) {
+                return Err(CullError::InvalidParameter(
+                    "an occlusion cull's views are one camera's: the same frustum (its levels of detail)",
+                ));
+            }
+        }
+        let kernel = self.kernel_for(target.windows(), target.views(), test)?;
         let chunks: Vec<Chunk> = (0..count.div_ceil(self.window_len))
             .map(|index| {
                 let start = index * self.window_len;
@@ -535,6 +660,16 @@ impl Culler {
         base.local_terms = crate::formats::local_terms(params.local_bounds.center);
         base.window_len = self.window_len;
         base.view_stride = target.view_stride();
+        if let Some(o) = &occlusion {
+            (base.history_read, base.history_write) = o.history.halves();
+            if let Some((pyramid, camera)) = o.late {
+                base.occlusion_clip = camera.clip_from_relative.to_cols_array_2d();
+                base.occlusion_origin = camera.origin.extend(camera.origin_slack()).to_array();
+                base.pyramid_size = [pyramid.width(), pyramid.height()];
+                base.pyramid_levels = pyramid.levels();
+                base.reverse_z = u32::from(pyramid.order() == crate::occlusion::DepthOrder::ReverseZ);
+            }
+        }
         let entries = chunks.len() as u32 * param_views * per_chunk;
         let mut uniforms = vec![0u8; entries as usize * PARAMS_STRIDE as usize];
         for chunk in &chunks {
@@ -565,9 +700,23 @@ impl Culler {
             let at = target.draw_args_offset(view) + crate::kernel::INSTANCE_COUNT_OFFSET;
             encoder.clear_buffer(target.draw_args(), at, Some(4));
         }
+        let mut visibility_entries = Vec::new();
+        if let Some(o) = &occlusion {
+            visibility_entries.push(wgpu::BindGroupEntry {
+                binding: crate::kernel::bindings::VISIBILITY_HISTORY,
+                resource: o.history.buffer().as_entire_binding(),
+            });
+            if let Some((pyramid, _)) = o.late {
+                visibility_entries.push(wgpu::BindGroupEntry {
+                    binding: crate::kernel::bindings::DEPTH_PYRAMID,
+                    resource: wgpu::BindingResource::TextureView(pyramid.view()),
+                });
+            }
+        }
         let mut recorder = target.timing_recorder();
         self.kernel.encode(
             EncodeContext {
+                visibility_entries: &visibility_entries,
                 device: &self.device,
                 encoder,
                 input,
@@ -614,7 +763,7 @@ impl CullTarget {
         }
         let windows = culler.windows_for_views(capacity, views)?;
         if culler.compiles {
-            culler.kernel_for(windows, views)?;
+            culler.kernel_for(windows, views, VisibilityTest::Frustum)?;
         }
         let chunk_len = capacity.min(culler.window_len);
         let dispatch = culler.dispatch;

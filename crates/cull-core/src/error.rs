@@ -175,4 +175,12 @@ pub enum CullError {
     /// Reading a buffer back failed.
     #[error("reading back from the GPU failed: {0}")]
     Readback(String),
+    /// The device's backend cannot do this.
+    #[error("not supported on the {backend} backend: {what}")]
+    UnsupportedBackend {
+        /// The device's backend.
+        backend: wgpu::Backend,
+        /// What it cannot do.
+        what: &'static str,
+    },
 }

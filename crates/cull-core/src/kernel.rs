@@ -49,6 +49,11 @@ pub mod bindings {
     pub const SCAN_OUT: u32 = 9;
     /// Ordered: the look-back's tile counter, chunk base and status words.
     pub const SCAN_STATE: u32 = 10;
+    /// Occlusion: the visibility history, two halves of one `u32` per
+    /// instance ([`crate::OcclusionHistory`]).
+    pub const VISIBILITY_HISTORY: u32 = 11;
+    /// Occlusion, late phase: the depth pyramid ([`crate::DepthPyramid`]).
+    pub const DEPTH_PYRAMID: u32 = 12;
 }
 
 /// Byte offset of `instance_count` (the visible count the cull writes) in
@@ -74,6 +79,15 @@ pub(crate) struct GpuParams {
     pub scan_offset: u32,
     pub local_terms: f32,
     pub _pad: [u32; 3],
+    /// Occlusion: `clip_from_world` about `occlusion_origin` (column-major).
+    pub occlusion_clip: [[f32; 4]; 4],
+    pub occlusion_origin: [f32; 4],
+    pub pyramid_size: [u32; 2],
+    pub pyramid_levels: u32,
+    pub reverse_z: u32,
+    pub history_read: u32,
+    pub history_write: u32,
+    pub _pad_occlusion: [u32; 2],
 }
 
 /// One chunk of a batch: the instances one set of bindings covers.
@@ -133,6 +147,9 @@ pub enum Slot {
     Read,
     /// A read-write storage buffer.
     ReadWrite,
+    /// A 2D texture of unfilterable floats, read with `textureLoad` (the
+    /// depth pyramid).
+    FloatTexture,
 }
 
 /// One compute pass of a kernel: its entry point and what it binds.
@@ -151,7 +168,7 @@ impl PassLayout {
     pub fn storage_buffers(&self) -> u32 {
         self.bindings
             .iter()
-            .filter(|(_, s)| !matches!(s, Slot::Params))
+            .filter(|(_, s)| matches!(s, Slot::Read | Slot::ReadWrite))
             .count() as u32
     }
 
@@ -167,6 +184,11 @@ impl PassLayout {
                         ty: wgpu::BufferBindingType::Uniform,
                         has_dynamic_offset: true,
                         min_binding_size: wgpu::BufferSize::new(size_of::<GpuParams>() as u64),
+                    },
+                    Slot::FloatTexture => wgpu::BindingType::Texture {
+                        sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                        view_dimension: wgpu::TextureViewDimension::D2,
+                        multisampled: false,
                     },
                     Slot::Read | Slot::ReadWrite => wgpu::BindingType::Buffer {
                         ty: wgpu::BufferBindingType::Storage {

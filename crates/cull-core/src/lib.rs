@@ -95,7 +95,8 @@ compile_error!(
 // Layers, bottom up (each imports only those below it; docs/architecture.md
 // has the map): error, frustum, timing, readback, kernel (descriptors) and
 // the stage registries formats, outputs, visibility; buffers; passes;
-// variants; shader (composition); culler. instance and variant are the
+// variants; shader (composition); occlusion (the pyramid and history the
+// occlusion phases bind); culler. instance and variant are the
 // public paths of formats and variants; cpu and scene are the CPU side.
 pub mod buffers;
 #[cfg(feature = "blocking")]
@@ -108,6 +109,7 @@ mod formats;
 pub mod frustum;
 pub mod instance;
 pub mod kernel;
+pub mod occlusion;
 mod outputs;
 mod passes;
 pub mod readback;
@@ -127,10 +129,14 @@ pub use culler::{
 pub use error::CullError;
 pub use frustum::{Frustum, SizeBand, SizeMetric, Sphere, WorldSphere};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
+pub use occlusion::{
+    CpuPyramid, DepthOrder, DepthPyramid, OcclusionCamera, OcclusionHistory, PyramidBuilder,
+};
 pub use readback::AsyncReadback;
 pub use shader::KernelRecipe;
 pub use timing::{CullTimings, PassKind};
 pub use variant::ScanVariant;
+pub use visibility::VisibilityTest;
 
 /// The types most programs need.
 pub mod prelude {

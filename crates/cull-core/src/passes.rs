@@ -97,6 +97,9 @@ pub(crate) struct EncodeContext<'a, 'r> {
     /// dispatches per view, else 1 (one entry covers them all).
     pub param_views: u32,
     pub recorder: &'a mut Option<Recorder<'r>>,
+    /// What the visibility test binds (the occlusion phases' history and
+    /// pyramid), in every pass that reads instances.
+    pub visibility_entries: &'a [wgpu::BindGroupEntry<'a>],
 }
 
 impl EncodeContext<'_, '_> {
@@ -131,6 +134,7 @@ impl EncodeContext<'_, '_> {
                 ),
             },
         ];
+        entries.extend(self.visibility_entries.iter().cloned());
         if with_outputs {
             entries.push(wgpu::BindGroupEntry {
                 binding: bindings::DRAW_ARGS,

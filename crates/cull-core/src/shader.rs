@@ -23,7 +23,7 @@ use std::collections::HashMap;
 pub fn library() -> Vec<ShaderModule> {
     let mut modules = vec![shader_module!("params.wgsl"), shader_module!("math.wgsl")];
     modules.extend(crate::visibility::LIBRARY);
-    modules.extend(crate::visibility::VISIBILITY_TESTS.iter().map(|v| v.module));
+    modules.extend(crate::visibility::modules());
     modules.extend(crate::formats::FORMATS.iter().map(|f| f.module));
     modules.extend(crate::outputs::OUTPUTS.iter().map(|o| o.module));
     modules.push(shader_module!("items.wgsl"));
@@ -127,6 +127,8 @@ impl ModuleShape {
             ("BINDING_SCAN_IN", UInt(bindings::SCAN_IN)),
             ("BINDING_SCAN_OUT", UInt(bindings::SCAN_OUT)),
             ("BINDING_SCAN_STATE", UInt(bindings::SCAN_STATE)),
+            ("BINDING_VISIBILITY_HISTORY", UInt(bindings::VISIBILITY_HISTORY)),
+            ("BINDING_DEPTH_PYRAMID", UInt(bindings::DEPTH_PYRAMID)),
         ];
         const OUTPUT_DEFS: [&str; MAX_OUTPUT_WINDOWS as usize] = [
             "BINDING_OUTPUT_A",
@@ -141,11 +143,23 @@ impl ModuleShape {
         defs
     }
 
+    /// The variant's passes, with the visibility test's bindings added to
+    /// each pass that reads instances (the passes that vote).
+    pub fn passes(&self) -> Vec<PassLayout> {
+        let mut passes = self.kernel.passes(self.windows);
+        for pass in &mut passes {
+            if pass.bindings.iter().any(|&(b, _)| b == bindings::INSTANCES) {
+                pass.bindings.extend_from_slice(self.visibility.bindings);
+            }
+        }
+        passes
+    }
+
     pub fn recipe(&self) -> KernelRecipe {
         KernelRecipe {
             entry: self.kernel.entry(self.subgroups),
             shader_defs: self.shader_defs(),
-            passes: self.kernel.passes(self.windows),
+            passes: self.passes(),
             subgroups: self.subgroups,
         }
     }
@@ -235,6 +249,21 @@ pub(crate) fn wgsl(shape: &ModuleShape) -> Result<String, String> {
 #[cfg(test)]
 const VIEW_SHAPES: [(u32, u32); 2] = [(1, MAX_VIEWS), (MAX_OUTPUT_WINDOWS, 3)];
 
+/// The (windows, views) shapes composed for a visibility test: every one
+/// for the frustum test; for the occlusion phases, which add bindings and
+/// no per-shape code, the fewest and the most bindings.
+#[cfg(test)]
+fn test_shapes(visibility: crate::visibility::VisibilityTest) -> Vec<(u32, u32)> {
+    if visibility == crate::visibility::VisibilityTest::Frustum {
+        (1..=MAX_OUTPUT_WINDOWS)
+            .map(|w| (w, 1))
+            .chain(VIEW_SHAPES)
+            .collect()
+    } else {
+        vec![(1, 1), (MAX_OUTPUT_WINDOWS, 3)]
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn every_shape() -> Vec<ModuleShape> {
     let mut shapes = Vec::new();
@@ -245,23 +274,24 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
         for subgroups in forms {
             for format in InstanceFormat::ALL {
                 for output in OutputKind::ALL {
-                    let one_view = (1..=MAX_OUTPUT_WINDOWS).map(|w| (w, 1));
-                    for (windows, views) in one_view.chain(VIEW_SHAPES) {
-                        shapes.push(ModuleShape {
-                            variant,
-                            kernel,
-                            format,
-                            output,
-                            visibility: crate::visibility::frustum(),
-                            windows,
-                            views,
-                            workgroup_size: 64,
-                            tuning: KernelTuning {
-                                spin_limit: 3,
-                                silent_tiles: 1,
-                            },
-                            subgroups,
-                        });
+                    for visibility in crate::visibility::VisibilityTest::ALL {
+                        for (windows, views) in test_shapes(visibility) {
+                            shapes.push(ModuleShape {
+                                variant,
+                                kernel,
+                                format,
+                                output,
+                                visibility: visibility.kernel(),
+                                windows,
+                                views,
+                                workgroup_size: 64,
+                                tuning: KernelTuning {
+                                    spin_limit: 3,
+                                    silent_tiles: 1,
+                                },
+                                subgroups,
+                            });
+                        }
                     }
                 }
             }
@@ -285,7 +315,10 @@ mod tests {
             .sum::<usize>()
             * InstanceFormat::ALL.len()
             * OutputKind::ALL.len()
-            * (MAX_OUTPUT_WINDOWS as usize + VIEW_SHAPES.len());
+            * crate::visibility::VisibilityTest::ALL
+                .iter()
+                .map(|&v| test_shapes(v).len())
+                .sum::<usize>();
         assert_eq!(shapes.len(), expected);
         for shape in &shapes {
             let src = wgsl(shape).unwrap_or_else(|e| panic!("{e}"));
@@ -345,6 +378,7 @@ mod tests {
                             Slot::ReadWrite
                         }
                         naga::AddressSpace::Storage { .. } => Slot::Read,
+                        naga::AddressSpace::Handle => Slot::FloatTexture,
                         other => panic!("{shape:?}: binding in {other:?}"),
                     };
                     Some((binding.binding, slot))
@@ -406,8 +440,23 @@ mod tests {
     #[test]
     fn wgsl_constants_match_rust() {
         assert_eq!(
-            wgsl_const(crate::visibility::frustum().module.source, "PLANE_TOLERANCE"),
+            wgsl_const(
+                crate::visibility::VisibilityTest::Frustum.kernel().module.source,
+                "PLANE_TOLERANCE"
+            ),
             crate::frustum::PLANE_TOLERANCE
+        );
+        let occlusion = crate::visibility::VisibilityTest::OcclusionLate
+            .kernel()
+            .module
+            .source;
+        assert_eq!(
+            wgsl_const(occlusion, "PIXEL_MARGIN"),
+            crate::occlusion::OCCLUSION_PIXEL_MARGIN
+        );
+        assert_eq!(
+            wgsl_const(occlusion, "DEPTH_TOLERANCE"),
+            crate::occlusion::OCCLUSION_DEPTH_TOLERANCE
         );
         assert_eq!(
             wgsl_const(

@@ -26,18 +26,42 @@ fn sphere_visible(view: u32, center: vec3<f32>, r: f32) -> bool {
         & plane_keeps(params.planes[view][4], center, r) & plane_keeps(params.planes[view][5], center, r);
 }
 
-// Whether an instance's world sphere is visible in `view` and in its
-// level-of-detail band (in_size_band). The radius is widened by
-// the tolerance once per instance (widen_radius on the CPU), which bounds
-// the rounding of the world sphere and of every plane's sum since the
-// normals are unit length. Non-finite input is culled; a sphere that
-// overflows f32 from finite input is kept, in every band (it may cover
-// anything). Both are decided on bits: a compiler may assume no NaN.
-fn visible(s: WorldSphere, view: u32) -> bool {
+// The sphere's radius widened by the tolerance once per instance
+// (widen_radius on the CPU), which bounds the rounding of the world sphere
+// and of every plane's sum since the normals are unit length. Every center
+// component reaches it through abs(): an infinity or NaN anywhere makes it
+// non-finite, so one scalar test (overflowed) covers them all.
+fn wide_radius(s: WorldSphere) -> f32 {
     let c = s.center;
-    let wide = s.radius + PLANE_TOLERANCE * (abs(c.x) + abs(c.y) + abs(c.z) + s.radius + s.terms);
-    // Every center component reaches `wide` through abs(): an infinity or
-    // NaN anywhere makes it non-finite, so one scalar test covers them all.
+    return s.radius + PLANE_TOLERANCE * (abs(c.x) + abs(c.y) + abs(c.z) + s.radius + s.terms);
+}
+
+// Whether a sphere from finite input overflowed f32: it is kept, in every
+// view and band (it may cover anything). Decided on bits: a compiler may
+// assume no NaN.
+fn overflowed(s: WorldSphere) -> bool {
+    return !finite(wide_radius(s));
+}
+
+// Whether an instance's world sphere touches `view`'s frustum, whatever its
+// size. Non-finite input is culled; an overflowed sphere is kept.
+fn in_frustum(s: WorldSphere, view: u32) -> bool {
+    let wide = wide_radius(s);
+    return s.finite_input & (!finite(wide) | sphere_visible(view, s.center, wide));
+}
+
+// Whether an instance's world sphere lies in `view`'s level-of-detail band
+// (in_size_band); an overflowed sphere is in every band.
+fn in_band(s: WorldSphere, view: u32) -> bool {
+    return overflowed(s) | in_size_band(view, s.center, s.radius);
+}
+
+// Whether an instance's world sphere is visible in `view` and in its
+// level-of-detail band: the frustum test's vote. `i`, the chunk-local
+// index, is for tests that keep per-instance state (occlusion); this one
+// keeps none.
+fn visible(s: WorldSphere, i: u32, view: u32) -> bool {
+    let wide = wide_radius(s);
     let overflow = !finite(wide);
-    return s.finite_input & (overflow | (sphere_visible(view, c, wide) & in_size_band(view, c, s.radius)));
+    return s.finite_input & (overflow | (sphere_visible(view, s.center, wide) & in_size_band(view, s.center, s.radius)));
 }

@@ -14,6 +14,14 @@
 //! Every view's survivors are checked against the CPU reference first, as
 //! exact sets.
 //!
+//! `--occlusion` measures the two phases of occlusion culling instead
+//! (`Culler::cull_views_early` and `cull_views_late`, one view) against a
+//! plain cull of the same view: a 1280×720 depth buffer whose left half is a
+//! wall at the median depth of the visible instances, its pyramid built
+//! once, the history warmed by one frame (so the early phase draws what
+//! passed last frame, as in a steady camera). The pyramid build is timed on
+//! its own.
+//!
 //! ```text
 //! cargo run --release -p cull-bench --bin cull-views -- --sizes 1e6,4e6,16e6
 //! cull-views --sizes 4e6 --variants subgroup-ballot --formats posquat --runs 15
@@ -23,10 +31,12 @@
 #[allow(dead_code)] // shared with the bench
 mod roofline;
 
+use cull_core::frustum::SphereClass;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CullTarget, CullViewsParams, Culler, CullerDesc, Frustum, InstanceFormat, MAX_VIEWS, OutputKind,
-    ScanVariant, SizeMetric,
+    CpuPyramid, CullTarget, CullViewsParams, Culler, CullerDesc, DepthOrder, DepthPyramid, Frustum,
+    InstanceFormat, MAX_VIEWS, OcclusionCamera, OcclusionHistory, OutputKind, PyramidBuilder, ScanVariant,
+    SizeMetric,
 };
 use glam::Mat4;
 use roofline::{Roofline, median, timed_context};
@@ -45,6 +55,8 @@ struct Args {
     /// The views are levels of detail of one camera (`Frustum::detail_levels`)
     /// rather than turned copies of it.
     lod: bool,
+    /// Time occlusion culling's phases against a plain cull instead.
+    occlusion: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -62,6 +74,7 @@ fn parse_args() -> Result<Args, String> {
         runs: 11,
         warm_ms: 500,
         lod: false,
+        occlusion: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -98,11 +111,12 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--lod" => args.lod = true,
+            "--occlusion" => args.occlusion = true,
             "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
             "--warm-ms" => args.warm_ms = value()?.parse().map_err(|e| format!("--warm-ms: {e}"))?,
             _ => {
                 return Err("usage: cull-views [--sizes 1e6,4e6,16e6] [--variants NAME,..] \
-                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod]"
+                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod | --occlusion]"
                     .into());
             }
         }
@@ -289,6 +303,24 @@ fn main() {
                 })
                 .collect();
             let of = |k: u32| VIEWS.iter().position(|&v| v == k).expect("one of VIEWS");
+            if args.occlusion {
+                let setup = Occluded::new(&ctx, &scene, &bytes, format);
+                for &variant in &args.variants {
+                    if !variant.is_available(ctx.device.features()) {
+                        eprintln!("skipping {variant:?}: not available");
+                        continue;
+                    }
+                    let culler = culler(&ctx, variant, format, args.output, 1);
+                    match setup.rows(&ctx, &roofline, &args, &culler, &input, &scene, n as u32) {
+                        Ok(r) => rows.extend(r),
+                        Err(e) => {
+                            eprintln!("{variant:?} {format:?} n={n}: {e}");
+                            wrong = true;
+                        }
+                    }
+                }
+                continue;
+            }
             for &variant in &args.variants {
                 if !variant.is_available(ctx.device.features()) {
                     eprintln!("skipping {variant:?}: not available");
@@ -355,6 +387,27 @@ fn main() {
             }
         }
     }
+    if args.occlusion {
+        println!(
+            "Device: {device_line}. Output: {:?}, ~{:.0}% in the view, a wall hiding its left half; \
+             times are medians of {} runs. Pyramid of 1280×720: {:.1} µs.\n",
+            args.output,
+            args.fraction * 100.0,
+            args.runs,
+            Occluded::pyramid_us(&ctx, args.runs),
+        );
+        println!(
+            "| format | variant | n | phase | kept | GPU µs | × plain cull | × copy of the plain cull's bytes |"
+        );
+        println!("|---|---|---:|---|---:|---:|---:|---:|");
+        for row in rows {
+            println!("{row}");
+        }
+        if wrong {
+            std::process::exit(1);
+        }
+        return;
+    }
     println!(
         "Device: {device_line}. Output: {:?}, ~{:.0}% visible per view; times are medians of {} runs.{}\n",
         args.output,
@@ -374,5 +427,207 @@ fn main() {
     if wrong {
         eprintln!("some culls disagreed with the CPU reference");
         std::process::exit(1);
+    }
+}
+
+/// The depth buffer's size in `--occlusion`.
+const DEPTH_SIZE: (u32, u32) = (1280, 720);
+
+/// What `--occlusion` culls against: the scene's camera and the pyramid of
+/// a wall over the left half of the screen at the visible instances'
+/// median depth.
+struct Occluded {
+    camera: OcclusionCamera,
+    pyramid: DepthPyramid,
+    cpu: CpuPyramid,
+}
+
+impl Occluded {
+    fn new(ctx: &cull_core::GpuContext, scene: &Scene, bytes: &[u8], format: InstanceFormat) -> Self {
+        let frustum = scene.frustum().unwrap();
+        let mut depths: Vec<f32> = (0..scene.instances.len())
+            .filter_map(|i| format.world_sphere(bytes, i, scene.bounds))
+            .filter(|s| frustum.intersects_sphere(s.center, s.radius))
+            .map(|s| {
+                let c = scene.clip_from_world * s.center.extend(1.0);
+                c.z / c.w
+            })
+            .collect();
+        depths.sort_by(f32::total_cmp);
+        let wall = depths.get(depths.len() / 2).copied().unwrap_or(0.5);
+        let (w, h) = DEPTH_SIZE;
+        let depth: Vec<f32> = (0..w * h)
+            .map(|i| if i % w < w / 2 { wall } else { 0.0 })
+            .collect();
+        let cpu = CpuPyramid::build(w, h, &depth, DepthOrder::ReverseZ).unwrap();
+        let pyramid = DepthPyramid::new(&ctx.device, w, h, DepthOrder::ReverseZ).unwrap();
+        pyramid.write_levels(&ctx.queue, &cpu).unwrap();
+        let eye = scene
+            .clip_from_world
+            .inverse()
+            .project_point3(glam::Vec3::new(0.0, 0.0, 0.5));
+        let camera = OcclusionCamera::from_clip_from_world(scene.clip_from_world, eye).unwrap();
+        Self { camera, pyramid, cpu }
+    }
+
+    /// The GPU time of building a 1280×720 pyramid from an R32Float depth.
+    fn pyramid_us(ctx: &cull_core::GpuContext, runs: usize) -> f64 {
+        let (w, h) = DEPTH_SIZE;
+        let builder = PyramidBuilder::new(&ctx.device).unwrap();
+        let depth = ctx.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("bench depth"),
+            size: wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::R32Float,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING,
+            view_formats: &[],
+        });
+        let pyramid = DepthPyramid::new(&ctx.device, w, h, DepthOrder::ReverseZ).unwrap();
+        let queries = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: None,
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        });
+        let resolve = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let samples = (0..runs + 3)
+            .map(|_| {
+                let mut encoder = ctx.device.create_command_encoder(&Default::default());
+                encoder.write_timestamp(&queries, 0);
+                builder
+                    .build(&ctx.device, &mut encoder, &depth, &pyramid)
+                    .unwrap();
+                encoder.write_timestamp(&queries, 1);
+                encoder.resolve_query_set(&queries, 0..2, &resolve, 0);
+                ctx.queue.submit([encoder.finish()]);
+                let bytes = cull_core::buffers::read_back(&ctx.device, &ctx.queue, &resolve, 0, 16).unwrap();
+                let t: [u64; 2] = bytemuck::pod_read_unaligned(&bytes);
+                t[1].saturating_sub(t[0]) as f64 * ctx.queue.get_timestamp_period() as f64 / 1e3
+            })
+            .skip(3)
+            .collect();
+        median(samples)
+    }
+
+    /// Rows for one culler: the plain cull, the early and late phases and
+    /// both, after checking that together they keep what the CPU says
+    /// passes the pyramid.
+    #[allow(clippy::too_many_arguments)]
+    fn rows(
+        &self,
+        ctx: &cull_core::GpuContext,
+        roofline: &Roofline,
+        args: &Args,
+        culler: &Culler,
+        input: &cull_core::CullInput,
+        scene: &Scene,
+        n: u32,
+    ) -> Result<Vec<String>, String> {
+        let format = culler.format();
+        let frusta = [scene.frustum().unwrap()];
+        let params = CullViewsParams {
+            frusta: &frusta,
+            local_bounds: scene.bounds,
+            count: n,
+        };
+        let target = || CullTarget::new(&ctx.device, culler, n).unwrap();
+        let (plain, early, late) = (target(), target(), target());
+        let mut history = OcclusionHistory::new(&ctx.device, n).unwrap();
+        let frame = |history: &mut OcclusionHistory| -> [f64; 3] {
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            culler
+                .cull_views(&mut encoder, &ctx.queue, input, &plain, &params)
+                .unwrap();
+            culler
+                .cull_views_early(&mut encoder, &ctx.queue, input, &early, &params, history)
+                .unwrap();
+            culler
+                .cull_views_late(
+                    &mut encoder,
+                    &ctx.queue,
+                    input,
+                    &late,
+                    &params,
+                    history,
+                    &self.pyramid,
+                    &self.camera,
+                )
+                .unwrap();
+            ctx.queue.submit([encoder.finish()]);
+            [&plain, &early, &late].map(|t| t.read_timings(&ctx.device).unwrap().total.as_secs_f64() * 1e6)
+        };
+        // Two frames: the first fills the history; the second's phases are
+        // the steady state checked here.
+        frame(&mut history);
+        frame(&mut history);
+        let count = |t: &CullTarget| t.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+        let kept = [count(&plain), count(&early), count(&late)];
+        let bytes = format.encode(&scene.instances).unwrap();
+        let frustum = frusta[0];
+        let (mut inside, mut border) = (0u32, 0u32);
+        for i in 0..n as usize {
+            let Some(s) = format.world_sphere(&bytes, i, scene.bounds) else {
+                continue;
+            };
+            let f = frustum.classify(&s);
+            if f == SphereClass::Outside {
+                continue;
+            }
+            match (f, self.camera.classify(&s, &self.cpu)) {
+                (_, SphereClass::Outside) => {}
+                (SphereClass::Inside, SphereClass::Inside) => inside += 1,
+                _ => border += 1,
+            }
+        }
+        let together = kept[1] + kept[2];
+        if !(inside..=inside + border).contains(&together) {
+            return Err(format!(
+                "early {} + late {} kept {together}, the CPU says {inside} (+{border} borderline)",
+                kept[1], kept[2]
+            ));
+        }
+        let visible = kept[0] as u64;
+        let copy_bytes = n as u64 * format.stride() + visible * args.output.stride(format);
+        let copy = roofline.copy_job(ctx, input.buffer(), plain.output_buffer(), copy_bytes / 2);
+        roofline.warm_up(ctx, &copy, std::time::Duration::from_millis(args.warm_ms));
+        let mut samples: [Vec<f64>; 3] = Default::default();
+        let mut copies = Vec::new();
+        for _ in 0..args.runs {
+            let t = frame(&mut history);
+            for (s, t) in samples.iter_mut().zip(t) {
+                s.push(t);
+            }
+            copies.push(roofline.time_copy(ctx, &copy));
+        }
+        let copy_us = median(copies);
+        let [p, e, l] = samples.map(median);
+        let names = ["plain cull", "early", "late", "early + late"];
+        let times = [p, e, l, e + l];
+        let kept = [kept[0], kept[1], kept[2], together];
+        Ok((0..4)
+            .map(|j| {
+                format!(
+                    "| {} | {} | {n} | {} | {} | {:.1} | {:.2} | {:.2} |",
+                    format.name(),
+                    culler.variant().name(),
+                    names[j],
+                    kept[j],
+                    times[j],
+                    times[j] / p,
+                    times[j] / copy_us
+                )
+            })
+            .inspect(|r| eprintln!("{r}"))
+            .collect())
     }
 }

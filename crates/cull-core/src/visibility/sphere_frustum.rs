@@ -11,4 +11,5 @@ pub(super) const KERNEL: VisibilityKernel = VisibilityKernel {
     name: "sphere-frustum",
     shader_def: "VISIBILITY_SPHERE_FRUSTUM",
     module: shader_module!("visibility/sphere_frustum.wgsl"),
+    bindings: &[],
 };

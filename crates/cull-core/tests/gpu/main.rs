@@ -12,6 +12,7 @@ mod harness;
 mod large;
 mod lod;
 mod multi_view;
+mod occlusion;
 #[cfg(feature = "ordered")]
 mod ordered;
 mod properties;

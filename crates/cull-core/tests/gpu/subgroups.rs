@@ -78,6 +78,7 @@ fn subgroup_variants_at_this_width() {
         (ScanVariant::Ordered, Tuning::default()),
         (ScanVariant::Ordered, workgroup_scan()),
     ];
+    let pyramids = cull_core::PyramidBuilder::new(&ctx.device).unwrap();
     for (variant, tuning) in forms {
         if !variant.is_compiled() {
             continue;
@@ -95,6 +96,19 @@ fn subgroup_variants_at_this_width() {
                 let levels = test_levels(&frusta[0]);
                 let survivors = run_views(ctx, &many, &scene, &levels, n as u32, 5);
                 assert_views_exact(&format!("{what} levels"), &many, &scene, &levels, &survivors);
+                // Both phases of occlusion culling, one view and four levels.
+                for with_levels in [false, true] {
+                    let what = format!("{what} occlusion levels={with_levels}");
+                    crate::occlusion::two_frames(
+                        ctx,
+                        &many,
+                        Some(&pyramids),
+                        &scene,
+                        Camera::Perspective,
+                        with_levels,
+                        &what,
+                    );
+                }
             }
             let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
             let what = format!(

@@ -1,0 +1,533 @@
+//! Occlusion culling (`cull_core::occlusion`): the depth pyramid against
+//! its CPU mirror, and two frames of early and late phases in every variant
+//! (both forms of the ordered one), format and output kind, one view and
+//! four levels of detail, each list checked against the CPU reference as an
+//! exact set: the early phase keeps exactly what the history says and the
+//! frustum keeps, the late phase exactly what passes the pyramid and was not
+//! drawn early, and the history records what passed.
+
+use crate::harness::*;
+use cull_core::cpu::Reference;
+use cull_core::frustum::SphereClass;
+use cull_core::scene::{CameraKind, Scene, SceneRng};
+use cull_core::{
+    CpuPyramid, CullError, CullInput, CullTarget, CullViewsParams, Culler, DepthOrder, DepthPyramid, Frustum,
+    GpuContext, InstanceFormat, OcclusionCamera, OcclusionHistory, OutputKind, PyramidBuilder,
+};
+use glam::Vec3;
+
+const SIZES: [usize; 5] = [0, 1, 257, 4099, 100_003];
+/// The depth buffer: odd sizes, so that pyramid levels round up.
+const WIDTH: u32 = 61;
+const HEIGHT: u32 = 37;
+
+fn depth_order(camera: CameraKind) -> DepthOrder {
+    match camera {
+        CameraKind::Perspective => DepthOrder::Standard,
+        CameraKind::InfiniteReverseZ | CameraKind::Orthographic => DepthOrder::ReverseZ,
+    }
+}
+
+/// The scene's camera, positions taken about its eye.
+fn occlusion_camera(scene: &Scene) -> OcclusionCamera {
+    let eye = scene
+        .clip_from_world
+        .inverse()
+        .project_point3(Vec3::new(0.0, 0.0, 0.5));
+    OcclusionCamera::from_clip_from_world(scene.clip_from_world, eye).unwrap()
+}
+
+/// A depth buffer of random rectangles (occluders) at depths drawn from the
+/// visible instances' own depths, over the far depth: some instances are
+/// hidden, some not, some half.
+fn occluders(scene: &Scene, order: DepthOrder, seed: u64) -> Vec<f32> {
+    let far = match order {
+        DepthOrder::ReverseZ => 0.0,
+        DepthOrder::Standard => 1.0,
+    };
+    let mut depths: Vec<f32> = scene
+        .instances
+        .iter()
+        .filter(|i| i.position.is_finite())
+        .map(|i| {
+            let c = scene.clip_from_world * i.position.extend(1.0);
+            c.z / c.w
+        })
+        .filter(|z| (0.0..=1.0).contains(z))
+        .collect();
+    depths.sort_by(f32::total_cmp);
+    let mut rng = SceneRng::new(seed);
+    let mut depth = vec![far; (WIDTH * HEIGHT) as usize];
+    for _ in 0..6 {
+        let (x0, y0) = (
+            rng.range(0.0, WIDTH as f32) as u32,
+            rng.range(0.0, HEIGHT as f32) as u32,
+        );
+        let (w, h) = (rng.range(4.0, 30.0) as u32, rng.range(4.0, 20.0) as u32);
+        let d = if depths.is_empty() {
+            0.5
+        } else {
+            depths[rng.range(0.0, depths.len() as f32) as usize % depths.len()]
+        };
+        for y in y0..(y0 + h).min(HEIGHT) {
+            for x in x0..(x0 + w).min(WIDTH) {
+                depth[(y * WIDTH + x) as usize] = d;
+            }
+        }
+    }
+    depth
+}
+
+/// Uploads `depth` as an R32Float texture and builds its pyramid on the GPU
+/// (with no builder, writes the CPU mirror's levels); checks it equals the
+/// CPU mirror's and returns both.
+fn build_pyramid(
+    ctx: &GpuContext,
+    builder: Option<&PyramidBuilder>,
+    depth: &[f32],
+    order: DepthOrder,
+) -> (DepthPyramid, CpuPyramid) {
+    let texture = ctx.device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("test depth"),
+        size: wgpu::Extent3d {
+            width: WIDTH,
+            height: HEIGHT,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::R32Float,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+        view_formats: &[],
+    });
+    ctx.queue.write_texture(
+        texture.as_image_copy(),
+        bytemuck::cast_slice(depth),
+        wgpu::TexelCopyBufferLayout {
+            offset: 0,
+            bytes_per_row: Some(WIDTH * 4),
+            rows_per_image: Some(HEIGHT),
+        },
+        texture.size(),
+    );
+    let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, order).unwrap();
+    let cpu = CpuPyramid::build(WIDTH, HEIGHT, depth, order).unwrap();
+    match builder {
+        Some(builder) => {
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            builder
+                .build(&ctx.device, &mut encoder, &texture, &pyramid)
+                .unwrap();
+            ctx.queue.submit([encoder.finish()]);
+        }
+        None => pyramid.write_levels(&ctx.queue, &cpu).unwrap(),
+    }
+    assert_eq!(
+        pyramid.read_back(&ctx.device, &ctx.queue).unwrap(),
+        cpu,
+        "GPU pyramid"
+    );
+    (pyramid, cpu)
+}
+
+fn both(a: SphereClass, b: SphereClass) -> SphereClass {
+    use SphereClass::*;
+    match (a, b) {
+        (Outside, _) | (_, Outside) => Outside,
+        (Inside, Inside) => Inside,
+        _ => Borderline,
+    }
+}
+
+/// Per instance: its class in `frustum` (band included) and past the
+/// pyramid.
+fn classes(
+    format: InstanceFormat,
+    bytes: &[u8],
+    scene: &Scene,
+    frustum: &Frustum,
+    hiz: Option<(&OcclusionCamera, &CpuPyramid)>,
+) -> Vec<SphereClass> {
+    (0..scene.instances.len())
+        .map(|i| match format.world_sphere(bytes, i, scene.bounds) {
+            None => SphereClass::Outside,
+            Some(s) => {
+                let f = frustum.classify(&s);
+                match hiz {
+                    Some((camera, pyramid)) if f != SphereClass::Outside => {
+                        both(f, camera.classify(&s, pyramid))
+                    }
+                    _ => f,
+                }
+            }
+        })
+        .collect()
+}
+
+/// The reference of a list: `classes` of the instances `keep` lets through.
+fn reference(classes: &[SphereClass], keep: impl Fn(usize) -> bool) -> Reference {
+    let mut r = Reference::default();
+    for (i, class) in classes.iter().enumerate() {
+        if !keep(i) {
+            continue;
+        }
+        match class {
+            SphereClass::Inside => r.visible.push(i as u32),
+            SphereClass::Borderline => r.borderline.push(i as u32),
+            SphereClass::Outside => {}
+        }
+    }
+    r
+}
+
+fn check_list(what: &str, reference: &Reference, got: &[u32], ordered: bool) {
+    if let Err(e) = reference.check(got) {
+        panic!("{what}: {e}");
+    }
+    let n = reference.visible.len() + reference.borderline.len();
+    assert!(
+        reference.borderline.len() <= 2 + n / 10,
+        "{what}: {} of {n} borderline is too many",
+        reference.borderline.len()
+    );
+    if ordered {
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "{what}: out of order");
+    }
+}
+
+fn read_lists(
+    ctx: &GpuContext,
+    culler: &Culler,
+    bytes: &[u8],
+    target: &CullTarget,
+    views: usize,
+    count: u32,
+) -> Vec<Vec<u32>> {
+    (0..views as u32)
+        .map(|view| {
+            let visible = target.read_view_count(&ctx.device, &ctx.queue, view).unwrap();
+            assert!(visible <= count, "view {view}: visible count {visible} > {count}");
+            let out = target
+                .read_view_output(&ctx.device, &ctx.queue, view, visible)
+                .unwrap();
+            survivors_as_indices(culler.format(), culler.output(), bytes, &out)
+        })
+        .collect()
+}
+
+/// Two frames: a first with an empty history (the early phase keeps
+/// nothing, the late phase all that passes the pyramid), and a second with
+/// other occluders, whose early phase keeps what the first frame's history
+/// says.
+pub fn two_frames(
+    ctx: &GpuContext,
+    culler: &Culler,
+    builder: Option<&PyramidBuilder>,
+    scene: &Scene,
+    camera_kind: CameraKind,
+    levels: bool,
+    what: &str,
+) -> usize {
+    let format = culler.format();
+    let bytes = format.encode(&scene.instances).unwrap();
+    let count = scene.instances.len() as u32;
+    let capacity = count + 13;
+    let input = CullInput::new(&ctx.device, format, capacity).unwrap();
+    input.write(&ctx.queue, 0, &bytes).unwrap();
+    let frustum = scene.frustum().unwrap();
+    let frusta = if levels {
+        test_levels(&frustum)
+    } else {
+        vec![frustum]
+    };
+    let views = frusta.len() as u32;
+    let early = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
+    let late = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
+    let mut history = OcclusionHistory::new(&ctx.device, capacity).unwrap();
+    let camera = occlusion_camera(scene);
+    let order = depth_order(camera_kind);
+    let params = CullViewsParams {
+        frusta: &frusta,
+        local_bounds: scene.bounds,
+        count,
+    };
+    let ordered = culler.variant().preserves_order();
+    // The history is in the frustum and past the pyramid, whatever the band.
+    let plain = Frustum {
+        size_band: None,
+        ..frustum
+    };
+    let mut was = vec![0u32; count as usize];
+    let mut hidden = 0;
+    for frame in 0..2u64 {
+        let depth = occluders(scene, order, 77 + frame);
+        let (pyramid, cpu_pyramid) = build_pyramid(ctx, builder, &depth, order);
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        culler
+            .cull_views_early(&mut encoder, &ctx.queue, &input, &early, &params, &history)
+            .unwrap();
+        culler
+            .cull_views_late(
+                &mut encoder,
+                &ctx.queue,
+                &input,
+                &late,
+                &params,
+                &mut history,
+                &pyramid,
+                &camera,
+            )
+            .unwrap();
+        ctx.queue.submit([encoder.finish()]);
+        let early_lists = read_lists(ctx, culler, &bytes, &early, frusta.len(), count);
+        let late_lists = read_lists(ctx, culler, &bytes, &late, frusta.len(), count);
+        for (v, f) in frusta.iter().enumerate() {
+            let in_view = classes(format, &bytes, scene, f, None);
+            let past = classes(format, &bytes, scene, f, Some((&camera, &cpu_pyramid)));
+            let what = format!("{what} frame {frame} view {v}");
+            check_list(
+                &format!("{what} early"),
+                &reference(&in_view, |i| was[i] != 0),
+                &early_lists[v],
+                ordered,
+            );
+            check_list(
+                &format!("{what} late"),
+                &reference(&past, |i| was[i] == 0),
+                &late_lists[v],
+                ordered,
+            );
+        }
+        // The history: 1 for what is clearly in the frustum and past the
+        // pyramid, 0 for what is clearly not.
+        let now = history.read_back(&ctx.device, &ctx.queue, count).unwrap();
+        let expected = classes(format, &bytes, scene, &plain, Some((&camera, &cpu_pyramid)));
+        for (i, (&bit, class)) in now.iter().zip(&expected).enumerate() {
+            let ok = match class {
+                SphereClass::Inside => bit == 1,
+                SphereClass::Outside => bit == 0,
+                SphereClass::Borderline => bit <= 1,
+            };
+            assert!(
+                ok,
+                "{what} frame {frame}: history of {i} is {bit}, expected {class:?}"
+            );
+        }
+        let in_frustum = classes(format, &bytes, scene, &plain, None);
+        hidden += in_frustum
+            .iter()
+            .zip(&expected)
+            .filter(|(f, o)| **f == SphereClass::Inside && **o == SphereClass::Outside)
+            .count();
+        was = now;
+    }
+    hidden
+}
+
+#[test]
+fn early_and_late_phases_are_exact_sets() {
+    let ctx = gpu();
+    let builder = PyramidBuilder::new(&ctx.device).unwrap();
+    for (variant, tuning) in forms(ctx) {
+        for (f, format) in InstanceFormat::ALL.into_iter().enumerate() {
+            let output = OutputKind::ALL[f % OutputKind::ALL.len()];
+            let culler = views_culler(ctx, variant, format, output, tuning, 4);
+            let form = form_name(&culler);
+            let mut hidden = 0;
+            for (s, &size) in SIZES.iter().enumerate() {
+                let camera = Camera::ALL[(s + f) % Camera::ALL.len()];
+                let scene = edge_scene(s as u64 + 1700, size, camera, format);
+                let levels = s % 2 == 1;
+                let what =
+                    format!("{variant:?} ({form}) {format:?} {output:?} n={size} {camera:?} levels={levels}");
+                hidden += two_frames(ctx, &culler, Some(&builder), &scene, camera, levels, &what);
+            }
+            // The occluders hide some clearly visible instances: a test
+            // that never culls anything by occlusion would pass the rest.
+            assert!(
+                hidden > 100,
+                "{variant:?} {format:?}: only {hidden} hidden by occluders"
+            );
+        }
+    }
+}
+
+/// A depth texture (cleared, not written by a shader) builds the pyramid of
+/// its clear value, single-sampled and multisampled.
+#[test]
+fn pyramid_from_depth_textures() {
+    let ctx = gpu();
+    let builder = PyramidBuilder::new(&ctx.device).unwrap();
+    for samples in [1, 4] {
+        let texture = ctx.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("test depth"),
+            size: wgpu::Extent3d {
+                width: WIDTH,
+                height: HEIGHT,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: samples,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Depth32Float,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::RENDER_ATTACHMENT,
+            view_formats: &[],
+        });
+        let view = texture.create_view(&Default::default());
+        let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, DepthOrder::ReverseZ).unwrap();
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("clear depth"),
+            color_attachments: &[],
+            depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
+                view: &view,
+                depth_ops: Some(wgpu::Operations {
+                    load: wgpu::LoadOp::Clear(0.25),
+                    store: wgpu::StoreOp::Store,
+                }),
+                stencil_ops: None,
+            }),
+            timestamp_writes: None,
+            occlusion_query_set: None,
+            multiview_mask: None,
+        });
+        builder
+            .build(&ctx.device, &mut encoder, &texture, &pyramid)
+            .unwrap();
+        ctx.queue.submit([encoder.finish()]);
+        let got = pyramid.read_back(&ctx.device, &ctx.queue).unwrap();
+        assert_eq!(got.levels.len() as u32, pyramid.levels());
+        for (k, level) in got.levels.iter().enumerate() {
+            assert!(
+                level.iter().all(|&d| d == 0.25),
+                "{samples} samples, level {k}: {level:?}"
+            );
+        }
+    }
+}
+
+/// Bad input: a pyramid of another size, a texture that is no depth, views
+/// of several cameras, a history too small: typed errors, nothing recorded.
+#[test]
+fn occlusion_refuses_bad_input() {
+    let ctx = gpu();
+    let builder = PyramidBuilder::new(&ctx.device).unwrap();
+    let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, DepthOrder::ReverseZ).unwrap();
+    let texture = |format, width| {
+        ctx.device.create_texture(&wgpu::TextureDescriptor {
+            label: None,
+            size: wgpu::Extent3d {
+                width,
+                height: HEIGHT,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING,
+            view_formats: &[],
+        })
+    };
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    for (t, why) in [
+        (texture(wgpu::TextureFormat::Depth32Float, WIDTH + 1), "size"),
+        (texture(wgpu::TextureFormat::Rgba8Unorm, WIDTH), "format"),
+    ] {
+        assert!(
+            matches!(
+                builder.build(&ctx.device, &mut encoder, &t, &pyramid),
+                Err(CullError::InvalidParameter(_))
+            ),
+            "{why}"
+        );
+    }
+    assert!(matches!(
+        DepthPyramid::new(&ctx.device, 0, 4, DepthOrder::ReverseZ),
+        Err(CullError::InvalidParameter(_))
+    ));
+
+    let format = InstanceFormat::PosQuat;
+    let culler = views_culler(
+        ctx,
+        cull_core::ScanVariant::BlockAtomic,
+        format,
+        OutputKind::Indices,
+        Default::default(),
+        2,
+    );
+    let scene = edge_scene(5, 100, CameraKind::InfiniteReverseZ, format);
+    let input = CullInput::new(&ctx.device, format, 100).unwrap();
+    let target = CullTarget::with_views(&ctx.device, &culler, 100, 2).unwrap();
+    let frustum = scene.frustum().unwrap();
+    let other = view_frusta(&scene, 3, 2)[1];
+    let two_cameras = [frustum, other];
+    let mut history = OcclusionHistory::new(&ctx.device, 100).unwrap();
+    let camera = occlusion_camera(&scene);
+    let params = CullViewsParams {
+        frusta: &two_cameras,
+        local_bounds: scene.bounds,
+        count: 100,
+    };
+    assert!(matches!(
+        culler.cull_views_late(
+            &mut encoder,
+            &ctx.queue,
+            &input,
+            &target,
+            &params,
+            &mut history,
+            &pyramid,
+            &camera
+        ),
+        Err(CullError::InvalidParameter(_))
+    ));
+    let small = OcclusionHistory::new(&ctx.device, 50).unwrap();
+    let one = [frustum];
+    let params = CullViewsParams {
+        frusta: &one,
+        ..params
+    };
+    assert!(matches!(
+        culler.cull_views_early(&mut encoder, &ctx.queue, &input, &target, &params, &small),
+        Err(CullError::CountExceedsCapacity { .. })
+    ));
+}
+
+/// On wgpu's GL backend both phases refuse with a typed error and record
+/// nothing.
+pub fn refused_on_gl(ctx: &GpuContext, culler: &Culler, scene: &Scene) {
+    let count = scene.instances.len() as u32;
+    let capacity = count.max(1);
+    let input = CullInput::new(&ctx.device, culler.format(), capacity).unwrap();
+    let target = CullTarget::new(&ctx.device, culler, capacity).unwrap();
+    let mut history = OcclusionHistory::new(&ctx.device, capacity).unwrap();
+    let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, DepthOrder::ReverseZ).unwrap();
+    let frusta = [scene.frustum().unwrap()];
+    let params = CullViewsParams {
+        frusta: &frusta,
+        local_bounds: scene.bounds,
+        count,
+    };
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let early = culler.cull_views_early(&mut encoder, &ctx.queue, &input, &target, &params, &history);
+    assert!(
+        matches!(early, Err(CullError::UnsupportedBackend { .. })),
+        "{early:?}"
+    );
+    let late = culler.cull_views_late(
+        &mut encoder,
+        &ctx.queue,
+        &input,
+        &target,
+        &params,
+        &mut history,
+        &pyramid,
+        &occlusion_camera(scene),
+    );
+    assert!(
+        matches!(late, Err(CullError::UnsupportedBackend { .. })),
+        "{late:?}"
+    );
+}

@@ -1,0 +1,128 @@
+// Two-phase occlusion culling against a depth pyramid (Hi-Z), mirrored on
+// the CPU by cull_core::OcclusionCamera::classify in the same steps.
+//
+// Early phase (VISIBILITY_OCCLUSION_EARLY): keep what the frustum test
+// keeps and the history says was visible after the last late phase. The
+// renderer draws it, then builds the depth pyramid from that depth.
+// Late phase (VISIBILITY_OCCLUSION_LATE): test every instance in the frustum
+// against the pyramid, write the result to the history's other half for the
+// next frame, and keep those that pass and were not drawn early. What
+// becomes visible is drawn in the frame it does, never a frame late.
+//
+// The test is conservative: the sphere's screen rectangle is that of its
+// world-space bounding box's eight projected corners (extremes of x/w, y/w
+// and z/w over a box lie at its corners), widened by PIXEL_MARGIN; it reads
+// the level where the rectangle spans at most two texels each way, whose
+// texels cover every pixel the rectangle touches; and it compares the
+// sphere's nearest depth with the farthest there, with DEPTH_TOLERANCE.
+#define_import_path cull::visibility::occlusion
+
+#import cull::params::params
+#import cull::math::WorldSphere
+#import cull::visibility::sphere_frustum::{visible as frustum_visible, in_frustum, in_band, wide_radius}
+
+// Must equal cull_core::occlusion::OCCLUSION_PIXEL_MARGIN (a test holds them
+// equal): covers the rounding of the projection, in pixels.
+const PIXEL_MARGIN: f32 = 0.0078125;
+// Must equal cull_core::occlusion::OCCLUSION_DEPTH_TOLERANCE: the relative
+// slack of the depth comparison.
+const DEPTH_TOLERANCE: f32 = 1.52587890625e-5;
+
+#ifdef VISIBILITY_OCCLUSION_LATE
+@group(0) @binding(#{BINDING_VISIBILITY_HISTORY}) var<storage, read_write> history: array<u32>;
+// Level 0 is the depth buffer; each level above is a mip (sizes halve,
+// rounding down), each texel the farthest depth of the pixels that map to
+// it (built by pyramid.wgsl).
+@group(0) @binding(#{BINDING_DEPTH_PYRAMID}) var depth_pyramid: texture_2d<f32>;
+#else
+@group(0) @binding(#{BINDING_VISIBILITY_HISTORY}) var<storage, read> history: array<u32>;
+#endif
+
+// Whether chunk-local instance `i` was visible after the last late phase.
+fn was_visible(i: u32) -> bool {
+    return history[params.history_read + params.chunk_start + i] != 0u;
+}
+
+// The farther of two depths.
+fn farther(a: f32, b: f32) -> f32 {
+    return select(max(a, b), min(a, b), params.reverse_z != 0u);
+}
+
+#ifdef VISIBILITY_OCCLUSION_LATE
+// Whether the sphere may be visible past the depth pyramid.
+fn hiz_visible(s: WorldSphere) -> bool {
+    // occlusion_origin.w widens the radius by the rounding of the center
+    // relative to the camera (a tolerance of the origin's magnitude).
+    let r = wide_radius(s) + params.occlusion_origin.w;
+    let m = params.occlusion_clip;
+    let base = m * vec4<f32>(s.center - params.occlusion_origin.xyz, 1.0);
+    let ax = m[0] * r;
+    let ay = m[1] * r;
+    let az = m[2] * r;
+    var lo = vec3<f32>(3.0e38);
+    var hi = vec3<f32>(-3.0e38);
+    var min_w = 3.0e38;
+    for (var k = 0u; k < 8u; k++) {
+        let c = base + select(-ax, ax, (k & 1u) != 0u) + select(-ay, ay, (k & 2u) != 0u)
+            + select(-az, az, (k & 4u) != 0u);
+        min_w = min(min_w, c.w);
+        let ndc = c.xyz / c.w;
+        lo = min(lo, ndc);
+        hi = max(hi, ndc);
+    }
+    // A corner at or behind the eye: the box reaches the camera, and its
+    // projection is unbounded. (Also true when the box overflowed.)
+    if !(min_w > 0.0) {
+        return true;
+    }
+    let size = vec2<f32>(params.pyramid_size);
+    // Pixels: x right, y down from the top row.
+    let px_lo = vec2<f32>(lo.x * 0.5 + 0.5, 0.5 - hi.y * 0.5) * size - PIXEL_MARGIN;
+    let px_hi = vec2<f32>(hi.x * 0.5 + 0.5, 0.5 - lo.y * 0.5) * size + PIXEL_MARGIN;
+    let last = size - 1.0;
+    let p0 = vec2<u32>(clamp(floor(px_lo), vec2<f32>(0.0), last));
+    let p1 = vec2<u32>(clamp(floor(px_hi), vec2<f32>(0.0), last));
+    // The level where a span of `extent` pixels touches at most two texels:
+    // 2^level >= extent.
+    let extent = max(p1.x - p0.x, p1.y - p0.y) + 1u;
+    let level = min(select(0u, 32u - countLeadingZeros(extent - 1u), extent > 1u), params.pyramid_levels - 1u);
+    // Pixels map to texels clamped to the level's last, which covers the
+    // rest of an odd size (see pyramid.wgsl).
+    // (The level's size from the uniforms, as the texture's mips are
+    // sized: lavapipe answered textureDimensions of a level with 1x1.)
+    let top = max(params.pyramid_size >> vec2<u32>(level), vec2<u32>(1u)) - 1u;
+    let t0 = min(p0 >> vec2<u32>(level), top);
+    let t1 = min(p1 >> vec2<u32>(level), top);
+    let lv = i32(level);
+    let far = farther(
+        farther(textureLoad(depth_pyramid, vec2<i32>(t0), lv).x, textureLoad(depth_pyramid, vec2<i32>(i32(t1.x), i32(t0.y)), lv).x),
+        farther(textureLoad(depth_pyramid, vec2<i32>(i32(t0.x), i32(t1.y)), lv).x, textureLoad(depth_pyramid, vec2<i32>(t1), lv).x));
+    if params.reverse_z != 0u {
+        return hi.z >= far - DEPTH_TOLERANCE * abs(far);
+    }
+    return lo.z <= far + DEPTH_TOLERANCE * abs(far);
+}
+#endif
+
+// The vote of chunk-local instance `i` in `view` (a level of the camera the
+// pyramid was drawn from; every view of an occlusion cull has its planes).
+fn visible(s: WorldSphere, i: u32, view: u32) -> bool {
+    if i >= params.chunk_len {
+        return false;
+    }
+#ifdef VISIBILITY_OCCLUSION_LATE
+    let was = was_visible(i);
+    var seen = in_frustum(s, view);
+    if seen {
+        seen = hiz_visible(s);
+    }
+    // The history: in the frustum and past the pyramid, whatever the level.
+    // Every view has the same planes; view 0 writes it.
+    if view == 0u {
+        history[params.history_write + params.chunk_start + i] = select(0u, 1u, seen);
+    }
+    return seen & !was & in_band(s, view);
+#else
+    return frustum_visible(s, i, view) & was_visible(i);
+#endif
+}
