@@ -53,7 +53,7 @@ fn main() {
     let args = support::SceneArgs::parse(
         100_000,
         30,
-        "usage: custom_material [--count N] [--headless --frames N --screenshot out.png --size WxH]",
+        "usage: custom_material [--count N] [--occlusion] [--headless --frames N --screenshot out.png --size WxH]",
     );
     if !args.headless {
         support::require_display(
@@ -151,6 +151,9 @@ fn setup(
         Transform::from_xyz(3.0, 10.0, -4.0).looking_at(Vec3::ZERO, Vec3::Y),
     ));
     let mut camera = commands.spawn((Camera3d::default(), Transform::default()));
+    if args.occlusion {
+        camera.insert(support::occlusion_culling());
+    }
     if args.headless {
         camera.insert(support::headless_target(&mut images, args.width, args.height));
     }

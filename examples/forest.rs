@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --example forest                     # window: the camera circles the forest
 //! cargo run --release --example forest -- --count 200000
+//! cargo run --release --example forest -- --occlusion       # trees hidden behind trees are not drawn
 //! cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png
 //! ```
 
@@ -26,7 +27,7 @@ fn main() {
     let args = support::SceneArgs::parse(
         40_000,
         60,
-        "usage: forest [--count N] [--headless --frames N --screenshot out.png --size WxH]",
+        "usage: forest [--count N] [--occlusion] [--headless --frames N --screenshot out.png --size WxH]",
     );
     if !args.headless {
         support::require_display(
@@ -161,6 +162,9 @@ fn setup(
         Transform::from_xyz(4.0, 10.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y),
     ));
     let mut camera = commands.spawn((Camera3d::default(), Transform::default()));
+    if args.occlusion {
+        camera.insert(support::occlusion_culling());
+    }
     if args.headless {
         camera.insert(support::headless_target(&mut images, args.width, args.height));
     }
@@ -217,13 +221,15 @@ fn finish_headless(
         .collect::<std::collections::HashSet<_>>()
         .len();
     println!(
-        "forest: frames={} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={}",
+        "forest: frames={} median_frame_ms={:.2} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={} occlusion={}",
         run.frames,
+        run.median_frame_ms(),
         visible(trees.single().ok()),
         visible(rocks.single().ok()),
         shadow_views,
         stats.shadow_visible.values().sum::<u32>(),
         stats.variant.map_or("-", |v| v.name()),
+        args.occlusion,
     );
     exit.write(exit_code);
 }

@@ -6,13 +6,14 @@
 //! cargo run --release --example spheres -- --count 1000000
 //! cargo run --release --example spheres -- --compare bevy    # the same spheres as ordinary Bevy entities
 //! cargo run --release --example spheres -- --count 4e6 --lod  # levels of detail chosen on the GPU
+//! cargo run --release --example spheres -- --occlusion       # occlusion culling (two-phase, on the GPU)
 //! cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png
 //! ```
 //!
 //! Keys (window): `V` next scan variant, `F` next instance format, `L`
 //! shadows on/off (`--shadows` starts with them on), `N` levels of detail
 //! on/off (`--lod` starts with them on; the HUD shows the count per level),
-//! `P` write the scene
+//! `O` occlusion culling on/off (`--occlusion` starts with it on), `P` write the scene
 //! file of the current view (`gpu-cull-capture.json`, for cull-core's
 //! `replay`), `C` freeze
 //! the culling frustum (fly away to see what was culled; the frozen frustum is
@@ -53,11 +54,15 @@ struct Args {
     /// Levels of detail (`GpuCullLod`): ico-spheres of decreasing detail and
     /// a box for the farthest; `N` toggles them.
     lod: bool,
+    /// Occlusion culling on the camera: the plugin's (`GpuCullOcclusion`),
+    /// or with `--compare bevy` Bevy's own; both with Bevy's depth prepass
+    /// and no MSAA.
+    occlusion: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--occlusion] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
     );
     std::process::exit(2)
 }
@@ -76,6 +81,7 @@ fn parse_args() -> Args {
         height: 720,
         shadows: false,
         lod: false,
+        occlusion: false,
     };
     let mut it = std::env::args().skip(1);
     let mut sized = false;
@@ -86,6 +92,7 @@ fn parse_args() -> Args {
             "--headless" => args.headless = true,
             "--shadows" => args.shadows = true,
             "--lod" => args.lod = true,
+            "--occlusion" => args.occlusion = true,
             "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
             "--screenshot" => args.screenshot = Some(value().into()),
             "--capture" => args.capture = Some(value().into()),
@@ -301,6 +308,9 @@ fn setup(
         MainCamera,
         Transform::from_xyz(0.0, 8.0, 0.0),
     ));
+    if args.occlusion {
+        camera.insert(support::occlusion_culling());
+    }
     if args.headless {
         camera.insert(support::headless_target(&mut images, args.width, args.height));
     } else {
@@ -393,7 +403,19 @@ fn keys(
     mut commands: Commands,
     camera: Query<(Entity, &Camera, &GlobalTransform, Option<&CullingFrustumOverride>), With<MainCamera>>,
     (levels, with_levels): (Option<Res<SphereLevels>>, Query<(), With<GpuCullLod>>),
+    occluding: Query<(), (With<MainCamera>, With<GpuCullOcclusion>)>,
 ) {
+    // O: occlusion culling on/off (the camera keeps Bevy's depth prepass
+    // once it has had it).
+    if keys.just_pressed(KeyCode::KeyO)
+        && let Ok((camera, ..)) = camera.single()
+    {
+        if occluding.is_empty() {
+            commands.entity(camera).insert(support::occlusion_culling());
+        } else {
+            commands.entity(camera).remove::<GpuCullOcclusion>();
+        }
+    }
     if keys.just_pressed(KeyCode::KeyV) {
         // Only compiled-in variants are offered; the plugin falls back from
         // ones the adapter lacks.
@@ -495,6 +517,7 @@ fn hud(
     lights: Query<&DirectionalLight>,
     mut text: Query<&mut Text, With<Hud>>,
     with_levels: Query<(), With<GpuCullLod>>,
+    occluding: Query<(), (With<MainCamera>, With<GpuCullOcclusion>)>,
 ) {
     let shadows = lights.iter().any(|l| l.shadow_maps_enabled);
     let lod_on = !with_levels.is_empty();
@@ -517,13 +540,14 @@ fn hud(
             .map_or(String::new(), |l| format!(" (per level {l:?})"));
         format!(
             "visible {visible}{levels} / {} | variant {} | format {} | GPU cull {} | frame {frame_ms:.2} ms\n\
-             [V] variant  [F] format  [L] shadows {}  [N] levels of detail {}  [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
+             [V] variant  [F] format  [L] shadows {}  [N] levels of detail {}  [O] occlusion culling {}  [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
             args.count,
             stats.variant.map_or("-", |v| v.name()),
             settings.format.name(),
             stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3} ms")),
             if shadows { "on" } else { "off" },
             if lod_on { "on" } else { "off" },
+            if occluding.is_empty() { "off" } else { "on" },
             if frozen.is_empty() { "" } else { " (frozen)" },
             if fly.auto { "on" } else { "off" },
         )
@@ -640,7 +664,7 @@ fn finish_headless(
     };
     let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{s:.1}"));
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
@@ -654,6 +678,7 @@ fn finish_headless(
         if args.compare_bevy { "bevy" } else { "gpu-cull" },
         args.shadows,
         args.lod,
+        args.occlusion,
         stats.visible_per_level.values().next().map_or("n/a".into(), |l| l
             .iter()
             .map(|n| n.to_string())

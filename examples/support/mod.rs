@@ -123,6 +123,8 @@ pub struct SceneArgs {
     pub screenshot: Option<std::path::PathBuf>,
     pub width: u32,
     pub height: u32,
+    /// Occlusion culling on the camera (`--occlusion`).
+    pub occlusion: bool,
 }
 
 impl SceneArgs {
@@ -142,6 +144,7 @@ impl SceneArgs {
             screenshot: None,
             width: 1280,
             height: 720,
+            occlusion: false,
         };
         let mut it = std::env::args().skip(1);
         let mut sized = false;
@@ -152,6 +155,7 @@ impl SceneArgs {
                 "--headless" => args.headless = true,
                 "--frames" => args.frames = value().parse().unwrap_or_else(|_| fail()),
                 "--screenshot" => args.screenshot = Some(value().into()),
+                "--occlusion" => args.occlusion = true,
                 "--size" => {
                     (args.width, args.height) = parse_size(&value()).unwrap_or_else(|| fail());
                     sized = true;
@@ -166,12 +170,28 @@ impl SceneArgs {
     }
 }
 
-/// A headless run's progress: frames run, the screenshot asked for and saved.
+/// What a camera needs for the plugin's occlusion culling: Bevy's depth
+/// prepass and two-phase occlusion culling, which the plugin joins, and no
+/// MSAA (see `GpuCullOcclusion`).
+pub fn occlusion_culling() -> impl Bundle {
+    (
+        bevy::core_pipeline::prepass::DepthPrepass,
+        bevy::render::occlusion_culling::OcclusionCulling,
+        Msaa::Off,
+        bevy_gpu_cull::GpuCullOcclusion,
+    )
+}
+
+/// A headless run's progress: frames run, their times, the screenshot asked
+/// for and saved.
 #[derive(Resource, Default)]
 pub struct HeadlessRun {
     pub frames: u32,
     screenshot_requested: bool,
     screenshot_saved: bool,
+    last_frame: Option<std::time::Instant>,
+    /// Milliseconds between consecutive frames.
+    frame_ms: Vec<f64>,
 }
 
 /// What [`HeadlessRun::step`] says to do after this frame.
@@ -184,6 +204,17 @@ pub enum HeadlessStep {
 }
 
 impl HeadlessRun {
+    /// The median time between frames over the second half of the run
+    /// (the first holds pipeline compilation and uploads), in ms.
+    pub fn median_frame_ms(&self) -> f64 {
+        let mut late: Vec<f64> = self.frame_ms[self.frame_ms.len() / 2..].to_vec();
+        if late.is_empty() {
+            return f64::NAN;
+        }
+        late.sort_by(f64::total_cmp);
+        late[late.len() / 2]
+    }
+
     /// Counts a frame; once `ready` (the scene has been drawn) and the frames
     /// asked for have run, takes the screenshot into `target` (when one was
     /// asked for) and, once it is saved, finishes. Gives up 2,000 frames past
@@ -196,6 +227,10 @@ impl HeadlessRun {
         commands: &mut Commands,
     ) -> HeadlessStep {
         self.frames += 1;
+        let now = std::time::Instant::now();
+        if let Some(last) = self.last_frame.replace(now) {
+            self.frame_ms.push((now - last).as_secs_f64() * 1e3);
+        }
         let ready = ready && self.frames >= args.frames;
         if ready
             && !self.screenshot_requested

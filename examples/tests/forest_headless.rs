@@ -6,9 +6,10 @@ use std::process::Command;
 
 mod common;
 
-#[test]
-fn forest_headless() {
-    let shot = std::env::temp_dir().join("forest.png");
+/// Runs the example headless with `extra` arguments; its summary line and
+/// screenshot.
+fn run_forest(extra: &[&str], shot_name: &str) -> (String, image::RgbaImage) {
+    let shot = std::env::temp_dir().join(shot_name);
     let _ = std::fs::remove_file(&shot);
     let out = Command::new(common::example("forest"))
         .args([
@@ -20,6 +21,7 @@ fn forest_headless() {
             "--size",
             "240x136",
         ])
+        .args(extra)
         .arg("--screenshot")
         .arg(&shot)
         .output()
@@ -30,7 +32,37 @@ fn forest_headless() {
     let line = stdout
         .lines()
         .find(|l| l.starts_with("forest:"))
-        .unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"));
+        .unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"))
+        .to_owned();
+    let img = image::open(&shot)
+        .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
+        .to_rgba8();
+    (line, img)
+}
+
+/// With `--occlusion`, what nearer trees hide (seen across the forest at
+/// tree height) is not drawn: fewer instances visible than without, none of
+/// the batches empty. (Mostly rocks: a tree's bounding sphere reaches past
+/// the trees in front of it into the sky.)
+#[test]
+fn forest_headless_occlusion() {
+    let (plain, _) = run_forest(&[], "forest-plain.png");
+    let (occluded, _) = run_forest(&["--occlusion"], "forest-occlusion.png");
+    let visible = |line: &str, name: &str| common::field(line, name).parse::<u32>().unwrap();
+    let total = |line: &str| visible(line, "trees_visible") + visible(line, "rocks_visible");
+    assert!(common::field(&occluded, "occlusion") == "true", "{occluded}");
+    assert!(
+        visible(&occluded, "trees_visible") > 0
+            && visible(&occluded, "rocks_visible") > 0
+            && total(&occluded) < total(&plain),
+        "with occlusion: {occluded}\nwithout: {plain}"
+    );
+}
+
+#[test]
+fn forest_headless() {
+    let (line, img) = run_forest(&[], "forest.png");
+    let line = line.as_str();
     let number = |name: &str| common::field(line, name).parse::<u32>().unwrap();
     assert!(
         number("trees_visible") > 0 && number("rocks_visible") > 0,
@@ -41,9 +73,6 @@ fn forest_headless() {
         number("shadow_views") >= 2 && number("shadow_casters") > 0,
         "{line}"
     );
-    let img = image::open(&shot)
-        .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
-        .to_rgba8();
     // The trees' green texture shows.
     let green = img
         .pixels()

@@ -21,9 +21,8 @@ struct PyramidParams {
 
 @group(0) @binding(0) var<uniform> pyramid: PyramidParams;
 @group(0) @binding(1) var level_out: texture_storage_2d<r32float, write>;
-// Depth textures are bound as unfilterable floats (as WebGPU allows), read
-// with textureLoad: GL has no textureLoad of a depth texture type.
-@group(0) @binding(3) var source_multisampled: texture_multisampled_2d<f32>;
+// A multisampled depth buffer, as a depth texture.
+@group(0) @binding(3) var source_multisampled: texture_depth_multisampled_2d;
 // The depth buffer (a depth format or R32Float), or the level below in
 // `reduce`.
 @group(0) @binding(4) var source_float: texture_2d<f32>;
@@ -42,9 +41,9 @@ fn copy_multisampled(@builtin(global_invocation_id) id: vec3<u32>) {
     if any(id.xy >= textureDimensions(level_out)) {
         return;
     }
-    var depth = textureLoad(source_multisampled, id.xy, 0).x;
+    var depth = textureLoad(source_multisampled, id.xy, 0);
     for (var s = 1u; s < textureNumSamples(source_multisampled); s++) {
-        depth = farther(depth, textureLoad(source_multisampled, id.xy, i32(s)).x);
+        depth = farther(depth, textureLoad(source_multisampled, id.xy, i32(s)));
     }
     store(id.xy, depth);
 }

@@ -373,6 +373,36 @@ impl bevy::render::extract_component::ExtractComponent for CullingFrustumOverrid
     }
 }
 
+/// On a camera: occlusion-cull its batches on the GPU, two-phase Hi-Z
+/// (`cull_core::occlusion`), as part of Bevy's own two-phase occlusion
+/// culling. The camera also needs Bevy's `DepthPrepass` and
+/// `OcclusionCulling` (which give it an early and a late prepass); without
+/// them its batches are frustum-culled only, with a warning.
+///
+/// Each frame, the instances visible last frame are drawn in the early
+/// prepass; the depth they leave is reduced to a depth pyramid; every other
+/// instance in the frustum is tested against it, and those that may be
+/// visible are drawn in the late prepass. The main pass draws both. An
+/// instance that comes into view is drawn in the frame it does.
+/// A camera with MSAA (set `Msaa::Off`; Bevy's default is 4 samples) or a
+/// custom viewport is frustum-culled only, with a warning.
+#[derive(Component, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuCullOcclusion;
+
+impl bevy::render::sync_component::SyncComponent for GpuCullOcclusion {
+    type Target = Self;
+}
+
+impl bevy::render::extract_component::ExtractComponent for GpuCullOcclusion {
+    type QueryData = ();
+    type QueryFilter = With<Self>;
+    type Out = Self;
+
+    fn extract_component(_: bevy::ecs::query::QueryItem<'_, '_, Self::QueryData>) -> Option<Self> {
+        Some(Self)
+    }
+}
+
 /// Sorted, disjoint, non-adjacent ranges of changed instances. Kept short:
 /// past [`DirtyRanges::MAX`] ranges, the two closest merge (uploading the gap
 /// between them), so tracking costs O(1) memory whatever the edits.

@@ -49,8 +49,8 @@ mod render;
 
 pub use capture::CaptureScene;
 pub use components::{
-    CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullLod, GpuCulledInstances, LodLevel,
-    MAX_LOD_LEVELS,
+    CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullLod, GpuCullOcclusion, GpuCulledInstances,
+    LodLevel, MAX_LOD_LEVELS,
 };
 pub use cull_core::{Frustum, InstanceFormat, ScanVariant, SizeMetric, cpu};
 pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
@@ -58,9 +58,9 @@ pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, S
 /// The plugin, its settings and the batch component.
 pub mod prelude {
     pub use crate::{
-        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullLod, GpuCullPlugin,
-        GpuCullSettings, GpuCullStats, GpuCullSystems, GpuCulledInstances, InstanceFormat, LodLevel,
-        ScanVariant, ShadowViewId,
+        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullLod, GpuCullOcclusion,
+        GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, GpuCulledInstances, InstanceFormat,
+        LodLevel, ScanVariant, ShadowViewId,
     };
 }
 

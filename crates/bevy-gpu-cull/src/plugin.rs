@@ -250,9 +250,16 @@ impl Plugin for GpuCullPlugin {
                 PostUpdate,
                 crate::components::compute_bounds.in_set(GpuCullSystems::ComputeBounds),
             )
-            .add_plugins(bevy::render::extract_component::ExtractComponentPlugin::<
-                crate::components::CullingFrustumOverride,
-            >::default());
+            .add_plugins(
+                (
+                    bevy::render::extract_component::ExtractComponentPlugin::<
+                        crate::components::CullingFrustumOverride,
+                    >::default(),
+                    bevy::render::extract_component::ExtractComponentPlugin::<
+                        crate::components::GpuCullOcclusion,
+                    >::default(),
+                ),
+            );
         let draw_shader = match &self.draw_shader {
             ShaderRef::Default => ShaderRef::Default,
             ShaderRef::Handle(h) => ShaderRef::Handle(h.clone()),

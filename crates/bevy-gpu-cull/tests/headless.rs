@@ -2450,3 +2450,170 @@ fn soak_churn_keeps_counts_and_returns_memory() {
     );
     assert!(checkpoints >= frames / 300);
 }
+
+/// The camera's visible count for the batch once it has held for a few
+/// frames (and the plugin has culled a few), or `None` within the settle
+/// time.
+fn settled_count(h: &mut Harness) -> Option<u32> {
+    let start = std::time::Instant::now();
+    let mut last = (u32::MAX, 0);
+    while start.elapsed() < SETTLE {
+        h.app.update();
+        let stats = h.app.world().resource::<GpuCullStats>();
+        let count = stats
+            .visible
+            .get(&(h.cameras[0], h.batch))
+            .copied()
+            .unwrap_or(u32::MAX);
+        last = if count == last.0 {
+            (count, last.1 + 1)
+        } else {
+            (count, 0)
+        };
+        if count != u32::MAX && last.1 >= 5 && stats.culled_frames > 5 {
+            return Some(count);
+        }
+    }
+    None
+}
+
+/// The next frame rendered from now on: a new readback of the camera's
+/// target, which sees only frames rendered after it exists.
+fn next_frame(h: &mut Harness) -> Vec<u8> {
+    let world = h.app.world_mut();
+    let old: Vec<Entity> = world
+        .query_filtered::<Entity, With<Readback>>()
+        .iter(world)
+        .collect();
+    let handle = match world.get::<RenderTarget>(h.cameras[0]) {
+        Some(RenderTarget::Image(target)) => target.handle.clone(),
+        _ => panic!("the camera renders to an image"),
+    };
+    for e in old {
+        world.despawn(e);
+    }
+    // Its own observer: a readback of the old entity still in flight would
+    // deliver an older frame.
+    let pixels = Arc::new(Mutex::new(None));
+    let sink = pixels.clone();
+    world
+        .spawn(Readback::texture(handle))
+        .observe(move |event: On<ReadbackComplete>| {
+            sink.lock().unwrap().get_or_insert_with(|| event.data.clone());
+        });
+    for _ in 0..100 {
+        h.app.update();
+        if let Some(p) = pixels.lock().unwrap().clone() {
+            return p;
+        }
+    }
+    panic!("no frame read back");
+}
+
+/// Issue 17: with `GpuCullOcclusion` (and Bevy's depth prepass and
+/// occlusion culling) on the camera, a wall in front of half the grid hides
+/// the instances behind it: the camera's count (early + late phases) falls
+/// well below the frustum's, the frame equals the frame rendered with
+/// occlusion culling off, and when the wall moves away the very next frame
+/// shows what it hid.
+#[test]
+fn occlusion_culling_hides_what_a_wall_covers() {
+    occlusion_behind_a_wall(CameraSetup::Plain);
+}
+
+/// With MSAA on the camera, occlusion culling falls back to frustum culling
+/// (documented on `GpuCullOcclusion`): the count is the frustum's and the
+/// frame complete.
+#[test]
+fn occlusion_culling_with_msaa_falls_back_to_frustum_culling() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::HdrMsaa4);
+    h.app.world_mut().entity_mut(h.cameras[0]).insert((
+        bevy::core_pipeline::prepass::DepthPrepass,
+        bevy::render::occlusion_culling::OcclusionCulling,
+        GpuCullOcclusion,
+    ));
+    run_until_counts_match(&mut h, "occlusion culling with MSAA");
+    assert_renders(&mut h, "occlusion culling with MSAA");
+}
+
+fn occlusion_behind_a_wall(setup: CameraSetup) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], setup);
+    // Bevy's default MSAA would make occlusion culling fall back.
+    assert!(setup != CameraSetup::HdrMsaa4);
+    record_render_errors(&mut h.app);
+    let camera = h.cameras[0];
+    let world = h.app.world_mut();
+    world.entity_mut(camera).insert((
+        bevy::core_pipeline::prepass::DepthPrepass,
+        bevy::render::occlusion_culling::OcclusionCulling,
+        GpuCullOcclusion,
+    ));
+    let wall_mesh = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Cuboid::new(30.0, 12.0, 0.5));
+    let gray = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial::from_color(Color::srgb(0.5, 0.5, 0.5)));
+    // Between the camera and the grid, over its left half.
+    let wall = world
+        .spawn((
+            Mesh3d(wall_mesh),
+            MeshMaterial3d(gray),
+            Transform::from_xyz(-15.0, 1.0, 2.0),
+        ))
+        .id();
+    let occluded = settled_count(&mut h).expect("the count settles");
+    let in_frustum = expected_visible(&mut h.app, camera, h.batch);
+    assert!(
+        occluded > 0 && occluded < in_frustum * 3 / 4,
+        "the wall hides {} of {in_frustum} instances in the frustum",
+        in_frustum - occluded.min(in_frustum)
+    );
+    let with_occlusion = next_frame(&mut h);
+    // The same frame with occlusion culling off.
+    h.app.world_mut().entity_mut(camera).remove::<GpuCullOcclusion>();
+    assert_eq!(
+        settled_count(&mut h),
+        Some(in_frustum),
+        "without occlusion culling"
+    );
+    let without = next_frame(&mut h);
+    let changed = changed_pixels(&with_occlusion, &without);
+    assert!(
+        changed <= (WIDTH * HEIGHT / 500) as usize,
+        "{changed} pixels differ with occlusion culling on and off"
+    );
+    // The wall moves away: the first frame after shows the whole grid.
+    h.app.world_mut().entity_mut(camera).insert(GpuCullOcclusion);
+    assert_eq!(
+        settled_count(&mut h),
+        Some(occluded),
+        "occlusion culling on again"
+    );
+    h.app
+        .world_mut()
+        .entity_mut(wall)
+        .insert(Transform::from_xyz(-1000.0, 1.0, 2.0));
+    let first = next_frame(&mut h);
+    h.app.world_mut().entity_mut(camera).remove::<GpuCullOcclusion>();
+    settled_count(&mut h);
+    let reference = next_frame(&mut h);
+    let changed = changed_pixels(&first, &reference);
+    let png = std::env::temp_dir().join("bevy-gpu-cull-occlusion-first-frame.png");
+    let _ = image::save_buffer(
+        &png,
+        &frame_pixels(&first).flatten().copied().collect::<Vec<u8>>(),
+        WIDTH,
+        HEIGHT,
+        image::ColorType::Rgba8,
+    );
+    assert!(
+        changed <= (WIDTH * HEIGHT / 500) as usize,
+        "the first frame after the wall moved differs from the unoccluded frame in {changed} pixels (see {})",
+        png.display()
+    );
+    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(errors.is_empty(), "render errors: {errors:#?}");
+}

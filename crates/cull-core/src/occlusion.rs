@@ -598,7 +598,11 @@ impl PyramidBuilder {
                 },
                 visibility: compute,
                 ty: wgpu::BindingType::Texture {
-                    sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                    sample_type: if multisampled {
+                        wgpu::TextureSampleType::Depth
+                    } else {
+                        wgpu::TextureSampleType::Float { filterable: false }
+                    },
                     view_dimension: wgpu::TextureViewDimension::D2,
                     multisampled,
                 },

@@ -2,7 +2,10 @@
 //! asynchronous readback of the visible counts.
 
 use super::BatchData;
-use super::prepare::{GpuBatch, RenderCuller, RenderFrame, ViewTargets, camera_groups, point_light_faces};
+use super::prepare::{
+    GpuBatch, GroupOcclusion, OcclusionQueryData, RenderCuller, RenderFrame, ViewTargets, camera_groups,
+    occlusion_culled, point_light_faces,
+};
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
@@ -10,7 +13,7 @@ use bevy::pbr::{ExtractedPointLight, LightEntity, ViewLightEntities};
 use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
-use bevy::render::view::ExtractedView;
+use bevy::render::view::{ExtractedView, ViewDepthTexture};
 use cull_core::{CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, SizeMetric};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -110,33 +113,24 @@ impl CullResources<'_, '_> {
                 let views = (g.target.views() as usize / g.lod.len().max(1)).min(frusta.len());
                 (&g.target, &frusta[..views], &g.lod, group)
             });
-            for (target, frusta, lod, members) in together.into_iter().chain(alone) {
-                // Each view's levels in its slots, in order.
-                let levels;
-                let frusta = if lod.is_empty() {
-                    frusta
-                } else {
-                    // No camera to size the levels by: draw nothing rather
-                    // than an earlier frame's lists.
-                    let Some(metric) = metric else {
-                        self.clear_counts(ctx, target);
-                        continue;
-                    };
-                    levels = match frusta
-                        .iter()
-                        .map(|f| f.detail_levels(metric, lod))
-                        .collect::<Result<Vec<_>, _>>()
-                    {
-                        Ok(levels) => levels.concat(),
-                        Err(e) => {
-                            error_once!("GPU culling: {e}; the batch is not drawn");
-                            self.clear_counts(ctx, target);
-                            continue;
-                        }
-                    };
-                    &levels[..]
+            let occlusion = shared.and_then(|g| g.occlusion.as_ref());
+            let together = together.map(|t| (t, occlusion));
+            let alone = alone.map(|t| (t, None));
+            for ((target, frusta, lod, members), occlusion) in together.into_iter().chain(alone) {
+                let Some(frusta) = level_frusta(frusta, lod, metric) else {
+                    self.clear_counts(ctx, target);
+                    continue;
                 };
-                self.cull_target(ctx, target, frusta, members, local_bounds, batch, batch_entity);
+                self.cull_target(
+                    ctx,
+                    target,
+                    &frusta,
+                    members,
+                    local_bounds,
+                    batch,
+                    batch_entity,
+                    occlusion,
+                );
             }
         }
     }
@@ -152,7 +146,8 @@ impl CullResources<'_, '_> {
     }
 
     /// Culls `batch` into `target` for the views `members` (in their slots'
-    /// order), against their frusta.
+    /// order), against their frusta: occlusion culling's early phase for an
+    /// occluded camera's group.
     #[allow(clippy::too_many_arguments)]
     fn cull_target(
         &self,
@@ -163,6 +158,7 @@ impl CullResources<'_, '_> {
         local_bounds: cull_core::Sphere,
         batch: &GpuBatch,
         batch_entity: Entity,
+        occlusion: Option<&GroupOcclusion>,
     ) {
         let Some(culler) = &self.culler else {
             return;
@@ -173,10 +169,25 @@ impl CullResources<'_, '_> {
             count: batch.count,
         };
         let encoder = ctx.command_encoder();
-        if let Err(e) = culler
-            .culler()
-            .cull_views(encoder, &self.queue, &batch.input, target, &params)
-        {
+        let culled = match occlusion {
+            Some(occlusion) => match occlusion.history.lock() {
+                Ok(history) => culler.culler().cull_views_early(
+                    encoder,
+                    &self.queue,
+                    &batch.input,
+                    target,
+                    &params,
+                    &history,
+                ),
+                Err(_) => Err(cull_core::CullError::InvalidParameter(
+                    "the occlusion history's lock is poisoned",
+                )),
+            },
+            None => culler
+                .culler()
+                .cull_views(encoder, &self.queue, &batch.input, target, &params),
+        };
+        if let Err(e) = culled {
             // E.g. GpuCullBounds with a negative radius: draw nothing rather
             // than the survivors of an earlier frame.
             error_once!("GPU culling: {e}; the batch is not drawn");
@@ -199,6 +210,245 @@ impl CullResources<'_, '_> {
                 );
             }
         }
+    }
+}
+
+/// `frusta` with each view's levels of detail in its slots, in order, sized
+/// by `metric`; `frusta` itself without levels. `None` when the batch must
+/// draw nothing: levels without a camera to size them (rather than an
+/// earlier frame's lists), or levels the frustum refuses.
+fn level_frusta<'a>(
+    frusta: &'a [Frustum],
+    lod: &[f32],
+    metric: Option<SizeMetric>,
+) -> Option<std::borrow::Cow<'a, [Frustum]>> {
+    if lod.is_empty() {
+        return Some(std::borrow::Cow::Borrowed(frusta));
+    }
+    let metric = metric?;
+    match frusta
+        .iter()
+        .map(|f| f.detail_levels(metric, lod))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(levels) => Some(std::borrow::Cow::Owned(levels.concat())),
+        Err(e) => {
+            error_once!("GPU culling: {e}; the batch is not drawn");
+            None
+        }
+    }
+}
+
+/// Which lists the draws take: Bevy renders the prepass phases twice for a
+/// camera with its own two-phase occlusion culling (an early and a late
+/// prepass, the same phase items), so the draw command asks this which pass
+/// it is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum DrawPhase {
+    /// Shadow passes and the early prepass: every target's lists, an
+    /// occluded camera's early ones.
+    Early = 0,
+    /// The late prepass (and Bevy's late shadow pass): only the late
+    /// phase's lists; everything else was drawn early.
+    Late = 1,
+    /// The main pass: all lists.
+    Main = 2,
+}
+
+/// The [`DrawPhase`] of the view being rendered (`Core3d` runs its views
+/// one after the other): set by the cull systems (early), before the late
+/// prepass, and before the main pass.
+#[derive(Resource)]
+pub(crate) struct CurrentDrawPhase(std::sync::atomic::AtomicU8);
+
+impl Default for CurrentDrawPhase {
+    fn default() -> Self {
+        Self(std::sync::atomic::AtomicU8::new(DrawPhase::Main as u8))
+    }
+}
+
+impl CurrentDrawPhase {
+    pub fn set(&self, phase: DrawPhase) {
+        self.0.store(phase as u8, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> DrawPhase {
+        match self.0.load(Ordering::Relaxed) {
+            0 => DrawPhase::Early,
+            1 => DrawPhase::Late,
+            _ => DrawPhase::Main,
+        }
+    }
+}
+
+/// Before Bevy's late prepass (and late shadow pass) of every view.
+pub(crate) fn enter_late_phase(phase: Res<CurrentDrawPhase>) {
+    phase.set(DrawPhase::Late);
+}
+
+/// Before the main pass of every view.
+pub(crate) fn enter_main_phase(phase: Res<CurrentDrawPhase>) {
+    phase.set(DrawPhase::Main);
+}
+
+/// Each camera's depth pyramid, rebuilt when the depth buffer's size
+/// changes, and the builder.
+#[derive(Resource)]
+pub(crate) struct Pyramids {
+    builder: Option<cull_core::PyramidBuilder>,
+    by_view: std::sync::Mutex<bevy::platform::collections::HashMap<Entity, cull_core::DepthPyramid>>,
+}
+
+impl FromWorld for Pyramids {
+    fn from_world(world: &mut World) -> Self {
+        let device = world.resource::<RenderDevice>();
+        let builder = cull_core::PyramidBuilder::new(device.wgpu_device())
+            .map_err(|e| warn!("bevy-gpu-cull: {e}; occlusion culling falls back to frustum culling"))
+            .ok();
+        Self {
+            builder,
+            by_view: Default::default(),
+        }
+    }
+}
+
+/// Occlusion culling's late phase for an occluded camera, after Bevy's early
+/// prepass drew the early phase's survivors (and their depth) and before
+/// its late prepass: builds the camera's depth pyramid from that depth, then
+/// culls each batch's instances in the frustum that pass it and were not
+/// drawn early into the late lists. Where that cannot run, the late lists
+/// get a plain frustum cull: drawing some instances twice beats losing
+/// visible ones.
+pub(crate) fn cull_view_late(
+    view: ViewQuery<
+        (
+            Entity,
+            &ExtractedView,
+            &ViewDepthTexture,
+            Option<&CullingFrustumOverride>,
+            OcclusionQueryData,
+        ),
+        Without<LightEntity>,
+    >,
+    resources: CullResources,
+    pyramids: Res<Pyramids>,
+    device: Res<RenderDevice>,
+    mut ctx: RenderContext,
+) {
+    let (camera, extracted, depth, frozen, occlusion) = view.into_inner();
+    if !occlusion_culled(occlusion) {
+        return;
+    }
+    let Some(culler) = &resources.culler else {
+        return;
+    };
+    let frustum = camera_frustum(extracted, frozen).unwrap_or_else(|e| {
+        warn_once!("GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled");
+        Frustum::everything()
+    });
+    let metric = SizeMetric::from_view(extracted.clip_from_view, extracted.world_from_view.to_matrix());
+    let occlusion_camera = cull_core::OcclusionCamera::from_view(
+        extracted.clip_from_view,
+        extracted.world_from_view.to_matrix(),
+    );
+    // The pyramid of the depth the early prepass left.
+    let (width, height) = (depth.texture.width(), depth.texture.height());
+    let mut by_view = pyramids.by_view.lock().unwrap_or_else(|e| e.into_inner());
+    if by_view
+        .get(&camera)
+        .is_none_or(|p| (p.width(), p.height()) != (width, height))
+    {
+        match cull_core::DepthPyramid::new(
+            device.wgpu_device(),
+            width,
+            height,
+            cull_core::DepthOrder::ReverseZ,
+        ) {
+            Ok(p) => {
+                by_view.insert(camera, p);
+            }
+            Err(e) => error_once!("bevy-gpu-cull: {e}"),
+        }
+    }
+    let pyramid = by_view.get(&camera);
+    let built = match (&pyramids.builder, pyramid, &occlusion_camera) {
+        (Some(builder), Some(pyramid), Ok(_)) => builder
+            .build(
+                device.wgpu_device(),
+                ctx.command_encoder(),
+                &depth.texture,
+                pyramid,
+            )
+            .map_err(|e| error_once!("bevy-gpu-cull: {e}; the camera is frustum-culled only"))
+            .is_ok(),
+        _ => false,
+    };
+    for (batch_entity, data, batch) in &resources.batches {
+        let Some(view_target) = resources.targets.map.get(&(camera, batch_entity)) else {
+            continue;
+        };
+        let (Some(late), Some(group)) = (
+            &view_target.late,
+            resources
+                .targets
+                .groups
+                .get(&(camera, batch_entity))
+                .and_then(|g| g.occlusion.as_ref()),
+        ) else {
+            continue;
+        };
+        let local_bounds = if culler.culler().format().carries_scale() {
+            data.bounds
+        } else {
+            data.scales.cover(data.bounds)
+        };
+        let Some(frusta) = level_frusta(std::slice::from_ref(&frustum), &view_target.lod, Some(metric))
+        else {
+            resources.clear_counts(&mut ctx, &late.target);
+            continue;
+        };
+        let params = CullViewsParams {
+            frusta: &frusta,
+            local_bounds,
+            count: batch.count,
+        };
+        let encoder = ctx.command_encoder();
+        let mut history = group.history.lock().unwrap_or_else(|e| e.into_inner());
+        let culled = match (built, pyramid, &occlusion_camera) {
+            (true, Some(pyramid), Ok(occlusion_camera)) => culler.culler().cull_views_late(
+                encoder,
+                &resources.queue,
+                &batch.input,
+                &late.target,
+                &params,
+                &mut history,
+                pyramid,
+                occlusion_camera,
+            ),
+            _ => Err(cull_core::CullError::InvalidParameter("no depth pyramid")),
+        };
+        if culled.is_err() {
+            // Draw everything in the frustum late (some twice), and forget
+            // the history: the next early phase then draws nothing stale.
+            history.clear(encoder);
+            if let Err(e) =
+                culler
+                    .culler()
+                    .cull_views(encoder, &resources.queue, &batch.input, &late.target, &params)
+            {
+                error_once!("GPU culling: {e}; the batch is not drawn");
+                resources.clear_counts(&mut ctx, &late.target);
+                continue;
+            }
+        }
+        late.counts.copy(
+            ctx.command_encoder(),
+            late.target.draw_args(),
+            late.target.draw_args_offset(view_target.slot) + INSTANCE_COUNT_OFFSET,
+            view_target.counts_len(),
+            resources.frame.0,
+        );
     }
 }
 
@@ -227,17 +477,20 @@ pub(crate) fn cull_view(
             &ExtractedView,
             Option<&CullingFrustumOverride>,
             Option<&ViewLightEntities>,
+            OcclusionQueryData,
         ),
         Without<LightEntity>,
     >,
     light_views: Query<(&ExtractedView, &LightEntity)>,
     resources: CullResources,
+    phase: Res<CurrentDrawPhase>,
     mut ctx: RenderContext,
 ) {
-    let (camera, extracted, frozen, lights) = view.into_inner();
+    let (camera, extracted, frozen, lights, occlusion) = view.into_inner();
+    phase.set(DrawPhase::Early);
     let metric = SizeMetric::from_view(extracted.clip_from_view, extracted.world_from_view.to_matrix());
     let is_cascade = |e| matches!(light_views.get(e), Ok((_, LightEntity::Directional { .. })));
-    for group in camera_groups(camera, lights, is_cascade) {
+    for group in camera_groups(camera, lights, is_cascade, occlusion_culled(occlusion)) {
         let frusta: Vec<_> = group
             .iter()
             .map(|&member| {
@@ -268,9 +521,11 @@ pub(crate) fn cull_light_view(
     cameras: Query<(&ExtractedView, &ExtractedCamera), (With<Camera3d>, Without<LightEntity>)>,
     groups_culled: Res<LightGroupsCulled>,
     resources: CullResources,
+    phase: Res<CurrentDrawPhase>,
     mut ctx: RenderContext,
 ) {
     let (view_entity, _, light) = view.into_inner();
+    phase.set(DrawPhase::Early);
     let (light_entity, group) = match light {
         LightEntity::Point { light_entity, .. } => (
             *light_entity,
@@ -343,13 +598,28 @@ pub(crate) fn read_back_counts(
     let Ok(sender) = sender.0.lock() else {
         return;
     };
+    // One count per level of detail, a draw's arguments apart.
+    let levels_of = |bytes: Vec<u8>| -> Vec<u32> {
+        bytes
+            .chunks(DRAW_ARGS_SIZE as usize)
+            .map(|c| u32::from_le_bytes(c[..4].try_into().expect("four bytes")))
+            .collect()
+    };
     for target in targets.map.values() {
+        // An occluded camera's late counts are kept until its early ones
+        // arrive, and added to them: the view drew both.
+        let late_counts = target.late.as_ref().map(|late| {
+            let mut last = late.last_counts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((bytes, _)) = late.counts.poll() {
+                *last = levels_of(bytes);
+            }
+            last.clone()
+        });
         if let Some((bytes, frame)) = target.counts.poll() {
-            // One count per level of detail, a draw's arguments apart.
-            let levels: Vec<u32> = bytes
-                .chunks(DRAW_ARGS_SIZE as usize)
-                .map(|c| u32::from_le_bytes(c[..4].try_into().expect("four bytes")))
-                .collect();
+            let mut levels = levels_of(bytes);
+            for (count, late) in levels.iter_mut().zip(late_counts.iter().flatten()) {
+                *count += late;
+            }
             let count = levels.iter().sum();
             // Per-level counts for a batch with levels; none (which clears
             // earlier ones) without.

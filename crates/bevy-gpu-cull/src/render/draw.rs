@@ -2,6 +2,7 @@
 //! shader that fetches each instance through the cull's output, lit by
 //! Bevy's PBR lighting, and one indirect draw per (view, batch).
 
+use super::cull::{CurrentDrawPhase, DrawPhase};
 use super::custom_material::{CulledMaterialPipeline, material_key};
 use super::prepare::ViewTargets;
 use crate::plugin::{StatMessage, StatSender};
@@ -324,6 +325,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         SRes<RenderAssets<RenderMesh>>,
         SRes<MeshAllocator>,
         SRes<DrawnThisFrame>,
+        SRes<CurrentDrawPhase>,
     );
     type ViewQuery = Entity;
     type ItemQuery = ();
@@ -332,7 +334,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         item: &P,
         view: Entity,
         _: Option<()>,
-        (targets, meshes, allocator, drawn): SystemParamItem<'w, '_, Self::Param>,
+        (targets, meshes, allocator, drawn, phase): SystemParamItem<'w, '_, Self::Param>,
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
         let (targets, meshes, allocator) =
@@ -340,31 +342,45 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         let Some(target) = targets.map.get(&(view, item.entity())) else {
             return RenderCommandResult::Skip;
         };
-        if target.bind_groups.len() != target.meshes.len() {
-            return RenderCommandResult::Skip;
-        }
-        // One indirect draw per level of detail: the level's mesh, from the
-        // level's list of survivors, with the level's arguments.
-        for (level, (mesh_id, bind_group)) in target.meshes.iter().zip(&target.bind_groups).enumerate() {
-            let Some(mesh) = meshes.get(*mesh_id) else {
+        // The lists this pass draws: an occluded camera's early lists in the
+        // early prepass, its late lists in the late prepass, both in the main
+        // pass; every other target's lists in every pass but the late
+        // prepass (they were drawn in the early one).
+        let phase = phase.get();
+        let early =
+            (phase != DrawPhase::Late).then_some((&target.target, &target.draw_args, &target.bind_groups));
+        let late = target
+            .late
+            .as_ref()
+            .filter(|_| phase != DrawPhase::Early)
+            .map(|l| (&l.target, &l.draw_args, &l.bind_groups));
+        for (lists, draw_args, bind_groups) in early.into_iter().chain(late) {
+            if bind_groups.len() != target.meshes.len() {
                 return RenderCommandResult::Skip;
-            };
-            let Some(vertices) = allocator.mesh_vertex_slice(mesh_id) else {
-                return RenderCommandResult::Skip;
-            };
-            let args_offset = target.target.draw_args_offset(target.slot + level as u32);
-            pass.set_bind_group(2, bind_group, &[]);
-            pass.set_vertex_buffer(0, vertices.buffer.slice(..));
-            match &mesh.buffer_info {
-                bevy::render::mesh::RenderMeshBufferInfo::Indexed { index_format, .. } => {
-                    let Some(indices) = allocator.mesh_index_slice(mesh_id) else {
-                        return RenderCommandResult::Skip;
-                    };
-                    pass.set_index_buffer(indices.buffer.slice(..), *index_format);
-                    pass.draw_indexed_indirect(&target.draw_args, args_offset);
-                }
-                bevy::render::mesh::RenderMeshBufferInfo::NonIndexed => {
-                    pass.draw_indirect(&target.draw_args, args_offset);
+            }
+            // One indirect draw per level of detail: the level's mesh, from
+            // the level's list of survivors, with the level's arguments.
+            for (level, (mesh_id, bind_group)) in target.meshes.iter().zip(bind_groups).enumerate() {
+                let Some(mesh) = meshes.get(*mesh_id) else {
+                    return RenderCommandResult::Skip;
+                };
+                let Some(vertices) = allocator.mesh_vertex_slice(mesh_id) else {
+                    return RenderCommandResult::Skip;
+                };
+                let args_offset = lists.draw_args_offset(target.slot + level as u32);
+                pass.set_bind_group(2, bind_group, &[]);
+                pass.set_vertex_buffer(0, vertices.buffer.slice(..));
+                match &mesh.buffer_info {
+                    bevy::render::mesh::RenderMeshBufferInfo::Indexed { index_format, .. } => {
+                        let Some(indices) = allocator.mesh_index_slice(mesh_id) else {
+                            return RenderCommandResult::Skip;
+                        };
+                        pass.set_index_buffer(indices.buffer.slice(..), *index_format);
+                        pass.draw_indexed_indirect(draw_args, args_offset);
+                    }
+                    bevy::render::mesh::RenderMeshBufferInfo::NonIndexed => {
+                        pass.draw_indirect(draw_args, args_offset);
+                    }
                 }
             }
         }

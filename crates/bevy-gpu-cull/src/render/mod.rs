@@ -15,13 +15,16 @@ use crate::plugin::{GpuCullSettings, GpuCullSystems, StatSender};
 use bevy::asset::embedded_asset;
 use bevy::camera::visibility::RenderLayers;
 use bevy::core_pipeline::core_3d::Opaque3d;
+use bevy::core_pipeline::mip_generation::experimental::depth::early_downsample_depth;
 use bevy::core_pipeline::prepass::Opaque3dPrepass;
+use bevy::core_pipeline::prepass::node::late_prepass;
 use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
 use bevy::ecs::system::SystemState;
 use bevy::light::NotShadowReceiver;
 use bevy::pbr::{
-    EARLY_SHADOW_PASS, MeshPipelineSystems, Shadow, init_prepass_pipeline, per_view_shadow_pass,
-    queue_material_meshes, queue_prepass_material_meshes, queue_shadows, shared_shadow_pass,
+    EARLY_SHADOW_PASS, LATE_SHADOW_PASS, MeshPipelineSystems, Shadow, init_prepass_pipeline,
+    per_view_shadow_pass, queue_material_meshes, queue_prepass_material_meshes, queue_shadows,
+    shared_shadow_pass,
 };
 use bevy::platform::collections::HashSet;
 use bevy::prelude::*;
@@ -78,9 +81,11 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .init_resource::<draw::DrawnThisFrame>()
         .init_resource::<cull::CulledThisFrame>()
         .init_resource::<cull::LightGroupsCulled>()
+        .init_resource::<cull::CurrentDrawPhase>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
         .init_gpu_resource::<prepare::ViewTargets>()
+        .init_gpu_resource::<cull::Pyramids>()
         .init_gpu_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
         .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
         .init_resource::<shadow::QueuedPrepassBatches>()
@@ -147,6 +152,20 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     .before(per_view_shadow_pass::<EARLY_SHADOW_PASS>),
                 // Point and spot lights' views run before the cameras.
                 cull::cull_light_view.before(shared_shadow_pass::<EARLY_SHADOW_PASS>),
+                // Occlusion culling's late phase, where Bevy runs its own:
+                // after the early prepass and its depth pyramid, before the
+                // late prepass; then the main pass draws every list.
+                (cull::enter_late_phase, cull::cull_view_late)
+                    .chain()
+                    .after(early_downsample_depth)
+                    .before(late_prepass)
+                    .before(per_view_shadow_pass::<LATE_SHADOW_PASS>)
+                    .before(shared_shadow_pass::<LATE_SHADOW_PASS>),
+                cull::enter_main_phase
+                    .after(Core3dSystems::Prepass)
+                    .after(per_view_shadow_pass::<LATE_SHADOW_PASS>)
+                    .after(shared_shadow_pass::<LATE_SHADOW_PASS>)
+                    .before(Core3dSystems::MainPass),
             )
                 .in_set(GpuCullSystems::Cull),
         );

@@ -30,7 +30,7 @@ use bevy::shader::ShaderCacheError;
 use bevy::shader::{Shader, ShaderDefVal};
 use cull_core::{
     AsyncReadback, CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, MAX_VIEWS,
-    OutputKind, ScanVariant,
+    OcclusionHistory, OutputKind, ScanVariant, VisibilityTest,
 };
 use std::ops::Range;
 use std::sync::Arc;
@@ -49,8 +49,9 @@ pub(crate) struct CullShaders {
     /// Held so that the library stays loaded.
     _library: Vec<Handle<Shader>>,
     entries: HashMap<&'static str, Handle<Shader>>,
-    /// Pipeline ids of every kernel queued, by (variant, format, windows, views).
-    kernels: HashMap<(ScanVariant, InstanceFormat, u32, u32), Vec<CachedComputePipelineId>>,
+    /// Pipeline ids of every kernel queued, by (variant, format, windows,
+    /// views, visibility test).
+    kernels: HashMap<(ScanVariant, InstanceFormat, u32, u32, VisibilityTest), Vec<CachedComputePipelineId>>,
 }
 
 impl CullShaders {
@@ -77,8 +78,9 @@ impl CullShaders {
 pub(crate) struct CompilingCuller {
     pub culler: Culler,
     pub settings: GpuCullSettings,
-    /// Kernels queued in the pipeline cache, by output windows and views.
-    queued: HashMap<(u32, u32), Vec<CachedComputePipelineId>>,
+    /// Kernels queued in the pipeline cache, by output windows, views and
+    /// visibility test (the occlusion phases have kernels of their own).
+    queued: HashMap<(u32, u32, VisibilityTest), Vec<CachedComputePipelineId>>,
     /// A kernel failed to compile: a pending culler is then given up.
     failed: bool,
 }
@@ -89,17 +91,24 @@ impl CompilingCuller {
     /// same variant, format, windows and views, e.g. when `V` comes back to
     /// a variant) are reused, so switching settings does not grow Bevy's
     /// pipeline cache.
-    pub fn request(&mut self, windows: u32, views: u32, cache: &PipelineCache, shaders: &mut CullShaders) {
-        let shape = (windows, views);
-        if self.culler.has_pipelines(windows, views) || self.queued.contains_key(&shape) {
+    pub fn request(
+        &mut self,
+        windows: u32,
+        views: u32,
+        test: VisibilityTest,
+        cache: &PipelineCache,
+        shaders: &mut CullShaders,
+    ) {
+        let shape = (windows, views, test);
+        if self.culler.has_pipelines_for(windows, views, test) || self.queued.contains_key(&shape) {
             return;
         }
-        let key = (self.culler.variant(), self.culler.format(), windows, views);
+        let key = (self.culler.variant(), self.culler.format(), windows, views, test);
         if let Some(ids) = shaders.kernels.get(&key) {
             self.queued.insert(shape, ids.clone());
             return;
         }
-        let recipe = self.culler.recipe(windows, views);
+        let recipe = self.culler.recipe_for(windows, views, test);
         let Some(shader) = shaders.entries.get(recipe.entry.path) else {
             error!("GPU culling: no shader {}", recipe.entry.path);
             return;
@@ -142,7 +151,7 @@ impl CompilingCuller {
     pub fn poll(&mut self, cache: &PipelineCache) {
         let culler = &self.culler;
         let mut failed = false;
-        self.queued.retain(|&(windows, views), ids| {
+        self.queued.retain(|&(windows, views, test), ids| {
             let mut pipelines = Vec::with_capacity(ids.len());
             for &id in ids.iter() {
                 match cache.get_compute_pipeline_state(id) {
@@ -163,7 +172,7 @@ impl CompilingCuller {
                     },
                 }
             }
-            if let Err(e) = culler.provide_pipelines(windows, views, pipelines) {
+            if let Err(e) = culler.provide_pipelines_for(windows, views, test, pipelines) {
                 error!("GPU culling: {e}");
                 failed = true;
             }
@@ -232,7 +241,33 @@ pub(crate) struct GroupTarget {
     pub main_view: Entity,
     pub main_batch: Entity,
     pub shadow: Option<ShadowViewId>,
+    /// An occlusion-culled camera's group: `target` takes the early phase's
+    /// lists, this the late phase's.
+    pub occlusion: Option<GroupOcclusion>,
     live: bool,
+}
+
+/// What an occlusion-culled camera's group adds: the late phase's target
+/// and the history both phases read.
+pub(crate) struct GroupOcclusion {
+    pub late: Arc<CullTarget>,
+    /// `late.draw_args()` as a Bevy buffer.
+    pub late_draw_args: Buffer,
+    /// Locked by the early cull (read) and the late cull (written).
+    pub history: std::sync::Mutex<OcclusionHistory>,
+}
+
+/// A view's lists from the late phase of occlusion culling, drawn in the
+/// late prepass and the main pass.
+pub(crate) struct LateLists {
+    pub target: Arc<CullTarget>,
+    pub draw_args: Buffer,
+    /// One per level of detail, as [`ViewTarget::bind_groups`].
+    pub bind_groups: Vec<BindGroup>,
+    /// The late phase's visible counts on their way to the CPU.
+    pub counts: AsyncReadback,
+    /// The latest late counts read back, per level; empty until one arrives.
+    pub last_counts: std::sync::Mutex<Vec<u32>>,
 }
 
 /// One view's part of its group's cull of one batch.
@@ -262,6 +297,8 @@ pub(crate) struct ViewTarget {
     pub main_batch: Entity,
     /// The light view it is, for a shadow map's target.
     pub shadow: Option<ShadowViewId>,
+    /// The late phase's lists, for an occlusion-culled camera.
+    pub late: Option<LateLists>,
     live: bool,
 }
 
@@ -344,19 +381,79 @@ pub(crate) struct ViewTargets {
 
 /// The views culled together in one pass: a camera, then the cascades of
 /// the directional lights it draws shadows for (culled in its run), cut
-/// into groups of at most `MAX_VIEWS`. [`prepare_targets`] and the cull
-/// both take the groups from here, so their slots agree.
+/// into groups of at most `MAX_VIEWS`. An occlusion-culled camera is a group
+/// of its own (an occlusion cull's views are one camera's), its cascades
+/// the next. [`prepare_targets`] and the cull both take the groups from
+/// here, so their slots agree.
 pub(crate) fn camera_groups(
     camera: Entity,
     lights: Option<&ViewLightEntities>,
     is_cascade: impl Fn(Entity) -> bool,
+    occluded: bool,
 ) -> Vec<Vec<Entity>> {
     let cascades = lights
         .into_iter()
         .flat_map(|l| l.lights.iter().copied())
         .filter(|&light_view| is_cascade(light_view));
+    if occluded {
+        let cascades: Vec<Entity> = cascades.collect();
+        return std::iter::once(vec![camera])
+            .chain(cascades.chunks(MAX_VIEWS as usize).map(<[Entity]>::to_vec))
+            .collect();
+    }
     let views: Vec<Entity> = std::iter::once(camera).chain(cascades).collect();
     views.chunks(MAX_VIEWS as usize).map(<[Entity]>::to_vec).collect()
+}
+
+/// What decides whether a camera view is occlusion-culled, as the render
+/// world has it.
+pub(crate) type OcclusionQueryData = (
+    Has<crate::components::GpuCullOcclusion>,
+    Has<bevy::core_pipeline::prepass::DepthPrepass>,
+    Has<bevy::render::occlusion_culling::OcclusionCulling>,
+    Option<&'static bevy::render::camera::ExtractedCamera>,
+    Option<&'static Msaa>,
+);
+
+/// Whether a camera with these components is occlusion-culled: it asks for
+/// it ([`crate::GpuCullOcclusion`]) and has what it needs, Bevy's early and
+/// late prepasses (`DepthPrepass` and `OcclusionCulling`), no custom
+/// viewport and no MSAA. A camera that asks without them is warned about
+/// once. (With MSAA on lavapipe, the depth the early prepass left read as
+/// empty from the late cull, though a multisampled depth builds its pyramid
+/// in cull-core's tests; until that is understood, such a camera is
+/// frustum-culled.)
+pub(crate) fn occlusion_culled(
+    (asks, depth_prepass, occlusion_culling, camera, msaa): bevy::ecs::query::QueryItem<
+        '_,
+        '_,
+        OcclusionQueryData,
+    >,
+) -> bool {
+    if !asks {
+        return false;
+    }
+    if !(depth_prepass && occlusion_culling) {
+        warn_once!(
+            "bevy-gpu-cull: GpuCullOcclusion needs Bevy's DepthPrepass and OcclusionCulling on the camera; \
+             its batches are frustum-culled only"
+        );
+        return false;
+    }
+    if msaa.is_some_and(|m| m.samples() > 1) {
+        warn_once!(
+            "bevy-gpu-cull: occlusion culling needs Msaa::Off on the camera; its batches are frustum-culled only"
+        );
+        return false;
+    }
+    if camera.is_some_and(|c| c.viewport.is_some()) {
+        warn_once!(
+            "bevy-gpu-cull: occlusion culling of a camera with a custom viewport is not supported; \
+             its batches are frustum-culled only"
+        );
+        return false;
+    }
+    true
 }
 
 /// A point light's cube faces, culled together in one pass: the light's
@@ -443,12 +540,25 @@ pub(crate) fn prepare_culler(world: &mut World) {
         .collect();
     // The view groups' sizes in use: a new culler compiles their kernels
     // before it takes over.
-    let mut view_counts: Vec<u32> = world
+    // The kernels the current targets use: (views, visibility test).
+    let mut view_counts: Vec<(u32, VisibilityTest)> = world
         .get_resource::<ViewTargets>()
-        .map(|t| t.groups.values().map(|g| g.views).collect())
+        .map(|t| {
+            t.groups
+                .values()
+                .flat_map(|g| {
+                    let tests: &[VisibilityTest] = if g.occlusion.is_some() {
+                        &[VisibilityTest::OcclusionEarly, VisibilityTest::OcclusionLate]
+                    } else {
+                        &[VisibilityTest::Frustum]
+                    };
+                    tests.iter().map(move |&test| (g.views, test))
+                })
+                .collect()
+        })
         .unwrap_or_default();
-    view_counts.push(1);
-    view_counts.sort_unstable();
+    view_counts.push((1, VisibilityTest::Frustum));
+    view_counts.sort_unstable_by_key(|&(views, test)| (views, test as u8));
     view_counts.dedup();
     world.resource_scope(|world, cache: Mut<PipelineCache>| {
         world.resource_scope(|world, mut shaders: Mut<CullShaders>| {
@@ -457,11 +567,11 @@ pub(crate) fn prepare_culler(world: &mut World) {
             }
             if let Some(mut pending) = world.get_resource_mut::<PendingCuller>() {
                 let pending = &mut pending.0;
-                pending.request(1, 1, &cache, &mut shaders);
+                pending.request(1, 1, VisibilityTest::Frustum, &cache, &mut shaders);
                 for &len in &lens {
-                    for &views in &view_counts {
+                    for &(views, test) in &view_counts {
                         if let Ok(windows) = pending.culler.windows_for_views(batch_capacity(len), views) {
-                            pending.request(windows, views, &cache, &mut shaders);
+                            pending.request(windows, views, test, &cache, &mut shaders);
                         }
                     }
                 }
@@ -628,6 +738,7 @@ pub(crate) fn prepare_targets(
         Option<&RenderLayers>,
         Option<&ViewLightEntities>,
         Option<&LightEntity>,
+        OcclusionQueryData,
     )>,
     batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData, Option<&GpuMaterial>)>,
     images: Res<RenderAssets<GpuImage>>,
@@ -651,11 +762,18 @@ pub(crate) fn prepare_targets(
     }
     // Each view's group (its first view), its slot there and the group's size.
     let mut grouping: HashMap<Entity, (Entity, u32, u32)> = HashMap::default();
-    let is_cascade = |e| matches!(views.get(e), Ok((.., Some(LightEntity::Directional { .. }))));
-    let light_views = || views.iter().filter_map(|(e, .., l)| l.map(|l| (e, l)));
-    for (view, _, main_view, _, lights, light) in &views {
+    let is_cascade = |e| {
+        matches!(
+            views.get(e),
+            Ok((_, _, _, _, _, Some(LightEntity::Directional { .. }), _))
+        )
+    };
+    let light_views = || views.iter().filter_map(|(e, _, _, _, _, l, _)| l.map(|l| (e, l)));
+    for (view, _, main_view, _, lights, light, occlusion) in &views {
         let groups = match light {
-            None if main_view.is_some() => camera_groups(view, lights, is_cascade),
+            None if main_view.is_some() => {
+                camera_groups(view, lights, is_cascade, occlusion_culled(occlusion))
+            }
             Some(LightEntity::Point { light_entity, .. }) if !grouping.contains_key(&view) => {
                 vec![point_light_faces(*light_entity, light_views())]
             }
@@ -667,7 +785,10 @@ pub(crate) fn prepare_targets(
             }
         }
     }
-    for (view, extracted, main_view, view_layers, _, light) in &views {
+    for (view, extracted, main_view, view_layers, _, light, occlusion) in &views {
+        // A camera culled in two phases: its lists in an early and a late
+        // target (it is a group of its own).
+        let occluded = light.is_none() && main_view.is_some() && occlusion_culled(occlusion);
         // A camera (it has a main-world entity) or a light's shadow view.
         let (main_view, shadow) = match (main_view, light.is_some()) {
             (_, true) => {
@@ -776,32 +897,54 @@ pub(crate) fn prepare_targets(
                     || g.culler_generation != culler.generation
                     || g.views != target_views
                     || g.lod != lod
+                    || g.occlusion.is_some() != occluded
             });
             if stale {
                 // A batch past one storage binding needs a kernel with more
-                // output windows: until Bevy has compiled it, the batch is
-                // not drawn (as Bevy does with a mesh whose pipeline is not
-                // ready).
-                match culler.culler().windows_for_views(gpu.capacity, target_views) {
-                    Ok(windows) if !culler.culler().has_pipelines(windows, target_views) => {
-                        culler
-                            .inner
-                            .request(windows, target_views, &pipeline_cache, &mut shaders);
+                // output windows, an occluded camera the occlusion phases':
+                // until Bevy has compiled them, the batch is not drawn (as
+                // Bevy does with a mesh whose pipeline is not ready).
+                let tests: &[VisibilityTest] = if occluded {
+                    &[VisibilityTest::OcclusionEarly, VisibilityTest::OcclusionLate]
+                } else {
+                    &[VisibilityTest::Frustum]
+                };
+                if let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views) {
+                    let mut ready = true;
+                    for &test in tests {
+                        if !culler.culler().has_pipelines_for(windows, target_views, test) {
+                            culler
+                                .inner
+                                .request(windows, target_views, test, &pipeline_cache, &mut shaders);
+                            ready = false;
+                        }
+                    }
+                    if !ready {
                         continue;
                     }
-                    _ => {}
                 }
-                let target = match CullTarget::with_views(
-                    device.wgpu_device(),
-                    culler.culler(),
-                    gpu.capacity,
-                    target_views,
-                ) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        error!("GPU culling: {e}");
+                let new_target = || {
+                    CullTarget::with_views(device.wgpu_device(), culler.culler(), gpu.capacity, target_views)
+                        .map_err(|e| error!("GPU culling: {e}"))
+                        .ok()
+                };
+                let Some(target) = new_target() else {
+                    continue;
+                };
+                let occlusion = if occluded {
+                    let history = OcclusionHistory::new(device.wgpu_device(), gpu.capacity)
+                        .map_err(|e| error!("GPU culling: {e}"))
+                        .ok();
+                    let (Some(late), Some(history)) = (new_target(), history) else {
                         continue;
-                    }
+                    };
+                    Some(GroupOcclusion {
+                        late_draw_args: Buffer::from(late.draw_args().clone()),
+                        late: Arc::new(late),
+                        history: std::sync::Mutex::new(history),
+                    })
+                } else {
+                    None
                 };
                 let draw_args = Buffer::from(target.draw_args().clone());
                 targets.groups.insert(
@@ -817,6 +960,7 @@ pub(crate) fn prepare_targets(
                         main_view,
                         main_batch: main_batch.id(),
                         shadow,
+                        occlusion,
                         live: false,
                     },
                 );
@@ -828,8 +972,12 @@ pub(crate) fn prepare_targets(
             // that moved in the allocator or was replaced): view slot
             // `v * levels + k` draws level k's mesh.
             if group_target.written_args.as_ref() != Some(&args) {
-                let target = &group_target.target;
-                for view_slot in 0..target_views {
+                let late = group_target.occlusion.as_ref().map(|o| &o.late);
+                for (view_slot, target) in (0..target_views).flat_map(|slot| {
+                    std::iter::once(&group_target.target)
+                        .chain(late)
+                        .map(move |t| (slot, t))
+                }) {
                     match args[(view_slot % levels) as usize] {
                         DrawArgs::Indexed {
                             index_count,
@@ -854,9 +1002,17 @@ pub(crate) fn prepare_targets(
             }
             let shared = group_target.target.clone();
             let draw_args = group_target.draw_args.clone();
+            let late_target = group_target
+                .occlusion
+                .as_ref()
+                .map(|o| (o.late.clone(), o.late_draw_args.clone()));
             let key = (view, batch_entity);
             let fresh = targets.map.get(&key).is_none_or(|t| {
-                !Arc::ptr_eq(&t.target, &shared) || t.slot != slot || t.meshes != level_meshes
+                !Arc::ptr_eq(&t.target, &shared)
+                    || t.slot != slot
+                    || t.meshes != level_meshes
+                    || t.late.as_ref().map(|l| Arc::as_ptr(&l.target))
+                        != late_target.as_ref().map(|(l, _)| Arc::as_ptr(l))
             });
             if fresh {
                 let counts = AsyncReadback::new(
@@ -879,6 +1035,17 @@ pub(crate) fn prepare_targets(
                         main_view,
                         main_batch: main_batch.id(),
                         shadow,
+                        late: late_target.map(|(target, draw_args)| LateLists {
+                            target,
+                            draw_args,
+                            bind_groups: Vec::new(),
+                            counts: AsyncReadback::new(
+                                device.wgpu_device(),
+                                counts_len(levels),
+                                "gpu_cull_late_count_readback",
+                            ),
+                            last_counts: std::sync::Mutex::new(Vec::new()),
+                        }),
                         live: false,
                     },
                 );
@@ -900,35 +1067,39 @@ pub(crate) fn prepare_targets(
             let bound = (gpu.buffers_id, ready.map(|t| t.map(|(id, _)| id)));
             if fresh || target.bound != bound {
                 let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
-                let output = target.target.output_buffer();
+                let (slot, levels) = (target.slot, target.levels());
                 // One bind group per level: the level's survivors.
-                target.bind_groups = (0..target.levels())
-                    .map(|level| {
-                        let survivors = wgpu::BufferBinding {
-                            buffer: output,
-                            offset: target.target.view_output_offset(target.slot + level),
-                            size: wgpu::BufferSize::new(
-                                target.target.capacity() as u64 * target.target.output_stride(),
-                            ),
-                        };
-                        device.create_bind_group(
-                            "gpu_cull_instances",
-                            &layout,
-                            &BindGroupEntries::with_indices((
-                                (0, material.mesh.as_entire_binding()),
-                                (10, gpu.draw_data.as_entire_binding()),
-                                (11, wgpu::BindingResource::Buffer(survivors)),
-                                (12, material.buffer.as_entire_binding()),
-                                (13, &image.texture_view),
-                                (14, &image.sampler),
-                                (15, &normals.texture_view),
-                                (16, &metallic_roughness.texture_view),
-                                (17, &emissive.texture_view),
-                                (18, &occlusion.texture_view),
-                            )),
-                        )
-                    })
-                    .collect();
+                let bind_groups = |lists: &CullTarget| -> Vec<BindGroup> {
+                    (0..levels)
+                        .map(|level| {
+                            let survivors = wgpu::BufferBinding {
+                                buffer: lists.output_buffer(),
+                                offset: lists.view_output_offset(slot + level),
+                                size: wgpu::BufferSize::new(lists.capacity() as u64 * lists.output_stride()),
+                            };
+                            device.create_bind_group(
+                                "gpu_cull_instances",
+                                &layout,
+                                &BindGroupEntries::with_indices((
+                                    (0, material.mesh.as_entire_binding()),
+                                    (10, gpu.draw_data.as_entire_binding()),
+                                    (11, wgpu::BindingResource::Buffer(survivors)),
+                                    (12, material.buffer.as_entire_binding()),
+                                    (13, &image.texture_view),
+                                    (14, &image.sampler),
+                                    (15, &normals.texture_view),
+                                    (16, &metallic_roughness.texture_view),
+                                    (17, &emissive.texture_view),
+                                    (18, &occlusion.texture_view),
+                                )),
+                            )
+                        })
+                        .collect()
+                };
+                target.bind_groups = bind_groups(&target.target);
+                if let Some(late) = &mut target.late {
+                    late.bind_groups = bind_groups(&late.target);
+                }
                 target.bound = bound;
             }
             target.live = true;
@@ -977,18 +1148,27 @@ mod tests {
         };
         // Every other light view is a cascade: six of them.
         let is_cascade = |e: Entity| e.index_u32().is_multiple_of(2);
-        let groups = camera_groups(camera, Some(&view_lights), is_cascade);
+        let groups = camera_groups(camera, Some(&view_lights), is_cascade, false);
         let cascades: Vec<Entity> = lights.iter().copied().filter(|&e| is_cascade(e)).collect();
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0][0], camera);
         assert_eq!(groups[0][1..], cascades[..]);
         // Twelve cascades: eight views, then five.
-        let groups = camera_groups(camera, Some(&view_lights), |_| true);
+        let groups = camera_groups(camera, Some(&view_lights), |_| true, false);
         assert_eq!(
             groups.iter().map(Vec::len).collect::<Vec<_>>(),
             [MAX_VIEWS as usize, 5]
         );
         assert_eq!(groups.concat()[1..], lights[..]);
-        assert_eq!(camera_groups(camera, None, |_| true), [vec![camera]]);
+        assert_eq!(camera_groups(camera, None, |_| true, false), [vec![camera]]);
+        // An occlusion-culled camera is a group of its own; its twelve
+        // cascades follow in groups of eight and four.
+        let groups = camera_groups(camera, Some(&view_lights), |_| true, true);
+        assert_eq!(
+            groups.iter().map(Vec::len).collect::<Vec<_>>(),
+            [1, MAX_VIEWS as usize, 4]
+        );
+        assert_eq!(groups[0], [camera]);
+        assert_eq!(groups.concat()[1..], lights[..]);
     }
 }
