@@ -2513,9 +2513,9 @@ fn next_frame(h: &mut Harness) -> Vec<u8> {
 /// Issue 17: with `GpuCullOcclusion` (and Bevy's depth prepass and
 /// occlusion culling) on the camera, a wall in front of half the grid hides
 /// the instances behind it: the camera's count (early + late phases) falls
-/// well below the frustum's, the frame equals the frame rendered with
-/// occlusion culling off, and when the wall moves away the very next frame
-/// shows what it hid.
+/// well below the frustum's; along a sweep of the camera every frame equals
+/// the frame rendered with occlusion culling off; and when the wall moves
+/// away the very next frame shows what it hid.
 #[test]
 fn occlusion_culling_hides_what_a_wall_covers() {
     occlusion_behind_a_wall(CameraSetup::Plain);
@@ -2571,20 +2571,38 @@ fn occlusion_behind_a_wall(setup: CameraSetup) {
         "the wall hides {} of {in_frustum} instances in the frustum",
         in_frustum - occluded.min(in_frustum)
     );
-    let with_occlusion = next_frame(&mut h);
-    // The same frame with occlusion culling off.
-    h.app.world_mut().entity_mut(camera).remove::<GpuCullOcclusion>();
-    assert_eq!(
-        settled_count(&mut h),
-        Some(in_frustum),
-        "without occlusion culling"
-    );
-    let without = next_frame(&mut h);
-    let changed = changed_pixels(&with_occlusion, &without);
-    assert!(
-        changed <= (WIDTH * HEIGHT / 500) as usize,
-        "{changed} pixels differ with occlusion culling on and off"
-    );
+    assert!(in_frustum > 0);
+    // Along a sweep of the camera, each frame equals the frame rendered
+    // with occlusion culling off: nothing visible is missing.
+    let start = looking_down_grid();
+    for (step, yaw) in [0.0f32, 0.3, -0.4, 0.6].into_iter().enumerate() {
+        let mut transform = start;
+        transform.rotate_around(Vec3::new(0.0, 0.0, -10.0), Quat::from_rotation_y(yaw));
+        h.app
+            .world_mut()
+            .entity_mut(camera)
+            .insert((transform, GpuCullOcclusion));
+        let occluded_here = settled_count(&mut h).expect("the count settles");
+        let with_occlusion = next_frame(&mut h);
+        h.app.world_mut().entity_mut(camera).remove::<GpuCullOcclusion>();
+        let in_view = expected_visible(&mut h.app, camera, h.batch);
+        assert_eq!(
+            settled_count(&mut h),
+            Some(in_view),
+            "step {step}: without occlusion culling"
+        );
+        assert!(
+            occluded_here <= in_view,
+            "step {step}: {occluded_here} > {in_view}"
+        );
+        let without = next_frame(&mut h);
+        let changed = changed_pixels(&with_occlusion, &without);
+        assert!(
+            changed <= (WIDTH * HEIGHT / 500) as usize,
+            "step {step}: {changed} pixels differ with occlusion culling on and off"
+        );
+    }
+    h.app.world_mut().entity_mut(camera).insert(start);
     // The wall moves away: the first frame after shows the whole grid.
     h.app.world_mut().entity_mut(camera).insert(GpuCullOcclusion);
     assert_eq!(

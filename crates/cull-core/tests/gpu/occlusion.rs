@@ -78,6 +78,30 @@ fn occluders(scene: &Scene, order: DepthOrder, seed: u64) -> Vec<f32> {
     depth
 }
 
+/// A 2D texture `HEIGHT` rows high for the tests.
+fn test_texture(
+    ctx: &GpuContext,
+    format: wgpu::TextureFormat,
+    width: u32,
+    samples: u32,
+    usage: wgpu::TextureUsages,
+) -> wgpu::Texture {
+    ctx.device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("test depth"),
+        size: wgpu::Extent3d {
+            width,
+            height: HEIGHT,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: samples,
+        dimension: wgpu::TextureDimension::D2,
+        format,
+        usage,
+        view_formats: &[],
+    })
+}
+
 /// Uploads `depth` as an R32Float texture and builds its pyramid on the GPU
 /// (with no builder, writes the CPU mirror's levels); checks it equals the
 /// CPU mirror's and returns both.
@@ -87,20 +111,13 @@ fn build_pyramid(
     depth: &[f32],
     order: DepthOrder,
 ) -> (DepthPyramid, CpuPyramid) {
-    let texture = ctx.device.create_texture(&wgpu::TextureDescriptor {
-        label: Some("test depth"),
-        size: wgpu::Extent3d {
-            width: WIDTH,
-            height: HEIGHT,
-            depth_or_array_layers: 1,
-        },
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension: wgpu::TextureDimension::D2,
-        format: wgpu::TextureFormat::R32Float,
-        usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-        view_formats: &[],
-    });
+    let texture = test_texture(
+        ctx,
+        wgpu::TextureFormat::R32Float,
+        WIDTH,
+        1,
+        wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+    );
     ctx.queue.write_texture(
         texture.as_image_copy(),
         bytemuck::cast_slice(depth),
@@ -360,20 +377,13 @@ fn pyramid_from_depth_textures() {
     let ctx = gpu();
     let builder = PyramidBuilder::new(&ctx.device).unwrap();
     for samples in [1, 4] {
-        let texture = ctx.device.create_texture(&wgpu::TextureDescriptor {
-            label: Some("test depth"),
-            size: wgpu::Extent3d {
-                width: WIDTH,
-                height: HEIGHT,
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: samples,
-            dimension: wgpu::TextureDimension::D2,
-            format: wgpu::TextureFormat::Depth32Float,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::RENDER_ATTACHMENT,
-            view_formats: &[],
-        });
+        let texture = test_texture(
+            ctx,
+            wgpu::TextureFormat::Depth32Float,
+            WIDTH,
+            samples,
+            wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::RENDER_ATTACHMENT,
+        );
         let view = texture.create_view(&Default::default());
         let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, DepthOrder::ReverseZ).unwrap();
         // A depth-only pipeline drawing one triangle over the screen at
@@ -457,22 +467,7 @@ fn occlusion_refuses_bad_input() {
     let ctx = gpu();
     let builder = PyramidBuilder::new(&ctx.device).unwrap();
     let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, DepthOrder::ReverseZ).unwrap();
-    let texture = |format, width| {
-        ctx.device.create_texture(&wgpu::TextureDescriptor {
-            label: None,
-            size: wgpu::Extent3d {
-                width,
-                height: HEIGHT,
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING,
-            view_formats: &[],
-        })
-    };
+    let texture = |format, width| test_texture(ctx, format, width, 1, wgpu::TextureUsages::TEXTURE_BINDING);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     for (t, why) in [
         (texture(wgpu::TextureFormat::Depth32Float, WIDTH + 1), "size"),
@@ -494,7 +489,7 @@ fn occlusion_refuses_bad_input() {
     let format = InstanceFormat::PosQuat;
     let culler = views_culler(
         ctx,
-        cull_core::ScanVariant::BlockAtomic,
+        variants(ctx)[0],
         format,
         OutputKind::Indices,
         Default::default(),
