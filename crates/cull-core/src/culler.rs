@@ -411,7 +411,11 @@ impl Culler {
                 got: pipelines.len(),
             });
         }
-        let passes = pipelines.into_iter().map(CompiledPass::from_pipeline).collect();
+        let passes = pipelines
+            .into_iter()
+            .zip(&recipe.passes)
+            .map(|(pipeline, pass)| CompiledPass::from_pipeline(pipeline, pass))
+            .collect();
         self.kernels.lock().expect("kernel cache poisoned")[index] = Some(Arc::new(passes));
         Ok(())
     }

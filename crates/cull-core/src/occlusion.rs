@@ -185,6 +185,10 @@ impl OcclusionCamera {
             for (bit, axis) in axes.iter().enumerate() {
                 corner += if k & (1 << bit) != 0 { *axis } else { -*axis };
             }
+            // As the shader: a box that is not finite may cover anything.
+            if !corner.is_finite() {
+                return true;
+            }
             min_w = min_w.min(corner.w);
             let ndc = corner.truncate() / corner.w;
             lo = lo.min(ndc);
@@ -751,9 +755,22 @@ pub struct OcclusionHistory {
 }
 
 impl OcclusionHistory {
-    /// Allocates the history of up to `capacity` instances.
+    /// Allocates the history of up to `capacity` instances: 8 bytes each,
+    /// bound whole, so at most the device's largest storage binding
+    /// (`CullError::BatchTooLarge` beyond: 16M instances at WebGPU's
+    /// default 128 MiB).
     pub fn new(device: &wgpu::Device, capacity: u32) -> Result<Self, CullError> {
         let size = crate::buffers::checked_size(device, capacity.max(1).saturating_mul(2), 4)?;
+        // The passes bind it whole.
+        let limit = device.limits().max_storage_buffer_binding_size;
+        if size > limit {
+            return Err(CullError::BatchTooLarge {
+                capacity: capacity as u64,
+                windows: 1,
+                window_len: limit / 8,
+                max: 1,
+            });
+        }
         let buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("occlusion history"),
             size,

@@ -12,6 +12,10 @@ use crate::timing::{PassKind, Recorder};
 pub(crate) struct CompiledPass {
     pub layout: wgpu::BindGroupLayout,
     pub pipeline: wgpu::ComputePipeline,
+    /// The bindings of its layout: [`EncodeContext::bind_group`] binds only
+    /// these of the entries it is given (a visibility test's bindings are
+    /// in the passes that vote only).
+    pub bindings: Vec<u32>,
 }
 
 impl CompiledPass {
@@ -42,15 +46,20 @@ impl CompiledPass {
             compilation_options: Default::default(),
             cache: None,
         });
-        Ok(Self { layout, pipeline })
+        Ok(Self {
+            layout,
+            pipeline,
+            bindings: pass.bindings.iter().map(|&(b, _)| b).collect(),
+        })
     }
 
-    /// A pass compiled elsewhere (Bevy's `PipelineCache`) from the same
-    /// [`PassLayout`]: its group 0 layout is the pipeline's own.
-    pub fn from_pipeline(pipeline: wgpu::ComputePipeline) -> Self {
+    /// A pass compiled elsewhere (Bevy's `PipelineCache`) from `pass`: its
+    /// group 0 layout is the pipeline's own.
+    pub fn from_pipeline(pipeline: wgpu::ComputePipeline, pass: &PassLayout) -> Self {
         Self {
             layout: pipeline.get_bind_group_layout(0),
             pipeline,
+            bindings: pass.bindings.iter().map(|&(b, _)| b).collect(),
         }
     }
 }
@@ -98,7 +107,7 @@ pub(crate) struct EncodeContext<'a, 'r> {
     pub param_views: u32,
     pub recorder: &'a mut Option<Recorder<'r>>,
     /// What the visibility test binds (the occlusion phases' history and
-    /// pyramid), in every pass that reads instances.
+    /// pyramid), in every pass that votes.
     pub visibility_entries: &'a [wgpu::BindGroupEntry<'a>],
 }
 
@@ -152,12 +161,17 @@ impl EncodeContext<'_, '_> {
         entries
     }
 
-    /// A bind group for `pass`.
+    /// A bind group for `pass`, of the entries its layout has.
     pub fn bind_group(&self, pass: &CompiledPass, entries: &[wgpu::BindGroupEntry]) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = entries
+            .iter()
+            .filter(|e| pass.bindings.contains(&e.binding))
+            .cloned()
+            .collect();
         self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("cull"),
             layout: &pass.layout,
-            entries,
+            entries: &entries,
         })
     }
 

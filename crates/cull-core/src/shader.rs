@@ -10,6 +10,7 @@ use crate::kernel::{
     DRAW_ARGS_WORDS, INSTANCE_COUNT_OFFSET, ITEMS_PER_THREAD, MAX_OUTPUT_WINDOWS, MAX_VIEWS, PassLayout,
     ShaderDefValue, ShaderModule, bindings, shader_module,
 };
+use crate::timing::PassKind;
 use crate::variants::{KernelTuning, SCAN_LIBRARY, ScanKernel};
 use crate::visibility::VisibilityKernel;
 use crate::{InstanceFormat, OutputKind, ScanVariant};
@@ -144,11 +145,11 @@ impl ModuleShape {
     }
 
     /// The variant's passes, with the visibility test's bindings added to
-    /// each pass that reads instances (the passes that vote).
+    /// each pass that votes (a vote pass or a fused one).
     pub fn passes(&self) -> Vec<PassLayout> {
         let mut passes = self.kernel.passes(self.windows);
         for pass in &mut passes {
-            if pass.bindings.iter().any(|&(b, _)| b == bindings::INSTANCES) {
+            if matches!(pass.kind, PassKind::Vote | PassKind::Fused) {
                 pass.bindings.extend_from_slice(self.visibility.bindings);
             }
         }

@@ -18,7 +18,7 @@
 #define_import_path cull::visibility::occlusion
 
 #import cull::params::params
-#import cull::math::WorldSphere
+#import cull::math::{WorldSphere, all_finite, finite}
 #import cull::visibility::sphere_frustum::{visible as frustum_visible, in_frustum, in_band, wide_radius}
 
 // Must equal cull_core::occlusion::OCCLUSION_PIXEL_MARGIN (a test holds them
@@ -62,17 +62,22 @@ fn hiz_visible(s: WorldSphere) -> bool {
     var lo = vec3<f32>(3.0e38);
     var hi = vec3<f32>(-3.0e38);
     var min_w = 3.0e38;
+    // An overflowed sphere (kept by the frustum test) or corner may cover
+    // anything; min() of a NaN is undefined (NVIDIA returns the other
+    // operand), so finiteness is tracked on bits.
+    var finite_box = finite(r);
     for (var k = 0u; k < 8u; k++) {
         let c = base + select(-ax, ax, (k & 1u) != 0u) + select(-ay, ay, (k & 2u) != 0u)
             + select(-az, az, (k & 4u) != 0u);
+        finite_box = finite_box & all_finite(c);
         min_w = min(min_w, c.w);
         let ndc = c.xyz / c.w;
         lo = min(lo, ndc);
         hi = max(hi, ndc);
     }
     // A corner at or behind the eye: the box reaches the camera, and its
-    // projection is unbounded. (Also true when the box overflowed.)
-    if !(min_w > 0.0) {
+    // projection is unbounded.
+    if !finite_box || !(min_w > 0.0) {
         return true;
     }
     let size = vec2<f32>(params.pyramid_size);

@@ -170,19 +170,23 @@ impl CullResources<'_, '_> {
         };
         let encoder = ctx.command_encoder();
         let culled = match occlusion {
-            Some(occlusion) => match occlusion.history.lock() {
-                Ok(history) => culler.culler().cull_views_early(
+            Some(occlusion) => {
+                let history = occlusion.history.lock().unwrap_or_else(|e| e.into_inner());
+                let culled = culler.culler().cull_views_early(
                     encoder,
                     &self.queue,
                     &batch.input,
                     target,
                     &params,
                     &history,
-                ),
-                Err(_) => Err(cull_core::CullError::InvalidParameter(
-                    "the occlusion history's lock is poisoned",
-                )),
-            },
+                );
+                // Without early lists the late phase must draw all it
+                // finds visible: forget the history.
+                if culled.is_err() {
+                    history.clear(encoder);
+                }
+                culled
+            }
             None => culler
                 .culler()
                 .cull_views(encoder, &self.queue, &batch.input, target, &params),
@@ -292,8 +296,9 @@ pub(crate) fn enter_main_phase(phase: Res<CurrentDrawPhase>) {
     phase.set(DrawPhase::Main);
 }
 
-/// Each camera's depth pyramid, rebuilt when the depth buffer's size
-/// changes, and the builder.
+/// Each occluded camera's depth pyramid, rebuilt when the depth buffer's
+/// size changes (and dropped with the camera or its occlusion culling:
+/// [`prune_pyramids`]), and the builder.
 #[derive(Resource)]
 pub(crate) struct Pyramids {
     builder: Option<cull_core::PyramidBuilder>,
@@ -310,6 +315,16 @@ impl FromWorld for Pyramids {
             builder,
             by_view: Default::default(),
         }
+    }
+}
+
+/// Drops the pyramids of views that are gone or no longer occlusion-culled.
+pub(crate) fn prune_pyramids(
+    pyramids: Res<Pyramids>,
+    views: Query<Entity, With<crate::components::GpuCullOcclusion>>,
+) {
+    if let Ok(mut by_view) = pyramids.by_view.lock() {
+        by_view.retain(|view, _| views.contains(*view));
     }
 }
 
@@ -348,10 +363,18 @@ pub(crate) fn cull_view_late(
         Frustum::everything()
     });
     let metric = SizeMetric::from_view(extracted.clip_from_view, extracted.world_from_view.to_matrix());
-    let occlusion_camera = cull_core::OcclusionCamera::from_view(
-        extracted.clip_from_view,
-        extracted.world_from_view.to_matrix(),
-    );
+    // The projection the frustum and Bevy's draws use: its clip_from_world
+    // where Bevy has one, about the camera's position.
+    let occlusion_camera = match extracted.clip_from_world {
+        Some(clip_from_world) => cull_core::OcclusionCamera::from_clip_from_world(
+            clip_from_world,
+            extracted.world_from_view.translation(),
+        ),
+        None => cull_core::OcclusionCamera::from_view(
+            extracted.clip_from_view,
+            extracted.world_from_view.to_matrix(),
+        ),
+    };
     // The pyramid of the depth the early prepass left.
     let (width, height) = (depth.texture.width(), depth.texture.height());
     let mut by_view = pyramids.by_view.lock().unwrap_or_else(|e| e.into_inner());

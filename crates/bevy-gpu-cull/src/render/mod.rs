@@ -17,7 +17,7 @@ use bevy::camera::visibility::RenderLayers;
 use bevy::core_pipeline::core_3d::Opaque3d;
 use bevy::core_pipeline::mip_generation::experimental::depth::early_downsample_depth;
 use bevy::core_pipeline::prepass::Opaque3dPrepass;
-use bevy::core_pipeline::prepass::node::late_prepass;
+use bevy::core_pipeline::prepass::node::{early_prepass, late_prepass};
 use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
 use bevy::ecs::system::SystemState;
 use bevy::light::NotShadowReceiver;
@@ -136,6 +136,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                 (
                     cull::report_culled_frame,
                     cull::read_back_counts,
+                    cull::prune_pyramids,
                     draw::report_drawn,
                     prepare::report_gpu_bytes,
                 )
@@ -157,6 +158,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                 // late prepass; then the main pass draws every list.
                 (cull::enter_late_phase, cull::cull_view_late)
                     .chain()
+                    .after(early_prepass)
                     .after(early_downsample_depth)
                     .before(late_prepass)
                     .before(per_view_shadow_pass::<LATE_SHADOW_PASS>)

@@ -413,18 +413,24 @@ pub(crate) type OcclusionQueryData = (
     Has<bevy::render::occlusion_culling::OcclusionCulling>,
     Option<&'static bevy::render::camera::ExtractedCamera>,
     Option<&'static Msaa>,
+    (
+        Has<bevy::render::camera::TemporalJitter>,
+        Has<bevy::render::view::NoIndirectDrawing>,
+        Has<bevy::camera::MainPassResolutionOverride>,
+    ),
 );
 
 /// Whether a camera with these components is occlusion-culled: it asks for
 /// it ([`crate::GpuCullOcclusion`]) and has what it needs, Bevy's early and
-/// late prepasses (`DepthPrepass` and `OcclusionCulling`), no custom
-/// viewport and no MSAA. A camera that asks without them is warned about
+/// late prepasses (`DepthPrepass` and `OcclusionCulling`, without
+/// `NoIndirectDrawing`), no custom viewport or resolution override, no MSAA
+/// and no temporal jitter (TAA). A camera that asks without them is warned about
 /// once. (With MSAA on lavapipe, the depth the early prepass left read as
 /// empty from the late cull, though a multisampled depth builds its pyramid
 /// in cull-core's tests; until that is understood, such a camera is
 /// frustum-culled.)
 pub(crate) fn occlusion_culled(
-    (asks, depth_prepass, occlusion_culling, camera, msaa): bevy::ecs::query::QueryItem<
+    (asks, depth_prepass, occlusion_culling, camera, msaa, (jitter, no_indirect, resolution_override)): bevy::ecs::query::QueryItem<
         '_,
         '_,
         OcclusionQueryData,
@@ -433,10 +439,10 @@ pub(crate) fn occlusion_culled(
     if !asks {
         return false;
     }
-    if !(depth_prepass && occlusion_culling) {
+    if !(depth_prepass && occlusion_culling) || no_indirect {
         warn_once!(
-            "bevy-gpu-cull: GpuCullOcclusion needs Bevy's DepthPrepass and OcclusionCulling on the camera; \
-             its batches are frustum-culled only"
+            "bevy-gpu-cull: GpuCullOcclusion needs Bevy's DepthPrepass and OcclusionCulling on the camera \
+             (and no NoIndirectDrawing); its batches are frustum-culled only"
         );
         return false;
     }
@@ -446,10 +452,19 @@ pub(crate) fn occlusion_culled(
         );
         return false;
     }
-    if camera.is_some_and(|c| c.viewport.is_some()) {
+    // Jitter moves what is drawn by up to half a pixel against the
+    // unjittered projection the test uses.
+    if jitter {
         warn_once!(
-            "bevy-gpu-cull: occlusion culling of a camera with a custom viewport is not supported; \
+            "bevy-gpu-cull: occlusion culling of a camera with TemporalJitter (TAA) is not supported; \
              its batches are frustum-culled only"
+        );
+        return false;
+    }
+    if camera.is_some_and(|c| c.viewport.is_some()) || resolution_override {
+        warn_once!(
+            "bevy-gpu-cull: occlusion culling of a camera with a custom viewport or resolution override \
+             is not supported; its batches are frustum-culled only"
         );
         return false;
     }

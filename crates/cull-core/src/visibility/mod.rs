@@ -50,8 +50,8 @@ pub(crate) struct VisibilityKernel {
     pub shader_def: &'static str,
     /// Its WGSL: `visible(WorldSphere, i: u32, view: u32) -> bool`.
     pub module: ShaderModule,
-    /// What it binds beyond the uniforms, in every pass that reads
-    /// instances (`crate::passes::EncodeContext::chunk_entries` binds them).
+    /// What it binds beyond the uniforms, in every pass that
+    /// votes (`crate::passes::EncodeContext::chunk_entries` binds them).
     pub bindings: &'static [(u32, Slot)],
 }
 

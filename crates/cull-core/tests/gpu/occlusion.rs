@@ -569,3 +569,73 @@ pub fn refused_on_gl(ctx: &GpuContext, culler: &Culler, scene: &Scene) {
         "{late:?}"
     );
 }
+
+/// A sphere that overflows `f32` (a scale of 10³⁸ on a unit mesh) may cover
+/// anything: the late phase keeps it behind a wall that hides an ordinary
+/// sphere beside it, in every variant, and the CPU mirror agrees.
+#[test]
+fn an_overflowed_sphere_survives_the_late_phase() {
+    let ctx = gpu();
+    let builder = PyramidBuilder::new(&ctx.device).unwrap();
+    let camera_kind = CameraKind::InfiniteReverseZ;
+    let proj = camera_kind.projection();
+    // Looking down -Z from the origin; a wall 5 units away over the screen.
+    let wall = {
+        let c = proj * glam::Vec4::new(0.0, 0.0, -5.0, 1.0);
+        c.z / c.w
+    };
+    let scene = Scene {
+        clip_from_world: proj,
+        bounds: cull_core::Sphere::new(Vec3::ZERO, 1.0),
+        instances: vec![
+            cull_core::Instance::from_position(Vec3::new(0.0, 0.0, -20.0)),
+            cull_core::Instance {
+                scale: 1.0e38,
+                ..cull_core::Instance::from_position(Vec3::new(0.5, 0.0, -20.0))
+            },
+        ],
+    };
+    let camera = OcclusionCamera::from_clip_from_world(proj, Vec3::ZERO).unwrap();
+    let (pyramid, cpu) = build_pyramid(
+        ctx,
+        Some(&builder),
+        &vec![wall; (WIDTH * HEIGHT) as usize],
+        DepthOrder::ReverseZ,
+    );
+    let format = InstanceFormat::PosQuat;
+    let bytes = format.encode(&scene.instances).unwrap();
+    let spheres: Vec<_> = (0..2)
+        .map(|i| format.world_sphere(&bytes, i, scene.bounds).unwrap())
+        .collect();
+    assert_eq!(camera.classify(&spheres[0], &cpu), SphereClass::Outside);
+    assert_eq!(camera.classify(&spheres[1], &cpu), SphereClass::Inside);
+    for (variant, tuning) in forms(ctx) {
+        let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, 1);
+        let input = CullInput::new(&ctx.device, format, 2).unwrap();
+        input.write(&ctx.queue, 0, &bytes).unwrap();
+        let target = CullTarget::new(&ctx.device, &culler, 2).unwrap();
+        let mut history = OcclusionHistory::new(&ctx.device, 2).unwrap();
+        let frusta = [scene.frustum().unwrap()];
+        let params = CullViewsParams {
+            frusta: &frusta,
+            local_bounds: scene.bounds,
+            count: 2,
+        };
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        culler
+            .cull_views_late(
+                &mut encoder,
+                &ctx.queue,
+                &input,
+                &target,
+                &params,
+                &mut history,
+                &pyramid,
+                &camera,
+            )
+            .unwrap();
+        ctx.queue.submit([encoder.finish()]);
+        let kept = read_lists(ctx, &culler, &bytes, &target, 1, 2);
+        assert_eq!(kept[0], [1], "{variant:?} ({})", form_name(&culler));
+    }
+}
