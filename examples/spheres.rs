@@ -58,11 +58,14 @@ struct Args {
     /// or with `--compare bevy` Bevy's own; both with Bevy's depth prepass
     /// and no MSAA.
     occlusion: bool,
+    /// With `--compare bevy`: Bevy's `NoCpuCulling` on the camera, which
+    /// skips its CPU frustum culling of every entity (its GPU culling stays).
+    no_cpu_culling: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--occlusion] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--occlusion] [--no-cpu-culling] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
     );
     std::process::exit(2)
 }
@@ -82,6 +85,7 @@ fn parse_args() -> Args {
         shadows: false,
         lod: false,
         occlusion: false,
+        no_cpu_culling: false,
     };
     let mut it = std::env::args().skip(1);
     let mut sized = false;
@@ -93,6 +97,7 @@ fn parse_args() -> Args {
             "--shadows" => args.shadows = true,
             "--lod" => args.lod = true,
             "--occlusion" => args.occlusion = true,
+            "--no-cpu-culling" => args.no_cpu_culling = true,
             "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
             "--screenshot" => args.screenshot = Some(value().into()),
             "--capture" => args.capture = Some(value().into()),
@@ -310,6 +315,9 @@ fn setup(
     ));
     if args.occlusion {
         camera.insert(support::occlusion_culling());
+    }
+    if args.no_cpu_culling {
+        camera.insert(bevy::camera::visibility::NoCpuCulling);
     }
     if args.headless {
         camera.insert(support::headless_target(&mut images, args.width, args.height));
@@ -664,7 +672,7 @@ fn finish_headless(
     };
     let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{s:.1}"));
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
@@ -679,6 +687,7 @@ fn finish_headless(
         args.shadows,
         args.lod,
         args.occlusion,
+        args.no_cpu_culling,
         stats.visible_per_level.values().next().map_or("n/a".into(), |l| l
             .iter()
             .map(|n| n.to_string())
