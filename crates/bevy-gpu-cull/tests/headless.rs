@@ -2635,3 +2635,58 @@ fn occlusion_behind_a_wall(setup: CameraSetup) {
     let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     assert!(errors.is_empty(), "render errors: {errors:#?}");
 }
+
+/// Issue 17: two occlusion-culled cameras keep their own pyramids and
+/// histories: a wall in front of the first hides part of its view, while
+/// the second, looking at the grid from the other side with the wall behind
+/// it, keeps everything in its frustum.
+#[test]
+fn two_occlusion_culled_cameras_cull_independently() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let behind = Transform::from_xyz(0.0, 6.0, -90.0).looking_at(Vec3::new(0.0, 0.0, -60.0), Vec3::Y);
+    let mut h = harness_with(None, &[looking_down_grid(), behind], CameraSetup::Plain);
+    record_render_errors(&mut h.app);
+    let world = h.app.world_mut();
+    for &camera in &h.cameras {
+        world.entity_mut(camera).insert((
+            bevy::core_pipeline::prepass::DepthPrepass,
+            bevy::render::occlusion_culling::OcclusionCulling,
+            GpuCullOcclusion,
+        ));
+    }
+    let wall_mesh = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Cuboid::new(30.0, 12.0, 0.5));
+    let gray = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial::from_color(Color::srgb(0.5, 0.5, 0.5)));
+    world.spawn((
+        Mesh3d(wall_mesh),
+        MeshMaterial3d(gray),
+        Transform::from_xyz(-15.0, 1.0, 2.0),
+    ));
+    let start = std::time::Instant::now();
+    let mut last = Vec::new();
+    while start.elapsed() < SETTLE {
+        h.app.update();
+        let expected = expected_counts(&mut h);
+        let stats = h.app.world().resource::<GpuCullStats>();
+        last = h
+            .cameras
+            .iter()
+            .map(|&c| stats.visible.get(&(c, h.batch)).copied().unwrap_or(u32::MAX))
+            .collect();
+        // The first camera sees less than its frustum, the second all of it.
+        if stats.culled_frames > 5
+            && last[0] > 0
+            && last[0] < expected[0] * 3 / 4
+            && expected[1] > 0
+            && last[1] == expected[1]
+        {
+            let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            assert!(errors.is_empty(), "render errors: {errors:#?}");
+            return;
+        }
+    }
+    panic!("counts {last:?}, frusta {:?}", expected_counts(&mut h));
+}
