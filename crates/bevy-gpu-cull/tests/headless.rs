@@ -2537,6 +2537,33 @@ fn occlusion_culling_with_msaa_falls_back_to_frustum_culling() {
     assert_renders(&mut h, "occlusion culling with MSAA");
 }
 
+/// Occlusion culling on every camera of `h` (with the Bevy components it
+/// needs), and a gray wall between the first camera and the left half of
+/// the grid; returns the wall.
+fn occlusion_with_a_wall(h: &mut Harness) -> Entity {
+    let world = h.app.world_mut();
+    for &camera in &h.cameras {
+        world.entity_mut(camera).insert((
+            bevy::core_pipeline::prepass::DepthPrepass,
+            bevy::render::occlusion_culling::OcclusionCulling,
+            GpuCullOcclusion,
+        ));
+    }
+    let wall_mesh = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Cuboid::new(30.0, 12.0, 0.5));
+    let gray = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial::from_color(Color::srgb(0.5, 0.5, 0.5)));
+    world
+        .spawn((
+            Mesh3d(wall_mesh),
+            MeshMaterial3d(gray),
+            Transform::from_xyz(-15.0, 1.0, 2.0),
+        ))
+        .id()
+}
+
 fn occlusion_behind_a_wall(setup: CameraSetup) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], setup);
@@ -2544,26 +2571,7 @@ fn occlusion_behind_a_wall(setup: CameraSetup) {
     assert!(setup != CameraSetup::HdrMsaa4);
     record_render_errors(&mut h.app);
     let camera = h.cameras[0];
-    let world = h.app.world_mut();
-    world.entity_mut(camera).insert((
-        bevy::core_pipeline::prepass::DepthPrepass,
-        bevy::render::occlusion_culling::OcclusionCulling,
-        GpuCullOcclusion,
-    ));
-    let wall_mesh = world
-        .resource_mut::<Assets<Mesh>>()
-        .add(Cuboid::new(30.0, 12.0, 0.5));
-    let gray = world
-        .resource_mut::<Assets<StandardMaterial>>()
-        .add(StandardMaterial::from_color(Color::srgb(0.5, 0.5, 0.5)));
-    // Between the camera and the grid, over its left half.
-    let wall = world
-        .spawn((
-            Mesh3d(wall_mesh),
-            MeshMaterial3d(gray),
-            Transform::from_xyz(-15.0, 1.0, 2.0),
-        ))
-        .id();
+    let wall = occlusion_with_a_wall(&mut h);
     let occluded = settled_count(&mut h).expect("the count settles");
     let in_frustum = expected_visible(&mut h.app, camera, h.batch);
     assert!(
@@ -2646,25 +2654,7 @@ fn two_occlusion_culled_cameras_cull_independently() {
     let behind = Transform::from_xyz(0.0, 6.0, -90.0).looking_at(Vec3::new(0.0, 0.0, -60.0), Vec3::Y);
     let mut h = harness_with(None, &[looking_down_grid(), behind], CameraSetup::Plain);
     record_render_errors(&mut h.app);
-    let world = h.app.world_mut();
-    for &camera in &h.cameras {
-        world.entity_mut(camera).insert((
-            bevy::core_pipeline::prepass::DepthPrepass,
-            bevy::render::occlusion_culling::OcclusionCulling,
-            GpuCullOcclusion,
-        ));
-    }
-    let wall_mesh = world
-        .resource_mut::<Assets<Mesh>>()
-        .add(Cuboid::new(30.0, 12.0, 0.5));
-    let gray = world
-        .resource_mut::<Assets<StandardMaterial>>()
-        .add(StandardMaterial::from_color(Color::srgb(0.5, 0.5, 0.5)));
-    world.spawn((
-        Mesh3d(wall_mesh),
-        MeshMaterial3d(gray),
-        Transform::from_xyz(-15.0, 1.0, 2.0),
-    ));
+    occlusion_with_a_wall(&mut h);
     let start = std::time::Instant::now();
     let mut last = Vec::new();
     while start.elapsed() < SETTLE {
