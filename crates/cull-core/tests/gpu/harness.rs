@@ -201,18 +201,28 @@ pub fn run_views(
         .cull_views(&mut encoder, &ctx.queue, &job.input, &target, &params)
         .unwrap();
     ctx.queue.submit([encoder.finish()]);
-    (0..frusta.len() as u32)
+    read_views(ctx, culler, &job.bytes, &target, frusta.len(), params.count)
+}
+
+/// The survivors of `target`'s first `views` views as batch indices, in
+/// output order (`bytes`: the input, for instance output); each count at
+/// most `count`.
+pub fn read_views(
+    ctx: &GpuContext,
+    culler: &Culler,
+    bytes: &[u8],
+    target: &CullTarget,
+    views: usize,
+    count: u32,
+) -> Vec<Vec<u32>> {
+    (0..views as u32)
         .map(|view| {
             let visible = target.read_view_count(&ctx.device, &ctx.queue, view).unwrap();
-            assert!(
-                visible <= params.count,
-                "view {view}: visible count {visible} > {}",
-                params.count
-            );
+            assert!(visible <= count, "view {view}: visible count {visible} > {count}");
             let out = target
                 .read_view_output(&ctx.device, &ctx.queue, view, visible)
                 .unwrap();
-            survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out)
+            survivors_as_indices(culler.format(), culler.output(), bytes, &out)
         })
         .collect()
 }

@@ -125,3 +125,31 @@ fn too_few_storage_buffers_is_an_error() {
         }
     }
 }
+
+/// Both phases of occlusion culling within WebGPU's default limits, in
+/// every portable variant, also past one binding (the history and the
+/// pyramid beside four output windows, chunk after chunk).
+#[test]
+fn occlusion_is_exact_within_webgpu_limits() {
+    let ctx = webgpu_device();
+    let builder = cull_core::PyramidBuilder::new(&ctx.device).unwrap();
+    let small = Tuning {
+        max_binding_size: Some(64 << 10),
+        ..Default::default()
+    };
+    for variant in ScanVariant::compiled().filter(|v| v.is_available(wgpu::Features::empty())) {
+        for tuning in [Tuning::default(), small] {
+            let format = InstanceFormat::PosQuat;
+            let culler = culler(&ctx, variant, format, OutputKind::Indices, tuning);
+            let chunk = culler.chunk_len() as usize;
+            let (n, camera) = if tuning == small {
+                (3 * chunk + 77, Camera::Perspective)
+            } else {
+                (4099, Camera::InfiniteReverseZ)
+            };
+            let scene = edge_scene(n as u64 + 31, n, camera, format);
+            let what = format!("{variant:?} n={n} chunk={chunk} occlusion (WebGPU limits)");
+            crate::occlusion::two_frames(&ctx, &culler, Some(&builder), &scene, camera, false, &what);
+        }
+    }
+}
