@@ -17,12 +17,16 @@
 #import cull::formats::packed16::{InstanceData, instances, world_sphere}
 #endif
 
+// Every test has the same two steps (see sphere_frustum.wgsl): classify()
+// once per instance, keeps() per view.
 #ifdef VISIBILITY_SPHERE_FRUSTUM
-#import cull::visibility::sphere_frustum::visible
+#import cull::visibility::sphere_frustum::{Verdict, classify, keeps}
+#else ifdef VISIBILITY_DETAIL_LEVELS
+#import cull::visibility::sphere_frustum::{Verdict, classify, keeps}
 #else ifdef VISIBILITY_OCCLUSION_EARLY
-#import cull::visibility::occlusion::visible
+#import cull::visibility::occlusion::{Verdict, classify, keeps}
 #else ifdef VISIBILITY_OCCLUSION_LATE
-#import cull::visibility::occlusion::visible
+#import cull::visibility::occlusion::{Verdict, classify, keeps}
 #endif
 
 #ifdef OUTPUT_INSTANCES
@@ -99,7 +103,7 @@ fn vote(i: u32, view: u32) -> bool {
     if i >= params.chunk_len {
         return false;
     }
-    return visible(world_sphere(instances[i]), i, view);
+    return keeps(classify(world_sphere(instances[i]), i), view);
 }
 
 // Instance `i` of the chunk, or zeros past its end.
@@ -136,35 +140,38 @@ fn load_items(first: u32) -> Items {
     return load_rows(first, WORKGROUP_SIZE);
 }
 
-// The world spheres of a thread's four items: computed once, then voted
-// against every view (the transform is most of a vote's arithmetic).
-struct Spheres {
-    sx: WorldSphere,
-    sy: WorldSphere,
-    sz: WorldSphere,
-    sw: WorldSphere,
+// The verdicts of a thread's four items (classify): what no view changes,
+// computed once, then voted in every view (the transform and, for one
+// camera's levels of detail, the frustum test are most of a vote's
+// arithmetic).
+struct Verdicts {
+    vx: Verdict,
+    vy: Verdict,
+    vz: Verdict,
+    vw: Verdict,
 }
 
-fn item_spheres(items: Items) -> Spheres {
-    return Spheres(world_sphere(items.dx), world_sphere(items.dy), world_sphere(items.dz), world_sphere(items.dw));
+fn classify_items(items: Items) -> Verdicts {
+    return Verdicts(classify(world_sphere(items.dx), items.index.x), classify(world_sphere(items.dy), items.index.y),
+                    classify(world_sphere(items.dz), items.index.z), classify(world_sphere(items.dw), items.index.w));
 }
 
 // The items' votes in `view`; false past the chunk's end, and for a view
 // past this cull's (a target's kernel has a block for each of its views).
-fn vote_spheres(items: Items, spheres: Spheres, view: u32) -> vec4<bool> {
+fn vote_verdicts(items: Items, verdicts: Verdicts, view: u32) -> vec4<bool> {
 #if VIEWS > 1
     let inside = (items.index < vec4<u32>(params.chunk_len)) & vec4<bool>(view < params.view_count);
 #else
     let inside = items.index < vec4<u32>(params.chunk_len);
 #endif
-    return inside & vec4<bool>(visible(spheres.sx, items.index.x, view), visible(spheres.sy, items.index.y, view),
-                               visible(spheres.sz, items.index.z, view), visible(spheres.sw, items.index.w, view));
+    return inside & vec4<bool>(keeps(verdicts.vx, view), keeps(verdicts.vy, view),
+                               keeps(verdicts.vz, view), keeps(verdicts.vw, view));
 }
 
 // Whether loaded item `d` (chunk-local index `i`) is visible in `view`;
 // false past the chunk's end, without computing its sphere.
 fn vote_item(i: u32, d: InstanceData, view: u32) -> bool {
-    return i < params.chunk_len && visible(world_sphere(d), i, view);
+    return i < params.chunk_len && keeps(classify(world_sphere(d), i), view);
 }
 
 // The items' votes in `view`, for kernels that vote each item once.

@@ -21,7 +21,7 @@ const MAX_VIEWS: u32 = #{MAX_VIEWS}u;
 // NVIDIA (driver 580) where lavapipe was exact; blocks under `if
 // params.view_count >= k` ran ten times slower on lavapipe and kept memory
 // on every dispatch. A block past params.view_count votes nothing
-// (vote_spheres), and a one-view kernel is the single-view code.
+// (vote_verdicts), and a one-view kernel is the single-view code.
 const VIEWS: u32 = #{VIEWS}u;
 
 // One entry per dispatch, at a 256-byte dynamic offset (cull_core's GpuParams).

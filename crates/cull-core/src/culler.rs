@@ -497,6 +497,10 @@ impl Culler {
     /// arguments ([`CullTarget::draw_args_offset`]). The target needs as
     /// many views ([`CullTarget::with_views`]); its other views are left
     /// as they were. Like [`Self::cull`], once per target per submission.
+    /// Views that are one camera's levels of detail vote with
+    /// [`VisibilityTest::DetailLevels`]'s kernel where it is compiled (or
+    /// this culler compiles its own), which tests the frustum once per
+    /// instance ([`VisibilityTest::for_views`]).
     pub fn cull_views(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -597,7 +601,20 @@ impl Culler {
                 });
             }
         }
-        let test = occlusion.as_ref().map_or(VisibilityTest::Frustum, |o| o.test);
+        let test = match &occlusion {
+            Some(o) => o.test,
+            None => {
+                // One camera's levels measure the frustum and the size once,
+                // where that kernel is at hand; the frustum test's keeps the
+                // same instances.
+                let levels = VisibilityTest::for_views(params.frusta);
+                if self.has_pipelines_for(target.windows(), target.views(), levels) {
+                    levels
+                } else {
+                    VisibilityTest::Frustum
+                }
+            }
+        };
         if let Some(o) = &occlusion {
             // On wgpu's GL backend (llvmpipe), the late phase lost visible
             // instances in the views after the first; refused until found.
@@ -614,10 +631,9 @@ impl Culler {
                     capacity: o.history.capacity() as u64,
                 });
             }
-            let first = params.frusta[0].planes();
-            if params.frusta.iter().any(|f| f.planes() != first) {
+            if !crate::visibility::views_share_camera(params.frusta) {
                 return Err(CullError::InvalidParameter(
-                    "an occlusion cull's views are one camera's: the same frustum (its levels of detail)",
+                    "an occlusion cull's views are one camera's: the same frustum and size metric (its levels of detail)",
                 ));
             }
         }

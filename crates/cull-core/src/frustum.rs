@@ -543,7 +543,7 @@ impl Frustum {
     }
 
     /// Classifies an instance's world sphere exactly as the shaders' vote
-    /// does (`visible()` in `shaders/cull/visibility/sphere_frustum.wgsl`): a sphere whose widened
+    /// does (`visible()` and `classify()` in `shaders/cull/visibility/sphere_frustum.wgsl`): a sphere whose widened
     /// radius or center is not finite (the transform overflowed `f32`) is
     /// kept; otherwise each plane's margin decides.
     pub fn classify(&self, sphere: &WorldSphere) -> SphereClass {

@@ -6,18 +6,18 @@
 // 128 lanes), and the workgroup its range in the output with one global
 // atomic. Within a subgroup's range survivors go row after row, so lanes
 // write consecutive slots. All four loads are issued before any vote.
-// With several views, the items are read and their world spheres computed
-// once, then voted, ranked and written per view. Output order is not
-// preserved.
+// With several views, the items are read and classified once (see
+// cull::items::classify_items), then voted, ranked and written per view.
+// Output order is not preserved.
 
 #import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_index}
-#import cull::items::{Items, Spheres, load_items, item_spheres, vote_spheres, emit_items, row_offsets}
+#import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, row_offsets}
 #import cull::scans::reserve::reserve_output
 #import cull::scans::ballot::{lanes_below, popcount_all}
 
 // Votes, ranks and writes the items in `view`.
-fn cull_view(view: u32, items: Items, spheres: Spheres, lane: u32, lid: u32, below: vec4<u32>) {
-    let v = vote_spheres(items, spheres, view);
+fn cull_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, lid: u32, below: vec4<u32>) {
+    let v = vote_verdicts(items, verdicts, view);
     let b0 = subgroupBallot(v.x);
     let b1 = subgroupBallot(v.y);
     let b2 = subgroupBallot(v.z);
@@ -36,29 +36,29 @@ fn cull(
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     let items = load_items(workgroup_index(wid) * TILE + lid);
-    let spheres = item_spheres(items);
+    let verdicts = classify_items(items);
     let below = lanes_below(lane);
     // One block per view of the target, not a loop (see cull::params::VIEWS).
-    cull_view(0u, items, spheres, lane, lid, below);
+    cull_view(0u, items, verdicts, lane, lid, below);
 #if VIEWS >= 2
-    cull_view(1u, items, spheres, lane, lid, below);
+    cull_view(1u, items, verdicts, lane, lid, below);
 #endif
 #if VIEWS >= 3
-    cull_view(2u, items, spheres, lane, lid, below);
+    cull_view(2u, items, verdicts, lane, lid, below);
 #endif
 #if VIEWS >= 4
-    cull_view(3u, items, spheres, lane, lid, below);
+    cull_view(3u, items, verdicts, lane, lid, below);
 #endif
 #if VIEWS >= 5
-    cull_view(4u, items, spheres, lane, lid, below);
+    cull_view(4u, items, verdicts, lane, lid, below);
 #endif
 #if VIEWS >= 6
-    cull_view(5u, items, spheres, lane, lid, below);
+    cull_view(5u, items, verdicts, lane, lid, below);
 #endif
 #if VIEWS >= 7
-    cull_view(6u, items, spheres, lane, lid, below);
+    cull_view(6u, items, verdicts, lane, lid, below);
 #endif
 #if VIEWS >= 8
-    cull_view(7u, items, spheres, lane, lid, below);
+    cull_view(7u, items, verdicts, lane, lid, below);
 #endif
 }

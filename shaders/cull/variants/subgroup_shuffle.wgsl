@@ -5,12 +5,13 @@
 // reserve their ranges in the workgroup with a shared atomic, the workgroup
 // in the output with one global atomic; within a subgroup's range survivors
 // go row after row, so lanes write consecutive slots. All four loads are
-// issued before any vote. With several views, the items are read and their
-// world spheres computed once, then voted, scanned and written per view.
+// issued before any vote. With several views, the items are read and
+// classified once (cull::items::classify_items), then voted, scanned and
+// written per view.
 // Output order is not preserved.
 
 #import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_index}
-#import cull::items::{Items, Spheres, load_items, item_spheres, vote_spheres, emit_items, pack_votes, unpack_bytes, row_offsets}
+#import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, pack_votes, unpack_bytes, row_offsets}
 #import cull::scans::reserve::reserve_output
 
 // One shuffle-up step of the scan, taken where the subgroup is wider than `d`.
@@ -36,8 +37,8 @@ fn scan_lanes(votes: u32, lane: u32, lanes: u32) -> u32 {
 }
 
 // Votes, scans and writes the items in `view`.
-fn cull_view(view: u32, items: Items, spheres: Spheres, lane: u32, lanes: u32, lid: u32) {
-    let keep = vote_spheres(items, spheres, view);
+fn cull_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, lanes: u32, lid: u32) {
+    let keep = vote_verdicts(items, verdicts, view);
     let votes = pack_votes(keep);
     let inclusive = scan_lanes(votes, lane, lanes);
     let totals = unpack_bytes(subgroupAdd(votes));
@@ -54,28 +55,28 @@ fn cull(
     @builtin(subgroup_size) lanes: u32,
 ) {
     let items = load_items(workgroup_index(wid) * TILE + lid);
-    let spheres = item_spheres(items);
+    let verdicts = classify_items(items);
     // One block per view of the target, not a loop (see cull::params::VIEWS).
-    cull_view(0u, items, spheres, lane, lanes, lid);
+    cull_view(0u, items, verdicts, lane, lanes, lid);
 #if VIEWS >= 2
-    cull_view(1u, items, spheres, lane, lanes, lid);
+    cull_view(1u, items, verdicts, lane, lanes, lid);
 #endif
 #if VIEWS >= 3
-    cull_view(2u, items, spheres, lane, lanes, lid);
+    cull_view(2u, items, verdicts, lane, lanes, lid);
 #endif
 #if VIEWS >= 4
-    cull_view(3u, items, spheres, lane, lanes, lid);
+    cull_view(3u, items, verdicts, lane, lanes, lid);
 #endif
 #if VIEWS >= 5
-    cull_view(4u, items, spheres, lane, lanes, lid);
+    cull_view(4u, items, verdicts, lane, lanes, lid);
 #endif
 #if VIEWS >= 6
-    cull_view(5u, items, spheres, lane, lanes, lid);
+    cull_view(5u, items, verdicts, lane, lanes, lid);
 #endif
 #if VIEWS >= 7
-    cull_view(6u, items, spheres, lane, lanes, lid);
+    cull_view(6u, items, verdicts, lane, lanes, lid);
 #endif
 #if VIEWS >= 8
-    cull_view(7u, items, spheres, lane, lanes, lid);
+    cull_view(7u, items, verdicts, lane, lanes, lid);
 #endif
 }

@@ -19,7 +19,8 @@
 
 #import cull::params::params
 #import cull::math::{WorldSphere, all_finite, finite}
-#import cull::visibility::sphere_frustum::{visible as frustum_visible, in_frustum, in_band, wide_radius}
+#import cull::visibility::sphere_frustum::{in_frustum, wide_radius}
+#import cull::visibility::screen_size::{level_terms, terms_in_band}
 
 // Must equal cull_core::occlusion::OCCLUSION_PIXEL_MARGIN (a test holds them
 // equal): covers the rounding of the projection, in pixels.
@@ -109,25 +110,43 @@ fn hiz_visible(s: WorldSphere) -> bool {
 }
 #endif
 
-// The vote of chunk-local instance `i` in `view` (a level of the camera the
-// pyramid was drawn from; every view of an occlusion cull has its planes).
-fn visible(s: WorldSphere, i: u32, view: u32) -> bool {
+// The vote in two steps (see sphere_frustum.wgsl): every view of an
+// occlusion cull is a level of the camera the pyramid was drawn from, with
+// its planes and size metric, so the frustum, the history and the pyramid
+// are consulted once per instance, and each level compares the size with
+// its band.
+struct Verdict {
+    // In the frustum, and: (early) visible after the last late phase;
+    // (late) past the pyramid and not drawn early.
+    kept: bool,
+    // Overflowed: in every band.
+    overflow: bool,
+    // The size (level_terms).
+    terms: vec2<f32>,
+}
+
+// Chunk-local instance `i`'s verdict; the late phase also writes whether it
+// is in the frustum and past the pyramid, whatever its level, to the
+// history.
+fn classify(s: WorldSphere, i: u32) -> Verdict {
     if i >= params.chunk_len {
-        return false;
+        return Verdict(false, false, vec2<f32>(0.0, 1.0));
     }
+    let terms = level_terms(s.center, s.radius);
+    let overflow = !finite(wide_radius(s));
 #ifdef VISIBILITY_OCCLUSION_LATE
     let was = was_visible(i);
-    var seen = in_frustum(s, view);
+    var seen = in_frustum(s, 0u);
     if seen {
         seen = hiz_visible(s);
     }
-    // The history: in the frustum and past the pyramid, whatever the level.
-    // Every view has the same planes; view 0 writes it.
-    if view == 0u {
-        history[params.history_write + params.chunk_start + i] = select(0u, 1u, seen);
-    }
-    return seen & !was & in_band(s, view);
+    history[params.history_write + params.chunk_start + i] = select(0u, 1u, seen);
+    return Verdict(seen & !was, overflow, terms);
 #else
-    return frustum_visible(s, i, view) & was_visible(i);
+    return Verdict(in_frustum(s, 0u) & was_visible(i), overflow, terms);
 #endif
+}
+
+fn keeps(v: Verdict, view: u32) -> bool {
+    return v.kept & (v.overflow | terms_in_band(view, v.terms));
 }

@@ -12,24 +12,51 @@
 
 #import cull::params::params
 
-// Whether the sphere (center, radius) falls in `view`'s size band. The band
-// is params.size_bands[view]: [0] the camera's position (xyz) and the scale
+// Whether `view` has a band at all: a uniform, so that branches on it are
+// taken alike by every thread and plain culls pay nothing for the band.
+fn has_band(view: u32) -> bool {
+    return params.size_bands[view][1].w != 0.0;
+}
+
+// The sphere's size under `view`'s metric as a fraction, (numerator,
+// distance): size = numerator / distance. The band is
+// params.size_bands[view]: [0] the camera's position (xyz) and the scale
 // (w); [1] the widened min and max size, 1.0 for a perspective view, and
 // 1.0 when the view has a band at all (0.0: every size is kept).
-fn in_size_band(view: u32, center: vec3<f32>, radius: f32) -> bool {
+fn size_terms(view: u32, center: vec3<f32>, radius: f32) -> vec2<f32> {
+    let origin_scale = params.size_bands[view][0];
+    let distance = select(1.0, length(center - origin_scale.xyz), params.size_bands[view][1].z != 0.0);
+    return vec2<f32>(radius * origin_scale.w, distance);
+}
+
+// Whether a size (size_terms) falls in `view`'s band; every size does in a
+// view without one. Compared by multiplying, so that a camera inside the
+// sphere (distance 0) counts as infinitely large.
+fn terms_in_band(view: u32, terms: vec2<f32>) -> bool {
     let band = params.size_bands[view][1];
-    // A view without a band: a branch on a uniform, taken alike by every
-    // thread, so that plain culls pay nothing for the test below.
     if band.w == 0.0 {
         return true;
     }
-    let origin_scale = params.size_bands[view][0];
-    // size = numerator / distance: compare by multiplying, so that a camera
-    // inside the sphere (distance 0) counts as infinitely large.
-    let distance = select(1.0, length(center - origin_scale.xyz), band.z != 0.0);
-    let numerator = radius * origin_scale.w;
-    let above_min = numerator >= band.x * distance;
+    let above_min = terms.x >= band.x * terms.y;
     // An infinite max (the nearest level) keeps everything above min.
-    let below_max = (band.y > 3.0e38) | (numerator < band.y * distance);
+    let below_max = (band.y > 3.0e38) | (terms.x < band.y * terms.y);
     return above_min & below_max;
+}
+
+// Whether the sphere (center, radius) falls in `view`'s size band.
+fn in_size_band(view: u32, center: vec3<f32>, radius: f32) -> bool {
+    if !has_band(view) {
+        return true;
+    }
+    return terms_in_band(view, size_terms(view, center, radius));
+}
+
+// The size terms of the levels of one camera (views that share view 0's
+// metric), measured once: under view 0's metric, or unused (0, 1) when the
+// views have no bands.
+fn level_terms(center: vec3<f32>, radius: f32) -> vec2<f32> {
+    if !has_band(0u) {
+        return vec2<f32>(0.0, 1.0);
+    }
+    return size_terms(0u, center, radius);
 }

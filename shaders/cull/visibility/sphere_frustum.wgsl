@@ -4,7 +4,7 @@
 
 #import cull::params::params
 #import cull::math::{WorldSphere, finite}
-#import cull::visibility::screen_size::in_size_band
+#import cull::visibility::screen_size::{in_size_band, level_terms, terms_in_band}
 
 // Must equal cull_core::frustum::PLANE_TOLERANCE (2^-18, a test holds them
 // equal): a few ulps of slack so that mathematically tangent spheres survive
@@ -30,17 +30,11 @@ fn sphere_visible(view: u32, center: vec3<f32>, r: f32) -> bool {
 // (widen_radius on the CPU), which bounds the rounding of the world sphere
 // and of every plane's sum since the normals are unit length. Every center
 // component reaches it through abs(): an infinity or NaN anywhere makes it
-// non-finite, so one scalar test (overflowed) covers them all.
+// non-finite, so one scalar test covers them all: an overflowed sphere is
+// kept, in every view and band (it may cover anything).
 fn wide_radius(s: WorldSphere) -> f32 {
     let c = s.center;
     return s.radius + PLANE_TOLERANCE * (abs(c.x) + abs(c.y) + abs(c.z) + s.radius + s.terms);
-}
-
-// Whether a sphere from finite input overflowed f32: it is kept, in every
-// view and band (it may cover anything). Decided on bits: a compiler may
-// assume no NaN.
-fn overflowed(s: WorldSphere) -> bool {
-    return !finite(wide_radius(s));
 }
 
 // Whether an instance's world sphere touches `view`'s frustum, whatever its
@@ -50,18 +44,52 @@ fn in_frustum(s: WorldSphere, view: u32) -> bool {
     return s.finite_input & (!finite(wide) | sphere_visible(view, s.center, wide));
 }
 
-// Whether an instance's world sphere lies in `view`'s level-of-detail band
-// (in_size_band); an overflowed sphere is in every band.
-fn in_band(s: WorldSphere, view: u32) -> bool {
-    return overflowed(s) | in_size_band(view, s.center, s.radius);
-}
-
 // Whether an instance's world sphere is visible in `view` and in its
-// level-of-detail band: the frustum test's vote. `i`, the chunk-local
-// index, is for tests that keep per-instance state (occlusion); this one
-// keeps none.
-fn visible(s: WorldSphere, i: u32, view: u32) -> bool {
+// level-of-detail band.
+fn visible(s: WorldSphere, view: u32) -> bool {
     let wide = wide_radius(s);
     let overflow = !finite(wide);
     return s.finite_input & (overflow | (sphere_visible(view, s.center, wide) & in_size_band(view, s.center, s.radius)));
 }
+
+// A test's vote comes in two steps (the interface of every visibility
+// test, imported by cull::items): classify() does once per instance what no
+// view changes, keeps() what each view adds. `i` is the chunk-local index,
+// for tests that keep per-instance state (occlusion); this one keeps none.
+#ifdef VISIBILITY_DETAIL_LEVELS
+// The views are one camera's levels of detail (the same planes and size
+// metric, cull_core's VisibilityTest::DetailLevels): the frustum test and the
+// size are computed once, and each level compares the size with its band.
+struct Verdict {
+    // Visible in the frustum (or overflowed).
+    in_frustum: bool,
+    // Overflowed: in every band.
+    overflow: bool,
+    // The size (level_terms).
+    terms: vec2<f32>,
+}
+
+fn classify(s: WorldSphere, i: u32) -> Verdict {
+    let wide = wide_radius(s);
+    let overflow = !finite(wide);
+    let inside = s.finite_input & (overflow | sphere_visible(0u, s.center, wide));
+    return Verdict(inside, overflow, level_terms(s.center, s.radius));
+}
+
+fn keeps(v: Verdict, view: u32) -> bool {
+    return v.in_frustum & (v.overflow | terms_in_band(view, v.terms));
+}
+#else
+// Views with frusta of their own: each view tests the sphere.
+struct Verdict {
+    sphere: WorldSphere,
+}
+
+fn classify(s: WorldSphere, i: u32) -> Verdict {
+    return Verdict(s);
+}
+
+fn keeps(v: Verdict, view: u32) -> bool {
+    return visible(v.sphere, view);
+}
+#endif

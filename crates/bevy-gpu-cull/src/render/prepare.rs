@@ -222,6 +222,21 @@ pub(crate) struct GpuBatch {
     pub buffers_id: u64,
 }
 
+/// The kernels a group's cull votes with: the occlusion phases for an
+/// occluded camera; for a camera alone with levels of detail, the kernel
+/// that tests its frustum once for all levels (what `Culler::cull_views`
+/// picks for such views, `VisibilityTest::for_views`); else the frustum
+/// test's.
+fn group_tests(occluded: bool, group_views: u32, levels: u32) -> &'static [VisibilityTest] {
+    if occluded {
+        &[VisibilityTest::OcclusionEarly, VisibilityTest::OcclusionLate]
+    } else if group_views == 1 && levels > 1 {
+        &[VisibilityTest::DetailLevels]
+    } else {
+        &[VisibilityTest::Frustum]
+    }
+}
+
 /// One view group's cull of one batch: a target with a list of survivors
 /// and draw arguments per view of the group.
 pub(crate) struct GroupTarget {
@@ -562,12 +577,10 @@ pub(crate) fn prepare_culler(world: &mut World) {
             t.groups
                 .values()
                 .flat_map(|g| {
-                    let tests: &[VisibilityTest] = if g.occlusion.is_some() {
-                        &[VisibilityTest::OcclusionEarly, VisibilityTest::OcclusionLate]
-                    } else {
-                        &[VisibilityTest::Frustum]
-                    };
-                    tests.iter().map(move |&test| (g.views, test))
+                    let levels = (g.lod.len() as u32).max(1);
+                    group_tests(g.occlusion.is_some(), g.views / levels, levels)
+                        .iter()
+                        .map(move |&test| (g.views, test))
                 })
                 .collect()
         })
@@ -919,11 +932,7 @@ pub(crate) fn prepare_targets(
                 // output windows, an occluded camera the occlusion phases':
                 // until Bevy has compiled them, the batch is not drawn (as
                 // Bevy does with a mesh whose pipeline is not ready).
-                let tests: &[VisibilityTest] = if occluded {
-                    &[VisibilityTest::OcclusionEarly, VisibilityTest::OcclusionLate]
-                } else {
-                    &[VisibilityTest::Frustum]
-                };
+                let tests = group_tests(occluded, group_views, levels);
                 if let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views) {
                     let mut ready = true;
                     for &test in tests {

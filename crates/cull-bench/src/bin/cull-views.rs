@@ -36,7 +36,7 @@ use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
     CpuPyramid, CullTarget, CullViewsParams, Culler, CullerDesc, DepthOrder, DepthPyramid, Frustum,
     InstanceFormat, MAX_VIEWS, OcclusionCamera, OcclusionHistory, OutputKind, PyramidBuilder, ScanVariant,
-    SizeMetric,
+    SizeMetric, VisibilityTest,
 };
 use glam::Mat4;
 use roofline::{Roofline, median, timed_context};
@@ -145,6 +145,17 @@ fn detail_levels(scene: &Scene, format: InstanceFormat, bytes: &[u8], k: u32) ->
     thresholds.dedup();
     thresholds.push(0.0);
     frustum.detail_levels(metric, &thresholds).unwrap()
+}
+
+/// `levels` with the first level's size scale one ulp larger: the same
+/// work, but no longer one camera's views ([`VisibilityTest::for_views`]).
+fn apart(levels: &[Frustum]) -> Vec<Frustum> {
+    let mut views = levels.to_vec();
+    if let Some(band) = views.first_mut().and_then(|f| f.size_band.as_mut()) {
+        band.metric.scale = band.metric.scale.next_up();
+        assert_eq!(VisibilityTest::for_views(&views), VisibilityTest::Frustum);
+    }
+    views
 }
 
 /// The scene's camera turned by `k` times a few degrees about its vertical.
@@ -293,6 +304,12 @@ fn main() {
                 }
             };
             let frusta: Vec<Vec<Frustum>> = VIEWS.iter().map(|&k| views_of(k)).collect();
+            // In --lod, the same levels with the nearest level's scale one
+            // ulp larger are no longer one camera's, so they are culled with
+            // a frustum test per level (VisibilityTest::Frustum) rather than
+            // one for all (DetailLevels): the same work otherwise, and the
+            // same references (a ulp is far inside the bands' tolerance).
+            let per_level: Vec<Vec<Frustum>> = frusta.iter().map(|views| apart(views)).collect();
             let references: Vec<Vec<_>> = frusta
                 .iter()
                 .map(|views| {
@@ -327,6 +344,7 @@ fn main() {
                     continue;
                 }
                 let mut ways: Vec<(u32, &str, Way)> = Vec::new();
+                const PER_LEVEL: &str = "one pass, a frustum test per level";
                 let way = |views: u32, k: u32, together: bool| {
                     Way::new(
                         &ctx,
@@ -340,10 +358,20 @@ fn main() {
                     ways.push((k, "single", way(1, k, false)));
                     if k > 1 {
                         ways.push((k, "one pass", way(MAX_VIEWS, k, true)));
+                        if args.lod {
+                            ways.push((k, PER_LEVEL, way(MAX_VIEWS, k, true)));
+                        }
                     }
                 }
+                let views_for = |k: u32, name: &str| {
+                    if name == PER_LEVEL {
+                        &per_level[of(k)]
+                    } else {
+                        &frusta[of(k)]
+                    }
+                };
                 for (k, name, way) in &ways {
-                    way.run(&ctx, &input, &frusta[of(*k)], &scene, n as u32);
+                    way.run(&ctx, &input, views_for(*k, name), &scene, n as u32);
                     let survivors = way.survivors(&ctx, *k, args.output, &bytes);
                     for (v, (got, r)) in survivors.iter().zip(&references[of(*k)]).enumerate() {
                         if let Err(e) = r.check(got) {
@@ -361,8 +389,8 @@ fn main() {
                 for round in 0..3 + args.runs {
                     let count = ways.len();
                     for j in 0..count {
-                        let (k, _, way) = &mut ways[(j + round) % count];
-                        let t = way.run(&ctx, &input, &frusta[of(*k)], &scene, n as u32);
+                        let (k, name, way) = &mut ways[(j + round) % count];
+                        let t = way.run(&ctx, &input, views_for(*k, name), &scene, n as u32);
                         let c = roofline.time_copy(&ctx, &copy);
                         if round >= 3 {
                             way.samples.push(t);

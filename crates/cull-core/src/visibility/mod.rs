@@ -11,6 +11,7 @@ mod occlusion;
 mod screen_size;
 mod sphere_frustum;
 
+use crate::frustum::Frustum;
 use crate::kernel::{ShaderModule, Slot};
 
 /// Which visibility test a kernel votes with.
@@ -20,6 +21,13 @@ pub enum VisibilityTest {
     /// band): every cull but an occlusion cull's.
     #[default]
     Frustum,
+    /// The frustum test for the levels of detail of one camera: views with
+    /// the same planes and size metric ([`crate::Frustum::detail_levels`]).
+    /// The frustum test and the size are computed once per instance, and
+    /// each level compares the size with its band. [`crate::Culler::cull_views`]
+    /// picks it for such views ([`Self::for_views`]) when its kernel is
+    /// available, else [`Self::Frustum`]'s, which keeps the same instances.
+    DetailLevels,
     /// Occlusion culling's early phase: the frustum test, and visible after
     /// the last late phase ([`crate::Culler::cull_views_early`]).
     OcclusionEarly,
@@ -30,7 +38,23 @@ pub enum VisibilityTest {
 
 impl VisibilityTest {
     /// Every test, in the registry's order.
-    pub const ALL: [VisibilityTest; 3] = [Self::Frustum, Self::OcclusionEarly, Self::OcclusionLate];
+    pub const ALL: [VisibilityTest; 4] = [
+        Self::Frustum,
+        Self::DetailLevels,
+        Self::OcclusionEarly,
+        Self::OcclusionLate,
+    ];
+
+    /// The test a plain cull of `frusta` ([`crate::Culler::cull_views`])
+    /// votes with: [`Self::DetailLevels`] for several views that are one
+    /// camera's levels ([`views_share_camera`]), else [`Self::Frustum`].
+    pub fn for_views(frusta: &[Frustum]) -> Self {
+        if frusta.len() > 1 && views_share_camera(frusta) {
+            Self::DetailLevels
+        } else {
+            Self::Frustum
+        }
+    }
 
     /// Its place in [`VISIBILITY_TESTS`] (and in a culler's kernel cache).
     pub(crate) fn index(self) -> usize {
@@ -42,13 +66,34 @@ impl VisibilityTest {
     }
 }
 
+/// Whether `frusta` are one camera's views, as [`crate::Frustum::detail_levels`]
+/// gives them: the same planes, and either no size band in any or bands of
+/// the same metric in all. The tests that measure the frustum and the size
+/// once per instance ([`VisibilityTest::DetailLevels`], the occlusion
+/// phases) need it.
+pub(crate) fn views_share_camera(frusta: &[Frustum]) -> bool {
+    let Some(first) = frusta.first() else {
+        return true;
+    };
+    frusta.iter().all(|f| {
+        f.planes() == first.planes()
+            && match (&f.size_band, &first.size_band) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.metric == b.metric,
+                _ => false,
+            }
+    })
+}
+
 /// One visibility test, described.
 pub(crate) struct VisibilityKernel {
     /// A short name.
     pub name: &'static str,
     /// The shader def that selects it in `items.wgsl`.
     pub shader_def: &'static str,
-    /// Its WGSL: `visible(WorldSphere, i: u32, view: u32) -> bool`.
+    /// Its WGSL: a `Verdict` struct, `classify(WorldSphere, i: u32) ->
+    /// Verdict` (once per instance: what no view changes) and
+    /// `keeps(Verdict, view: u32) -> bool` (per view).
     pub module: ShaderModule,
     /// What it binds beyond the uniforms, in every pass that
     /// votes (`crate::passes::EncodeContext::chunk_entries` binds them).
@@ -56,8 +101,12 @@ pub(crate) struct VisibilityKernel {
 }
 
 /// The registry, in [`VisibilityTest`]'s order.
-pub(crate) static VISIBILITY_TESTS: [VisibilityKernel; 3] =
-    [sphere_frustum::KERNEL, occlusion::EARLY, occlusion::LATE];
+pub(crate) static VISIBILITY_TESTS: [VisibilityKernel; 4] = [
+    sphere_frustum::KERNEL,
+    sphere_frustum::DETAIL_LEVELS,
+    occlusion::EARLY,
+    occlusion::LATE,
+];
 
 /// Library modules the tests import, in dependency order (before the
 /// tests' own modules).

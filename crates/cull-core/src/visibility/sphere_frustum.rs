@@ -13,3 +13,12 @@ pub(super) const KERNEL: VisibilityKernel = VisibilityKernel {
     module: shader_module!("visibility/sphere_frustum.wgsl"),
     bindings: &[],
 };
+
+/// The same module for one camera's levels of detail: the frustum test and
+/// the size once per instance, a band comparison per level.
+pub(super) const DETAIL_LEVELS: VisibilityKernel = VisibilityKernel {
+    name: "detail-levels",
+    shader_def: "VISIBILITY_DETAIL_LEVELS",
+    module: shader_module!("visibility/sphere_frustum.wgsl"),
+    bindings: &[],
+};

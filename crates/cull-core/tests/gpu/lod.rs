@@ -1,6 +1,8 @@
 //! Level of detail: one view per level (`Frustum::detail_levels`), all
 //! culled in one pass (`Culler::cull_views`), in every variant (both forms
-//! of the ordered one), format and output kind. Each level is checked
+//! of the ordered one), format and output kind, with the kernel that
+//! measures the frustum once for all levels and with the one that tests
+//! each view's own frustum. Each level is checked
 //! against the CPU reference as an exact set, and together the levels keep
 //! every clearly visible sphere above the cut-off at least once: a sphere
 //! within the tolerance of a threshold may be in two levels, never in none.
@@ -9,6 +11,7 @@ use crate::harness::*;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
     CullError, CullTarget, CullViewsParams, Frustum, InstanceFormat, OutputKind, SizeBand, SizeMetric,
+    VisibilityTest,
 };
 use glam::Vec3;
 
@@ -61,7 +64,7 @@ fn check(output: OutputKind) {
     let mut runs = 0;
     for (variant, tuning) in forms(ctx) {
         for format in InstanceFormat::ALL {
-            let culler = views_culler(ctx, variant, format, output, tuning, LEVELS as u32);
+            let culler = views_culler(ctx, variant, format, output, tuning, LEVELS as u32 + 1);
             let form = form_name(&culler);
             for (s, &size) in SIZES.iter().enumerate() {
                 let camera = Camera::ALL[s % Camera::ALL.len()];
@@ -71,6 +74,23 @@ fn check(output: OutputKind) {
                 let capacity = size as u32 + 13;
                 let survivors = run_views(ctx, &culler, &scene, &frusta, capacity, LEVELS as u32);
                 assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
+                // The same levels beside a view without a band are no longer
+                // one camera's: the frustum test's own kernel votes each
+                // level with its frustum (VisibilityTest::Frustum), where the
+                // run above measured the frustum once per instance
+                // (VisibilityTest::DetailLevels). The same reference holds.
+                assert_eq!(VisibilityTest::for_views(&frusta), VisibilityTest::DetailLevels);
+                let mut mixed = frusta.clone();
+                mixed.push(scene.frustum().unwrap());
+                assert_eq!(VisibilityTest::for_views(&mixed), VisibilityTest::Frustum);
+                let mixed_survivors = run_views(ctx, &culler, &scene, &mixed, capacity, LEVELS as u32 + 1);
+                assert_views_exact(
+                    &format!("{what} beside a plain view"),
+                    &culler,
+                    &scene,
+                    &mixed,
+                    &mixed_survivors,
+                );
                 // No gap between levels: every sphere clearly inside the
                 // frustum and clearly above the cut-off is in some level.
                 let bytes = format.encode(&scene.instances).unwrap();
