@@ -47,7 +47,8 @@ impl VisibilityTest {
 
     /// The test a plain cull of `frusta` ([`crate::Culler::cull_views`])
     /// votes with: [`Self::DetailLevels`] for several views that are one
-    /// camera's levels ([`views_share_camera`]), else [`Self::Frustum`].
+    /// camera's levels (the same planes, and no size band in any or bands
+    /// of the same metric in all), else [`Self::Frustum`].
     pub fn for_views(frusta: &[Frustum]) -> Self {
         if frusta.len() > 1 && views_share_camera(frusta) {
             Self::DetailLevels
