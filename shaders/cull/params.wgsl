@@ -55,9 +55,11 @@ struct CullParams {
     // 3 * |local_sphere.xyz|: the magnitude of the mesh-space center's terms
     // per unit of scale (cull_core::instance::local_terms).
     local_terms: f32,
-    pad_a: u32,
-    pad_b: u32,
-    pad_c: u32,
+    // Cell culling (cull::cells): the batch's cells, the cells of one chunk,
+    // and the words between two chunks' regions of kept cells.
+    cell_count: u32,
+    cells_per_chunk: u32,
+    cell_region_words: u32,
     // Occlusion (cull::visibility::occlusion; zeros in other culls): the
     // camera's clip_from_world with its translation taken about
     // occlusion_origin, so that the projection works on sphere centers
@@ -83,4 +85,31 @@ struct CullParams {
 // Linear workgroup index of a possibly two-dimensional dispatch.
 fn workgroup_index(wid: vec3<u32>) -> u32 {
     return wid.y * params.groups_x + wid.x;
+}
+
+#ifdef CELLS
+// Words of a chunk's record of kept cells before their tiles (cull::cells):
+// the indirect dispatch (x, y, z), their number, and the dispatch's row
+// width.
+const CELL_RECORD_WORDS: u32 = #{CELL_RECORD_WORDS}u;
+// The chunk's kept cells (its record, then its tiles), which the cell pass
+// wrote (as cull::cells::cell_lists) and the cull's dispatch read.
+@group(0) @binding(#{BINDING_KEPT_CELLS}) var<storage, read> kept_cells: array<u32>;
+#endif
+
+// The tile a workgroup culls: the workgroup's own, or with cells the kept
+// cell it was dispatched for. A workgroup past the kept cells (the last row
+// of a two-dimensional dispatch) gets the tile after the chunk's last,
+// whose items are all past its end: it votes nothing and writes nothing,
+// and still meets every barrier.
+fn workgroup_tile(wid: vec3<u32>) -> u32 {
+    let w = workgroup_index(wid);
+#ifdef CELLS
+    if w >= kept_cells[3u] {
+        return (params.chunk_len + TILE - 1u) / TILE;
+    }
+    return kept_cells[CELL_RECORD_WORDS + w];
+#else
+    return w;
+#endif
 }

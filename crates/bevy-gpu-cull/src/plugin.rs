@@ -190,7 +190,8 @@ pub(crate) enum StatMessage {
         view: Entity,
         shadow: Option<ShadowViewId>,
         batch: Entity,
-        timings: CullTimings,
+        // Boxed: the largest message, sent once per group and frame.
+        timings: Box<CullTimings>,
     },
     Uploaded {
         instances: u64,
@@ -322,10 +323,10 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
                 timings,
             } => match shadow {
                 Some(shadow) => {
-                    stats.shadow_timings.insert((shadow, batch), timings);
+                    stats.shadow_timings.insert((shadow, batch), *timings);
                 }
                 None => {
-                    stats.timings.insert((view, batch), timings);
+                    stats.timings.insert((view, batch), *timings);
                 }
             },
             StatMessage::Uploaded { instances } => {

@@ -2041,10 +2041,20 @@ fn gl_backend_renders() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // The child prints GL_CHILD_PASSED after its last check, then exits at
+    // once; Mesa's GL driver has still crashed in its exit handlers now and
+    // then (glibc's heap check in malloc_consolidate), so a crash after the
+    // marker is reported, not failed on.
     assert!(
-        out.status.success(),
+        out.status.success() || text.contains(GL_CHILD_PASSED),
         "the GL child failed (needs libegl-mesa0 and libgl1-mesa-dri):\n{text}"
     );
+    if !out.status.success() {
+        eprintln!(
+            "the GL child passed every check, then crashed at exit ({}):\n{text}",
+            out.status
+        );
+    }
     assert!(
         text.contains(GL_CHILD_PASSED),
         "the GL child did not finish its checks:\n{text}"

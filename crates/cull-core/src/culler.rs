@@ -4,6 +4,7 @@
 //! encodes a cull into a command encoder.
 
 use crate::buffers::{CullInput, CullTarget, TargetSpec};
+use crate::cells::CellIndex;
 use crate::frustum::{Frustum, Sphere};
 pub use crate::kernel::MAX_OUTPUT_WINDOWS;
 pub use crate::kernel::MAX_VIEWS;
@@ -161,7 +162,7 @@ impl Culler {
     /// for single-binding batches.
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, desc: &CullerDesc) -> Result<Self, CullError> {
         let culler = Self::resolve(device, queue, desc, true)?;
-        culler.kernel_for(1, 1, VisibilityTest::Frustum)?;
+        culler.kernel_for(KernelKey::flat(1, 1, VisibilityTest::Frustum))?;
         Ok(culler)
     }
 
@@ -250,9 +251,11 @@ impl Culler {
             timestamp_period: queue.get_timestamp_period(),
             max_views: desc.max_views,
             compiles,
+            // Per (test, by cells or not, views, windows).
             kernels: Mutex::new(vec![
                 None;
                 VisibilityTest::ALL.len()
+                    * 2
                     * (MAX_OUTPUT_WINDOWS * desc.max_views) as usize
             ]),
         })
@@ -329,7 +332,13 @@ impl Culler {
         Ok(windows as u32)
     }
 
-    fn shape(&self, windows: u32, views: u32, test: VisibilityTest) -> ModuleShape {
+    fn shape(&self, key: KernelKey) -> ModuleShape {
+        let KernelKey {
+            windows,
+            views,
+            test,
+            cells,
+        } = key;
         ModuleShape {
             variant: self.variant,
             kernel: self.kernel,
@@ -341,6 +350,7 @@ impl Culler {
             workgroup_size: self.workgroup_size,
             tuning: self.tuning,
             subgroups: self.subgroups,
+            cells,
         }
     }
 
@@ -355,11 +365,35 @@ impl Culler {
 
     /// [`Self::recipe`] of the kernel that votes with `test`.
     pub fn recipe_for(&self, windows: u32, views: u32, test: VisibilityTest) -> KernelRecipe {
-        self.shape(windows, views, test).recipe()
+        self.shape(KernelKey::flat(windows, views, test)).recipe()
     }
 
-    /// The kernel cache's index of (`test`, `windows`, `views`), checked.
-    fn kernel_index(&self, windows: u32, views: u32, test: VisibilityTest) -> Result<usize, CullError> {
+    /// [`Self::recipe_for`] of the kernel that culls by cells
+    /// ([`Self::cull_views_in_cells`]): the cell pass, then the cull.
+    pub fn recipe_for_cells(&self, windows: u32, views: u32, test: VisibilityTest) -> KernelRecipe {
+        self.shape(KernelKey::cells(windows, views, test)).recipe()
+    }
+
+    /// Whether this culler's variant can cull by cells
+    /// ([`Self::cull_views_in_cells`]): the single-pass unordered ones
+    /// (`SubgroupBallot`, `SubgroupShuffle`, `BlockAtomic`).
+    pub fn culls_cells(&self) -> bool {
+        self.kernel.culls_cells()
+    }
+
+    /// The kernel cache's index of `key`, checked.
+    fn kernel_index(&self, key: KernelKey) -> Result<usize, CullError> {
+        let KernelKey {
+            windows,
+            views,
+            test,
+            cells,
+        } = key;
+        if cells && !self.kernel.culls_cells() {
+            return Err(CullError::InvalidParameter(
+                "cell culling needs an unordered single-pass variant: SubgroupBallot, SubgroupShuffle or BlockAtomic",
+            ));
+        }
         if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
             return Err(CullError::InvalidParameter(
                 "windows must be from 1 to MAX_OUTPUT_WINDOWS",
@@ -372,14 +406,15 @@ impl Culler {
             });
         }
         let per_test = (self.max_views * MAX_OUTPUT_WINDOWS) as usize;
-        Ok(test.index() * per_test + ((views - 1) * MAX_OUTPUT_WINDOWS + windows - 1) as usize)
+        Ok((test.index() * 2 + usize::from(cells)) * per_test
+            + ((views - 1) * MAX_OUTPUT_WINDOWS + windows - 1) as usize)
     }
 
     /// The WGSL of this culler's passes for a batch that fits one binding,
     /// exactly as compiled (composed, then written out by naga: for
     /// inspection, disassembly, register counts).
     pub fn shader_source(&self) -> String {
-        crate::shader::wgsl(&self.shape(1, 1, VisibilityTest::Frustum))
+        crate::shader::wgsl(&self.shape(KernelKey::flat(1, 1, VisibilityTest::Frustum)))
             .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"))
     }
 
@@ -403,8 +438,27 @@ impl Culler {
         test: VisibilityTest,
         pipelines: Vec<wgpu::ComputePipeline>,
     ) -> Result<(), CullError> {
-        let index = self.kernel_index(windows, views, test)?;
-        let recipe = self.recipe_for(windows, views, test);
+        self.provide_pipelines_of(KernelKey::flat(windows, views, test), pipelines)
+    }
+
+    /// [`Self::provide_pipelines_for`] for [`Self::recipe_for_cells`].
+    pub fn provide_pipelines_for_cells(
+        &self,
+        windows: u32,
+        views: u32,
+        test: VisibilityTest,
+        pipelines: Vec<wgpu::ComputePipeline>,
+    ) -> Result<(), CullError> {
+        self.provide_pipelines_of(KernelKey::cells(windows, views, test), pipelines)
+    }
+
+    fn provide_pipelines_of(
+        &self,
+        key: KernelKey,
+        pipelines: Vec<wgpu::ComputePipeline>,
+    ) -> Result<(), CullError> {
+        let index = self.kernel_index(key)?;
+        let recipe = self.shape(key).recipe();
         if pipelines.len() != recipe.passes.len() {
             return Err(CullError::PipelineCount {
                 expected: recipe.passes.len(),
@@ -428,23 +482,35 @@ impl Culler {
 
     /// [`Self::has_pipelines`] for the kernel that votes with `test`.
     pub fn has_pipelines_for(&self, windows: u32, views: u32, test: VisibilityTest) -> bool {
-        self.kernel_index(windows, views, test)
+        self.has_pipelines_of(KernelKey::flat(windows, views, test))
+    }
+
+    /// [`Self::has_pipelines_for`] for [`Self::recipe_for_cells`].
+    pub fn has_pipelines_for_cells(&self, windows: u32, views: u32, test: VisibilityTest) -> bool {
+        self.has_pipelines_of(KernelKey::cells(windows, views, test))
+    }
+
+    fn has_pipelines_of(&self, key: KernelKey) -> bool {
+        self.kernel_index(key)
             .is_ok_and(|i| self.compiles || self.kernels.lock().expect("kernel cache poisoned")[i].is_some())
     }
 
     /// The kernel for (`windows`, `views`, `test`), compiling it when this
     /// culler compiles its own.
-    fn kernel_for(&self, windows: u32, views: u32, test: VisibilityTest) -> Result<Kernel, CullError> {
-        let index = self.kernel_index(windows, views, test)?;
+    fn kernel_for(&self, key: KernelKey) -> Result<Kernel, CullError> {
+        let index = self.kernel_index(key)?;
         let mut cache = self.kernels.lock().expect("kernel cache poisoned");
         let slot = &mut cache[index];
         if let Some(k) = slot {
             return Ok(k.clone());
         }
         if !self.compiles {
-            return Err(CullError::PipelinesNotReady { windows, views });
+            return Err(CullError::PipelinesNotReady {
+                windows: key.windows,
+                views: key.views,
+            });
         }
-        let shape = self.shape(windows, views, test);
+        let shape = self.shape(key);
         let recipe = shape.recipe();
         let limits = self.device.limits();
         for pass in &recipe.passes {
@@ -509,7 +575,7 @@ impl Culler {
         target: &CullTarget,
         params: &CullViewsParams,
     ) -> Result<(), CullError> {
-        self.encode_views(encoder, queue, input, target, params, None)
+        self.encode_views(encoder, queue, input, target, params, None, None)
     }
 
     /// Occlusion culling's early phase ([`crate::occlusion`]): like
@@ -532,7 +598,7 @@ impl Culler {
             history,
             late: None,
         };
-        self.encode_views(encoder, queue, input, target, params, Some(occlusion))
+        self.encode_views(encoder, queue, input, target, params, Some(occlusion), None)
     }
 
     /// Occlusion culling's late phase ([`crate::occlusion`]): keeps the
@@ -558,11 +624,29 @@ impl Culler {
             history: &*history,
             late: Some((pyramid, camera)),
         };
-        self.encode_views(encoder, queue, input, target, params, Some(occlusion))?;
+        self.encode_views(encoder, queue, input, target, params, Some(occlusion), None)?;
         history.advance();
         Ok(())
     }
 
+    /// Records the cull of `params.count` instances of `input`, sorted into
+    /// cells ([`crate::cells`]), against every frustum of `params.frusta`:
+    /// first the cell pass votes `cells`' spheres, then the cull reads only
+    /// the kept cells' instances. The survivors are [`Self::cull_views`]'s,
+    /// in no particular order. Needs a variant that [`Self::culls_cells`].
+    pub fn cull_views_in_cells(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+        cells: &CellIndex,
+    ) -> Result<(), CullError> {
+        self.encode_views(encoder, queue, input, target, params, None, Some(cells))
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn encode_views(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -571,9 +655,24 @@ impl Culler {
         target: &CullTarget,
         params: &CullViewsParams,
         occlusion: Option<Occlusion>,
+        cells: Option<&CellIndex>,
     ) -> Result<(), CullError> {
         if target.culler_id() != self.id {
             return Err(CullError::ForeignTarget);
+        }
+        if let Some(cells) = cells {
+            if cells.culler_id != self.id {
+                return Err(CullError::InvalidParameter(
+                    "a cell index is culled by the culler that made it",
+                ));
+            }
+            let covered = cells.cells as u64 * cells.cell_len as u64;
+            if params.count as u64 > covered {
+                return Err(CullError::CountExceedsCapacity {
+                    count: params.count as u64,
+                    capacity: covered,
+                });
+            }
         }
         let views = params.frusta.len();
         if views == 0 || views > target.views() as usize {
@@ -608,7 +707,13 @@ impl Culler {
                 // where that kernel is at hand; the frustum test's keeps the
                 // same instances.
                 let levels = VisibilityTest::for_views(params.frusta);
-                if self.has_pipelines_for(target.windows(), target.views(), levels) {
+                let key = KernelKey {
+                    windows: target.windows(),
+                    views: target.views(),
+                    test: levels,
+                    cells: cells.is_some(),
+                };
+                if self.has_pipelines_of(key) {
                     levels
                 } else {
                     VisibilityTest::Frustum
@@ -637,7 +742,13 @@ impl Culler {
                 ));
             }
         }
-        let kernel = self.kernel_for(target.windows(), target.views(), test)?;
+        let key = KernelKey {
+            windows: target.windows(),
+            views: target.views(),
+            test,
+            cells: cells.is_some(),
+        };
+        let kernel = self.kernel_for(key)?;
         let chunks: Vec<Chunk> = (0..count.div_ceil(self.window_len))
             .map(|index| {
                 let start = index * self.window_len;
@@ -679,6 +790,11 @@ impl Culler {
             .to_array();
         base.local_terms = crate::formats::local_terms(params.local_bounds.center);
         base.window_len = self.window_len;
+        if let Some(cells) = cells {
+            base.cell_count = count.div_ceil(cells.cell_len);
+            base.cells_per_chunk = cells.cells_per_chunk;
+            base.cell_region_words = (cells.region_bytes / 4) as u32;
+        }
         base.view_stride = target.view_stride();
         if let Some(o) = &occlusion {
             (base.history_read, base.history_write) = o.history.halves();
@@ -699,7 +815,9 @@ impl Culler {
                     let entry = GpuParams {
                         chunk_start: chunk.start,
                         chunk_len: chunk.len,
-                        groups_x: self.dispatch.dims(groups).0,
+                        // By cells, every chunk's dispatch has the rows
+                        // its record sets (CellIndex::row_width).
+                        groups_x: cells.map_or(self.dispatch.dims(groups).0, |c| c.row_width),
                         scan_offset: if step == 0 { 0 } else { 1 << (step - 1) },
                         first_view: if param_views > 1 { slot } else { 0 },
                         view_count: if param_views > 1 { 1 } else { views },
@@ -733,9 +851,18 @@ impl Culler {
                 });
             }
         }
+        if let Some(cells) = cells {
+            // Fresh records: nothing kept, z = 1, the row width.
+            for chunk in &chunks {
+                let at = chunk.index as u64 * cells.region_bytes;
+                let record = crate::cells::CELL_RECORD_WORDS as u64 * 4;
+                encoder.copy_buffer_to_buffer(&cells.records, at, &cells.kept, at, record);
+            }
+        }
         let mut recorder = target.timing_recorder();
         self.kernel.encode(
             EncodeContext {
+                cells,
                 visibility_entries: &visibility_entries,
                 device: &self.device,
                 encoder,
@@ -754,6 +881,96 @@ impl Culler {
             recorder.finish(encoder);
         }
         Ok(())
+    }
+}
+
+/// Which kernel of a culler: its shape beyond the culler's own settings.
+#[derive(Clone, Copy, Debug)]
+struct KernelKey {
+    windows: u32,
+    views: u32,
+    test: VisibilityTest,
+    cells: bool,
+}
+
+impl KernelKey {
+    fn flat(windows: u32, views: u32, test: VisibilityTest) -> Self {
+        Self {
+            windows,
+            views,
+            test,
+            cells: false,
+        }
+    }
+
+    fn cells(windows: u32, views: u32, test: VisibilityTest) -> Self {
+        Self {
+            cells: true,
+            ..Self::flat(windows, views, test)
+        }
+    }
+}
+
+impl CellIndex {
+    /// Allocates the cells of a batch of up to `capacity` instances culled
+    /// by `culler` (and only by it), in cells of its
+    /// [`Culler::tile_len`]. Write the spheres of a [`crate::cells::CellLayout`]
+    /// with [`CellIndex::write_spheres`].
+    pub fn new(device: &wgpu::Device, culler: &Culler, capacity: u32) -> Result<Self, CullError> {
+        if !culler.culls_cells() {
+            return Err(CullError::InvalidParameter(
+                "cell culling needs an unordered single-pass variant: SubgroupBallot, SubgroupShuffle or BlockAtomic",
+            ));
+        }
+        let cell_len = culler.tile_len;
+        let cells = capacity.div_ceil(cell_len).max(1);
+        let cells_per_chunk = culler.window_len / cell_len;
+        let chunks = capacity.div_ceil(culler.window_len).max(1);
+        let words = crate::cells::CELL_RECORD_WORDS as u64 + cells_per_chunk as u64;
+        let region_bytes = (words * 4).div_ceil(256) * 256;
+        let row_width = culler.dispatch.dims(cells_per_chunk.min(cells)).0;
+        let mut records = vec![0u32; (region_bytes / 4 * chunks as u64) as usize];
+        for chunk in 0..chunks as usize {
+            let at = chunk * (region_bytes / 4) as usize;
+            records[at + 2] = 1;
+            records[at + 4] = row_width;
+        }
+        use wgpu::util::DeviceExt;
+        let buffer = |label, size: u64, usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        Ok(CellIndex {
+            culler_id: culler.id,
+            spheres: buffer(
+                "cull-cell-spheres",
+                cells as u64 * 16,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            ),
+            kept: buffer(
+                "cull-kept-cells",
+                region_bytes * chunks as u64,
+                wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::INDIRECT
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+            ),
+            records: device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("cull-cell-records"),
+                contents: bytemuck::cast_slice(&records),
+                usage: wgpu::BufferUsages::COPY_SRC,
+            }),
+            cells,
+            cell_len,
+            cells_per_chunk,
+            region_bytes,
+            chunks,
+            row_width,
+        })
     }
 }
 
@@ -783,7 +1000,7 @@ impl CullTarget {
         }
         let windows = culler.windows_for_views(capacity, views)?;
         if culler.compiles {
-            culler.kernel_for(windows, views, VisibilityTest::Frustum)?;
+            culler.kernel_for(KernelKey::flat(windows, views, VisibilityTest::Frustum))?;
         }
         let chunk_len = capacity.min(culler.window_len);
         let dispatch = culler.dispatch;
@@ -811,9 +1028,10 @@ impl CullTarget {
                 scratch: culler
                     .kernel
                     .scratch(chunk_len, x as u64 * y as u64, culler.max_views),
+                // One more for a cull by cells' cell pass.
                 timed_passes: culler
                     .timestamps
-                    .then_some(windows * param_views * kinds.len() as u32),
+                    .then_some(windows * param_views * kinds.len() as u32 + 1),
                 timestamp_period: culler.timestamp_period,
             },
         )

@@ -54,6 +54,14 @@ pub mod bindings {
     pub const VISIBILITY_HISTORY: u32 = 11;
     /// Occlusion, late phase: the depth pyramid ([`crate::DepthPyramid`]).
     pub const DEPTH_PYRAMID: u32 = 12;
+    /// Cell culling, the cull: the chunk's kept cells, its record and
+    /// tiles ([`crate::cells::CellIndex`]), read-only (the same buffer is
+    /// the dispatch's indirect arguments).
+    pub const KEPT_CELLS: u32 = 13;
+    /// Cell culling, the cell pass: one bounding sphere per cell.
+    pub const CELL_SPHERES: u32 = 14;
+    /// Cell culling, the cell pass: every chunk's kept cells, written.
+    pub const CELL_LISTS: u32 = 15;
 }
 
 /// Byte offset of `instance_count` (the visible count the cull writes) in
@@ -78,7 +86,11 @@ pub(crate) struct GpuParams {
     pub window_len: u32,
     pub scan_offset: u32,
     pub local_terms: f32,
-    pub _pad: [u32; 3],
+    /// Cell culling ([`crate::cells`]): the batch's cells, the cells of a
+    /// chunk, and the words between two chunks' regions of kept cells.
+    pub cell_count: u32,
+    pub cells_per_chunk: u32,
+    pub cell_region_words: u32,
     /// Occlusion: `clip_from_world` about `occlusion_origin` (column-major).
     pub occlusion_clip: [[f32; 4]; 4],
     pub occlusion_origin: [f32; 4],

@@ -94,11 +94,13 @@ compile_error!(
 
 // Layers, bottom up (each imports only those below it; docs/architecture.md
 // has the map): error, frustum, timing, readback, kernel (descriptors) and
-// the stage registries formats, outputs, visibility; buffers; passes;
+// the stage registries formats, outputs, visibility; buffers; cells (the
+// cell spheres and kept cells a cull by cells binds); passes;
 // variants; shader (composition); occlusion (the pyramid and history the
 // occlusion phases bind); culler. instance and variant are the
 // public paths of formats and variants; cpu and scene are the CPU side.
 pub mod buffers;
+pub mod cells;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod context;
@@ -121,6 +123,7 @@ mod variants;
 mod visibility;
 
 pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE, INSTANCE_COUNT_OFFSET};
+pub use cells::{CellIndex, CellLayout};
 #[cfg(feature = "blocking")]
 pub use context::GpuContext;
 pub use culler::{

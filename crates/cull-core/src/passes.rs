@@ -5,6 +5,7 @@
 
 use crate::CullError;
 use crate::buffers::{CullInput, CullTarget};
+use crate::cells::CellIndex;
 use crate::kernel::{Chunk, DispatchShape, GpuParams, PARAMS_STRIDE, PassLayout, bindings};
 use crate::timing::{PassKind, Recorder};
 
@@ -109,6 +110,8 @@ pub(crate) struct EncodeContext<'a, 'r> {
     /// What the visibility test binds (the occlusion phases' history and
     /// pyramid), in every pass that votes.
     pub visibility_entries: &'a [wgpu::BindGroupEntry<'a>],
+    /// A cull by cells: the batch's cells ([`crate::cells`]).
+    pub cells: Option<&'a CellIndex>,
 }
 
 impl EncodeContext<'_, '_> {

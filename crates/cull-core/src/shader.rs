@@ -8,7 +8,7 @@
 
 use crate::kernel::{
     DRAW_ARGS_WORDS, INSTANCE_COUNT_OFFSET, ITEMS_PER_THREAD, MAX_OUTPUT_WINDOWS, MAX_VIEWS, PassLayout,
-    ShaderDefValue, ShaderModule, bindings, shader_module,
+    ShaderDefValue, ShaderModule, Slot, bindings, shader_module,
 };
 use crate::timing::PassKind;
 use crate::variants::{KernelTuning, SCAN_LIBRARY, ScanKernel};
@@ -28,6 +28,7 @@ pub fn library() -> Vec<ShaderModule> {
     modules.extend(crate::formats::FORMATS.iter().map(|f| f.module));
     modules.extend(crate::outputs::OUTPUTS.iter().map(|o| o.module));
     modules.push(shader_module!("items.wgsl"));
+    modules.push(crate::cells::MODULE);
     modules.extend(SCAN_LIBRARY);
     for variant in ScanVariant::compiled() {
         modules.extend(variant.kernel().into_iter().flat_map(|k| k.library()));
@@ -65,6 +66,9 @@ pub(crate) struct ModuleShape {
     pub tuning: KernelTuning,
     /// The kernel's subgroup form; the device must have `Features::SUBGROUP`.
     pub subgroups: bool,
+    /// Whether it culls by cells ([`crate::cells`]): a cell pass first, and
+    /// the cull reads the kept cells' tiles only (`CELLS`).
+    pub cells: bool,
 }
 
 impl std::fmt::Debug for ModuleShape {
@@ -77,6 +81,7 @@ impl std::fmt::Debug for ModuleShape {
             .field("windows", &self.windows)
             .field("views", &self.views)
             .field("subgroups", &self.subgroups)
+            .field("cells", &self.cells)
             .finish()
     }
 }
@@ -130,7 +135,14 @@ impl ModuleShape {
             ("BINDING_SCAN_STATE", UInt(bindings::SCAN_STATE)),
             ("BINDING_VISIBILITY_HISTORY", UInt(bindings::VISIBILITY_HISTORY)),
             ("BINDING_DEPTH_PYRAMID", UInt(bindings::DEPTH_PYRAMID)),
+            ("BINDING_KEPT_CELLS", UInt(bindings::KEPT_CELLS)),
+            ("BINDING_CELL_SPHERES", UInt(bindings::CELL_SPHERES)),
+            ("BINDING_CELL_LISTS", UInt(bindings::CELL_LISTS)),
+            ("CELL_RECORD_WORDS", UInt(crate::cells::CELL_RECORD_WORDS)),
         ];
+        if self.cells {
+            defs.push(("CELLS", Bool(true)));
+        }
         const OUTPUT_DEFS: [&str; MAX_OUTPUT_WINDOWS as usize] = [
             "BINDING_OUTPUT_A",
             "BINDING_OUTPUT_B",
@@ -152,6 +164,12 @@ impl ModuleShape {
             if matches!(pass.kind, PassKind::Vote | PassKind::Fused) {
                 pass.bindings.extend_from_slice(self.visibility.bindings);
             }
+            if self.cells && pass.kind == PassKind::Fused {
+                pass.bindings.push((bindings::KEPT_CELLS, Slot::Read));
+            }
+        }
+        if self.cells {
+            passes.insert(0, crate::cells::cell_pass());
         }
         passes
     }
@@ -277,7 +295,7 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                 for output in OutputKind::ALL {
                     for visibility in crate::visibility::VisibilityTest::ALL {
                         for (windows, views) in test_shapes(visibility) {
-                            shapes.push(ModuleShape {
+                            let shape = ModuleShape {
                                 variant,
                                 kernel,
                                 format,
@@ -291,7 +309,19 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                                     silent_tiles: 1,
                                 },
                                 subgroups,
-                            });
+                                cells: false,
+                            };
+                            shapes.push(shape);
+                            // By cells: the frustum tests, in the variants that cull cells.
+                            if kernel.culls_cells()
+                                && !matches!(
+                                    visibility,
+                                    crate::visibility::VisibilityTest::OcclusionEarly
+                                        | crate::visibility::VisibilityTest::OcclusionLate
+                                )
+                            {
+                                shapes.push(ModuleShape { cells: true, ..shape });
+                            }
                         }
                     }
                 }
@@ -320,7 +350,20 @@ mod tests {
                 .iter()
                 .map(|&v| test_shapes(v).len())
                 .sum::<usize>();
-        assert_eq!(shapes.len(), expected);
+        let by_cells = ScanVariant::compiled()
+            .filter(|v| v.kernel().is_some_and(|k| k.culls_cells()))
+            .count()
+            * InstanceFormat::ALL.len()
+            * OutputKind::ALL.len()
+            * [
+                crate::visibility::VisibilityTest::Frustum,
+                crate::visibility::VisibilityTest::DetailLevels,
+            ]
+            .iter()
+            .map(|&v| test_shapes(v).len())
+            .sum::<usize>();
+        assert_eq!(shapes.len(), expected + by_cells);
+        assert!(by_cells > 0 || !cfg!(feature = "subgroup-ballot"));
         for shape in &shapes {
             let src = wgsl(shape).unwrap_or_else(|e| panic!("{e}"));
             assert!(src.contains("@workgroup_size(64"), "{shape:?}");

@@ -19,6 +19,8 @@ pub enum PassKind {
     Compact,
     /// Vote, scan and compaction in one pass (the single-pass variants).
     Fused,
+    /// The cell pass of a cull by cells ([`crate::cells`]).
+    Cells,
 }
 
 impl PassKind {
@@ -29,6 +31,7 @@ impl PassKind {
             Self::Scan => "cull-scan",
             Self::Compact => "cull-compact",
             Self::Fused => "cull-fused",
+            Self::Cells => "cull-cells",
         }
     }
 }
@@ -44,6 +47,8 @@ pub struct CullTimings {
     pub compact: Option<Duration>,
     /// Single passes doing all three (the other variants).
     pub fused: Option<Duration>,
+    /// The cell pass of a cull by cells ([`crate::cells`]).
+    pub cells: Option<Duration>,
     /// From the start of the first pass to the end of the last.
     pub total: Duration,
 }
@@ -118,6 +123,7 @@ impl TimingQueries {
                 PassKind::Scan => &mut t.scan,
                 PassKind::Compact => &mut t.compact,
                 PassKind::Fused => &mut t.fused,
+                PassKind::Cells => &mut t.cells,
             };
             *slot = Some(slot.unwrap_or_default() + d);
         }

@@ -6,9 +6,12 @@
 // read and classified once (cull::items::classify_items), then voted,
 // scanned and written per view. Order between tiles follows the atomics: not preserved.
 
-#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_index}
+#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile}
 #import cull::items::{Items, Verdicts, draw_args, count_word, load_items, classify_items, vote_verdicts, emit_items, pack_votes, row_offsets}
 #import cull::scans::tile_scan::{scan_tile, tile_totals}
+#ifdef CELLS
+#import cull::cells::vote_cell
+#endif
 
 var<workgroup> row_base: vec4<u32>;
 
@@ -32,7 +35,7 @@ fn cull(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    let items = load_items(workgroup_index(wid) * TILE + lid);
+    let items = load_items(workgroup_tile(wid) * TILE + lid);
     let verdicts = classify_items(items);
     // One block per view of the target, not a loop (see cull::params::VIEWS).
     cull_view(0u, items, verdicts, lid);
@@ -58,3 +61,15 @@ fn cull(
     cull_view(7u, items, verdicts, lid);
 #endif
 }
+
+#ifdef CELLS
+// Cell culling's first pass (cull::cells): one thread per cell.
+@compute @workgroup_size(64)
+fn cull_cells(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+) {
+    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
+}
+#endif

@@ -10,10 +10,13 @@
 // cull::items::classify_items), then voted, ranked and written per view.
 // Output order is not preserved.
 
-#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_index}
+#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile}
 #import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, row_offsets}
 #import cull::scans::reserve::reserve_output
 #import cull::scans::ballot::{lanes_below, popcount_all}
+#ifdef CELLS
+#import cull::cells::vote_cell
+#endif
 
 // Votes, ranks and writes the items in `view`.
 fn cull_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, lid: u32, below: vec4<u32>) {
@@ -35,7 +38,7 @@ fn cull(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let items = load_items(workgroup_index(wid) * TILE + lid);
+    let items = load_items(workgroup_tile(wid) * TILE + lid);
     let verdicts = classify_items(items);
     let below = lanes_below(lane);
     // One block per view of the target, not a loop (see cull::params::VIEWS).
@@ -62,3 +65,15 @@ fn cull(
     cull_view(7u, items, verdicts, lane, lid, below);
 #endif
 }
+
+#ifdef CELLS
+// Cell culling's first pass (cull::cells): one thread per cell.
+@compute @workgroup_size(64)
+fn cull_cells(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+) {
+    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
+}
+#endif

@@ -677,7 +677,7 @@ pub(crate) fn read_back_counts(
                 view: group.main_view,
                 shadow: group.shadow,
                 batch: group.main_batch,
-                timings,
+                timings: Box::new(timings),
             });
         }
     }

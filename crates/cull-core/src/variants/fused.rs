@@ -6,8 +6,9 @@
 //! each.
 
 use super::ScanKernel;
+use crate::cells::{CELL_PASS_WORKGROUP, CellIndex};
 use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, ShaderModule, Slot, bindings, chunk_slots};
-use crate::passes::{CompiledPass, EncodeContext};
+use crate::passes::{CompiledPass, EncodeContext, bind_window};
 use crate::timing::PassKind;
 
 /// An unordered single-pass variant: all it has of its own is its WGSL
@@ -31,7 +32,14 @@ impl ScanKernel for FusedKernel {
     }
 
     fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]) {
-        encode(cx, passes, false)
+        match cx.cells {
+            Some(cells) => encode_cells(cx, passes, cells),
+            None => encode(cx, passes, false),
+        }
+    }
+
+    fn culls_cells(&self) -> bool {
+        true
     }
 }
 
@@ -87,5 +95,60 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
             compute.set_bind_group(0, &bind_group, &[offset]);
             compute.dispatch_workgroups(x, y, 1);
         }
+    }
+}
+
+/// A cull by cells ([`crate::cells`]): the cell pass over every cell, then
+/// per chunk the cull, dispatched indirectly from the chunk's record over
+/// its kept cells (whose region it binds).
+fn encode_cells(mut cx: EncodeContext, passes: &[CompiledPass], cells: &CellIndex) {
+    let [cell_pass, pass] = passes else {
+        unreachable!("the cell pass and the cull, as ModuleShape::passes declares")
+    };
+    let Some(first) = cx.chunks.first() else {
+        return;
+    };
+    let cell_count = cx
+        .chunks
+        .iter()
+        .map(|c| c.len)
+        .sum::<u32>()
+        .div_ceil(cells.cell_len);
+    {
+        let entries = [
+            cx.params_entry(),
+            wgpu::BindGroupEntry {
+                binding: bindings::CELL_SPHERES,
+                resource: cells.spheres.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: bindings::CELL_LISTS,
+                resource: cells.kept.as_entire_binding(),
+            },
+        ];
+        let bind_group = cx.bind_group(cell_pass, &entries);
+        // The first chunk's uniforms: the views' planes and the cell
+        // geometry are the same in every entry.
+        let offset = cx.params_offset(first, 0, 0);
+        let (x, y) = cx.dispatch.dims(cell_count.div_ceil(CELL_PASS_WORKGROUP));
+        let mut compute = cx.begin_pass(PassKind::Cells);
+        compute.set_pipeline(&cell_pass.pipeline);
+        compute.set_bind_group(0, &bind_group, &[offset]);
+        compute.dispatch_workgroups(x, y, 1);
+    }
+    for chunk in cx.chunks {
+        let region = chunk.index as u64 * cells.region_bytes;
+        let mut entries = cx.chunk_entries(chunk, true);
+        entries.push(wgpu::BindGroupEntry {
+            binding: bindings::KEPT_CELLS,
+            resource: bind_window(&cells.kept, region, cells.region_bytes),
+        });
+        let bind_group = cx.bind_group(pass, &entries);
+        drop(entries);
+        let offset = cx.params_offset(chunk, 0, 0);
+        let mut compute = cx.begin_pass(PassKind::Fused);
+        compute.set_pipeline(&pass.pipeline);
+        compute.set_bind_group(0, &bind_group, &[offset]);
+        compute.dispatch_workgroups_indirect(&cells.kept, region);
     }
 }

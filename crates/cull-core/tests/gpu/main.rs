@@ -5,6 +5,7 @@
 //! what to install.
 
 mod bad_input;
+mod cells;
 mod deferred;
 mod exact_sets;
 mod fallback;

@@ -1,0 +1,415 @@
+//! Cell culling: read only the instances of the cells a view may see.
+//!
+//! A flat cull reads every instance of a batch every frame. Sorted into
+//! **cells** of spatially close instances, each with a bounding sphere, a
+//! batch can be culled in two passes ([`crate::Culler::cull_views_in_cells`]):
+//!
+//! 1. The **cell pass** (`shaders/cull/cells.wgsl`) votes every cell's
+//!    sphere against the views and lists the cells some view keeps.
+//! 2. The **cull** reads only those cells' instances, through an indirect
+//!    dispatch the cell pass sized, and votes them as the flat cull does.
+//!
+//! A cell is one tile of the cull ([`crate::Culler::tile_len`] consecutive
+//! instances, what one workgroup reads), so the second pass is the variant's
+//! own kernel with its workgroups mapped to the kept tiles. A cell's sphere
+//! covers its instances' spheres widened by more than the frustum test's
+//! tolerance, and the cell pass widens it again by [`CELL_TOLERANCE`], so a
+//! cell that no view keeps holds no instance that any view keeps: **the
+//! survivors are exactly the flat cull's**, in every view and level.
+//!
+//! The CPU side is [`CellLayout`]: [`CellLayout::sort`] orders a batch along
+//! a Morton curve over its instances' centers (so each tile is compact) and
+//! computes the cell spheres; [`CellLayout::spheres_of`] recomputes them
+//! after edits (spheres only grow or shrink with what the instances hold,
+//! so refitting the edited cells keeps them conservative). The GPU side is
+//! [`CellIndex`]: the spheres and, per chunk, the kept cells.
+//!
+//! Survivors are written in no particular order (the unordered variants
+//! only), as indices into the **sorted** batch: [`CellLayout::order`] maps
+//! them back to the input's.
+
+use crate::error::CullError;
+use crate::frustum::{Sphere, widen_radius};
+use crate::instance::InstanceFormat;
+use crate::kernel::{PassLayout, ShaderModule, Slot, bindings, shader_module};
+use crate::timing::PassKind;
+
+/// Words of a chunk's record of kept cells before their tiles: the
+/// indirect dispatch `(x, y, z)`, the number of kept cells, the dispatch's
+/// row width, and padding (`CELL_RECORD_WORDS` in the shaders).
+pub const CELL_RECORD_WORDS: u32 = 8;
+
+/// Relative widening of a cell's sphere in the cell pass:
+/// `r + CELL_TOLERANCE·(|c|₁ + r + |d|)` per plane. Four times the frustum
+/// test's [`crate::frustum::PLANE_TOLERANCE`]: it covers the cell pass's own
+/// rounding and the instance test's, which may round the other way.
+pub const CELL_TOLERANCE: f32 = 1.0 / (1 << 16) as f32;
+
+/// Threads per workgroup of the cell pass.
+pub(crate) const CELL_PASS_WORKGROUP: u32 = 64;
+
+pub(crate) const MODULE: ShaderModule = shader_module!("cells.wgsl");
+
+/// The cell pass, first of a cull by cells: uniforms, the cell spheres,
+/// and every chunk's kept cells.
+pub(crate) fn cell_pass() -> PassLayout {
+    PassLayout {
+        entry_point: "cull_cells",
+        kind: PassKind::Cells,
+        bindings: vec![
+            (bindings::PARAMS, Slot::Params),
+            (bindings::CELL_SPHERES, Slot::Read),
+            (bindings::CELL_LISTS, Slot::ReadWrite),
+        ],
+    }
+}
+
+/// A batch sorted into cells: the order and one bounding sphere per cell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellLayout {
+    /// Instance `k` of the sorted batch is instance `order[k]` of the input.
+    pub order: Vec<u32>,
+    /// One sphere per cell, `[x, y, z, radius]` in world space: cell `c`
+    /// holds sorted instances `c · cell_len ..`. A radius of `+∞` marks a
+    /// cell with an instance whose sphere overflows `f32` (kept in every
+    /// view, as the flat cull keeps that instance); `−∞` a cell of
+    /// instances that are all culled (not finite).
+    pub spheres: Vec<[f32; 4]>,
+    /// Instances per cell: the culler's tile ([`crate::Culler::tile_len`]).
+    pub cell_len: u32,
+}
+
+impl CellLayout {
+    /// Sorts `bytes` (instances of `format`; `bounds` is their mesh's
+    /// local bounding sphere) into cells of `cell_len` instances along a
+    /// Morton curve over their world-space centers, and computes each
+    /// cell's sphere. Returns the sorted bytes, to upload in place of the
+    /// input, and the layout. Instances that are not finite go last.
+    pub fn sort(
+        format: InstanceFormat,
+        bytes: &[u8],
+        bounds: Sphere,
+        cell_len: u32,
+    ) -> Result<(Vec<u8>, Self), CullError> {
+        let stride = format.stride() as usize;
+        if cell_len == 0 || !bytes.len().is_multiple_of(stride) {
+            return Err(CullError::InvalidParameter(
+                "cells need a cell length and whole instances",
+            ));
+        }
+        let n = bytes.len() / stride;
+        let centers: Vec<Option<glam::Vec3>> = (0..n)
+            .map(|i| {
+                format
+                    .world_sphere(bytes, i, bounds)
+                    .filter(|s| s.center.is_finite() && s.radius.is_finite())
+                    .map(|s| s.center)
+            })
+            .collect();
+        let (lo, hi) = centers.iter().flatten().fold(
+            (
+                glam::Vec3::splat(f32::INFINITY),
+                glam::Vec3::splat(f32::NEG_INFINITY),
+            ),
+            |(lo, hi), c| (lo.min(*c), hi.max(*c)),
+        );
+        // One scale on every axis (a cube around the centers), so that a
+        // flat batch's cells are compact in its plane, not slabs.
+        let extent = (hi - lo).max_element().max(f32::MIN_POSITIVE);
+        let key = |c: &Option<glam::Vec3>| -> u64 {
+            match c {
+                // 21 bits per axis: 63-bit codes.
+                Some(c) => {
+                    let q = ((*c - lo) / extent * ((1 << 21) - 1) as f32)
+                        .clamp(glam::Vec3::ZERO, glam::Vec3::splat(((1 << 21) - 1) as f32));
+                    morton3(q.x as u64, q.y as u64, q.z as u64)
+                }
+                None => u64::MAX,
+            }
+        };
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by_key(|&i| (key(&centers[i as usize]), i));
+        let mut sorted = Vec::with_capacity(bytes.len());
+        for &i in &order {
+            let i = i as usize;
+            sorted.extend_from_slice(&bytes[i * stride..(i + 1) * stride]);
+        }
+        let spheres = Self::spheres_of(format, &sorted, bounds, cell_len)?;
+        Ok((
+            sorted,
+            Self {
+                order,
+                spheres,
+                cell_len,
+            },
+        ))
+    }
+
+    /// The cell spheres of `bytes` as they are (sorted, or edited since):
+    /// cell `c` covers instances `c · cell_len ..`. Recompute the cells an
+    /// edit touched and write them with [`CellIndex::write_spheres`].
+    pub fn spheres_of(
+        format: InstanceFormat,
+        bytes: &[u8],
+        bounds: Sphere,
+        cell_len: u32,
+    ) -> Result<Vec<[f32; 4]>, CullError> {
+        let stride = format.stride() as usize;
+        if cell_len == 0 || !bytes.len().is_multiple_of(stride) {
+            return Err(CullError::InvalidParameter(
+                "cells need a cell length and whole instances",
+            ));
+        }
+        let n = bytes.len() / stride;
+        let cell_len = cell_len as usize;
+        Ok((0..n.div_ceil(cell_len))
+            .map(|c| cell_sphere(format, bytes, bounds, c * cell_len..((c + 1) * cell_len).min(n)))
+            .collect())
+    }
+
+    /// Cells of the layout.
+    pub fn cells(&self) -> u32 {
+        self.spheres.len() as u32
+    }
+}
+
+/// The sphere of one cell: around the midpoint of its instances' centers,
+/// reaching past each instance's sphere widened as the frustum test widens
+/// it, plus that tolerance again for the GPU's rounding of the instance's
+/// sphere, computed in `f64` and rounded up.
+fn cell_sphere(
+    format: InstanceFormat,
+    bytes: &[u8],
+    bounds: Sphere,
+    range: std::ops::Range<usize>,
+) -> [f32; 4] {
+    let mut spheres = Vec::with_capacity(range.len());
+    for i in range {
+        let Some(s) = format.world_sphere(bytes, i, bounds) else {
+            continue; // not finite: culled by every view
+        };
+        let wide = widen_radius(s.center, s.radius, s.terms);
+        if !wide.is_finite() || !s.center.is_finite() {
+            // Overflowed: kept by every view, so is its cell.
+            return [0.0, 0.0, 0.0, f32::INFINITY];
+        }
+        let slack = crate::frustum::PLANE_TOLERANCE as f64
+            * (s.center.abs().element_sum() as f64 + s.radius as f64 + s.terms as f64);
+        spheres.push((s.center.as_dvec3(), wide as f64 + slack));
+    }
+    if spheres.is_empty() {
+        return [0.0, 0.0, 0.0, f32::NEG_INFINITY];
+    }
+    let (lo, hi) = spheres.iter().fold(
+        (
+            glam::DVec3::splat(f64::INFINITY),
+            glam::DVec3::splat(f64::NEG_INFINITY),
+        ),
+        |(lo, hi), (c, _)| (lo.min(*c), hi.max(*c)),
+    );
+    let center = ((lo + hi) * 0.5).as_vec3();
+    let reach = spheres
+        .iter()
+        .map(|(c, r)| c.distance(center.as_dvec3()) + r)
+        .fold(0.0f64, f64::max);
+    let radius = (reach * (1.0 + 1e-6)) as f32;
+    let radius = if (radius as f64) < reach {
+        radius.next_up()
+    } else {
+        radius
+    };
+    [center.x, center.y, center.z, radius]
+}
+
+/// Interleaves the low 21 bits of three coordinates.
+fn morton3(x: u64, y: u64, z: u64) -> u64 {
+    fn spread(mut v: u64) -> u64 {
+        v &= 0x1f_ffff;
+        v = (v | v << 32) & 0x1f00000000ffff;
+        v = (v | v << 16) & 0x1f0000ff0000ff;
+        v = (v | v << 8) & 0x100f00f00f00f00f;
+        v = (v | v << 4) & 0x10c30c30c30c30c3;
+        (v | v << 2) & 0x1249249249249249
+    }
+    spread(x) | spread(y) << 1 | spread(z) << 2
+}
+
+/// A batch's cells on the GPU: one sphere per cell and, per chunk of the
+/// cull, the record and tiles of the kept cells that the cell pass writes
+/// and the cull reads (and dispatches from). Made for one culler
+/// ([`CellIndex::new`]); culled once per submission, like a target.
+pub struct CellIndex {
+    pub(crate) culler_id: u64,
+    pub(crate) spheres: wgpu::Buffer,
+    /// Every chunk's region: [`CELL_RECORD_WORDS`] then the kept tiles.
+    pub(crate) kept: wgpu::Buffer,
+    /// Each chunk's fresh record (zeros, `z = 1`, the row width), copied
+    /// over its region's before each cull.
+    pub(crate) records: wgpu::Buffer,
+    pub(crate) cells: u32,
+    pub(crate) cell_len: u32,
+    pub(crate) cells_per_chunk: u32,
+    /// Bytes between two chunks' regions (a multiple of 256, so each can
+    /// be bound on its own).
+    pub(crate) region_bytes: u64,
+    pub(crate) chunks: u32,
+    /// Workgroups per row of the cull's dispatch (`groups_x`).
+    pub(crate) row_width: u32,
+}
+
+impl CellIndex {
+    /// Cells it holds: instances up to `cells · cell_len`.
+    pub fn cells(&self) -> u32 {
+        self.cells
+    }
+
+    /// Instances per cell (the culler's tile).
+    pub fn cell_len(&self) -> u32 {
+        self.cell_len
+    }
+
+    /// Writes `spheres` (from [`CellLayout`]) from cell `first` on.
+    pub fn write_spheres(
+        &self,
+        queue: &wgpu::Queue,
+        first: u32,
+        spheres: &[[f32; 4]],
+    ) -> Result<(), CullError> {
+        let end = first as u64 + spheres.len() as u64;
+        if end > self.cells as u64 {
+            return Err(CullError::CountExceedsCapacity {
+                count: end,
+                capacity: self.cells as u64,
+            });
+        }
+        if !spheres.is_empty() {
+            queue.write_buffer(&self.spheres, first as u64 * 16, bytemuck::cast_slice(spheres));
+        }
+        Ok(())
+    }
+
+    /// How many cells the last cull kept, read back (blocking; for tests
+    /// and statistics).
+    pub fn read_kept(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<u32, CullError> {
+        let mut kept = 0;
+        for chunk in 0..self.chunks {
+            let at = chunk as u64 * self.region_bytes + 12;
+            let bytes = crate::buffers::read_back(device, queue, &self.kept, at, 4)?;
+            kept += bytemuck::pod_read_unaligned::<u32>(&bytes);
+        }
+        Ok(kept)
+    }
+
+    /// Bytes of its buffers.
+    pub fn buffer_bytes(&self) -> u64 {
+        self.spheres.size() + self.kept.size() + self.records.size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instance::Instance;
+    use glam::{Quat, Vec3};
+
+    fn scene(n: usize) -> Vec<Instance> {
+        (0..n)
+            .map(|i| {
+                let f = i as f32;
+                Instance {
+                    position: Vec3::new(
+                        (f * 7.31).sin() * 100.0,
+                        (f * 3.7).cos() * 5.0,
+                        (f * 1.3).sin() * 100.0,
+                    ),
+                    rotation: Quat::from_rotation_y(f),
+                    scale: 1.0,
+                }
+            })
+            .collect()
+    }
+
+    /// Every instance's widened sphere lies inside its cell's sphere, the
+    /// order is a permutation, and the sorted bytes are the input's in
+    /// that order.
+    #[test]
+    fn cells_cover_their_instances() {
+        let bounds = Sphere::new(Vec3::new(0.1, 0.2, 0.0), 0.7);
+        for format in InstanceFormat::ALL {
+            let instances = scene(5000);
+            let bytes = format.encode(&instances).unwrap();
+            let (sorted, layout) = CellLayout::sort(format, &bytes, bounds, 256).unwrap();
+            let stride = format.stride() as usize;
+            let mut seen = vec![false; instances.len()];
+            for (k, &i) in layout.order.iter().enumerate() {
+                assert!(!seen[i as usize]);
+                seen[i as usize] = true;
+                let i = i as usize;
+                assert_eq!(
+                    sorted[k * stride..(k + 1) * stride],
+                    bytes[i * stride..(i + 1) * stride]
+                );
+            }
+            assert_eq!(layout.cells(), 5000u32.div_ceil(256));
+            for k in 0..instances.len() {
+                let s = format.world_sphere(&sorted, k, bounds).unwrap();
+                let cell = layout.spheres[k / 256];
+                let wide = widen_radius(s.center, s.radius, s.terms) as f64;
+                let reach = s
+                    .center
+                    .as_dvec3()
+                    .distance(Vec3::from_slice(&cell[..3]).as_dvec3())
+                    + wide;
+                assert!(
+                    reach <= cell[3] as f64,
+                    "{format:?} instance {k} reaches past its cell"
+                );
+            }
+        }
+    }
+
+    /// Sorted cells are compact: along a Morton curve, a cell's sphere is
+    /// much smaller than the batch's.
+    #[test]
+    fn sorted_cells_are_compact() {
+        let format = InstanceFormat::PosQuat;
+        let bytes = format.encode(&scene(20_000)).unwrap();
+        let bounds = Sphere::new(Vec3::ZERO, 0.5);
+        let (_, layout) = CellLayout::sort(format, &bytes, bounds, 256).unwrap();
+        let unsorted = CellLayout::spheres_of(format, &bytes, bounds, 256).unwrap();
+        let mean = |s: &[[f32; 4]]| s.iter().map(|c| c[3] as f64).sum::<f64>() / s.len() as f64;
+        assert!(
+            mean(&layout.spheres) * 3.0 < mean(&unsorted),
+            "sorted {} unsorted {}",
+            mean(&layout.spheres),
+            mean(&unsorted)
+        );
+    }
+
+    /// Overflowed instances make their cell infinite (always kept); cells
+    /// of non-finite instances are empty (never kept); bad lengths are
+    /// refused.
+    #[test]
+    fn edge_cells() {
+        let format = InstanceFormat::Matrix;
+        let bounds = Sphere::new(Vec3::ZERO, 1.0);
+        let mut instances = scene(8);
+        instances[1].scale = 3.0e38;
+        instances[5].position.x = f32::NAN;
+        instances[6].position.x = f32::INFINITY;
+        let bytes = format.encode(&instances).unwrap_or_else(|_| {
+            // Formats may refuse some values: encode the others and patch.
+            unreachable!()
+        });
+        let spheres = CellLayout::spheres_of(format, &bytes, bounds, 4).unwrap();
+        assert_eq!(spheres[0][3], f32::INFINITY);
+        let only_bad = CellLayout::spheres_of(format, &bytes[5 * 64..7 * 64], bounds, 4).unwrap();
+        assert_eq!(only_bad[0][3], f32::NEG_INFINITY);
+        assert!(CellLayout::spheres_of(format, &bytes[..10], bounds, 4).is_err());
+        assert!(CellLayout::sort(format, &bytes, bounds, 0).is_err());
+        assert_eq!(morton3(1, 0, 0), 1);
+        assert_eq!(morton3(0, 1, 0), 2);
+        assert_eq!(morton3(0, 0, 1), 4);
+        assert_eq!(morton3(3, 0, 0), 0b1001);
+    }
+}
