@@ -3,8 +3,8 @@
 // compact, with a bounding sphere that covers its instances' widened world
 // spheres. The cell pass votes every cell against the cull's views and
 // lists, per chunk, the tiles of the cells some view keeps; the cull then
-// reads only those tiles (cull::params::workgroup_tile), through an
-// indirect dispatch that this pass sizes. A cell no view keeps holds no
+// reads only those tiles (cull::params::workgroup_tile): its workgroups
+// past the kept cells return at once. A cell no view keeps holds no
 // instance any view keeps, so the survivors are those of the flat cull.
 #define_import_path cull::cells
 
@@ -16,8 +16,8 @@ const CELL_TOLERANCE: f32 = 1.52587890625e-5;
 // xyz center, w radius (+inf: a cell holding an overflowed instance, kept
 // in every view; -inf: a cell of instances that are all culled).
 @group(0) @binding(#{BINDING_CELL_SPHERES}) var<storage, read> cell_spheres: array<vec4<f32>>;
-// Every chunk's region of kept cells (the cull binds its chunk's, read-only,
-// as cull::params::kept_cells: the buffer is also its indirect dispatch).
+// Every chunk's region of kept cells (the cull binds its chunk's,
+// read-only, as cull::params::kept_cells).
 @group(0) @binding(#{BINDING_CELL_LISTS}) var<storage, read_write> cell_lists: array<atomic<u32>>;
 
 // Whether the cell's sphere touches `view`'s frustum, widened per plane by
@@ -36,10 +36,7 @@ fn cell_in_view(view: u32, s: vec4<f32>) -> bool {
     return inside;
 }
 
-// Votes cell `cell`; a kept cell is appended to its chunk's tiles. The
-// record's x and y become the dispatch that covers them, in rows of the
-// record's width (the cull's groups_x): both only grow, so the order in
-// which cells arrive does not matter.
+// Votes cell `cell`; a kept cell is appended to its chunk's tiles.
 fn vote_cell(cell: u32) {
     if cell >= params.cell_count {
         return;
@@ -54,9 +51,6 @@ fn vote_cell(cell: u32) {
     }
     let chunk = cell / params.cells_per_chunk;
     let base = chunk * params.cell_region_words;
-    let slot = atomicAdd(&cell_lists[base + 3u], 1u);
+    let slot = atomicAdd(&cell_lists[base], 1u);
     atomicStore(&cell_lists[base + CELL_RECORD_WORDS + slot], cell - chunk * params.cells_per_chunk);
-    let width = atomicLoad(&cell_lists[base + 4u]);
-    atomicMax(&cell_lists[base], min(slot + 1u, width));
-    atomicMax(&cell_lists[base + 1u], slot / width + 1u);
 }

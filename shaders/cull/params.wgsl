@@ -89,24 +89,23 @@ fn workgroup_index(wid: vec3<u32>) -> u32 {
 
 #ifdef CELLS
 // Words of a chunk's record of kept cells before their tiles (cull::cells):
-// the indirect dispatch (x, y, z), their number, and the dispatch's row
-// width.
+// their number, then padding.
 const CELL_RECORD_WORDS: u32 = #{CELL_RECORD_WORDS}u;
-// The chunk's kept cells (its record, then its tiles), which the cell pass
-// wrote (as cull::cells::cell_lists) and the cull's dispatch read.
+// The chunk's record and kept tiles (the cell pass wrote them).
 @group(0) @binding(#{BINDING_KEPT_CELLS}) var<storage, read> kept_cells: array<u32>;
+// What workgroup_tile gives a workgroup past the kept cells.
+const NO_TILE: u32 = 0xffffffffu;
 #endif
 
-// The tile a workgroup culls: the workgroup's own, or with cells the kept
-// cell it was dispatched for. A workgroup past the kept cells (the last row
-// of a two-dimensional dispatch) gets the tile after the chunk's last,
-// whose items are all past its end: it votes nothing and writes nothing,
-// and still meets every barrier.
+// The tile a workgroup culls: the workgroup's own, or by cells the kept
+// cell it stands for, NO_TILE past them (the dispatch covers every tile of
+// the chunk; such a workgroup returns at once, which is uniform: the count
+// comes from read-only storage).
 fn workgroup_tile(wid: vec3<u32>) -> u32 {
     let w = workgroup_index(wid);
 #ifdef CELLS
-    if w >= kept_cells[3u] {
-        return (params.chunk_len + TILE - 1u) / TILE;
+    if w >= kept_cells[0u] {
+        return NO_TILE;
     }
     return kept_cells[CELL_RECORD_WORDS + w];
 #else

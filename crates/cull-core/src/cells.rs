@@ -6,8 +6,12 @@
 //!
 //! 1. The **cell pass** (`shaders/cull/cells.wgsl`) votes every cell's
 //!    sphere against the views and lists the cells some view keeps.
-//! 2. The **cull** reads only those cells' instances, through an indirect
-//!    dispatch the cell pass sized, and votes them as the flat cull does.
+//! 2. The **cull** reads only those cells' instances and votes them as the
+//!    flat cull does. It is dispatched over every tile, as the flat cull
+//!    is; a workgroup past the kept cells returns at once. (An indirect
+//!    dispatch sized by the cell pass was measured slower: wgpu checks each
+//!    indirect dispatch's arguments with a dispatch of its own unless
+//!    `InstanceFlags::VALIDATION_INDIRECT_CALL` is off.)
 //!
 //! A cell is one tile of the cull ([`crate::Culler::tile_len`] consecutive
 //! instances, what one workgroup reads), so the second pass is the variant's
@@ -34,10 +38,9 @@ use crate::instance::InstanceFormat;
 use crate::kernel::{PassLayout, ShaderModule, Slot, bindings, shader_module};
 use crate::timing::PassKind;
 
-/// Words of a chunk's record of kept cells before their tiles: the
-/// indirect dispatch `(x, y, z)`, the number of kept cells, the dispatch's
-/// row width, and padding (`CELL_RECORD_WORDS` in the shaders).
-pub const CELL_RECORD_WORDS: u32 = 8;
+/// Words of a chunk's record of kept cells before their tiles: their
+/// number (`CELL_RECORD_WORDS` in the shaders).
+pub const CELL_RECORD_WORDS: u32 = 1;
 
 /// Relative widening of a cell's sphere in the cell pass:
 /// `r + CELL_TOLERANCE·(|c|₁ + r + |d|)` per plane. Four times the frustum
@@ -127,8 +130,13 @@ impl CellLayout {
                 None => u64::MAX,
             }
         };
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by_key(|&i| (key(&centers[i as usize]), i));
+        let mut keyed: Vec<(u64, u32)> = centers
+            .iter()
+            .zip(0..n as u32)
+            .map(|(c, i)| (key(c), i))
+            .collect();
+        keyed.sort_unstable();
+        let order: Vec<u32> = keyed.into_iter().map(|(_, i)| i).collect();
         let mut sorted = Vec::with_capacity(bytes.len());
         for &i in &order {
             let i = i as usize;
@@ -235,17 +243,13 @@ fn morton3(x: u64, y: u64, z: u64) -> u64 {
 }
 
 /// A batch's cells on the GPU: one sphere per cell and, per chunk of the
-/// cull, the record and tiles of the kept cells that the cell pass writes
-/// and the cull reads (and dispatches from). Made for one culler
-/// ([`CellIndex::new`]); culled once per submission, like a target.
+/// cull, the number and tiles of the kept cells that the cell pass writes
+/// and the cull reads. Made for one culler ([`CellIndex::new`]).
 pub struct CellIndex {
     pub(crate) culler_id: u64,
     pub(crate) spheres: wgpu::Buffer,
     /// Every chunk's region: [`CELL_RECORD_WORDS`] then the kept tiles.
     pub(crate) kept: wgpu::Buffer,
-    /// Each chunk's fresh record (zeros, `z = 1`, the row width), copied
-    /// over its region's before each cull.
-    pub(crate) records: wgpu::Buffer,
     pub(crate) cells: u32,
     pub(crate) cell_len: u32,
     pub(crate) cells_per_chunk: u32,
@@ -253,8 +257,6 @@ pub struct CellIndex {
     /// be bound on its own).
     pub(crate) region_bytes: u64,
     pub(crate) chunks: u32,
-    /// Workgroups per row of the cull's dispatch (`groups_x`).
-    pub(crate) row_width: u32,
 }
 
 impl CellIndex {
@@ -293,7 +295,7 @@ impl CellIndex {
     pub fn read_kept(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<u32, CullError> {
         let mut kept = 0;
         for chunk in 0..self.chunks {
-            let at = chunk as u64 * self.region_bytes + 12;
+            let at = chunk as u64 * self.region_bytes;
             let bytes = crate::buffers::read_back(device, queue, &self.kept, at, 4)?;
             kept += bytemuck::pod_read_unaligned::<u32>(&bytes);
         }
@@ -302,7 +304,7 @@ impl CellIndex {
 
     /// Bytes of its buffers.
     pub fn buffer_bytes(&self) -> u64 {
-        self.spheres.size() + self.kept.size() + self.records.size()
+        self.spheres.size() + self.kept.size()
     }
 }
 

@@ -37,8 +37,12 @@ impl GpuContext {
         disabled: wgpu::Features,
         limits: Option<wgpu::Limits>,
     ) -> Result<Self, CullError> {
+        // Flags as wgpu's defaults, or as the environment sets them
+        // (WGPU_VALIDATION_INDIRECT_CALL=0 turns off the check wgpu runs
+        // before each indirect dispatch).
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
             backends: wgpu::Backends::from_env().unwrap_or(backends),
+            flags: wgpu::InstanceFlags::from_env_or_default(),
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         });
         let adapter = pollster::block_on(wgpu::util::initialize_adapter_from_env_or_default(

@@ -815,9 +815,7 @@ impl Culler {
                     let entry = GpuParams {
                         chunk_start: chunk.start,
                         chunk_len: chunk.len,
-                        // By cells, every chunk's dispatch has the rows
-                        // its record sets (CellIndex::row_width).
-                        groups_x: cells.map_or(self.dispatch.dims(groups).0, |c| c.row_width),
+                        groups_x: self.dispatch.dims(groups).0,
                         scan_offset: if step == 0 { 0 } else { 1 << (step - 1) },
                         first_view: if param_views > 1 { slot } else { 0 },
                         view_count: if param_views > 1 { 1 } else { views },
@@ -852,11 +850,10 @@ impl Culler {
             }
         }
         if let Some(cells) = cells {
-            // Fresh records: nothing kept, z = 1, the row width.
+            // Nothing kept yet in any chunk.
             for chunk in &chunks {
                 let at = chunk.index as u64 * cells.region_bytes;
-                let record = crate::cells::CELL_RECORD_WORDS as u64 * 4;
-                encoder.copy_buffer_to_buffer(&cells.records, at, &cells.kept, at, record);
+                encoder.clear_buffer(&cells.kept, at, Some(crate::cells::CELL_RECORD_WORDS as u64 * 4));
             }
         }
         let mut recorder = target.timing_recorder();
@@ -928,14 +925,6 @@ impl CellIndex {
         let chunks = capacity.div_ceil(culler.window_len).max(1);
         let words = crate::cells::CELL_RECORD_WORDS as u64 + cells_per_chunk as u64;
         let region_bytes = (words * 4).div_ceil(256) * 256;
-        let row_width = culler.dispatch.dims(cells_per_chunk.min(cells)).0;
-        let mut records = vec![0u32; (region_bytes / 4 * chunks as u64) as usize];
-        for chunk in 0..chunks as usize {
-            let at = chunk * (region_bytes / 4) as usize;
-            records[at + 2] = 1;
-            records[at + 4] = row_width;
-        }
-        use wgpu::util::DeviceExt;
         let buffer = |label, size: u64, usage| {
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -954,22 +943,13 @@ impl CellIndex {
             kept: buffer(
                 "cull-kept-cells",
                 region_bytes * chunks as u64,
-                wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::INDIRECT
-                    | wgpu::BufferUsages::COPY_DST
-                    | wgpu::BufferUsages::COPY_SRC,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
             ),
-            records: device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("cull-cell-records"),
-                contents: bytemuck::cast_slice(&records),
-                usage: wgpu::BufferUsages::COPY_SRC,
-            }),
             cells,
             cell_len,
             cells_per_chunk,
             region_bytes,
             chunks,
-            row_width,
         })
     }
 }

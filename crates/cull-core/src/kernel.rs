@@ -54,9 +54,8 @@ pub mod bindings {
     pub const VISIBILITY_HISTORY: u32 = 11;
     /// Occlusion, late phase: the depth pyramid ([`crate::DepthPyramid`]).
     pub const DEPTH_PYRAMID: u32 = 12;
-    /// Cell culling, the cull: the chunk's kept cells, its record and
-    /// tiles ([`crate::cells::CellIndex`]), read-only (the same buffer is
-    /// the dispatch's indirect arguments).
+    /// Cell culling, the cull: the chunk's kept cells, their number and
+    /// tiles ([`crate::cells::CellIndex`]), read-only.
     pub const KEPT_CELLS: u32 = 13;
     /// Cell culling, the cell pass: one bounding sphere per cell.
     pub const CELL_SPHERES: u32 = 14;

@@ -7,6 +7,9 @@
 // scanned and written per view. Order between tiles follows the atomics: not preserved.
 
 #import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile}
+#ifdef CELLS
+#import cull::params::NO_TILE
+#endif
 #import cull::items::{Items, Verdicts, draw_args, count_word, load_items, classify_items, vote_verdicts, emit_items, pack_votes, row_offsets}
 #import cull::scans::tile_scan::{scan_tile, tile_totals}
 #ifdef CELLS
@@ -35,7 +38,13 @@ fn cull(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    let items = load_items(workgroup_tile(wid) * TILE + lid);
+    let tile = workgroup_tile(wid);
+#ifdef CELLS
+    if tile == NO_TILE {
+        return;
+    }
+#endif
+    let items = load_items(tile * TILE + lid);
     let verdicts = classify_items(items);
     // One block per view of the target, not a loop (see cull::params::VIEWS).
     cull_view(0u, items, verdicts, lid);

@@ -11,6 +11,9 @@
 // Output order is not preserved.
 
 #import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile}
+#ifdef CELLS
+#import cull::params::NO_TILE
+#endif
 #import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, row_offsets}
 #import cull::scans::reserve::reserve_output
 #import cull::scans::ballot::{lanes_below, popcount_all}
@@ -38,7 +41,13 @@ fn cull(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let items = load_items(workgroup_tile(wid) * TILE + lid);
+    let tile = workgroup_tile(wid);
+#ifdef CELLS
+    if tile == NO_TILE {
+        return;
+    }
+#endif
+    let items = load_items(tile * TILE + lid);
     let verdicts = classify_items(items);
     let below = lanes_below(lane);
     // One block per view of the target, not a loop (see cull::params::VIEWS).

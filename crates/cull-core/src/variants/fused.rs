@@ -99,8 +99,8 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
 }
 
 /// A cull by cells ([`crate::cells`]): the cell pass over every cell, then
-/// per chunk the cull, dispatched indirectly from the chunk's record over
-/// its kept cells (whose region it binds).
+/// per chunk the cull over every tile, binding the chunk's kept cells (its
+/// workgroups past them return at once).
 fn encode_cells(mut cx: EncodeContext, passes: &[CompiledPass], cells: &CellIndex) {
     let [cell_pass, pass] = passes else {
         unreachable!("the cell pass and the cull, as ModuleShape::passes declares")
@@ -145,10 +145,11 @@ fn encode_cells(mut cx: EncodeContext, passes: &[CompiledPass], cells: &CellInde
         });
         let bind_group = cx.bind_group(pass, &entries);
         drop(entries);
+        let (x, y) = cx.dims(chunk);
         let offset = cx.params_offset(chunk, 0, 0);
         let mut compute = cx.begin_pass(PassKind::Fused);
         compute.set_pipeline(&pass.pipeline);
         compute.set_bind_group(0, &bind_group, &[offset]);
-        compute.dispatch_workgroups_indirect(&cells.kept, region);
+        compute.dispatch_workgroups(x, y, 1);
     }
 }
