@@ -33,7 +33,7 @@
 //! them back to the input's.
 
 use crate::error::CullError;
-use crate::frustum::{Sphere, widen_radius};
+use crate::frustum::{Frustum, Sphere, widen_radius};
 use crate::instance::InstanceFormat;
 use crate::kernel::{PassLayout, ShaderModule, Slot, bindings, shader_module};
 use crate::timing::PassKind;
@@ -47,6 +47,12 @@ pub const CELL_RECORD_WORDS: u32 = 1;
 /// test's [`crate::frustum::PLANE_TOLERANCE`]: it covers the cell pass's own
 /// rounding and the instance test's, which may round the other way.
 pub const CELL_TOLERANCE: f32 = 1.0 / (1 << 16) as f32;
+
+/// A cull by cells pays for its cell pass and the pass boundary (about
+/// 15 µs on an H100, see `docs/benchmarks.md`) with the instances it does
+/// not read: below this many bytes left unread, [`CellLayout::pays_off`]
+/// says the flat cull is faster or about as fast.
+pub const CELLS_MIN_SKIPPED_BYTES: u64 = 64 << 20;
 
 /// Threads per workgroup of the cell pass.
 pub(crate) const CELL_PASS_WORKGROUP: u32 = 64;
@@ -179,6 +185,41 @@ impl CellLayout {
     pub fn cells(&self) -> u32 {
         self.spheres.len() as u32
     }
+
+    /// How many of the cells covering the first `count` instances some
+    /// view of `frusta` keeps, as the cell pass decides (its test in the
+    /// same `f32` arithmetic; the GPU may decide otherwise for a cell within
+    /// rounding of a plane).
+    pub fn kept_cells(&self, frusta: &[Frustum], count: u32) -> u32 {
+        let cells = (count.div_ceil(self.cell_len) as usize).min(self.spheres.len());
+        self.spheres[..cells]
+            .iter()
+            .filter(|s| frusta.iter().any(|f| cell_in_view(f, s)))
+            .count() as u32
+    }
+
+    /// Whether culling the first `count` instances by cells should be
+    /// faster than the flat cull for `frusta`: the cells no view keeps must
+    /// hold at least [`CELLS_MIN_SKIPPED_BYTES`] of instances. A layout
+    /// that is not spatially coherent (every cell as large as the batch)
+    /// keeps every cell, and so picks the flat cull.
+    pub fn pays_off(&self, format: InstanceFormat, frusta: &[Frustum], count: u32) -> bool {
+        let cells = count.div_ceil(self.cell_len).min(self.cells());
+        let skipped = (cells - self.kept_cells(frusta, count)) as u64 * self.cell_len as u64;
+        skipped.min(count as u64) * format.stride() >= CELLS_MIN_SKIPPED_BYTES
+    }
+}
+
+/// The cell pass's test (`cell_in_view` in `shaders/cull/cells.wgsl`), in
+/// the same order of operations: each plane widened as uploaded, the
+/// sphere by [`CELL_TOLERANCE`] of the magnitudes summed.
+fn cell_in_view(frustum: &Frustum, s: &[f32; 4]) -> bool {
+    let magnitude = s[0].abs() + s[1].abs() + s[2].abs() + s[3];
+    frustum.planes().iter().all(|p| {
+        let p = crate::frustum::widen_plane(*p);
+        let slack = CELL_TOLERANCE * (magnitude + p.w.abs());
+        p.x * s[0] + p.y * s[1] + p.z * s[2] + p.w + s[3] + slack >= 0.0
+    })
 }
 
 /// The sphere of one cell: around the midpoint of its instances' centers,
@@ -386,6 +427,50 @@ mod tests {
             mean(&layout.spheres),
             mean(&unsorted)
         );
+    }
+
+    /// The CPU mirror keeps the cells in view, and the flat cull is picked
+    /// when too little would be left unread.
+    #[test]
+    fn kept_cells_and_the_pick() {
+        let format = InstanceFormat::PosQuat;
+        let frustum = Frustum::from_clip_from_world(
+            glam::Mat4::perspective_infinite_reverse_rh(1.0, 1.0, 0.1)
+                * glam::Mat4::look_at_rh(Vec3::ZERO, Vec3::NEG_Z, Vec3::Y),
+            None,
+        )
+        .unwrap();
+        // 100 cells along -z (in view) and 900 along +z (behind).
+        let spheres: Vec<[f32; 4]> = (0..1000)
+            .map(|c| {
+                let z = if c < 100 {
+                    -10.0 - c as f32
+                } else {
+                    10.0 + c as f32
+                };
+                [0.0, 0.0, z, 1.0]
+            })
+            .collect();
+        let layout = CellLayout {
+            order: Vec::new(),
+            spheres,
+            cell_len: 1024,
+        };
+        assert_eq!(layout.kept_cells(&[frustum], 1000 * 1024), 100);
+        assert_eq!(layout.kept_cells(&[frustum], 50 * 1024), 50);
+        // 900 cells of 1024 instances of 32 bytes unread: 28 MiB.
+        assert!(!layout.pays_off(format, &[frustum], 1000 * 1024));
+        let big = CellLayout {
+            cell_len: 4096,
+            ..layout.clone()
+        };
+        assert!(big.pays_off(format, &[frustum], 1000 * 4096));
+        let mut infinite = layout.clone();
+        infinite.spheres[500][3] = f32::INFINITY;
+        assert_eq!(infinite.kept_cells(&[frustum], 1000 * 1024), 101);
+        let mut empty = layout;
+        empty.spheres[5][3] = f32::NEG_INFINITY;
+        assert_eq!(empty.kept_cells(&[frustum], 1000 * 1024), 99);
     }
 
     /// Overflowed instances make their cell infinite (always kept); cells

@@ -646,6 +646,31 @@ impl Culler {
         self.encode_views(encoder, queue, input, target, params, None, Some(cells))
     }
 
+    /// [`Self::cull_views_in_cells`] where `layout` says it pays off for
+    /// these views ([`crate::CellLayout::pays_off`]: enough instances left
+    /// unread), else [`Self::cull_views`]; `Ok(true)` when it culled by
+    /// cells. The survivors are the same either way. `layout` must be the
+    /// one whose spheres `cells` holds.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cull_views_by_cells_if_faster(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+        layout: &crate::cells::CellLayout,
+        cells: &CellIndex,
+    ) -> Result<bool, CullError> {
+        if layout.pays_off(self.format, params.frusta, params.count) {
+            self.cull_views_in_cells(encoder, queue, input, target, params, cells)?;
+            Ok(true)
+        } else {
+            self.cull_views(encoder, queue, input, target, params)?;
+            Ok(false)
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn encode_views(
         &self,

@@ -35,7 +35,7 @@ fn cell_variants(ctx: &cull_core::GpuContext) -> Vec<ScanVariant> {
 }
 
 /// `scene` in the order `CellLayout::sort` gives its instances.
-fn sorted(scene: &Scene, culler: &Culler) -> (Scene, CellLayout) {
+pub fn sorted(scene: &Scene, culler: &Culler) -> (Scene, CellLayout) {
     let format = culler.format();
     let bytes = format.encode(&scene.instances).unwrap();
     let (_, layout) = CellLayout::sort(format, &bytes, scene.bounds, culler.tile_len()).unwrap();
@@ -56,7 +56,7 @@ fn sorted(scene: &Scene, culler: &Culler) -> (Scene, CellLayout) {
 /// Culls sorted `scene` by cells against `frusta` (a target of `capacity`
 /// instances and `views` views); each view's survivors as indices into the
 /// sorted batch, and the cells kept.
-fn run_cells(
+pub fn run_cells(
     ctx: &cull_core::GpuContext,
     culler: &Culler,
     scene: &Scene,
@@ -108,6 +108,13 @@ fn check(output: OutputKind) {
                         kept <= layout.cells(),
                         "{what}: kept {kept} of {} cells",
                         layout.cells()
+                    );
+                    // The CPU mirror of the cell pass agrees but for cells
+                    // within rounding of a plane.
+                    let mirror = layout.kept_cells(frusta, size as u32);
+                    assert!(
+                        mirror.abs_diff(kept) <= 2,
+                        "{what}: GPU kept {kept} cells, CPU {mirror}"
                     );
                     culled_cells += layout.cells() - kept;
                 }
@@ -162,6 +169,55 @@ fn most_cells_are_culled_when_little_is_visible() {
             layout.cells()
         );
     }
+}
+
+/// The pick between cells and the flat cull: an unsorted layout keeps every
+/// cell, so it culls flat; either way the survivors are the flat cull's.
+#[test]
+fn the_pick_culls_flat_when_cells_cannot_help() {
+    let ctx = gpu();
+    let variant = cell_variants(ctx)[0];
+    let culler = views_culler(
+        ctx,
+        variant,
+        InstanceFormat::PosQuat,
+        OutputKind::Indices,
+        Tuning::default(),
+        1,
+    );
+    let scene = Scene::random(78, 50_000, CameraKind::InfiniteReverseZ, Some(0.05));
+    let bytes = culler.format().encode(&scene.instances).unwrap();
+    let unsorted = CellLayout {
+        order: (0..50_000).collect(),
+        spheres: CellLayout::spheres_of(culler.format(), &bytes, scene.bounds, culler.tile_len()).unwrap(),
+        cell_len: culler.tile_len(),
+    };
+    let frusta = [scene.frustum().unwrap()];
+    assert_eq!(unsorted.kept_cells(&frusta, 50_000), unsorted.cells());
+    let job = Job::new(ctx, &culler, &scene, 50_000);
+    let cells = CellIndex::new(&ctx.device, &culler, 50_000).unwrap();
+    cells.write_spheres(&ctx.queue, 0, &unsorted.spheres).unwrap();
+    let params = CullViewsParams {
+        frusta: &frusta,
+        local_bounds: scene.bounds,
+        count: 50_000,
+    };
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let by_cells = culler
+        .cull_views_by_cells_if_faster(
+            &mut encoder,
+            &ctx.queue,
+            &job.input,
+            &job.target,
+            &params,
+            &unsorted,
+            &cells,
+        )
+        .unwrap();
+    ctx.queue.submit([encoder.finish()]);
+    assert!(!by_cells, "an unsorted layout should cull flat");
+    let survivors = read_views(ctx, &culler, &job.bytes, &job.target, 1, 50_000);
+    assert_views_exact("the pick, unsorted", &culler, &scene, &frusta, &survivors);
 }
 
 /// Small limits: several chunks (each with its own kept cells and indirect

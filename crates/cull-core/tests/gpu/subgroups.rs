@@ -110,6 +110,18 @@ fn subgroup_variants_at_this_width() {
                     );
                 }
             }
+            // By cells at this width (the subgroup variants cull cells).
+            if many.culls_cells() {
+                for n in [255usize, 4099] {
+                    let scene = edge_scene(n as u64 + 5, n, Camera::Perspective, format);
+                    let (scene, layout) = crate::cells::sorted(&scene, &many);
+                    let frusta = view_frusta(&scene, 13, 3);
+                    let (survivors, _) =
+                        crate::cells::run_cells(ctx, &many, &scene, &layout, &frusta, n as u32, 5);
+                    let what = format!("{variant:?} {format:?} sg={size} n={n} by cells");
+                    assert_views_exact(&what, &many, &scene, &frusta, &survivors);
+                }
+            }
             let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
             let what = format!(
                 "{variant:?} (subgroups: {}) {format:?} sg={size}",
