@@ -146,8 +146,8 @@ pub mod prelude {
     #[cfg(feature = "blocking")]
     pub use crate::GpuContext;
     pub use crate::{
-        CullError, CullInput, CullParams, CullTarget, CullTimings, CullViewsParams, Culler, CullerDesc,
-        Frustum, Instance, InstanceFormat, OutputKind, ScanVariant, Sphere,
+        CellIndex, CellLayout, CullError, CullInput, CullParams, CullTarget, CullTimings, CullViewsParams,
+        Culler, CullerDesc, Frustum, Instance, InstanceFormat, OutputKind, ScanVariant, Sphere,
     };
 }
 
