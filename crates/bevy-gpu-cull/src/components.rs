@@ -576,6 +576,37 @@ mod tests {
 /// cascade's fit in one multi-view cull (`cull_core::MAX_VIEWS` is 8).
 pub const MAX_LOD_LEVELS: usize = 4;
 
+/// Culls a batch by cells (cull-core's `cells` module, issue 19): the
+/// render world sorts the batch's instances into cells of spatially close
+/// instances, each with a bounding sphere, and each frame a cell pass
+/// finds the cells some view may see, so that the cull reads only their
+/// instances. It does so only where that should be faster
+/// (`Culler::cull_views_by_cells_if_faster`: enough instances left unread);
+/// otherwise the batch is culled as any other. The survivors are the same
+/// either way; [`crate::GpuCullStats::cells`] shows the cells kept.
+///
+/// For large, mostly static batches that a view sees only part of
+/// (foliage, cities, asteroid fields). Replacing or resizing the list sorts
+/// it again (on the CPU, in the render world); edits keep their cells'
+/// spheres conservative by recomputing the cells they touch. Cells need an
+/// unordered variant (`SubgroupBallot`, `SubgroupShuffle`, `BlockAtomic`)
+/// and are not used by occlusion-culled cameras.
+#[derive(Component, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuCullCells {
+    /// Cull by cells only when the cells no view keeps hold at least this
+    /// many bytes of instances (in the culling format): below it, the cell
+    /// pass costs about what it saves. 0 always culls by cells.
+    pub min_skipped_bytes: u64,
+}
+
+impl Default for GpuCullCells {
+    fn default() -> Self {
+        Self {
+            min_skipped_bytes: cull_core::cells::CELLS_MIN_SKIPPED_BYTES,
+        }
+    }
+}
+
 /// Levels of detail of a batch: which mesh each instance is drawn with,
 /// chosen on the GPU from the instance's projected size in the camera's
 /// view (the fraction of the screen height its bounding sphere's diameter

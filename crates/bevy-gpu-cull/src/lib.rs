@@ -49,18 +49,18 @@ mod render;
 
 pub use capture::CaptureScene;
 pub use components::{
-    CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullLod, GpuCullOcclusion, GpuCulledInstances,
-    LodLevel, MAX_LOD_LEVELS,
+    CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCullOcclusion,
+    GpuCulledInstances, LodLevel, MAX_LOD_LEVELS,
 };
 pub use cull_core::{Frustum, InstanceFormat, ScanVariant, SizeMetric, cpu};
-pub use plugin::{GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
+pub use plugin::{CellStats, GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
 
 /// The plugin, its settings and the batch component.
 pub mod prelude {
     pub use crate::{
-        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullLod, GpuCullOcclusion,
-        GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, GpuCulledInstances, InstanceFormat,
-        LodLevel, ScanVariant, ShadowViewId,
+        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullCells, GpuCullLod,
+        GpuCullOcclusion, GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, GpuCulledInstances,
+        InstanceFormat, LodLevel, ScanVariant, ShadowViewId,
     };
 }
 

@@ -167,6 +167,23 @@ pub struct GpuCullStats {
     /// Times the draw arguments of a (view, batch) were written: once per
     /// new target or changed mesh, not per frame.
     pub draw_args_writes: u64,
+    /// For each (camera or first shadow view of a pass, batch) with
+    /// [`crate::GpuCullCells`]: its cells, how many the pass's views keep,
+    /// and whether the latest cull read only those.
+    pub cells: HashMap<(Entity, Entity), CellStats>,
+}
+
+/// The cells of a batch culled by cells ([`GpuCullStats::cells`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CellStats {
+    /// Cells the batch is sorted into.
+    pub cells: u32,
+    /// Cells some view of the cull keeps (the cell pass's test, evaluated
+    /// on the CPU to choose between the two culls).
+    pub kept: u32,
+    /// Whether the cull read only the kept cells (else it read every
+    /// instance: too little would have been left unread).
+    pub by_cells: bool,
 }
 
 /// Messages from the render world to the main world.
@@ -202,6 +219,12 @@ pub(crate) enum StatMessage {
     GpuBytes(u64),
     /// A target's draw arguments were written.
     DrawArgsWritten,
+    /// The cells of a (view, batch) culled by cells.
+    Cells {
+        view: Entity,
+        batch: Entity,
+        cells: CellStats,
+    },
     /// The counts per level of detail of a (view, batch) with levels.
     LevelsVisible {
         view: Entity,
@@ -335,6 +358,9 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             StatMessage::Drawn => stats.drawn_frames += 1,
             StatMessage::GpuBytes(bytes) => stats.gpu_buffer_bytes = bytes,
             StatMessage::DrawArgsWritten => stats.draw_args_writes += 1,
+            StatMessage::Cells { view, batch, cells } => {
+                stats.cells.insert((view, batch), cells);
+            }
         }
     }
     if culled {

@@ -204,9 +204,16 @@ impl CellLayout {
     /// that is not spatially coherent (every cell as large as the batch)
     /// keeps every cell, and so picks the flat cull.
     pub fn pays_off(&self, format: InstanceFormat, frusta: &[Frustum], count: u32) -> bool {
+        self.leaves_unread(format, frusta, count, CELLS_MIN_SKIPPED_BYTES)
+    }
+
+    /// Whether culling the first `count` instances by cells for `frusta`
+    /// leaves at least `bytes` of instances unread ([`Self::pays_off`] with
+    /// a threshold of your own).
+    pub fn leaves_unread(&self, format: InstanceFormat, frusta: &[Frustum], count: u32, bytes: u64) -> bool {
         let cells = count.div_ceil(self.cell_len).min(self.cells());
         let skipped = (cells - self.kept_cells(frusta, count)) as u64 * self.cell_len as u64;
-        skipped.min(count as u64) * format.stride() >= CELLS_MIN_SKIPPED_BYTES
+        skipped.min(count as u64) * format.stride() >= bytes
     }
 }
 
@@ -298,6 +305,9 @@ pub struct CellIndex {
     /// be bound on its own).
     pub(crate) region_bytes: u64,
     pub(crate) chunks: u32,
+    /// [`crate::Culler::cull_views_by_cells_if_faster`] culls by cells when
+    /// at least this many bytes are left unread.
+    pub(crate) min_skipped_bytes: u64,
 }
 
 impl CellIndex {
@@ -309,6 +319,13 @@ impl CellIndex {
     /// Instances per cell (the culler's tile).
     pub fn cell_len(&self) -> u32 {
         self.cell_len
+    }
+
+    /// How many bytes of instances a cull by cells must leave unread for
+    /// [`crate::Culler::cull_views_by_cells_if_faster`] to take it
+    /// ([`CELLS_MIN_SKIPPED_BYTES`] by default; 0 always culls by cells).
+    pub fn set_min_skipped_bytes(&mut self, bytes: u64) {
+        self.min_skipped_bytes = bytes;
     }
 
     /// Writes `spheres` (from [`CellLayout`]) from cell `first` on.

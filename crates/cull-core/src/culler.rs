@@ -647,9 +647,9 @@ impl Culler {
     }
 
     /// [`Self::cull_views_in_cells`] where `layout` says it pays off for
-    /// these views ([`crate::CellLayout::pays_off`]: enough instances left
-    /// unread), else [`Self::cull_views`]; `Ok(true)` when it culled by
-    /// cells. The survivors are the same either way. `layout` must be the
+    /// these views (enough instances left unread: [`crate::CellLayout::pays_off`],
+    /// or [`CellIndex::set_min_skipped_bytes`]'s threshold), else
+    /// [`Self::cull_views`]; `Ok(true)` when it culled by cells. The survivors are the same either way. `layout` must be the
     /// one whose spheres `cells` holds.
     #[allow(clippy::too_many_arguments)]
     pub fn cull_views_by_cells_if_faster(
@@ -662,7 +662,7 @@ impl Culler {
         layout: &crate::cells::CellLayout,
         cells: &CellIndex,
     ) -> Result<bool, CullError> {
-        if layout.pays_off(self.format, params.frusta, params.count) {
+        if layout.leaves_unread(self.format, params.frusta, params.count, cells.min_skipped_bytes) {
             self.cull_views_in_cells(encoder, queue, input, target, params, cells)?;
             Ok(true)
         } else {
@@ -975,6 +975,7 @@ impl CellIndex {
             cells_per_chunk,
             region_bytes,
             chunks,
+            min_skipped_bytes: crate::cells::CELLS_MIN_SKIPPED_BYTES,
         })
     }
 }

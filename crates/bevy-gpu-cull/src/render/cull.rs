@@ -7,14 +7,16 @@ use super::prepare::{
     occlusion_culled, point_light_faces,
 };
 use crate::components::CullingFrustumOverride;
-use crate::plugin::{StatMessage, StatSender};
+use crate::plugin::{CellStats, StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
 use bevy::pbr::{ExtractedPointLight, LightEntity, ViewLightEntities};
 use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::{ExtractedView, ViewDepthTexture};
-use cull_core::{CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, SizeMetric};
+use cull_core::{
+    CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, SizeMetric, VisibilityTest,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What culling one view needs besides its frustum.
@@ -26,6 +28,7 @@ pub(crate) struct CullResources<'w, 's> {
     queue: Res<'w, RenderQueue>,
     frame: Res<'w, RenderFrame>,
     culled: Res<'w, CulledThisFrame>,
+    sender: Res<'w, StatSender>,
 }
 
 /// Set when any view culled a batch this render frame; reported once per
@@ -135,6 +138,19 @@ impl CullResources<'_, '_> {
         }
     }
 
+    /// Whether `target`'s kernel that culls by cells is compiled, for the
+    /// visibility test `frusta` vote with (or the frustum test's, which
+    /// keeps the same instances).
+    fn cells_ready(
+        &self,
+        culler: &cull_core::Culler,
+        target: &cull_core::CullTarget,
+        frusta: &[Frustum],
+    ) -> bool {
+        let ready = |test| culler.has_pipelines_for_cells(target.windows(), target.views(), test);
+        ready(VisibilityTest::for_views(frusta)) || ready(VisibilityTest::Frustum)
+    }
+
     /// Zeroes every view's instance count in `target`: its batch draws
     /// nothing this frame.
     fn clear_counts(&self, ctx: &mut RenderContext, target: &cull_core::CullTarget) {
@@ -187,9 +203,43 @@ impl CullResources<'_, '_> {
                 }
                 culled
             }
-            None => culler
-                .culler()
-                .cull_views(encoder, &self.queue, &batch.input, target, &params),
+            None => match &batch.cells {
+                // Sorted into cells, and the kernel that culls by cells is
+                // compiled: by cells where enough is left unread.
+                Some(cells) if self.cells_ready(culler.culler(), target, frusta) => {
+                    let by_cells = culler.culler().cull_views_by_cells_if_faster(
+                        encoder,
+                        &self.queue,
+                        &batch.input,
+                        target,
+                        &params,
+                        &cells.layout,
+                        &cells.index,
+                    );
+                    // Reported for the first view's main-world entities,
+                    // as its counts are.
+                    let main = self.targets.map.get(&(members[0], batch_entity));
+                    if let (Ok(by_cells), Some(main)) = (&by_cells, main) {
+                        let by_cells = *by_cells;
+                        let stats = CellStats {
+                            cells: cells.layout.cells(),
+                            kept: cells.layout.kept_cells(frusta, batch.count),
+                            by_cells,
+                        };
+                        let _ = self.sender.0.lock().map(|s| {
+                            s.send(StatMessage::Cells {
+                                view: main.main_view,
+                                batch: main.main_batch,
+                                cells: stats,
+                            })
+                        });
+                    }
+                    by_cells.map(|_| ())
+                }
+                _ => culler
+                    .culler()
+                    .cull_views(encoder, &self.queue, &batch.input, target, &params),
+            },
         };
         if let Err(e) = culled {
             // E.g. GpuCullBounds with a negative radius: draw nothing rather

@@ -9,7 +9,7 @@ mod prepare;
 mod shadow;
 
 use crate::components::{
-    CulledInstance, DirtyRanges, GpuCullBounds, GpuCullLod, GpuCulledInstances, ScaleRange,
+    CulledInstance, DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCulledInstances, ScaleRange,
 };
 use crate::plugin::{GpuCullSettings, GpuCullSystems, StatSender};
 use bevy::asset::embedded_asset;
@@ -58,6 +58,8 @@ pub(crate) struct BatchData {
     /// Levels of detail, finest first: each level's mesh and smallest
     /// screen size; empty without a (usable) `GpuCullLod`.
     pub lod: Vec<(AssetId<Mesh>, f32)>,
+    /// Culled by cells ([`crate::GpuCullCells`]).
+    pub cells: Option<GpuCullCells>,
 }
 
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
@@ -192,6 +194,7 @@ type MainBatches<'w, 's> = Query<
         Option<&'static RenderLayers>,
         Option<&'static MeshMaterial3d<StandardMaterial>>,
         Option<&'static GpuCullLod>,
+        Option<&'static GpuCullCells>,
     ),
 >;
 
@@ -228,7 +231,8 @@ fn extract_batches(
     };
     live.clear();
     let mut materials = Vec::new();
-    for (render_entity, mut batch, bounds, not_receiver, layers, material, lod) in &mut main_batches {
+    for (render_entity, mut batch, bounds, not_receiver, layers, material, lod, cells) in &mut main_batches {
+        let cells = cells.copied();
         let layers = layers.cloned().unwrap_or_default();
         let lod = lod_levels(lod);
         materials.push((render_entity.id(), material.map(|m| m.id())));
@@ -248,11 +252,19 @@ fn extract_batches(
                 render_layers: layers,
                 material: material::BatchMaterial::default(),
                 lod,
+                cells,
             });
             continue;
         };
         if data.lod != lod {
             data.lod = lod;
+        }
+        if data.cells.is_some() != cells.is_some() {
+            // Sorted into cells, or back: the whole list goes up again.
+            data.upload_all = true;
+        }
+        if data.cells != cells {
+            data.cells = cells;
         }
         if data.render_layers != layers {
             data.render_layers = layers;

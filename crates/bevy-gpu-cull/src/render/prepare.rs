@@ -29,8 +29,8 @@ use bevy::render::view::ExtractedView;
 use bevy::shader::ShaderCacheError;
 use bevy::shader::{Shader, ShaderDefVal};
 use cull_core::{
-    AsyncReadback, CullInput, CullTarget, Culler, CullerDesc, Instance, InstanceFormat, MAX_VIEWS,
-    OcclusionHistory, OutputKind, ScanVariant, VisibilityTest,
+    AsyncReadback, CellIndex, CellLayout, CullInput, CullTarget, Culler, CullerDesc, Instance,
+    InstanceFormat, MAX_VIEWS, OcclusionHistory, OutputKind, ScanVariant, Sphere, VisibilityTest,
 };
 use std::ops::Range;
 use std::sync::Arc;
@@ -49,9 +49,8 @@ pub(crate) struct CullShaders {
     /// Held so that the library stays loaded.
     _library: Vec<Handle<Shader>>,
     entries: HashMap<&'static str, Handle<Shader>>,
-    /// Pipeline ids of every kernel queued, by (variant, format, windows,
-    /// views, visibility test).
-    kernels: HashMap<(ScanVariant, InstanceFormat, u32, u32, VisibilityTest), Vec<CachedComputePipelineId>>,
+    /// Pipeline ids of every kernel queued, by variant, format and shape.
+    kernels: HashMap<(ScanVariant, InstanceFormat, KernelShape), Vec<CachedComputePipelineId>>,
 }
 
 impl CullShaders {
@@ -73,14 +72,34 @@ impl CullShaders {
     }
 }
 
+/// One kernel of a culler: output windows, views, visibility test, and
+/// whether it culls by cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct KernelShape {
+    windows: u32,
+    views: u32,
+    test: VisibilityTest,
+    cells: bool,
+}
+
+impl KernelShape {
+    fn is_ready(&self, culler: &Culler) -> bool {
+        if self.cells {
+            culler.has_pipelines_for_cells(self.windows, self.views, self.test)
+        } else {
+            culler.has_pipelines_for(self.windows, self.views, self.test)
+        }
+    }
+}
+
 /// A culler whose kernels Bevy's `PipelineCache` compiles: it culls only
 /// into targets whose kernel (by output windows and views) is ready.
 pub(crate) struct CompilingCuller {
     pub culler: Culler,
     pub settings: GpuCullSettings,
-    /// Kernels queued in the pipeline cache, by output windows, views and
-    /// visibility test (the occlusion phases have kernels of their own).
-    queued: HashMap<(u32, u32, VisibilityTest), Vec<CachedComputePipelineId>>,
+    /// Kernels queued in the pipeline cache, by shape (the occlusion
+    /// phases and culls by cells have kernels of their own).
+    queued: HashMap<KernelShape, Vec<CachedComputePipelineId>>,
     /// A kernel failed to compile: a pending culler is then given up.
     failed: bool,
 }
@@ -99,16 +118,54 @@ impl CompilingCuller {
         cache: &PipelineCache,
         shaders: &mut CullShaders,
     ) {
-        let shape = (windows, views, test);
-        if self.culler.has_pipelines_for(windows, views, test) || self.queued.contains_key(&shape) {
+        self.request_shape(
+            KernelShape {
+                windows,
+                views,
+                test,
+                cells: false,
+            },
+            cache,
+            shaders,
+        );
+    }
+
+    /// [`Self::request`] for the kernel that culls by cells.
+    pub fn request_cells(
+        &mut self,
+        windows: u32,
+        views: u32,
+        test: VisibilityTest,
+        cache: &PipelineCache,
+        shaders: &mut CullShaders,
+    ) {
+        self.request_shape(
+            KernelShape {
+                windows,
+                views,
+                test,
+                cells: true,
+            },
+            cache,
+            shaders,
+        );
+    }
+
+    fn request_shape(&mut self, shape: KernelShape, cache: &PipelineCache, shaders: &mut CullShaders) {
+        if shape.is_ready(&self.culler) || self.queued.contains_key(&shape) {
             return;
         }
-        let key = (self.culler.variant(), self.culler.format(), windows, views, test);
+        let key = (self.culler.variant(), self.culler.format(), shape);
         if let Some(ids) = shaders.kernels.get(&key) {
             self.queued.insert(shape, ids.clone());
             return;
         }
-        let recipe = self.culler.recipe_for(windows, views, test);
+        let recipe = if shape.cells {
+            self.culler
+                .recipe_for_cells(shape.windows, shape.views, shape.test)
+        } else {
+            self.culler.recipe_for(shape.windows, shape.views, shape.test)
+        };
         let Some(shader) = shaders.entries.get(recipe.entry.path) else {
             error!("GPU culling: no shader {}", recipe.entry.path);
             return;
@@ -151,7 +208,7 @@ impl CompilingCuller {
     pub fn poll(&mut self, cache: &PipelineCache) {
         let culler = &self.culler;
         let mut failed = false;
-        self.queued.retain(|&(windows, views, test), ids| {
+        self.queued.retain(|shape, ids| {
             let mut pipelines = Vec::with_capacity(ids.len());
             for &id in ids.iter() {
                 match cache.get_compute_pipeline_state(id) {
@@ -172,7 +229,13 @@ impl CompilingCuller {
                     },
                 }
             }
-            if let Err(e) = culler.provide_pipelines_for(windows, views, test, pipelines) {
+            let (windows, views, test) = (shape.windows, shape.views, shape.test);
+            let provided = if shape.cells {
+                culler.provide_pipelines_for_cells(windows, views, test, pipelines)
+            } else {
+                culler.provide_pipelines_for(windows, views, test, pipelines)
+            };
+            if let Err(e) = provided {
                 error!("GPU culling: {e}");
                 failed = true;
             }
@@ -220,6 +283,85 @@ pub(crate) struct GpuBatch {
     pub culler_generation: u64,
     /// Unique per pair of buffers, so views rebind only when they change.
     pub buffers_id: u64,
+    /// A batch culled by cells ([`crate::GpuCullCells`]): the buffers hold
+    /// its instances in cell order.
+    pub cells: Option<BatchCells>,
+}
+
+/// A batch sorted into cells: instance `k` of the GPU buffers is the
+/// batch's `layout.order[k]`.
+pub(crate) struct BatchCells {
+    pub layout: CellLayout,
+    /// Where each of the batch's instances is in the GPU buffers.
+    pub position: Vec<u32>,
+    pub index: CellIndex,
+    /// The bounds the cell spheres were computed with.
+    pub bounds: Sphere,
+}
+
+impl BatchCells {
+    /// Sorts `instances` into cells and uploads them in cell order into new
+    /// buffers' `input` and `draw_data`.
+    fn upload(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        culler: &Culler,
+        capacity: u32,
+        data: &BatchData,
+        input: &CullInput,
+        draw_data: &wgpu::Buffer,
+    ) -> Result<Self, cull_core::CullError> {
+        let format = culler.format();
+        let encoded: Vec<Instance> = data.instances.iter().map(|i| i.cull_instance(format)).collect();
+        let bytes = format.encode(&encoded)?;
+        let (sorted, layout) = CellLayout::sort(format, &bytes, data.bounds, culler.tile_len())?;
+        input.write(queue, 0, &sorted)?;
+        let records: Vec<CulledInstance> = layout.order.iter().map(|&i| data.instances[i as usize]).collect();
+        queue.write_buffer(draw_data, 0, bytemuck::cast_slice(&draw_records(&records)));
+        let mut index = CellIndex::new(device, culler, capacity)?;
+        index.write_spheres(queue, 0, &layout.spheres)?;
+        if let Some(settings) = data.cells {
+            index.set_min_skipped_bytes(settings.min_skipped_bytes);
+        }
+        let mut position = vec![0; layout.order.len()];
+        for (k, &i) in layout.order.iter().enumerate() {
+            position[i as usize] = k as u32;
+        }
+        Ok(Self {
+            layout,
+            position,
+            index,
+            bounds: data.bounds,
+        })
+    }
+
+    /// Recomputes the spheres of `cells` (all with `None`) from `data`'s
+    /// instances and writes them: after edits, or new bounds.
+    fn refit(
+        &mut self,
+        queue: &wgpu::Queue,
+        format: InstanceFormat,
+        data: &BatchData,
+        cells: Option<&std::collections::BTreeSet<u32>>,
+    ) -> Result<(), cull_core::CullError> {
+        let len = self.layout.cell_len as usize;
+        let n = self.layout.order.len();
+        let all: Vec<u32> = (0..self.layout.cells()).collect();
+        let cells: Vec<u32> = cells.map_or(all, |c| c.iter().copied().collect());
+        for c in cells {
+            let range = c as usize * len..((c as usize + 1) * len).min(n);
+            let encoded: Vec<Instance> = self.layout.order[range]
+                .iter()
+                .map(|&i| data.instances[i as usize].cull_instance(format))
+                .collect();
+            let bytes = format.encode(&encoded)?;
+            let sphere = CellLayout::spheres_of(format, &bytes, data.bounds, self.layout.cell_len)?;
+            self.layout.spheres[c as usize] = sphere[0];
+            self.index.write_spheres(queue, c, &sphere)?;
+        }
+        self.bounds = data.bounds;
+        Ok(())
+    }
 }
 
 /// The kernels a group's cull votes with: the occlusion phases for an
@@ -677,10 +819,57 @@ pub(crate) fn prepare_batches(
     for (entity, mut data, gpu) in &mut batches {
         let data = data.as_mut();
         let count = data.instances.len() as u32;
-        let reusable = gpu
-            .as_ref()
-            .is_some_and(|g| g.capacity >= count && g.culler_generation == culler.generation);
+        // A batch sorted into cells is sorted again when its list is
+        // replaced or resized.
+        let want_cells = data.cells.is_some() && culler.culler().culls_cells();
+        let reusable = gpu.as_ref().is_some_and(|g| {
+            g.capacity >= count
+                && g.culler_generation == culler.generation
+                && g.cells.is_some() == want_cells
+                && (!want_cells || (g.count == count && !data.upload_all))
+        });
         if let (true, Some(mut gpu)) = (reusable, gpu) {
+            let gpu = gpu.as_mut();
+            if let Some(cells) = gpu.cells.as_mut() {
+                if let Some(settings) = data.cells {
+                    cells.index.set_min_skipped_bytes(settings.min_skipped_bytes);
+                }
+                // Each edited instance where it sits in cell order, then its
+                // cells' spheres again.
+                let pending = std::mem::take(&mut data.uploads);
+                let mut touched = std::collections::BTreeSet::new();
+                for range in pending.ranges() {
+                    for i in range.clone() {
+                        let at = cells.position[i as usize];
+                        let instance = data.instances[i as usize];
+                        if let Err(e) =
+                            gpu.input
+                                .write_instances(&queue, at, &[instance.cull_instance(format)])
+                        {
+                            error!("GPU culling: {e}");
+                            continue;
+                        }
+                        queue.write_buffer(
+                            &gpu.draw_data,
+                            at as u64 * size_of::<CulledInstance>() as u64,
+                            bytemuck::cast_slice(&draw_records(&[instance])),
+                        );
+                        touched.insert(at / cells.layout.cell_len);
+                        uploaded += 1;
+                    }
+                }
+                let refit = if cells.bounds != data.bounds {
+                    cells.refit(&queue, format, data, None)
+                } else if touched.is_empty() {
+                    Ok(())
+                } else {
+                    cells.refit(&queue, format, data, Some(&touched))
+                };
+                if let Err(e) = refit {
+                    error!("GPU culling: {e}");
+                }
+                continue;
+            }
             let pending = std::mem::take(&mut data.uploads);
             let ranges: Vec<Range<u32>> = if data.upload_all {
                 std::iter::once(0..count).collect()
@@ -716,22 +905,41 @@ pub(crate) fn prepare_batches(
                 continue;
             }
         };
-        let encoded: Vec<Instance> = data.instances.iter().map(|i| i.cull_instance(format)).collect();
-        if let Err(e) = input.write_instances(&queue, 0, &encoded) {
-            error!("GPU culling: {e}");
-            continue;
-        }
         let draw_data = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpu_cull_draw_data"),
             size: capacity as u64 * size_of::<CulledInstance>() as u64,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        queue.write_buffer(
-            &draw_data,
-            0,
-            bytemuck::cast_slice(&draw_records(&data.instances)),
-        );
+        let cells = if want_cells {
+            match BatchCells::upload(
+                device,
+                &queue,
+                culler.culler(),
+                capacity,
+                data,
+                &input,
+                &draw_data,
+            ) {
+                Ok(cells) => Some(cells),
+                Err(e) => {
+                    error!("GPU culling: {e}");
+                    continue;
+                }
+            }
+        } else {
+            let encoded: Vec<Instance> = data.instances.iter().map(|i| i.cull_instance(format)).collect();
+            if let Err(e) = input.write_instances(&queue, 0, &encoded) {
+                error!("GPU culling: {e}");
+                continue;
+            }
+            queue.write_buffer(
+                &draw_data,
+                0,
+                bytemuck::cast_slice(&draw_records(&data.instances)),
+            );
+            None
+        };
         uploaded += count as u64;
         data.upload_all = false;
         data.uploads.clear();
@@ -742,6 +950,7 @@ pub(crate) fn prepare_batches(
             capacity,
             culler_generation: culler.generation,
             buffers_id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            cells,
         });
     }
     if uploaded > 0 {
@@ -920,6 +1129,19 @@ pub(crate) fn prepare_targets(
             };
             let (slot, target_views) = (slot * levels, group_views * levels);
             let group_key = (group, batch_entity);
+            // A batch sorted into cells is culled flat until its group's
+            // kernel that culls by cells has compiled (occluded cameras
+            // always cull flat).
+            if gpu.cells.is_some()
+                && !occluded
+                && let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views)
+            {
+                for &test in group_tests(false, group_views, levels) {
+                    culler
+                        .inner
+                        .request_cells(windows, target_views, test, &pipeline_cache, &mut shaders);
+                }
+            }
             let stale = targets.groups.get(&group_key).is_none_or(|g| {
                 g.capacity < gpu.capacity
                     || g.culler_generation != culler.generation
