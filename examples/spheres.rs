@@ -7,6 +7,7 @@
 //! cargo run --release --example spheres -- --compare bevy    # the same spheres as ordinary Bevy entities
 //! cargo run --release --example spheres -- --count 4e6 --lod  # levels of detail chosen on the GPU
 //! cargo run --release --example spheres -- --occlusion       # occlusion culling (two-phase, on the GPU)
+//! cargo run --release --example spheres -- --count 4e6 --cells  # read only the cells in view
 //! cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png
 //! ```
 //!
@@ -61,11 +62,14 @@ struct Args {
     /// With `--compare bevy`: Bevy's `NoCpuCulling` on the camera, which
     /// skips its CPU frustum culling of every entity (its GPU culling stays).
     no_cpu_culling: bool,
+    /// Cull the batch by cells (`GpuCullCells`): sorted into spatially
+    /// compact cells, only the cells in view read where that pays off.
+    cells: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--occlusion] [--no-cpu-culling] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--occlusion] [--no-cpu-culling] [--cells] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
     );
     std::process::exit(2)
 }
@@ -86,6 +90,7 @@ fn parse_args() -> Args {
         lod: false,
         occlusion: false,
         no_cpu_culling: false,
+        cells: false,
     };
     let mut it = std::env::args().skip(1);
     let mut sized = false;
@@ -98,6 +103,7 @@ fn parse_args() -> Args {
             "--lod" => args.lod = true,
             "--occlusion" => args.occlusion = true,
             "--no-cpu-culling" => args.no_cpu_culling = true,
+            "--cells" => args.cells = true,
             "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
             "--screenshot" => args.screenshot = Some(value().into()),
             "--capture" => args.capture = Some(value().into()),
@@ -293,6 +299,9 @@ fn setup(
         let mut batch = commands.spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)));
         if args.lod {
             batch.insert(lod.0.clone());
+        }
+        if args.cells {
+            batch.insert(GpuCullCells::default());
         }
         commands.insert_resource(lod);
     }
@@ -546,8 +555,16 @@ fn hud(
             .next()
             .filter(|_| lod_on)
             .map_or(String::new(), |l| format!(" (per level {l:?})"));
+        let cells = stats.cells.values().next().map_or(String::new(), |c| {
+            format!(
+                " | cells kept {} / {}{}",
+                c.kept,
+                c.cells,
+                if c.by_cells { "" } else { " (culled flat)" }
+            )
+        });
         format!(
-            "visible {visible}{levels} / {} | variant {} | format {} | GPU cull {} | frame {frame_ms:.2} ms\n\
+            "visible {visible}{levels}{cells} / {} | variant {} | format {} | GPU cull {} | frame {frame_ms:.2} ms\n\
              [V] variant  [F] format  [L] shadows {}  [N] levels of detail {}  [O] occlusion culling {}  [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
             args.count,
             stats.variant.map_or("-", |v| v.name()),
@@ -672,7 +689,7 @@ fn finish_headless(
     };
     let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{s:.1}"));
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} cells={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
@@ -688,6 +705,12 @@ fn finish_headless(
         args.lod,
         args.occlusion,
         args.no_cpu_culling,
+        stats.cells.values().next().map_or("n/a".into(), |c| format!(
+            "{}/{}{}",
+            c.kept,
+            c.cells,
+            if c.by_cells { "" } else { "(flat)" }
+        )),
         stats.visible_per_level.values().next().map_or("n/a".into(), |l| l
             .iter()
             .map(|n| n.to_string())

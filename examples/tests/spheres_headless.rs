@@ -42,6 +42,9 @@ fn spheres_headless_every_variant() {
             // with levels of detail (the reference is then the levels').
             .args((variant == "block-atomic").then_some("--shadows"))
             .args((variant == "subgroup-shuffle").then_some("--lod"))
+            // And one sorted into cells (too small to be culled by cells
+            // with the default threshold: it reports its cells, culled flat).
+            .args((variant == "subgroup-ballot").then_some("--cells"))
             .arg("--screenshot")
             .arg(&shot)
             .output()
@@ -74,6 +77,10 @@ fn spheres_headless_every_variant() {
             (reference..=reference + borderline).contains(&visible),
             "{variant}: {line}"
         );
+        if variant == "subgroup-ballot" {
+            let cells = field(line, "cells");
+            assert!(cells.ends_with("/20(flat)"), "{variant}: cells {cells}: {line}");
+        }
         assert!(
             visible > 100 && visible < 20_000,
             "{variant}: the camera should see part of the field: {line}"
