@@ -48,10 +48,10 @@ pub const CELL_RECORD_WORDS: u32 = 1;
 /// rounding and the instance test's, which may round the other way.
 pub const CELL_TOLERANCE: f32 = 1.0 / (1 << 16) as f32;
 
-/// A cull by cells pays for its cell pass and the pass boundary (about
-/// 15 µs on an H100, see `docs/benchmarks.md`) with the instances it does
-/// not read: below this many bytes left unread, [`CellLayout::pays_off`]
-/// says the flat cull is faster or about as fast.
+/// A cull by cells pays for its cell pass and the pass boundary (measured
+/// in `docs/benchmarks.md#culling-by-cells-issue-19`) with the instances it
+/// does not read: below this many bytes left unread,
+/// [`CellLayout::pays_off`] says the flat cull is faster or about as fast.
 pub const CELLS_MIN_SKIPPED_BYTES: u64 = 64 << 20;
 
 /// Threads per workgroup of the cell pass.
