@@ -6,6 +6,10 @@
 // reads only those tiles (cull::params::workgroup_tile): its workgroups
 // past the kept cells return at once. A cell no view keeps holds no
 // instance any view keeps, so the survivors are those of the flat cull.
+//
+// The ordered variant reads every tile's verdict in tile order instead of a
+// list (KEPT_CELL_FLAGS): the pass then sets a flag per kept cell, at the
+// cell's own place in the chunk's region.
 #define_import_path cull::cells
 
 #import cull::params::{params, CELL_RECORD_WORDS}
@@ -13,9 +17,16 @@
 // Must equal cull_core::cells::CELL_TOLERANCE (a test holds them equal).
 const CELL_TOLERANCE: f32 = 1.52587890625e-5;
 
-// xyz center, w radius (+inf: a cell holding an overflowed instance, kept
-// in every view; -inf: a cell of instances that are all culled).
-@group(0) @binding(#{BINDING_CELL_SPHERES}) var<storage, read> cell_spheres: array<vec4<f32>>;
+// One cell (cull_core::CellBounds): a sphere covering its instances, xyz
+// center and w radius (+inf: a cell holding an overflowed instance, kept
+// in every view; -inf: a cell of instances that are all culled), and the
+// largest of their radii.
+struct CellBounds {
+    sphere: vec4<f32>,
+    largest_radius: f32,
+}
+
+@group(0) @binding(#{BINDING_CELL_BOUNDS}) var<storage, read> cell_bounds: array<CellBounds>;
 // Every chunk's region of kept cells (the cull binds its chunk's,
 // read-only, as cull::params::kept_cells).
 @group(0) @binding(#{BINDING_CELL_LISTS}) var<storage, read_write> cell_lists: array<atomic<u32>>;
@@ -36,15 +47,43 @@ fn cell_in_view(view: u32, s: vec4<f32>) -> bool {
     return inside;
 }
 
-// Votes cell `cell`; a kept cell is appended to its chunk's tiles.
+// Whether some instance of the cell may be large enough for `view`'s size
+// band (cull::visibility::screen_size): beyond the farthest level's cut-off
+// the whole cell is culled. An instance of radius r inside the cell's
+// sphere (radius R, D from the camera) is at least D - R + r away, so its
+// size r / (D - R + r) is at most L / (D - R + L) for the largest radius L.
+// Widened by CELL_TOLERANCE for both tests' rounding; a camera that may be
+// within the sphere keeps the cell. Mirrored by cull_core::cells::cell_in_band.
+fn cell_in_band(view: u32, cell: CellBounds) -> bool {
+    let band = params.size_bands[view];
+    if band[1].w == 0.0 || band[1].x <= 0.0 {
+        return true; // no band, or no cut-off
+    }
+    let s = cell.sphere;
+    let largest = cell.largest_radius;
+    var distance = 1.0;
+    if band[1].z != 0.0 {
+        let to_camera = s.xyz - band[0].xyz;
+        let magnitude = abs(s.x) + abs(s.y) + abs(s.z) + abs(band[0].x) + abs(band[0].y) + abs(band[0].z) + s.w;
+        let nearest = length(to_camera) - CELL_TOLERANCE * magnitude - s.w;
+        if nearest <= 0.0 {
+            return true;
+        }
+        distance = nearest + largest;
+    }
+    return largest * band[0].w * (1.0 + CELL_TOLERANCE) >= band[1].x * distance;
+}
+
+// Votes cell `cell`: a kept cell is counted, and appended to its chunk's
+// tiles (or, with KEPT_CELL_FLAGS, flagged at its place).
 fn vote_cell(cell: u32) {
     if cell >= params.cell_count {
         return;
     }
-    let s = cell_spheres[cell];
+    let bounds = cell_bounds[cell];
     var keep = false;
-    for (var view = 0u; view < params.view_count; view++) {
-        keep = keep | cell_in_view(view, s);
+    for (var view = 0u; view < params.cell_views; view++) {
+        keep = keep | (cell_in_view(view, bounds.sphere) & cell_in_band(view, bounds));
     }
     if !keep {
         return;
@@ -52,5 +91,10 @@ fn vote_cell(cell: u32) {
     let chunk = cell / params.cells_per_chunk;
     let base = chunk * params.cell_region_words;
     let slot = atomicAdd(&cell_lists[base], 1u);
-    atomicStore(&cell_lists[base + CELL_RECORD_WORDS + slot], cell - chunk * params.cells_per_chunk);
+    let tile = cell - chunk * params.cells_per_chunk;
+#ifdef KEPT_CELL_FLAGS
+    atomicStore(&cell_lists[base + CELL_RECORD_WORDS + tile], 1u);
+#else
+    atomicStore(&cell_lists[base + CELL_RECORD_WORDS + slot], tile);
+#endif
 }

@@ -76,7 +76,9 @@ struct CullParams {
     // phase reads the last frame's half and writes the other.
     history_read: u32,
     history_write: u32,
-    pad_d: u32,
+    // Cell culling: the views the cell pass votes, all of the cull's (an
+    // ordered cull's entries each take one view in view_count).
+    cell_views: u32,
     pad_e: u32,
 }
 
@@ -95,6 +97,14 @@ const CELL_RECORD_WORDS: u32 = #{CELL_RECORD_WORDS}u;
 @group(0) @binding(#{BINDING_KEPT_CELLS}) var<storage, read> kept_cells: array<u32>;
 // What workgroup_tile gives a workgroup past the kept cells.
 const NO_TILE: u32 = 0xffffffffu;
+#endif
+
+#ifdef CELLS
+// Ordered by cells (KEPT_CELL_FLAGS): whether the cell pass kept `tile`'s
+// cell. Uniform across the workgroup for a uniform tile (read-only storage).
+fn tile_kept(tile: u32) -> bool {
+    return kept_cells[CELL_RECORD_WORDS + tile] != 0u;
+}
 #endif
 
 // The tile a workgroup culls: the workgroup's own, or by cells the kept

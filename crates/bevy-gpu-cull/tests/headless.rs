@@ -2708,8 +2708,22 @@ fn two_occlusion_culled_cameras_cull_independently() {
 /// follows it), as is a resized list (sorted again).
 #[test]
 fn cells_cull_what_the_flat_cull_culls() {
+    cells_case(None);
+}
+
+/// The same with `Ordered`, whose cull by cells walks every tile in order.
+#[test]
+fn cells_cull_what_the_flat_cull_culls_ordered() {
+    if !ScanVariant::Ordered.is_compiled() {
+        eprintln!("Ordered is not compiled in: nothing to check");
+        return;
+    }
+    cells_case(Some(ScanVariant::Ordered));
+}
+
+fn cells_case(variant: Option<ScanVariant>) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let mut h = harness_with(variant, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     record_render_errors(&mut h.app);
     // A field of 200 × 200 spheres, 2 apart, around the camera: half of it
     // behind the camera, much of the rest beside its view.

@@ -23,14 +23,22 @@
 //!
 //! The CPU side is [`CellLayout`]: [`CellLayout::sort`] orders a batch along
 //! a Morton curve over its instances' centers (so each tile is compact) and
-//! computes the cell spheres; [`CellLayout::spheres_of`] recomputes them
-//! after edits (spheres only grow or shrink with what the instances hold,
+//! computes the cells' bounds ([`CellBounds`]: a sphere and the largest
+//! instance radius); [`CellLayout::bounds_of`] recomputes them
+//! after edits (bounds only grow or shrink with what the instances hold,
 //! so refitting the edited cells keeps them conservative). The GPU side is
-//! [`CellIndex`]: the spheres and, per chunk, the kept cells.
+//! [`CellIndex`]: the bounds and, per chunk, the kept cells.
 //!
-//! Survivors are written in no particular order (the unordered variants
-//! only), as indices into the **sorted** batch: [`CellLayout::order`] maps
-//! them back to the input's.
+//! Survivors are indices into the **sorted** batch ([`CellLayout::order`]
+//! maps them back to the input's): in no particular order from the
+//! unordered variants; `Ordered` keeps the sorted batch's order (its chain
+//! walks every tile in order, and a culled cell's tile joins it empty
+//! without reading its instances).
+//!
+//! A view with a level-of-detail band ([`crate::SizeBand`]) also culls
+//! the cells whose instances are all below its cut-off: none can look
+//! larger than the largest radius at the nearest point of the cell's
+//! sphere (see `cell_in_band`).
 
 use crate::error::CullError;
 use crate::frustum::{Frustum, Sphere, widen_radius};
@@ -59,7 +67,7 @@ pub(crate) const CELL_PASS_WORKGROUP: u32 = 64;
 
 pub(crate) const MODULE: ShaderModule = shader_module!("cells.wgsl");
 
-/// The cell pass, first of a cull by cells: uniforms, the cell spheres,
+/// The cell pass, first of a cull by cells: uniforms, the cells' bounds,
 /// and every chunk's kept cells.
 pub(crate) fn cell_pass() -> PassLayout {
     PassLayout {
@@ -67,23 +75,56 @@ pub(crate) fn cell_pass() -> PassLayout {
         kind: PassKind::Cells,
         bindings: vec![
             (bindings::PARAMS, Slot::Params),
-            (bindings::CELL_SPHERES, Slot::Read),
+            (bindings::CELL_BOUNDS, Slot::Read),
             (bindings::CELL_LISTS, Slot::ReadWrite),
         ],
     }
 }
 
-/// A batch sorted into cells: the order and one bounding sphere per cell.
+/// What the cell pass knows of one cell: a sphere covering its instances
+/// and the largest of their radii.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CellBounds {
+    /// `[x, y, z, radius]` in world space, covering every instance's
+    /// sphere. A radius of `+∞` marks a cell with an instance whose sphere
+    /// overflows `f32` (kept in every view, as the flat cull keeps that
+    /// instance); `−∞` a cell of instances that are all culled (not finite).
+    pub sphere: [f32; 4],
+    /// The largest world-space radius of its instances (rounded up): with
+    /// the sphere, it bounds how large on screen any of them can look,
+    /// which lets a level-of-detail cut-off cull the whole cell.
+    pub largest_radius: f32,
+}
+
+impl CellBounds {
+    /// The layout the cell pass reads (`CellBounds` in `cells.wgsl`).
+    fn gpu(&self) -> [f32; 8] {
+        let [x, y, z, r] = self.sphere;
+        [x, y, z, r, self.largest_radius, 0.0, 0.0, 0.0]
+    }
+}
+
+/// What [`crate::Culler::cull_views_by_cells_if_faster`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CellPick {
+    /// Cells the cell pass keeps, by its CPU mirror
+    /// ([`CellLayout::kept_cells`]; the GPU may differ by a cell within
+    /// rounding of a plane).
+    pub kept: u32,
+    /// Whether it culled by cells (else flat: too little left unread).
+    pub by_cells: bool,
+}
+
+/// Bytes of one cell's bounds on the GPU (what the cell pass reads per cell).
+pub const CELL_BOUNDS_BYTES: u64 = 32;
+
+/// A batch sorted into cells: the order and each cell's bounds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CellLayout {
     /// Instance `k` of the sorted batch is instance `order[k]` of the input.
     pub order: Vec<u32>,
-    /// One sphere per cell, `[x, y, z, radius]` in world space: cell `c`
-    /// holds sorted instances `c · cell_len ..`. A radius of `+∞` marks a
-    /// cell with an instance whose sphere overflows `f32` (kept in every
-    /// view, as the flat cull keeps that instance); `−∞` a cell of
-    /// instances that are all culled (not finite).
-    pub spheres: Vec<[f32; 4]>,
+    /// One per cell: cell `c` holds sorted instances `c · cell_len ..`.
+    pub bounds: Vec<CellBounds>,
     /// Instances per cell: the culler's tile ([`crate::Culler::tile_len`]).
     pub cell_len: u32,
 }
@@ -92,7 +133,7 @@ impl CellLayout {
     /// Sorts `bytes` (instances of `format`; `bounds` is their mesh's
     /// local bounding sphere) into cells of `cell_len` instances along a
     /// Morton curve over their world-space centers, and computes each
-    /// cell's sphere. Returns the sorted bytes, to upload in place of the
+    /// cell's bounds. Returns the sorted bytes, to upload in place of the
     /// input, and the layout. Instances that are not finite go last.
     pub fn sort(
         format: InstanceFormat,
@@ -148,26 +189,26 @@ impl CellLayout {
             let i = i as usize;
             sorted.extend_from_slice(&bytes[i * stride..(i + 1) * stride]);
         }
-        let spheres = Self::spheres_of(format, &sorted, bounds, cell_len)?;
+        let cells = Self::bounds_of(format, &sorted, bounds, cell_len)?;
         Ok((
             sorted,
             Self {
                 order,
-                spheres,
+                bounds: cells,
                 cell_len,
             },
         ))
     }
 
-    /// The cell spheres of `bytes` as they are (sorted, or edited since):
+    /// The cell bounds of `bytes` as they are (sorted, or edited since):
     /// cell `c` covers instances `c · cell_len ..`. Recompute the cells an
-    /// edit touched and write them with [`CellIndex::write_spheres`].
-    pub fn spheres_of(
+    /// edit touched and write them with [`CellIndex::write_bounds`].
+    pub fn bounds_of(
         format: InstanceFormat,
         bytes: &[u8],
         bounds: Sphere,
         cell_len: u32,
-    ) -> Result<Vec<[f32; 4]>, CullError> {
+    ) -> Result<Vec<CellBounds>, CullError> {
         let stride = format.stride() as usize;
         if cell_len == 0 || !bytes.len().is_multiple_of(stride) {
             return Err(CullError::InvalidParameter(
@@ -177,13 +218,13 @@ impl CellLayout {
         let n = bytes.len() / stride;
         let cell_len = cell_len as usize;
         Ok((0..n.div_ceil(cell_len))
-            .map(|c| cell_sphere(format, bytes, bounds, c * cell_len..((c + 1) * cell_len).min(n)))
+            .map(|c| cell_bounds(format, bytes, bounds, c * cell_len..((c + 1) * cell_len).min(n)))
             .collect())
     }
 
     /// Cells of the layout.
     pub fn cells(&self) -> u32 {
-        self.spheres.len() as u32
+        self.bounds.len() as u32
     }
 
     /// How many of the cells covering the first `count` instances some
@@ -191,10 +232,14 @@ impl CellLayout {
     /// same `f32` arithmetic; the GPU may decide otherwise for a cell within
     /// rounding of a plane).
     pub fn kept_cells(&self, frusta: &[Frustum], count: u32) -> u32 {
-        let cells = (count.div_ceil(self.cell_len) as usize).min(self.spheres.len());
-        self.spheres[..cells]
+        let cells = (count.div_ceil(self.cell_len) as usize).min(self.bounds.len());
+        self.bounds[..cells]
             .iter()
-            .filter(|s| frusta.iter().any(|f| cell_in_view(f, s)))
+            .filter(|c| {
+                frusta
+                    .iter()
+                    .any(|f| cell_in_view(f, &c.sphere) && cell_in_band(f, c))
+            })
             .count() as u32
     }
 
@@ -211,9 +256,15 @@ impl CellLayout {
     /// leaves at least `bytes` of instances unread ([`Self::pays_off`] with
     /// a threshold of your own).
     pub fn leaves_unread(&self, format: InstanceFormat, frusta: &[Frustum], count: u32, bytes: u64) -> bool {
+        self.unread_bytes(format, self.kept_cells(frusta, count), count) >= bytes
+    }
+
+    /// Bytes of the first `count` instances a cull by cells leaves unread
+    /// when the cell pass keeps `kept` cells ([`Self::kept_cells`]).
+    pub fn unread_bytes(&self, format: InstanceFormat, kept: u32, count: u32) -> u64 {
         let cells = count.div_ceil(self.cell_len).min(self.cells());
-        let skipped = (cells - self.kept_cells(frusta, count)) as u64 * self.cell_len as u64;
-        skipped.min(count as u64) * format.stride() >= bytes
+        let skipped = cells.saturating_sub(kept) as u64 * self.cell_len as u64;
+        skipped.min(count as u64) * format.stride()
     }
 }
 
@@ -229,17 +280,48 @@ fn cell_in_view(frustum: &Frustum, s: &[f32; 4]) -> bool {
     })
 }
 
-/// The sphere of one cell: around the midpoint of its instances' centers,
-/// reaching past each instance's sphere widened as the frustum test widens
-/// it, plus that tolerance again for the GPU's rounding of the instance's
-/// sphere, computed in `f64` and rounded up.
-fn cell_sphere(
+/// The cell pass's size test (`cell_in_band` in `shaders/cull/cells.wgsl`),
+/// in the same order of operations: whether some instance of the cell may
+/// be as large as `frustum`'s band's cut-off. An instance of radius `r`
+/// inside the cell's sphere (radius `R`, `D` from the camera) is at least
+/// `D − R + r` away, so its size `r / (D − R + r)` is at most
+/// `L / (D − R + L)` for the largest radius `L`.
+fn cell_in_band(frustum: &Frustum, cell: &CellBounds) -> bool {
+    let Some(band) = frustum.size_band else {
+        return true;
+    };
+    let [[ox, oy, oz, scale], [min, _, perspective, _]] = band.gpu();
+    if min <= 0.0 {
+        return true;
+    }
+    let [x, y, z, r] = cell.sphere;
+    let largest = cell.largest_radius;
+    let mut distance = 1.0;
+    if perspective != 0.0 {
+        let to_camera = glam::Vec3::new(x - ox, y - oy, z - oz);
+        let magnitude = x.abs() + y.abs() + z.abs() + ox.abs() + oy.abs() + oz.abs() + r;
+        let nearest = to_camera.length() - CELL_TOLERANCE * magnitude - r;
+        if nearest <= 0.0 {
+            return true;
+        }
+        distance = nearest + largest;
+    }
+    largest * scale * (1.0 + CELL_TOLERANCE) >= min * distance
+}
+
+/// The bounds of one cell: a sphere around the midpoint of its instances'
+/// centers, reaching past each instance's sphere widened as the frustum
+/// test widens it, plus that tolerance again for the GPU's rounding of the
+/// instance's sphere, computed in `f64` and rounded up; and the largest
+/// radius, rounded up.
+fn cell_bounds(
     format: InstanceFormat,
     bytes: &[u8],
     bounds: Sphere,
     range: std::ops::Range<usize>,
-) -> [f32; 4] {
+) -> CellBounds {
     let mut spheres = Vec::with_capacity(range.len());
+    let mut largest = 0.0f32;
     for i in range {
         let Some(s) = format.world_sphere(bytes, i, bounds) else {
             continue; // not finite: culled by every view
@@ -247,14 +329,21 @@ fn cell_sphere(
         let wide = widen_radius(s.center, s.radius, s.terms);
         if !wide.is_finite() || !s.center.is_finite() {
             // Overflowed: kept by every view, so is its cell.
-            return [0.0, 0.0, 0.0, f32::INFINITY];
+            return CellBounds {
+                sphere: [0.0, 0.0, 0.0, f32::INFINITY],
+                largest_radius: f32::INFINITY,
+            };
         }
         let slack = crate::frustum::PLANE_TOLERANCE as f64
             * (s.center.abs().element_sum() as f64 + s.radius as f64 + s.terms as f64);
         spheres.push((s.center.as_dvec3(), wide as f64 + slack));
+        largest = largest.max(round_up(s.radius.abs() as f64));
     }
     if spheres.is_empty() {
-        return [0.0, 0.0, 0.0, f32::NEG_INFINITY];
+        return CellBounds {
+            sphere: [0.0, 0.0, 0.0, f32::NEG_INFINITY],
+            largest_radius: 0.0,
+        };
     }
     let (lo, hi) = spheres.iter().fold(
         (
@@ -268,13 +357,16 @@ fn cell_sphere(
         .iter()
         .map(|(c, r)| c.distance(center.as_dvec3()) + r)
         .fold(0.0f64, f64::max);
-    let radius = (reach * (1.0 + 1e-6)) as f32;
-    let radius = if (radius as f64) < reach {
-        radius.next_up()
-    } else {
-        radius
-    };
-    [center.x, center.y, center.z, radius]
+    CellBounds {
+        sphere: [center.x, center.y, center.z, round_up(reach)],
+        largest_radius: largest,
+    }
+}
+
+/// `x` a little enlarged and rounded up to `f32`.
+fn round_up(x: f64) -> f32 {
+    let y = (x * (1.0 + 1e-6)) as f32;
+    if (y as f64) < x { y.next_up() } else { y }
 }
 
 /// Interleaves the low 21 bits of three coordinates.
@@ -295,7 +387,7 @@ fn morton3(x: u64, y: u64, z: u64) -> u64 {
 /// and the cull reads. Made for one culler ([`CellIndex::new`]).
 pub struct CellIndex {
     pub(crate) culler_id: u64,
-    pub(crate) spheres: wgpu::Buffer,
+    pub(crate) bounds: wgpu::Buffer,
     /// Every chunk's region: [`CELL_RECORD_WORDS`] then the kept tiles.
     pub(crate) kept: wgpu::Buffer,
     pub(crate) cells: u32,
@@ -328,22 +420,27 @@ impl CellIndex {
         self.min_skipped_bytes = bytes;
     }
 
-    /// Writes `spheres` (from [`CellLayout`]) from cell `first` on.
-    pub fn write_spheres(
+    /// Writes `cells` (from [`CellLayout`]) from cell `first` on.
+    pub fn write_bounds(
         &self,
         queue: &wgpu::Queue,
         first: u32,
-        spheres: &[[f32; 4]],
+        cells: &[CellBounds],
     ) -> Result<(), CullError> {
-        let end = first as u64 + spheres.len() as u64;
+        let end = first as u64 + cells.len() as u64;
         if end > self.cells as u64 {
             return Err(CullError::CountExceedsCapacity {
                 count: end,
                 capacity: self.cells as u64,
             });
         }
-        if !spheres.is_empty() {
-            queue.write_buffer(&self.spheres, first as u64 * 16, bytemuck::cast_slice(spheres));
+        if !cells.is_empty() {
+            let words: Vec<[f32; 8]> = cells.iter().map(CellBounds::gpu).collect();
+            queue.write_buffer(
+                &self.bounds,
+                first as u64 * CELL_BOUNDS_BYTES,
+                bytemuck::cast_slice(&words),
+            );
         }
         Ok(())
     }
@@ -362,7 +459,7 @@ impl CellIndex {
 
     /// Bytes of its buffers.
     pub fn buffer_bytes(&self) -> u64 {
-        self.spheres.size() + self.kept.size()
+        self.bounds.size() + self.kept.size()
     }
 }
 
@@ -413,7 +510,8 @@ mod tests {
             assert_eq!(layout.cells(), 5000u32.div_ceil(256));
             for k in 0..instances.len() {
                 let s = format.world_sphere(&sorted, k, bounds).unwrap();
-                let cell = layout.spheres[k / 256];
+                let cell = layout.bounds[k / 256].sphere;
+                assert!(s.radius <= layout.bounds[k / 256].largest_radius);
                 let wide = widen_radius(s.center, s.radius, s.terms) as f64;
                 let reach = s
                     .center
@@ -436,12 +534,12 @@ mod tests {
         let bytes = format.encode(&scene(20_000)).unwrap();
         let bounds = Sphere::new(Vec3::ZERO, 0.5);
         let (_, layout) = CellLayout::sort(format, &bytes, bounds, 256).unwrap();
-        let unsorted = CellLayout::spheres_of(format, &bytes, bounds, 256).unwrap();
-        let mean = |s: &[[f32; 4]]| s.iter().map(|c| c[3] as f64).sum::<f64>() / s.len() as f64;
+        let unsorted = CellLayout::bounds_of(format, &bytes, bounds, 256).unwrap();
+        let mean = |s: &[CellBounds]| s.iter().map(|c| c.sphere[3] as f64).sum::<f64>() / s.len() as f64;
         assert!(
-            mean(&layout.spheres) * 3.0 < mean(&unsorted),
+            mean(&layout.bounds) * 3.0 < mean(&unsorted),
             "sorted {} unsorted {}",
-            mean(&layout.spheres),
+            mean(&layout.bounds),
             mean(&unsorted)
         );
     }
@@ -458,19 +556,22 @@ mod tests {
         )
         .unwrap();
         // 100 cells along -z (in view) and 900 along +z (behind).
-        let spheres: Vec<[f32; 4]> = (0..1000)
+        let cells: Vec<CellBounds> = (0..1000)
             .map(|c| {
                 let z = if c < 100 {
                     -10.0 - c as f32
                 } else {
                     10.0 + c as f32
                 };
-                [0.0, 0.0, z, 1.0]
+                CellBounds {
+                    sphere: [0.0, 0.0, z, 1.0],
+                    largest_radius: 0.1,
+                }
             })
             .collect();
         let layout = CellLayout {
             order: Vec::new(),
-            spheres,
+            bounds: cells,
             cell_len: 1024,
         };
         assert_eq!(layout.kept_cells(&[frustum], 1000 * 1024), 100);
@@ -483,10 +584,10 @@ mod tests {
         };
         assert!(big.pays_off(format, &[frustum], 1000 * 4096));
         let mut infinite = layout.clone();
-        infinite.spheres[500][3] = f32::INFINITY;
+        infinite.bounds[500].sphere[3] = f32::INFINITY;
         assert_eq!(infinite.kept_cells(&[frustum], 1000 * 1024), 101);
         let mut empty = layout;
-        empty.spheres[5][3] = f32::NEG_INFINITY;
+        empty.bounds[5].sphere[3] = f32::NEG_INFINITY;
         assert_eq!(empty.kept_cells(&[frustum], 1000 * 1024), 99);
     }
 
@@ -505,11 +606,11 @@ mod tests {
             // Formats may refuse some values: encode the others and patch.
             unreachable!()
         });
-        let spheres = CellLayout::spheres_of(format, &bytes, bounds, 4).unwrap();
-        assert_eq!(spheres[0][3], f32::INFINITY);
-        let only_bad = CellLayout::spheres_of(format, &bytes[5 * 64..7 * 64], bounds, 4).unwrap();
-        assert_eq!(only_bad[0][3], f32::NEG_INFINITY);
-        assert!(CellLayout::spheres_of(format, &bytes[..10], bounds, 4).is_err());
+        let cells = CellLayout::bounds_of(format, &bytes, bounds, 4).unwrap();
+        assert_eq!(cells[0].sphere[3], f32::INFINITY);
+        let only_bad = CellLayout::bounds_of(format, &bytes[5 * 64..7 * 64], bounds, 4).unwrap();
+        assert_eq!(only_bad[0].sphere[3], f32::NEG_INFINITY);
+        assert!(CellLayout::bounds_of(format, &bytes[..10], bounds, 4).is_err());
         assert!(CellLayout::sort(format, &bytes, bounds, 0).is_err());
         assert_eq!(morton3(1, 0, 0), 1);
         assert_eq!(morton3(0, 1, 0), 2);

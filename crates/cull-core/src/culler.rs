@@ -375,8 +375,8 @@ impl Culler {
     }
 
     /// Whether this culler's variant can cull by cells
-    /// ([`Self::cull_views_in_cells`]): the single-pass unordered ones
-    /// (`SubgroupBallot`, `SubgroupShuffle`, `BlockAtomic`).
+    /// ([`Self::cull_views_in_cells`]): the single-pass ones
+    /// (`SubgroupBallot`, `SubgroupShuffle`, `BlockAtomic`, `Ordered`).
     pub fn culls_cells(&self) -> bool {
         self.kernel.culls_cells()
     }
@@ -391,7 +391,7 @@ impl Culler {
         } = key;
         if cells && !self.kernel.culls_cells() {
             return Err(CullError::InvalidParameter(
-                "cell culling needs an unordered single-pass variant: SubgroupBallot, SubgroupShuffle or BlockAtomic",
+                "cell culling needs a single-pass variant: SubgroupBallot, SubgroupShuffle, BlockAtomic or Ordered",
             ));
         }
         if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
@@ -633,7 +633,9 @@ impl Culler {
     /// cells ([`crate::cells`]), against every frustum of `params.frusta`:
     /// first the cell pass votes `cells`' spheres, then the cull reads only
     /// the kept cells' instances. The survivors are [`Self::cull_views`]'s,
-    /// in no particular order. Needs a variant that [`Self::culls_cells`].
+    /// as indices into the sorted batch: in no particular order, or with
+    /// `Ordered` in the sorted batch's order. Needs a variant that
+    /// [`Self::culls_cells`].
     pub fn cull_views_in_cells(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -649,8 +651,10 @@ impl Culler {
     /// [`Self::cull_views_in_cells`] where `layout` says it pays off for
     /// these views (enough instances left unread: [`crate::CellLayout::pays_off`],
     /// or [`CellIndex::set_min_skipped_bytes`]'s threshold), else
-    /// [`Self::cull_views`]; `Ok(true)` when it culled by cells. The survivors are the same either way. `layout` must be the
-    /// one whose spheres `cells` holds.
+    /// [`Self::cull_views`]. Says which, and how many cells the cell pass
+    /// keeps (its CPU mirror, [`crate::CellLayout::kept_cells`], measured
+    /// once for both). The survivors are the same either way. `layout`
+    /// must be the one whose bounds `cells` holds.
     #[allow(clippy::too_many_arguments)]
     pub fn cull_views_by_cells_if_faster(
         &self,
@@ -661,14 +665,15 @@ impl Culler {
         params: &CullViewsParams,
         layout: &crate::cells::CellLayout,
         cells: &CellIndex,
-    ) -> Result<bool, CullError> {
-        if layout.leaves_unread(self.format, params.frusta, params.count, cells.min_skipped_bytes) {
+    ) -> Result<crate::cells::CellPick, CullError> {
+        let kept = layout.kept_cells(params.frusta, params.count);
+        let by_cells = layout.unread_bytes(self.format, kept, params.count) >= cells.min_skipped_bytes;
+        if by_cells {
             self.cull_views_in_cells(encoder, queue, input, target, params, cells)?;
-            Ok(true)
         } else {
             self.cull_views(encoder, queue, input, target, params)?;
-            Ok(false)
         }
+        Ok(crate::cells::CellPick { kept, by_cells })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -819,6 +824,7 @@ impl Culler {
             base.cell_count = count.div_ceil(cells.cell_len);
             base.cells_per_chunk = cells.cells_per_chunk;
             base.cell_region_words = (cells.region_bytes / 4) as u32;
+            base.cell_views = views;
         }
         base.view_stride = target.view_stride();
         if let Some(o) = &occlusion {
@@ -875,10 +881,12 @@ impl Culler {
             }
         }
         if let Some(cells) = cells {
-            // Nothing kept yet in any chunk.
+            // Nothing kept yet in any chunk: the count, and the ordered
+            // variant's flags (a list needs only its count cleared, but the
+            // region is small: a word per cell).
             for chunk in &chunks {
                 let at = chunk.index as u64 * cells.region_bytes;
-                encoder.clear_buffer(&cells.kept, at, Some(crate::cells::CELL_RECORD_WORDS as u64 * 4));
+                encoder.clear_buffer(&cells.kept, at, Some(cells.region_bytes));
             }
         }
         let mut recorder = target.timing_recorder();
@@ -936,12 +944,12 @@ impl KernelKey {
 impl CellIndex {
     /// Allocates the cells of a batch of up to `capacity` instances culled
     /// by `culler` (and only by it), in cells of its
-    /// [`Culler::tile_len`]. Write the spheres of a [`crate::cells::CellLayout`]
-    /// with [`CellIndex::write_spheres`].
+    /// [`Culler::tile_len`]. Write the bounds of a [`crate::cells::CellLayout`]
+    /// with [`CellIndex::write_bounds`].
     pub fn new(device: &wgpu::Device, culler: &Culler, capacity: u32) -> Result<Self, CullError> {
         if !culler.culls_cells() {
             return Err(CullError::InvalidParameter(
-                "cell culling needs an unordered single-pass variant: SubgroupBallot, SubgroupShuffle or BlockAtomic",
+                "cell culling needs a single-pass variant: SubgroupBallot, SubgroupShuffle, BlockAtomic or Ordered",
             ));
         }
         let cell_len = culler.tile_len;
@@ -960,9 +968,9 @@ impl CellIndex {
         };
         Ok(CellIndex {
             culler_id: culler.id,
-            spheres: buffer(
-                "cull-cell-spheres",
-                cells as u64 * 16,
+            bounds: buffer(
+                "cull-cell-bounds",
+                cells as u64 * crate::cells::CELL_BOUNDS_BYTES,
                 wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             ),
             kept: buffer(

@@ -57,8 +57,8 @@ pub mod bindings {
     /// Cell culling, the cull: the chunk's kept cells, their number and
     /// tiles ([`crate::cells::CellIndex`]), read-only.
     pub const KEPT_CELLS: u32 = 13;
-    /// Cell culling, the cell pass: one bounding sphere per cell.
-    pub const CELL_SPHERES: u32 = 14;
+    /// Cell culling, the cell pass: every cell's bounds ([`crate::CellBounds`]).
+    pub const CELL_BOUNDS: u32 = 14;
     /// Cell culling, the cell pass: every chunk's kept cells, written.
     pub const CELL_LISTS: u32 = 15;
 }
@@ -98,7 +98,10 @@ pub(crate) struct GpuParams {
     pub reverse_z: u32,
     pub history_read: u32,
     pub history_write: u32,
-    pub _pad_occlusion: [u32; 2],
+    /// Cell culling: the views the cell pass votes, every view of the cull
+    /// (the ordered variant's entries each hold one in `view_count`).
+    pub cell_views: u32,
+    pub _pad: u32,
 }
 
 /// One chunk of a batch: the instances one set of bindings covers.

@@ -123,7 +123,7 @@ mod variants;
 mod visibility;
 
 pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE, INSTANCE_COUNT_OFFSET};
-pub use cells::{CellIndex, CellLayout};
+pub use cells::{CellBounds, CellIndex, CellLayout, CellPick};
 #[cfg(feature = "blocking")]
 pub use context::GpuContext;
 pub use culler::{
@@ -146,8 +146,9 @@ pub mod prelude {
     #[cfg(feature = "blocking")]
     pub use crate::GpuContext;
     pub use crate::{
-        CellIndex, CellLayout, CullError, CullInput, CullParams, CullTarget, CullTimings, CullViewsParams,
-        Culler, CullerDesc, Frustum, Instance, InstanceFormat, OutputKind, ScanVariant, Sphere,
+        CellBounds, CellIndex, CellLayout, CullError, CullInput, CullParams, CullTarget, CullTimings,
+        CullViewsParams, Culler, CullerDesc, Frustum, Instance, InstanceFormat, OutputKind, ScanVariant,
+        Sphere,
     };
 }
 

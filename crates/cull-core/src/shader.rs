@@ -136,7 +136,7 @@ impl ModuleShape {
             ("BINDING_VISIBILITY_HISTORY", UInt(bindings::VISIBILITY_HISTORY)),
             ("BINDING_DEPTH_PYRAMID", UInt(bindings::DEPTH_PYRAMID)),
             ("BINDING_KEPT_CELLS", UInt(bindings::KEPT_CELLS)),
-            ("BINDING_CELL_SPHERES", UInt(bindings::CELL_SPHERES)),
+            ("BINDING_CELL_BOUNDS", UInt(bindings::CELL_BOUNDS)),
             ("BINDING_CELL_LISTS", UInt(bindings::CELL_LISTS)),
             ("CELL_RECORD_WORDS", UInt(crate::cells::CELL_RECORD_WORDS)),
         ];
@@ -352,7 +352,8 @@ mod tests {
                 .sum::<usize>();
         let by_cells = ScanVariant::compiled()
             .filter(|v| v.kernel().is_some_and(|k| k.culls_cells()))
-            .count()
+            .map(|v| if v == ScanVariant::Ordered { 2 } else { 1 })
+            .sum::<usize>()
             * InstanceFormat::ALL.len()
             * OutputKind::ALL.len()
             * [

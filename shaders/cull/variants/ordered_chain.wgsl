@@ -21,6 +21,9 @@
 //    (from L2: the tile loaded them moments ago) rather than holding them in
 //    registers through the look-back, which keeps more workgroups resident.
 //
+// Culled by cells (cull::cells), a tile whose cell the cell pass culled
+// takes its place in the chain with no survivors and reads no instance.
+//
 // Several views are culled one dispatch after the other, each view's
 // dispatch taking view params.first_view with its own tile counter, base
 // and status words (reset in between): a chain that also carried the other
@@ -36,6 +39,9 @@
 
 #import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
 #import cull::items::{draw_args, count_word, vote}
+#ifdef CELLS
+#import cull::params::tile_kept
+#endif
 
 // A status word: a flag in the top two bits, a count in the
 // LOOKBACK_COUNT_BITS below (cull_core's constant, which also bounds a chunk).
@@ -76,6 +82,11 @@ fn publishes(tile: u32) -> bool {
 // The survivors of tile `t`, counted by the whole workgroup (the fallback),
 // one row at a time so that the fallback adds few live registers.
 fn count_tile(t: u32, lid: u32) -> u32 {
+#ifdef CELLS
+    if !tile_kept(t) {
+        return 0u; // a culled cell holds no survivor
+    }
+#endif
     var n = 0u;
     for (var k = 0u; k < ITEMS * ROW_GROUPS; k += 1u) {
         if vote(t * TILE + k * WORKGROUP_SIZE + lid, params.first_view) {

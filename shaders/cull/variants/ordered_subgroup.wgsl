@@ -18,6 +18,10 @@
 #import cull::items::{Items, load_rows, vote_items, emit_again, row_offsets}
 #import cull::scans::ballot::{lanes_below, popcount_all}
 #import cull::variants::ordered_chain::{take_tile, chain_tile}
+#ifdef CELLS
+#import cull::params::tile_kept
+#import cull::cells::vote_cell
+#endif
 
 // Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
 var<workgroup> range_counts: array<u32, WORKGROUP_SIZE>;
@@ -65,6 +69,12 @@ fn cull(
     if tile >= tiles {
         return; // a surplus workgroup of a two-dimensional dispatch
     }
+#ifdef CELLS
+    if !tile_kept(tile) {
+        _ = chain_tile(tile, tiles, lid, tile_base.y, 0u);
+        return;
+    }
+#endif
 
     let start = tile * TILE + ITEMS * ROW_GROUPS * first + rank;
     let lo = load_rows(start, width);
@@ -98,3 +108,15 @@ fn cull(
         emit_again(params.first_view, votes_hi.keep, hi.index, slots + votes_lo.count + votes_hi.ranks);
     }
 }
+
+#ifdef CELLS
+// Cell culling's first pass (cull::cells): one thread per cell.
+@compute @workgroup_size(64)
+fn cull_cells(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+) {
+    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
+}
+#endif

@@ -7,6 +7,10 @@
 #import cull::items::{load_items, vote_items, emit_again, pack_votes, row_offsets}
 #import cull::scans::tile_scan::{scan_tile, tile_totals}
 #import cull::variants::ordered_chain::{take_tile, chain_tile}
+#ifdef CELLS
+#import cull::params::tile_kept
+#import cull::cells::vote_cell
+#endif
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(@builtin(local_invocation_index) lid: u32) {
@@ -16,6 +20,12 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
     if tile >= tiles {
         return; // a surplus workgroup of a two-dimensional dispatch
     }
+#ifdef CELLS
+    if !tile_kept(tile) {
+        _ = chain_tile(tile, tiles, lid, tile_base.y, 0u);
+        return;
+    }
+#endif
 
     let index = vec4<u32>(tile * TILE + lid) + vec4<u32>(0u, 1u, 2u, 3u) * WORKGROUP_SIZE;
     let keep = vote_items(load_items(index.x), params.first_view);
@@ -26,3 +36,15 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
     let exclusive = chain_tile(tile, tiles, lid, base, aggregate);
     emit_again(params.first_view, keep, index, vec4<u32>(base + exclusive) + row_offsets(totals) + ranks);
 }
+
+#ifdef CELLS
+// Cell culling's first pass (cull::cells): one thread per cell.
+@compute @workgroup_size(64)
+fn cull_cells(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+) {
+    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
+}
+#endif

@@ -207,7 +207,7 @@ impl CullResources<'_, '_> {
                 // Sorted into cells, and the kernel that culls by cells is
                 // compiled: by cells where enough is left unread.
                 Some(cells) if self.cells_ready(culler.culler(), target, frusta) => {
-                    let by_cells = culler.culler().cull_views_by_cells_if_faster(
+                    let pick = culler.culler().cull_views_by_cells_if_faster(
                         encoder,
                         &self.queue,
                         &batch.input,
@@ -219,12 +219,11 @@ impl CullResources<'_, '_> {
                     // Reported for the first view's main-world entities,
                     // as its counts are.
                     let main = self.targets.map.get(&(members[0], batch_entity));
-                    if let (Ok(by_cells), Some(main)) = (&by_cells, main) {
-                        let by_cells = *by_cells;
+                    if let (Ok(pick), Some(main)) = (&pick, main) {
                         let stats = CellStats {
                             cells: cells.layout.cells(),
-                            kept: cells.layout.kept_cells(frusta, batch.count),
-                            by_cells,
+                            kept: pick.kept,
+                            by_cells: pick.by_cells,
                         };
                         let _ = self.sender.0.lock().map(|s| {
                             s.send(StatMessage::Cells {
@@ -234,7 +233,7 @@ impl CullResources<'_, '_> {
                             })
                         });
                     }
-                    by_cells.map(|_| ())
+                    pick.map(|_| ())
                 }
                 _ => culler
                     .culler()

@@ -295,7 +295,7 @@ pub(crate) struct BatchCells {
     /// Where each of the batch's instances is in the GPU buffers.
     pub position: Vec<u32>,
     pub index: CellIndex,
-    /// The bounds the cell spheres were computed with.
+    /// The mesh bounds the cells' bounds were computed with.
     pub bounds: Sphere,
 }
 
@@ -319,7 +319,7 @@ impl BatchCells {
         let records: Vec<CulledInstance> = layout.order.iter().map(|&i| data.instances[i as usize]).collect();
         queue.write_buffer(draw_data, 0, bytemuck::cast_slice(&draw_records(&records)));
         let mut index = CellIndex::new(device, culler, capacity)?;
-        index.write_spheres(queue, 0, &layout.spheres)?;
+        index.write_bounds(queue, 0, &layout.bounds)?;
         if let Some(settings) = data.cells {
             index.set_min_skipped_bytes(settings.min_skipped_bytes);
         }
@@ -335,7 +335,7 @@ impl BatchCells {
         })
     }
 
-    /// Recomputes the spheres of `cells` (all with `None`) from `data`'s
+    /// Recomputes the bounds of `cells` (all with `None`) from `data`'s
     /// instances and writes them: after edits, or new bounds.
     fn refit(
         &mut self,
@@ -355,9 +355,9 @@ impl BatchCells {
                 .map(|&i| data.instances[i as usize].cull_instance(format))
                 .collect();
             let bytes = format.encode(&encoded)?;
-            let sphere = CellLayout::spheres_of(format, &bytes, data.bounds, self.layout.cell_len)?;
-            self.layout.spheres[c as usize] = sphere[0];
-            self.index.write_spheres(queue, c, &sphere)?;
+            let cell = CellLayout::bounds_of(format, &bytes, data.bounds, self.layout.cell_len)?;
+            self.layout.bounds[c as usize] = cell[0];
+            self.index.write_bounds(queue, c, &cell)?;
         }
         self.bounds = data.bounds;
         Ok(())

@@ -11,6 +11,18 @@
 //! - `unsorted`: the batch in its random order, each cell's sphere as large
 //!   as the scene (what cells cost when they cannot help).
 //!
+//! Then a **field** (`--scene field`, or `all`, the default): `n` instances
+//! on a flat square, sorted into cells, seen by a camera that moves across
+//! it over [`FRAMES`] frames, as a game's would. Two cameras:
+//! - `above`: looking down from the height where about each `--fractions`
+//!   of the field is in view;
+//! - `ground`: at eye height looking across the field, with four levels of
+//!   detail whose farthest ends where an instance is small on screen (a
+//!   cut-off): the cell pass also culls the cells beyond it.
+//!
+//! The table gives per-frame medians summed over the path, so the ratios
+//! are those of the whole flight.
+//!
 //! Every cull's survivors are checked against the CPU reference first, as
 //! exact sets. The table gives the bytes each cull reads: every instance
 //! for the flat cull; the cell spheres and the kept cells' instances by
@@ -24,14 +36,26 @@
 #[allow(dead_code)] // shared with the bench
 mod roofline;
 
+use cull_core::cells::CELL_BOUNDS_BYTES;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CellIndex, CellLayout, CullInput, CullTarget, CullViewsParams, Culler, CullerDesc, InstanceFormat,
-    OutputKind, ScanVariant,
+    CellBounds, CellIndex, CellLayout, CullInput, CullTarget, CullViewsParams, Culler, CullerDesc,
+    InstanceFormat, OutputKind, ScanVariant,
 };
 use roofline::{Roofline, median, timed_context};
 
 const CAMERA: CameraKind = CameraKind::InfiniteReverseZ;
+
+/// Frames of a field's camera path.
+const FRAMES: usize = 8;
+
+/// Which scenes to measure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scenes {
+    Random,
+    Field,
+    All,
+}
 
 struct Args {
     sizes: Vec<usize>,
@@ -41,6 +65,7 @@ struct Args {
     output: OutputKind,
     runs: usize,
     warm_ms: u64,
+    scenes: Scenes,
 }
 
 fn list<T>(value: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
@@ -56,6 +81,7 @@ fn parse_args() -> Result<Args, String> {
         output: OutputKind::Indices,
         runs: 11,
         warm_ms: 500,
+        scenes: Scenes::All,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -92,10 +118,18 @@ fn parse_args() -> Result<Args, String> {
             }
             "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
             "--warm-ms" => args.warm_ms = value()?.parse().map_err(|e| format!("--warm-ms: {e}"))?,
+            "--scene" => {
+                args.scenes = match value()?.as_str() {
+                    "random" => Scenes::Random,
+                    "field" => Scenes::Field,
+                    "all" => Scenes::All,
+                    o => return Err(format!("--scene {o}: random, field or all")),
+                }
+            }
             _ => {
                 return Err("usage: cull-cells [--sizes 1e6,4e6,16e6,32e6] [--fractions 0.01,0.05,0.25,1] \
                      [--variants subgroup-ballot,..] [--formats posquat,packed16] [--output indices|instances] \
-                     [--runs 11] [--warm-ms 500]"
+                     [--runs 11] [--warm-ms 500] [--scene random|field|all]"
                     .into());
             }
         }
@@ -162,6 +196,7 @@ fn main() {
     eprintln!("device: {device_line}");
     let roofline = Roofline::new(&ctx);
     let mut rows = Vec::new();
+    let mut field_rows = Vec::new();
     let mut wrong = false;
     for &format in &args.formats {
         for &variant in &args.variants {
@@ -171,6 +206,8 @@ fn main() {
                 format,
                 output: args.output,
                 timestamps: true,
+                // The ground camera's four levels of detail.
+                max_views: 4,
                 ..Default::default()
             };
             let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
@@ -178,26 +215,45 @@ fn main() {
                 eprintln!("skipping {variant:?}: it does not cull by cells");
                 continue;
             }
-            for &n in &args.sizes {
+            if args.scenes != Scenes::Random {
+                for &n in &args.sizes {
+                    let cameras = args
+                        .fractions
+                        .iter()
+                        .map(|&f| FieldCamera::Above(f))
+                        .chain([FieldCamera::Ground]);
+                    for camera in cameras {
+                        let row = field_row(&ctx, &roofline, &culler, &args, n, camera, &mut wrong);
+                        eprintln!("{row}");
+                        field_rows.push(row);
+                    }
+                }
+            }
+            let sizes = if args.scenes == Scenes::Field {
+                &[][..]
+            } else {
+                &args.sizes[..]
+            };
+            for &n in sizes {
                 for &fraction in &args.fractions {
                     let scene = Scene::random(n as u64 ^ 0xce11, n, CAMERA, Some(fraction)).fit(format);
                     let unsorted = format.encode(&scene.instances).unwrap();
                     let (sorted, layout) =
                         CellLayout::sort(format, &unsorted, scene.bounds, culler.tile_len()).unwrap();
-                    let unsorted_spheres =
-                        CellLayout::spheres_of(format, &unsorted, scene.bounds, culler.tile_len()).unwrap();
+                    let unsorted_bounds =
+                        CellLayout::bounds_of(format, &unsorted, scene.bounds, culler.tile_len()).unwrap();
                     let frusta = [scene.frustum().unwrap()];
-                    let upload = |name, bytes: Vec<u8>, spheres: &[[f32; 4]]| {
+                    let upload = |name, bytes: Vec<u8>, bounds: &[CellBounds]| {
                         let picks_cells = CellLayout {
                             order: Vec::new(),
-                            spheres: spheres.to_vec(),
+                            bounds: bounds.to_vec(),
                             cell_len: culler.tile_len(),
                         }
                         .pays_off(format, &frusta, n as u32);
                         let input = CullInput::new(&ctx.device, format, n as u32).unwrap();
                         input.write(&ctx.queue, 0, &bytes).unwrap();
                         let cells = CellIndex::new(&ctx.device, &culler, n as u32).unwrap();
-                        cells.write_spheres(&ctx.queue, 0, spheres).unwrap();
+                        cells.write_bounds(&ctx.queue, 0, bounds).unwrap();
                         Layout {
                             name,
                             bytes,
@@ -212,8 +268,8 @@ fn main() {
                         }
                     };
                     let mut layouts = [
-                        upload("sorted", sorted, &layout.spheres),
-                        upload("unsorted", unsorted, &unsorted_spheres),
+                        upload("sorted", sorted, &layout.bounds),
+                        upload("unsorted", unsorted, &unsorted_bounds),
                     ];
                     let target = CullTarget::new(&ctx.device, &culler, n as u32).unwrap();
                     let params = CullViewsParams {
@@ -291,7 +347,7 @@ fn main() {
                         } else {
                             ("flat", flat)
                         };
-                        let cell_bytes = cells as u64 * 16
+                        let cell_bytes = cells as u64 * CELL_BOUNDS_BYTES
                             + (l.kept as u64 * culler.tile_len() as u64).min(n as u64) * format.stride();
                         rows.push(format!(
                             "| {} | {} | {} | {:.0}% | {} | {flat:.1} | {by_cells:.1} ({cell_pass:.1} + {cull_pass:.1}) | **{:.2}×** | {pick} | {:.2}× | {:.1}% | {:.1} | {:.1} | {:.2} | {:.2} |",
@@ -319,6 +375,29 @@ fn main() {
          the copy moves the flat cull's bytes (every instance read, the survivors written).\n",
         args.output, args.runs,
     );
+    if !field_rows.is_empty() {
+        println!(
+            "A field seen by a moving camera: {FRAMES} frames along a path, times summed over them (each \
+             frame's median of {} interleaved runs).\n",
+            args.runs
+        );
+        println!(
+            "| format | variant | n | camera | visible (mean) | flat µs | by cells µs | flat / cells | frames by cells (the pick) | flat / pick | cells kept (mean) | MB read flat | MB read by cells (mean) | flat × copy | cells × copy |"
+        );
+        println!("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for row in &field_rows {
+            println!("{row}");
+        }
+        println!();
+    }
+    if rows.is_empty() {
+        if wrong {
+            eprintln!("some culls disagreed with the CPU reference");
+            std::process::exit(1);
+        }
+        return;
+    }
+    println!("A random scene, sorted into cells and unsorted:\n");
     println!(
         "| format | variant | n | visible | layout | flat µs | by cells µs (cell pass + cull) | flat / cells | the pick | flat / pick | cells kept | MB read flat | MB read by cells | flat × copy | cells × copy |"
     );
@@ -330,4 +409,210 @@ fn main() {
         eprintln!("some culls disagreed with the CPU reference");
         std::process::exit(1);
     }
+}
+
+/// A camera over a field (`--scene field`).
+#[derive(Clone, Copy, Debug)]
+enum FieldCamera {
+    /// Looking down from the height where about this fraction is in view.
+    Above(f32),
+    /// At eye height looking across, with levels of detail and a cut-off.
+    Ground,
+}
+
+/// The field's half side: one instance per 4 m².
+fn field_half_side(n: usize) -> f32 {
+    (n as f32).sqrt()
+}
+
+/// `n` instances on a flat square field (their mesh a unit sphere one
+/// metre up), in a seeded random order.
+fn field(n: usize) -> Scene {
+    let half = field_half_side(n);
+    let mut rng = cull_core::scene::SceneRng::new(n as u64 ^ 0xf1e1d);
+    let instances = (0..n)
+        .map(|_| cull_core::Instance {
+            position: glam::Vec3::new(
+                rng.range(-half, half),
+                rng.range(0.0, 0.5),
+                rng.range(-half, half),
+            ),
+            rotation: rng.rotation(),
+            scale: rng.range(0.5, 1.5),
+        })
+        .collect();
+    Scene {
+        clip_from_world: glam::Mat4::IDENTITY,
+        bounds: cull_core::Sphere::new(glam::Vec3::new(0.0, 1.0, 0.0), 1.0),
+        instances,
+    }
+}
+
+/// Frame `k`'s views of `camera` flying over a field of `n`: the frustum,
+/// or (ground) its four levels of detail.
+fn field_views(n: usize, camera: FieldCamera, k: usize) -> Vec<cull_core::Frustum> {
+    let half = field_half_side(n);
+    let t = k as f32 / (FRAMES - 1) as f32;
+    let projection = CAMERA.projection();
+    match camera {
+        FieldCamera::Above(fraction) => {
+            // Straight down a perspective camera of fov 1 rad and 16:9 sees
+            // about 2.12·h² of the ground.
+            let height = (fraction * 4.0 * half * half / 2.12).sqrt();
+            let eye = glam::Vec3::new(-0.5 * half + t * half, height, -0.3 * half + 0.6 * t * half);
+            let yaw = t * 1.5;
+            let look = glam::Vec3::new(0.25 * yaw.cos(), -1.0, 0.25 * yaw.sin());
+            let view = glam::Mat4::look_to_rh(eye, look, glam::Vec3::Y);
+            vec![cull_core::Frustum::from_clip_from_world(projection * view, None).unwrap()]
+        }
+        FieldCamera::Ground => {
+            let eye = glam::Vec3::new(-0.6 * half + 1.2 * t * half, 2.0, -0.2 * half + 0.4 * t * half);
+            let yaw = 0.3 + t * 2.5;
+            let look = glam::Vec3::new(yaw.cos(), -0.05, yaw.sin());
+            let view = glam::Mat4::look_to_rh(eye, look, glam::Vec3::Y);
+            let frustum = cull_core::Frustum::from_clip_from_world(projection * view, None).unwrap();
+            let metric = cull_core::SizeMetric {
+                origin: eye,
+                scale: projection.y_axis.y,
+                perspective: true,
+            };
+            // A unit sphere is culled past about 400 m.
+            frustum.detail_levels(metric, &[0.1, 0.03, 0.01, 0.0046]).unwrap()
+        }
+    }
+}
+
+/// One field row: the camera's path culled flat and by cells, every frame
+/// checked against the CPU reference, then timed.
+#[allow(clippy::too_many_arguments)]
+fn field_row(
+    ctx: &cull_core::GpuContext,
+    roofline: &Roofline,
+    culler: &Culler,
+    args: &Args,
+    n: usize,
+    camera: FieldCamera,
+    wrong: &mut bool,
+) -> String {
+    let format = culler.format();
+    let variant = culler.variant();
+    let scene = field(n).fit(format);
+    let bytes = format.encode(&scene.instances).unwrap();
+    let (sorted, layout) = CellLayout::sort(format, &bytes, scene.bounds, culler.tile_len()).unwrap();
+    let input = CullInput::new(&ctx.device, format, n as u32).unwrap();
+    input.write(&ctx.queue, 0, &sorted).unwrap();
+    let cells = CellIndex::new(&ctx.device, culler, n as u32).unwrap();
+    cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+    let frames: Vec<Vec<cull_core::Frustum>> = (0..FRAMES).map(|k| field_views(n, camera, k)).collect();
+    let views = frames[0].len() as u32;
+    let target = CullTarget::with_views(&ctx.device, culler, n as u32, views).unwrap();
+    let l = Layout {
+        name: "sorted",
+        bytes: sorted,
+        input,
+        cells,
+        flat: Vec::new(),
+        by_cells: Vec::new(),
+        cell_pass: Vec::new(),
+        cull_pass: Vec::new(),
+        kept: 0,
+        picks_cells: false,
+    };
+    // Exact sets, every frame and view, flat and by cells; the cells kept
+    // and the survivors per frame.
+    let mut visible = Vec::new();
+    let mut kept = Vec::new();
+    for frusta in &frames {
+        let params = CullViewsParams {
+            frusta,
+            local_bounds: scene.bounds,
+            count: n as u32,
+        };
+        let mut frame_visible = 0u64;
+        for by_cells in [false, true] {
+            cull(ctx, culler, &l, &target, &params, by_cells);
+            for (view, frustum) in frusta.iter().enumerate() {
+                let reference = cull_core::cpu::classify(format, &l.bytes, scene.bounds, frustum).unwrap();
+                let count = target
+                    .read_view_count(&ctx.device, &ctx.queue, view as u32)
+                    .unwrap();
+                let out = target
+                    .read_view_output(&ctx.device, &ctx.queue, view as u32, count.min(n as u32))
+                    .unwrap();
+                let got: Vec<u32> = match args.output {
+                    OutputKind::Indices => bytemuck::pod_collect_to_vec(&out),
+                    OutputKind::Instances => {
+                        cull_core::cpu::copies_to_indices(format.stride() as usize, &l.bytes, &out)
+                    }
+                };
+                if let Err(e) = reference.check(&got) {
+                    eprintln!(
+                        "{variant:?} {format:?} n={n} field {camera:?} view {view} cells={by_cells}: {e}"
+                    );
+                    *wrong = true;
+                }
+                if by_cells {
+                    frame_visible += got.len() as u64;
+                }
+            }
+        }
+        visible.push(frame_visible);
+        kept.push(l.cells.read_kept(&ctx.device, &ctx.queue).unwrap());
+    }
+    let mean_visible = visible.iter().sum::<u64>() as f64 / FRAMES as f64;
+    let read_bytes = n as u64 * format.stride();
+    let copy_bytes = read_bytes + mean_visible as u64 * args.output.stride(format);
+    let copy = roofline.copy_job(ctx, l.input.buffer(), target.output_buffer(), copy_bytes / 2);
+    roofline.warm_up(ctx, &copy, std::time::Duration::from_millis(args.warm_ms));
+    let (mut flat, mut by_cells, mut picked, mut copies) = (0.0, 0.0, 0.0, Vec::new());
+    let mut frames_by_cells = 0;
+    for frusta in &frames {
+        let params = CullViewsParams {
+            frusta,
+            local_bounds: scene.bounds,
+            count: n as u32,
+        };
+        let (mut f, mut c) = (Vec::new(), Vec::new());
+        for round in 0..3 + args.runs {
+            for cells in [round % 2 == 0, round % 2 == 1] {
+                let t = cull(ctx, culler, &l, &target, &params, cells).total.as_secs_f64() * 1e6;
+                let copy_us = roofline.time_copy(ctx, &copy);
+                if round >= 3 {
+                    if cells { &mut c } else { &mut f }.push(t);
+                    copies.push(copy_us);
+                }
+            }
+        }
+        let (f, c) = (median(f), median(c));
+        flat += f;
+        by_cells += c;
+        if layout.pays_off(format, frusta, n as u32) {
+            frames_by_cells += 1;
+            picked += c;
+        } else {
+            picked += f;
+        }
+    }
+    let copy_us = median(copies) * FRAMES as f64;
+    let cell_count = layout.cells();
+    let mean_kept = kept.iter().map(|&k| k as f64).sum::<f64>() / FRAMES as f64;
+    let cell_bytes = cell_count as f64 * CELL_BOUNDS_BYTES as f64
+        + (mean_kept * culler.tile_len() as f64).min(n as f64) * format.stride() as f64;
+    let camera_name = match camera {
+        FieldCamera::Above(f) => format!("above ({:.0}%)", f * 100.0),
+        FieldCamera::Ground => "ground, 4 levels".into(),
+    };
+    format!(
+        "| {} | {} | {n} | {camera_name} | {:.2}% | {flat:.1} | {by_cells:.1} | **{:.2}×** | {frames_by_cells}/{FRAMES} | {:.2}× | {:.1}% | {:.1} | {:.1} | {:.2} | {:.2} |",
+        format.name(),
+        variant.name(),
+        100.0 * mean_visible / n as f64,
+        flat / by_cells,
+        flat / picked,
+        100.0 * mean_kept / cell_count as f64,
+        read_bytes as f64 / 1e6,
+        cell_bytes / 1e6,
+        flat / copy_us,
+        by_cells / copy_us,
+    )
 }

@@ -3,7 +3,7 @@
 //! chunk, entry point `cull`; the unordered ones vote against every view of
 //! the cull in that one dispatch. The ordered variant also binds its
 //! look-back state and dispatches once per view, resetting the state before
-//! each.
+//! each. All of them cull by cells ([`crate::cells`]) after a cell pass.
 
 use super::ScanKernel;
 use crate::cells::{CELL_PASS_WORKGROUP, CellIndex};
@@ -32,10 +32,7 @@ impl ScanKernel for FusedKernel {
     }
 
     fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]) {
-        match cx.cells {
-            Some(cells) => encode_cells(cx, passes, cells),
-            None => encode(cx, passes, false),
-        }
+        encode(cx, passes, false)
     }
 
     fn culls_cells(&self) -> bool {
@@ -58,11 +55,16 @@ pub(super) fn passes(windows: u32, lookback: bool) -> Vec<PassLayout> {
     }]
 }
 
-/// One dispatch per chunk; with `lookback`, the target's first scratch
-/// buffer is the look-back state.
+/// One dispatch per chunk (by cells, after the cell pass); with
+/// `lookback`, the target's first scratch buffer is the look-back state.
 pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: bool) {
-    let [pass] = passes else {
-        unreachable!("one pass, as passes() declares")
+    let pass = match (cx.cells, passes) {
+        (None, [pass]) => pass,
+        (Some(cells), [cell_pass, pass]) => {
+            encode_cell_pass(&mut cx, cell_pass, cells);
+            pass
+        }
+        _ => unreachable!("the cull, after the cell pass by cells, as ModuleShape::passes declares"),
     };
     for chunk in cx.chunks {
         let mut entries = cx.chunk_entries(chunk, true);
@@ -71,6 +73,15 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
             entries.push(wgpu::BindGroupEntry {
                 binding: bindings::SCAN_STATE,
                 resource: state.as_entire_binding(),
+            });
+        }
+        if let Some(cells) = cx.cells {
+            // The chunk's kept cells: by cells, its workgroups past them
+            // return at once (or, ordered, chain their tiles empty).
+            let region = chunk.index as u64 * cells.region_bytes;
+            entries.push(wgpu::BindGroupEntry {
+                binding: bindings::KEPT_CELLS,
+                resource: bind_window(&cells.kept, region, cells.region_bytes),
             });
         }
         let bind_group = cx.bind_group(pass, &entries);
@@ -98,13 +109,9 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
     }
 }
 
-/// A cull by cells ([`crate::cells`]): the cell pass over every cell, then
-/// per chunk the cull over every tile, binding the chunk's kept cells (its
-/// workgroups past them return at once).
-fn encode_cells(mut cx: EncodeContext, passes: &[CompiledPass], cells: &CellIndex) {
-    let [cell_pass, pass] = passes else {
-        unreachable!("the cell pass and the cull, as ModuleShape::passes declares")
-    };
+/// A cull by cells ([`crate::cells`]) starts with the cell pass over every
+/// cell of the chunks, which writes each chunk's kept cells.
+fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &CellIndex) {
     let Some(first) = cx.chunks.first() else {
         return;
     };
@@ -114,42 +121,24 @@ fn encode_cells(mut cx: EncodeContext, passes: &[CompiledPass], cells: &CellInde
         .map(|c| c.len)
         .sum::<u32>()
         .div_ceil(cells.cell_len);
-    {
-        let entries = [
-            cx.params_entry(),
-            wgpu::BindGroupEntry {
-                binding: bindings::CELL_SPHERES,
-                resource: cells.spheres.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: bindings::CELL_LISTS,
-                resource: cells.kept.as_entire_binding(),
-            },
-        ];
-        let bind_group = cx.bind_group(cell_pass, &entries);
-        // The first chunk's uniforms: the views' planes and the cell
-        // geometry are the same in every entry.
-        let offset = cx.params_offset(first, 0, 0);
-        let (x, y) = cx.dispatch.dims(cell_count.div_ceil(CELL_PASS_WORKGROUP));
-        let mut compute = cx.begin_pass(PassKind::Cells);
-        compute.set_pipeline(&cell_pass.pipeline);
-        compute.set_bind_group(0, &bind_group, &[offset]);
-        compute.dispatch_workgroups(x, y, 1);
-    }
-    for chunk in cx.chunks {
-        let region = chunk.index as u64 * cells.region_bytes;
-        let mut entries = cx.chunk_entries(chunk, true);
-        entries.push(wgpu::BindGroupEntry {
-            binding: bindings::KEPT_CELLS,
-            resource: bind_window(&cells.kept, region, cells.region_bytes),
-        });
-        let bind_group = cx.bind_group(pass, &entries);
-        drop(entries);
-        let (x, y) = cx.dims(chunk);
-        let offset = cx.params_offset(chunk, 0, 0);
-        let mut compute = cx.begin_pass(PassKind::Fused);
-        compute.set_pipeline(&pass.pipeline);
-        compute.set_bind_group(0, &bind_group, &[offset]);
-        compute.dispatch_workgroups(x, y, 1);
-    }
+    let entries = [
+        cx.params_entry(),
+        wgpu::BindGroupEntry {
+            binding: bindings::CELL_BOUNDS,
+            resource: cells.bounds.as_entire_binding(),
+        },
+        wgpu::BindGroupEntry {
+            binding: bindings::CELL_LISTS,
+            resource: cells.kept.as_entire_binding(),
+        },
+    ];
+    let bind_group = cx.bind_group(cell_pass, &entries);
+    // The first chunk's uniforms: the views' planes and the cell geometry
+    // are the same in every entry.
+    let offset = cx.params_offset(first, 0, 0);
+    let (x, y) = cx.dispatch.dims(cell_count.div_ceil(CELL_PASS_WORKGROUP));
+    let mut compute = cx.begin_pass(PassKind::Cells);
+    compute.set_pipeline(&cell_pass.pipeline);
+    compute.set_bind_group(0, &bind_group, &[offset]);
+    compute.dispatch_workgroups(x, y, 1);
 }

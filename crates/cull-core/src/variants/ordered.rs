@@ -47,6 +47,9 @@ impl ScanKernel for Ordered {
         defs.push(("LOOKBACK_COUNT_BITS", ShaderDefValue::UInt(LOOKBACK_COUNT_BITS)));
         defs.push(("SPIN_LIMIT", ShaderDefValue::UInt(tuning.spin_limit)));
         defs.push(("SILENT_TILES", ShaderDefValue::UInt(tuning.silent_tiles)));
+        // By cells, the chain walks every tile in order and asks whether
+        // its cell was kept: a flag per cell, not a list.
+        defs.push(("KEPT_CELL_FLAGS", ShaderDefValue::Bool(true)));
     }
 
     fn passes(&self, windows: u32) -> Vec<PassLayout> {
@@ -71,5 +74,11 @@ impl ScanKernel for Ordered {
 
     fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]) {
         fused::encode(cx, passes, true)
+    }
+
+    /// By cells, a culled cell's tile joins the chain with no survivors
+    /// and reads nothing: the order is the sorted batch's.
+    fn culls_cells(&self) -> bool {
+        true
     }
 }

@@ -1,6 +1,6 @@
 //! Cell culling (`cull_core::cells`): a batch sorted into cells and culled
 //! with `Culler::cull_views_in_cells` keeps exactly what the flat cull
-//! keeps, in every variant that culls cells, format, output kind, size,
+//! keeps (`Ordered` in order), in every variant that culls cells, format, output kind, size,
 //! view set (one view, several, one camera's levels of detail), across
 //! chunks and two-dimensional dispatches; and the cell pass does cull
 //! cells, so the test cannot pass by reading everything.
@@ -15,31 +15,16 @@ use cull_core::{
 const SIZES: [usize; 5] = [0, 1, 257, 4099, 100_003];
 
 /// The variants that cull cells, available here. A build whose variants
-/// cannot (only `Ordered` or `HillisSteele` compiled in) gets none; it
+/// cannot (only `HillisSteele` compiled in) gets none; it
 /// checks instead that each of its variants refuses cells with a typed
 /// error, and says so.
 fn cell_variants(ctx: &cull_core::GpuContext) -> Vec<ScanVariant> {
-    let (cells, others): (Vec<ScanVariant>, Vec<ScanVariant>) = variants(ctx).into_iter().partition(|&v| {
-        views_culler(
-            ctx,
-            v,
-            InstanceFormat::PosQuat,
-            OutputKind::Indices,
-            Tuning::default(),
-            1,
-        )
-        .culls_cells()
-    });
+    let (cells, others): (Vec<ScanVariant>, Vec<ScanVariant>) = variants(ctx)
+        .into_iter()
+        .partition(|&v| posquat_indices(ctx, v, 1).culls_cells());
     if cells.is_empty() {
         for variant in others {
-            let culler = views_culler(
-                ctx,
-                variant,
-                InstanceFormat::PosQuat,
-                OutputKind::Indices,
-                Tuning::default(),
-                1,
-            );
+            let culler = posquat_indices(ctx, variant, 1);
             assert!(matches!(
                 CellIndex::new(&ctx.device, &culler, 100),
                 Err(CullError::InvalidParameter(_))
@@ -48,6 +33,19 @@ fn cell_variants(ctx: &cull_core::GpuContext) -> Vec<ScanVariant> {
         eprintln!("no compiled-in variant culls by cells: checked that the others refuse");
     }
     cells
+}
+
+/// A culler of `variant` for position + quaternion instances, index
+/// output and up to `views` views.
+fn posquat_indices(ctx: &cull_core::GpuContext, variant: ScanVariant, views: u32) -> Culler {
+    views_culler(
+        ctx,
+        variant,
+        InstanceFormat::PosQuat,
+        OutputKind::Indices,
+        Tuning::default(),
+        views,
+    )
 }
 
 /// `scene` in the order `CellLayout::sort` gives its instances.
@@ -84,7 +82,7 @@ pub fn run_cells(
     let job = Job::new(ctx, culler, scene, capacity);
     let target = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
     let cells = CellIndex::new(&ctx.device, culler, capacity).unwrap();
-    cells.write_spheres(&ctx.queue, 0, &layout.spheres).unwrap();
+    cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
     let params = CullViewsParams {
         frusta,
         local_bounds: scene.bounds,
@@ -159,14 +157,7 @@ fn cells_keep_what_the_flat_cull_keeps_instance_copies() {
 fn most_cells_are_culled_when_little_is_visible() {
     let ctx = gpu();
     for variant in cell_variants(ctx) {
-        let culler = views_culler(
-            ctx,
-            variant,
-            InstanceFormat::PosQuat,
-            OutputKind::Indices,
-            Tuning::default(),
-            1,
-        );
+        let culler = posquat_indices(ctx, variant, 1);
         let scene = Scene::random(77, 200_000, CameraKind::InfiniteReverseZ, Some(0.02));
         let (scene, layout) = sorted(&scene, &culler);
         let frusta = [scene.frustum().unwrap()];
@@ -187,6 +178,159 @@ fn most_cells_are_culled_when_little_is_visible() {
     }
 }
 
+/// Levels of detail with a cut-off: the cells beyond the farthest level's
+/// threshold are culled by their size as well (fewer kept than by the
+/// frustum alone), and every level's survivors are still the flat cull's.
+#[test]
+fn cells_beyond_the_farthest_level_are_culled() {
+    let ctx = gpu();
+    for variant in cell_variants(ctx) {
+        let culler = posquat_indices(ctx, variant, 4);
+        // A long avenue of instances ahead of the camera (from 5 to 2000
+        // away), so that cells are small against their distance.
+        let mut rng = cull_core::scene::SceneRng::new(79);
+        let instances = (0..200_000)
+            .map(|_| cull_core::Instance {
+                position: glam::Vec3::new(
+                    rng.range(-3.0, 3.0),
+                    rng.range(-2.0, 2.0),
+                    -rng.range(5.0, 2000.0),
+                ),
+                rotation: rng.rotation(),
+                scale: rng.range(0.5, 1.5),
+            })
+            .collect();
+        let scene = Scene {
+            clip_from_world: CameraKind::InfiniteReverseZ.projection()
+                * glam::Mat4::look_at_rh(glam::Vec3::ZERO, -glam::Vec3::Z, glam::Vec3::Y),
+            bounds: cull_core::Sphere::new(glam::Vec3::new(0.1, 0.2, 0.0), 0.8),
+            instances,
+        };
+        let (scene, layout) = sorted(&scene, &culler);
+        let frustum = scene.frustum().unwrap();
+        // Thresholds from the visible instances' sizes: the farthest level
+        // ends at the size of the 30% largest, so most are beyond it.
+        let metric = cull_core::SizeMetric {
+            origin: glam::Vec3::ZERO,
+            scale: 1.0,
+            perspective: true,
+        };
+        let bytes = culler.format().encode(&scene.instances).unwrap();
+        let mut sizes: Vec<f64> = (0..scene.instances.len())
+            .filter_map(|i| culler.format().world_sphere(&bytes, i, scene.bounds))
+            .filter(|s| frustum.intersects_sphere(s.center, s.radius))
+            .map(|s| metric.size(s.center, s.radius))
+            .collect();
+        sizes.sort_by(|a, b| b.total_cmp(a));
+        // Each threshold in the widest gap between sizes near its quantile,
+        // so that few instances are within rounding of it.
+        let at = |q: f64| {
+            let k = (sizes.len() as f64 * q) as usize;
+            let gap = (k - 50..k + 50)
+                .max_by(|&i, &j| (sizes[i] / sizes[i + 1]).total_cmp(&(sizes[j] / sizes[j + 1])))
+                .unwrap();
+            (sizes[gap] * sizes[gap + 1]).sqrt() as f32
+        };
+        let levels = frustum
+            .detail_levels(metric, &[at(0.05), at(0.1), at(0.2), at(0.3)])
+            .unwrap();
+        let by_frustum = layout.kept_cells(&[frustum], 200_000);
+        let by_size = layout.kept_cells(&levels, 200_000);
+        assert!(
+            by_size * 4 < by_frustum * 3,
+            "{variant:?}: the cut-off culled too few cells to see: {by_size} of {by_frustum}"
+        );
+        let (survivors, kept) = run_cells(ctx, &culler, &scene, &layout, &levels, 200_000, 4);
+        assert_views_exact(
+            &format!("{variant:?} levels with a cut-off"),
+            &culler,
+            &scene,
+            &levels,
+            &survivors,
+        );
+        assert!(
+            survivors.iter().all(|s| !s.is_empty()),
+            "{variant:?}: an empty level"
+        );
+        assert!(
+            kept.abs_diff(by_size) <= 2,
+            "{variant:?}: GPU kept {kept} cells, CPU {by_size}"
+        );
+    }
+}
+
+/// Far from the world's origin and through a mirrored view (instances and
+/// camera moved together), with levels measured from there: the cell pass's
+/// slack grows with the coordinates as the instance test's does, and the
+/// survivors are still the flat cull's.
+#[test]
+fn cells_far_from_the_origin_and_mirrored() {
+    let ctx = gpu();
+    for variant in cell_variants(ctx) {
+        let culler = posquat_indices(ctx, variant, 4);
+        for (s, (offset, mirror)) in [
+            (glam::Vec3::new(1.0e5, -3.0e4, 2.0e4), false),
+            (glam::Vec3::new(-3.0e4, 0.0, 4.0e4), true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let camera = Camera::ALL[s];
+            let near = Scene::random(80 + s as u64, 50_000, camera, Some(0.3));
+            let mut scene = crate::occlusion::moved_scene(&near, offset, false);
+            if mirror {
+                // The same instances through a mirrored view (x flipped in clip space).
+                scene.clip_from_world =
+                    glam::Mat4::from_scale(glam::Vec3::new(-1.0, 1.0, 1.0)) * scene.clip_from_world;
+            }
+            let (scene, layout) = sorted(&scene, &culler);
+            let frustum = scene.frustum().unwrap();
+            let metric = cull_core::SizeMetric {
+                origin: offset,
+                scale: 1.0,
+                perspective: camera != Camera::Orthographic,
+            };
+            let view_sets = [
+                ("one view", vec![frustum]),
+                (
+                    "levels",
+                    frustum.detail_levels(metric, &[0.2, 0.05, 0.02, 0.01]).unwrap(),
+                ),
+            ];
+            for (name, frusta) in &view_sets {
+                let what = format!("{variant:?} offset {offset} mirrored {mirror} {camera:?} {name}");
+                let (survivors, kept) = run_cells(ctx, &culler, &scene, &layout, frusta, 50_000, 4);
+                // The same sets as the flat cull's, and the reference's but
+                // for borderline spheres (many, this far out, at the levels'
+                // thresholds: see the note above).
+                let flat = run_views(ctx, &culler, &scene, frusta, 50_000, 4);
+                let bytes = culler.format().encode(&scene.instances).unwrap();
+                for (view, (got, flat)) in survivors.iter().zip(&flat).enumerate() {
+                    let sorted = |v: &Vec<u32>| {
+                        let mut v = v.clone();
+                        v.sort_unstable();
+                        v
+                    };
+                    assert_eq!(
+                        sorted(got),
+                        sorted(flat),
+                        "{what} view {view}: not the flat cull's"
+                    );
+                    let reference =
+                        cull_core::cpu::classify(culler.format(), &bytes, scene.bounds, &frusta[view])
+                            .unwrap();
+                    if let Err(e) = reference.check(got) {
+                        panic!("{what} view {view}: {e}");
+                    }
+                }
+                let visible: usize = survivors.iter().map(Vec::len).sum();
+                assert!(visible > 1000, "{what}: too few visible to see");
+                assert!(kept < layout.cells(), "{what}: no cell culled");
+            }
+        }
+    }
+}
+
 /// The pick between cells and the flat cull: an unsorted layout keeps every
 /// cell, so it culls flat; either way the survivors are the flat cull's.
 #[test]
@@ -195,33 +339,26 @@ fn the_pick_culls_flat_when_cells_cannot_help() {
     let Some(&variant) = cell_variants(ctx).first() else {
         return;
     };
-    let culler = views_culler(
-        ctx,
-        variant,
-        InstanceFormat::PosQuat,
-        OutputKind::Indices,
-        Tuning::default(),
-        1,
-    );
+    let culler = posquat_indices(ctx, variant, 1);
     let scene = Scene::random(78, 50_000, CameraKind::InfiniteReverseZ, Some(0.05));
     let bytes = culler.format().encode(&scene.instances).unwrap();
     let unsorted = CellLayout {
         order: (0..50_000).collect(),
-        spheres: CellLayout::spheres_of(culler.format(), &bytes, scene.bounds, culler.tile_len()).unwrap(),
+        bounds: CellLayout::bounds_of(culler.format(), &bytes, scene.bounds, culler.tile_len()).unwrap(),
         cell_len: culler.tile_len(),
     };
     let frusta = [scene.frustum().unwrap()];
     assert_eq!(unsorted.kept_cells(&frusta, 50_000), unsorted.cells());
     let job = Job::new(ctx, &culler, &scene, 50_000);
     let cells = CellIndex::new(&ctx.device, &culler, 50_000).unwrap();
-    cells.write_spheres(&ctx.queue, 0, &unsorted.spheres).unwrap();
+    cells.write_bounds(&ctx.queue, 0, &unsorted.bounds).unwrap();
     let params = CullViewsParams {
         frusta: &frusta,
         local_bounds: scene.bounds,
         count: 50_000,
     };
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    let by_cells = culler
+    let pick = culler
         .cull_views_by_cells_if_faster(
             &mut encoder,
             &ctx.queue,
@@ -233,9 +370,42 @@ fn the_pick_culls_flat_when_cells_cannot_help() {
         )
         .unwrap();
     ctx.queue.submit([encoder.finish()]);
-    assert!(!by_cells, "an unsorted layout should cull flat");
+    assert_eq!(
+        pick,
+        cull_core::CellPick {
+            kept: unsorted.cells(),
+            by_cells: false
+        },
+        "an unsorted layout should cull flat"
+    );
     let survivors = read_views(ctx, &culler, &job.bytes, &job.target, 1, 50_000);
     assert_views_exact("the pick, unsorted", &culler, &scene, &frusta, &survivors);
+
+    // Sorted, with no minimum left unread: by cells, and the kept count is
+    // the GPU's (within rounding of a plane).
+    let (sorted_scene, layout) = sorted(&scene, &culler);
+    let job = Job::new(ctx, &culler, &sorted_scene, 50_000);
+    let mut cells = CellIndex::new(&ctx.device, &culler, 50_000).unwrap();
+    cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+    cells.set_min_skipped_bytes(0);
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let pick = culler
+        .cull_views_by_cells_if_faster(
+            &mut encoder,
+            &ctx.queue,
+            &job.input,
+            &job.target,
+            &params,
+            &layout,
+            &cells,
+        )
+        .unwrap();
+    ctx.queue.submit([encoder.finish()]);
+    assert!(pick.by_cells && pick.kept < layout.cells(), "{pick:?}");
+    let kept = cells.read_kept(&ctx.device, &ctx.queue).unwrap();
+    assert!(kept.abs_diff(pick.kept) <= 2, "GPU kept {kept}, {pick:?}");
+    let survivors = read_views(ctx, &culler, &job.bytes, &job.target, 1, 50_000);
+    assert_views_exact("the pick, sorted", &culler, &sorted_scene, &frusta, &survivors);
 }
 
 /// Small limits: several chunks (each with its own kept cells and indirect
@@ -264,13 +434,16 @@ fn cells_across_chunks_and_two_dimensional_dispatch() {
     }
 }
 
-/// What cannot cull by cells says so: an order-preserving variant, a count
+/// What cannot cull by cells says so: the multi-pass baseline, a count
 /// past the cells, another culler's cells, too many spheres.
 #[test]
 fn cells_refuse_bad_input() {
     let ctx = gpu();
     let format = InstanceFormat::PosQuat;
-    for variant in variants(ctx).into_iter().filter(|v| v.preserves_order()) {
+    for variant in variants(ctx)
+        .into_iter()
+        .filter(|v| *v == ScanVariant::HillisSteele)
+    {
         let culler = culler(ctx, variant, format, OutputKind::Indices, Tuning::default());
         assert!(!culler.culls_cells());
         assert!(matches!(
@@ -288,7 +461,17 @@ fn cells_refuse_bad_input() {
     let small = CellIndex::new(&ctx.device, &culler, 1000).unwrap();
     assert!(
         small
-            .write_spheres(&ctx.queue, 0, &vec![[0.0; 4]; small.cells() as usize + 1])
+            .write_bounds(
+                &ctx.queue,
+                0,
+                &vec![
+                    cull_core::CellBounds {
+                        sphere: [0.0; 4],
+                        largest_radius: 0.0
+                    };
+                    small.cells() as usize + 1
+                ]
+            )
             .is_err()
     );
     let foreign = CellIndex::new(&ctx.device, &other, 3000).unwrap();

@@ -71,6 +71,17 @@ fn check_without_subgroups(ctx: &GpuContext) {
             let survivors = run_views(ctx, &culler, &scene, &levels, (n as u32).max(1), 5);
             let what = format!("{variant:?} n={n}, no subgroups, levels");
             assert_views_exact(&what, &culler, &scene, &levels, &survivors);
+            // By cells, where the variant culls cells.
+            if culler.culls_cells() {
+                let (sorted, layout) = crate::cells::sorted(&scene, &culler);
+                for (name, frusta) in [("views", &frusta), ("levels", &levels)] {
+                    let capacity = (n as u32).max(1);
+                    let (survivors, _) =
+                        crate::cells::run_cells(ctx, &culler, &sorted, &layout, frusta, capacity, 5);
+                    let what = format!("{variant:?} n={n}, no subgroups, {name} by cells");
+                    assert_views_exact(&what, &culler, &sorted, frusta, &survivors);
+                }
+            }
             // Both phases of occlusion culling on this device; wgpu's GL
             // backend refuses them (a typed error).
             let what = format!("{variant:?} n={n}, no subgroups, occlusion");

@@ -622,7 +622,7 @@ fn an_overflowed_sphere_survives_the_late_phase() {
 
 /// `scene` seen from `offset` away from the world's origin (instances and
 /// camera moved together), and, when `mirror`, through a mirrored view.
-fn moved_scene(scene: &Scene, offset: Vec3, mirror: bool) -> Scene {
+pub fn moved_scene(scene: &Scene, offset: Vec3, mirror: bool) -> Scene {
     let mut moved = scene.clone();
     for instance in &mut moved.instances {
         instance.position += offset;

@@ -74,6 +74,15 @@ fn every_portable_variant_is_exact_within_webgpu_limits() {
                     let levels = test_levels(&frusta[0]);
                     let survivors = run_views(&ctx, &many, &scene, &levels, (n as u32).max(1), 4);
                     assert_views_exact(&format!("{what}, levels"), &many, &scene, &levels, &survivors);
+                    // By cells (one more binding for the cull), where the
+                    // variant culls cells.
+                    if many.culls_cells() {
+                        let (sorted, layout) = crate::cells::sorted(&scene, &many);
+                        let capacity = (n as u32).max(1);
+                        let (survivors, _) =
+                            crate::cells::run_cells(&ctx, &many, &sorted, &layout, &frusta, capacity, 4);
+                        assert_views_exact(&format!("{what}, by cells"), &many, &sorted, &frusta, &survivors);
+                    }
                 }
             }
         }
