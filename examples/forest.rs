@@ -7,6 +7,7 @@
 //! cargo run --release --example forest                     # window: the camera circles the forest
 //! cargo run --release --example forest -- --count 200000
 //! cargo run --release --example forest -- --occlusion       # trees hidden behind trees are not drawn
+//! cargo run --release --example forest -- --count 4e6 --cells  # read only the cells of the forest in view
 //! cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png
 //! ```
 
@@ -27,7 +28,7 @@ fn main() {
     let args = support::SceneArgs::parse(
         40_000,
         60,
-        "usage: forest [--count N] [--occlusion] [--headless --frames N --screenshot out.png --size WxH]",
+        "usage: forest [--count N] [--occlusion] [--cells] [--headless --frames N --screenshot out.png --size WxH]",
     );
     if !args.headless {
         support::require_display(
@@ -48,7 +49,7 @@ fn main() {
         .insert_resource(args)
         .init_resource::<support::HeadlessRun>()
         .add_systems(Startup, setup)
-        .add_systems(Update, (circle, finish_headless))
+        .add_systems(Update, (circle, hud, finish_headless))
         .run();
 }
 
@@ -57,6 +58,9 @@ struct Trees;
 
 #[derive(Component)]
 struct Rocks;
+
+#[derive(Component)]
+struct Hud;
 
 /// A small tileable texture: `base` with darker streaks, so that the
 /// material's texture is visible on the instances.
@@ -118,7 +122,7 @@ fn setup(
             CulledInstance::from_transform(&transform, Color::srgb(0.8 + 0.2 * s.fract(), 1.0, 0.85))
         })
         .collect();
-    commands.spawn((
+    let mut forest = commands.spawn((
         Mesh3d(meshes.add(Cone::new(0.9, 3.0).mesh().resolution(8))),
         MeshMaterial3d(materials.add(StandardMaterial {
             base_color_texture: Some(images.add(streaks([40, 120, 50]))),
@@ -128,8 +132,13 @@ fn setup(
         GpuCulledInstances::new(trees),
         Trees,
     ));
+    // Sorted into cells (spatially compact runs of trees), the forest is
+    // culled reading only the cells in view where that leaves enough unread.
+    if args.cells {
+        forest.insert(GpuCullCells::default());
+    }
     // Rocks between them.
-    let rocks: Vec<CulledInstance> = (0..args.count / 4)
+    let rock_list: Vec<CulledInstance> = (0..args.count / 4)
         .map(|i| {
             let (p, s, turn) = scatter(i, args.count / 4, radius, 2);
             let transform = Transform::from_translation(p + Vec3::new(0.9, 0.2, 0.4))
@@ -138,16 +147,19 @@ fn setup(
             CulledInstance::from_transform(&transform, Color::WHITE)
         })
         .collect();
-    commands.spawn((
+    let mut rocks = commands.spawn((
         Mesh3d(meshes.add(Sphere::new(0.6).mesh().ico(1).expect("a small icosphere"))),
         MeshMaterial3d(materials.add(StandardMaterial {
             base_color_texture: Some(images.add(streaks([130, 125, 120]))),
             perceptual_roughness: 1.0,
             ..default()
         })),
-        GpuCulledInstances::new(rocks),
+        GpuCulledInstances::new(rock_list),
         Rocks,
     ));
+    if args.cells {
+        rocks.insert(GpuCullCells::default());
+    }
     // The ground: an ordinary Bevy mesh that receives the instances' shadows.
     commands.spawn((
         Mesh3d(meshes.add(Plane3d::default().mesh().size(radius * 2.5, radius * 2.5))),
@@ -167,7 +179,59 @@ fn setup(
     }
     if args.headless {
         camera.insert(support::headless_target(&mut images, args.width, args.height));
+    } else {
+        commands.spawn((
+            Text::new(""),
+            Node {
+                position_type: PositionType::Absolute,
+                top: Val::Px(8.0),
+                left: Val::Px(8.0),
+                ..default()
+            },
+            Hud,
+        ));
     }
+}
+
+/// The batches' counts in view and, with `--cells`, the cells tested and
+/// kept for the camera.
+fn hud(
+    stats: Res<GpuCullStats>,
+    trees: Query<Entity, With<Trees>>,
+    rocks: Query<Entity, With<Rocks>>,
+    camera: Query<Entity, With<Camera3d>>,
+    mut text: Query<&mut Text, With<Hud>>,
+) {
+    let Ok(mut text) = text.single_mut() else {
+        return;
+    };
+    let camera = camera.single().ok();
+    let line = |name: &str, batch: Option<Entity>| -> String {
+        let visible: u32 = stats
+            .visible
+            .iter()
+            .filter(|((_, b), _)| Some(*b) == batch)
+            .map(|(_, n)| n)
+            .sum();
+        let cells = camera
+            .zip(batch)
+            .and_then(|key| stats.cells.get(&key))
+            .map_or(String::new(), |c| {
+                format!(
+                    ", cells kept {} / {}{}",
+                    c.kept,
+                    c.cells,
+                    if c.by_cells { "" } else { " (culled flat)" }
+                )
+            });
+        format!("{name} in view {visible}{cells}")
+    };
+    text.0 = format!(
+        "{}\n{}\nGPU cull {}",
+        line("trees", trees.single().ok()),
+        line("rocks", rocks.single().ok()),
+        stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3} ms")),
+    );
 }
 
 /// The camera circles the forest at tree height, looking across it (fixed
@@ -194,6 +258,7 @@ fn finish_headless(
     trees: Query<Entity, With<Trees>>,
     rocks: Query<Entity, With<Rocks>>,
     targets: Query<&RenderTarget, With<Camera3d>>,
+    cameras: Query<Entity, With<Camera3d>>,
     mut commands: Commands,
     mut exit: MessageWriter<AppExit>,
 ) {
@@ -220,8 +285,18 @@ fn finish_headless(
         .map(|(view, _)| *view)
         .collect::<std::collections::HashSet<_>>()
         .len();
+    // The trees' cells for the camera: kept/total, "(flat)" when the pick
+    // culled flat; "n/a" without --cells.
+    let cells = cameras
+        .single()
+        .ok()
+        .zip(trees.single().ok())
+        .and_then(|key| stats.cells.get(&key))
+        .map_or("n/a".into(), |c| {
+            format!("{}/{}{}", c.kept, c.cells, if c.by_cells { "" } else { "(flat)" })
+        });
     println!(
-        "forest: frames={} median_frame_ms={:.2} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={} occlusion={}",
+        "forest: frames={} median_frame_ms={:.2} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={} occlusion={} cells={cells}",
         run.frames,
         run.median_frame_ms(),
         visible(trees.single().ok()),

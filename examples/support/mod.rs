@@ -114,7 +114,7 @@ fn pace_headless_frames(
 }
 
 /// The arguments the one-scene examples share: `--count N` (`1e6` works),
-/// `--headless`, `--frames N`, `--screenshot out.png`, `--size WxH`.
+/// `--occlusion`, `--cells`, `--headless`, `--frames N`, `--screenshot out.png`, `--size WxH`.
 #[derive(Resource, Clone, Debug)]
 pub struct SceneArgs {
     pub count: usize,
@@ -125,6 +125,9 @@ pub struct SceneArgs {
     pub height: u32,
     /// Occlusion culling on the camera (`--occlusion`).
     pub occlusion: bool,
+    /// The batches sorted into cells and culled by cells where that pays
+    /// off (`--cells`, `GpuCullCells`).
+    pub cells: bool,
 }
 
 impl SceneArgs {
@@ -145,6 +148,7 @@ impl SceneArgs {
             width: 1280,
             height: 720,
             occlusion: false,
+            cells: false,
         };
         let mut it = std::env::args().skip(1);
         let mut sized = false;
@@ -156,6 +160,7 @@ impl SceneArgs {
                 "--frames" => args.frames = value().parse().unwrap_or_else(|_| fail()),
                 "--screenshot" => args.screenshot = Some(value().into()),
                 "--occlusion" => args.occlusion = true,
+                "--cells" => args.cells = true,
                 "--size" => {
                     (args.width, args.height) = parse_size(&value()).unwrap_or_else(|| fail());
                     sized = true;

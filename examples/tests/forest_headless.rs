@@ -43,10 +43,28 @@ fn run_forest(extra: &[&str], shot_name: &str) -> (String, image::RgbaImage) {
 /// With `--occlusion`, what nearer trees hide (seen across the forest at
 /// tree height) is not drawn: fewer instances visible than without, none of
 /// the batches empty. (Mostly rocks: a tree's bounding sphere reaches past
-/// the trees in front of it into the sky.)
+/// the trees in front of it into the sky.) With `--cells`, the batches are
+/// sorted into cells and the same instances are in view; the camera keeps
+/// some of the trees' cells, and (a small forest) the pick culls flat.
 #[test]
-fn forest_headless_occlusion() {
+fn forest_headless_occlusion_and_cells() {
     let (plain, _) = run_forest(&[], "forest-plain.png");
+    let (cells, _) = run_forest(&["--cells"], "forest-cells.png");
+    for name in ["trees_visible", "rocks_visible"] {
+        assert_eq!(
+            common::field(&cells, name),
+            common::field(&plain, name),
+            "{name} by cells: {cells}\nflat: {plain}"
+        );
+    }
+    assert_eq!(common::field(&plain, "cells"), "n/a", "{plain}");
+    let kept = common::field(&cells, "cells");
+    let (kept, total) = kept
+        .strip_suffix("(flat)")
+        .and_then(|k| k.split_once('/'))
+        .and_then(|(k, t)| Some((k.parse::<u32>().ok()?, t.parse::<u32>().ok()?)))
+        .unwrap_or_else(|| panic!("cells=kept/total(flat) expected: {cells}"));
+    assert!(kept > 0 && kept <= total, "{cells}");
     let (occluded, _) = run_forest(&["--occlusion"], "forest-occlusion.png");
     let visible = |line: &str, name: &str| common::field(line, name).parse::<u32>().unwrap();
     let total = |line: &str| visible(line, "trees_visible") + visible(line, "rocks_visible");
