@@ -2778,6 +2778,22 @@ fn cells_case(variant: Option<ScanVariant>) {
         "the moved instance is in view"
     );
     run_until_counts_match(&mut h, "an instance moved into view");
+    // Many edits at once, scattered over the cells: a thousand instances
+    // moved into view (their cells grow, and are tightened later).
+    {
+        let mut list = h.app.world_mut().get_mut::<GpuCulledInstances>(h.batch).unwrap();
+        for i in (1000..4000).step_by(3) {
+            let (x, z) = ((i % 40) as f32, (i / 40) as f32);
+            list.set(
+                i,
+                CulledInstance::new(
+                    Vec3::new(x - 20.0, 0.0, -10.0 - z),
+                    LinearRgba::rgb(1.0, 0.2, 0.1),
+                ),
+            );
+        }
+    }
+    run_until_counts_match(&mut h, "a thousand instances moved");
     // A longer list: sorted again.
     h.app
         .world_mut()

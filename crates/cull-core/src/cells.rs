@@ -222,6 +222,32 @@ impl CellLayout {
             .collect())
     }
 
+    /// Grows the bounds of the cell that holds sorted instance `index` to
+    /// cover it as it is now: `instance` is its bytes (one instance of
+    /// `format`), `bounds` its mesh's local sphere. Constant time per edit,
+    /// and conservative: the cell's other instances stay covered. Bounds
+    /// only grow this way (an instance that moved away leaves its old place
+    /// covered), so recompute the grown cells with [`Self::bounds_of`] now
+    /// and then to tighten them. Returns the cell, whose bounds to write
+    /// with [`CellIndex::write_bounds`].
+    pub fn grow(
+        &mut self,
+        format: InstanceFormat,
+        index: u32,
+        instance: &[u8],
+        bounds: Sphere,
+    ) -> Result<u32, CullError> {
+        let cell = index / self.cell_len;
+        if instance.len() as u64 != format.stride() || cell as usize >= self.bounds.len() {
+            return Err(CullError::InvalidParameter(
+                "grow takes one instance of a cell of the layout",
+            ));
+        }
+        let reach = instance_reach(format, instance, 0, bounds);
+        self.bounds[cell as usize] = grown(self.bounds[cell as usize], reach);
+        Ok(cell)
+    }
+
     /// Cells of the layout.
     pub fn cells(&self) -> u32 {
         self.bounds.len() as u32
@@ -309,11 +335,42 @@ fn cell_in_band(frustum: &Frustum, cell: &CellBounds) -> bool {
     largest * scale * (1.0 + CELL_TOLERANCE) >= min * distance
 }
 
+/// What a cell's bounds must cover of one instance: its center and the
+/// radius its sphere reaches (widened as the frustum test widens it, plus
+/// that tolerance again for the GPU's rounding of the sphere, in `f64`),
+/// and its radius as the size test measures it. `Err(())` for an instance
+/// whose sphere overflows (kept by every view, so must its cell be);
+/// `Ok(None)` for one that is not finite (culled by every view).
+type Reach = Result<Option<(glam::DVec3, f64, f32)>, ()>;
+
+fn instance_reach(format: InstanceFormat, bytes: &[u8], index: usize, bounds: Sphere) -> Reach {
+    let Some(s) = format.world_sphere(bytes, index, bounds) else {
+        return Ok(None);
+    };
+    let wide = widen_radius(s.center, s.radius, s.terms);
+    if !wide.is_finite() || !s.center.is_finite() {
+        return Err(());
+    }
+    let slack = crate::frustum::PLANE_TOLERANCE as f64
+        * (s.center.abs().element_sum() as f64 + s.radius as f64 + s.terms as f64);
+    Ok(Some((s.center.as_dvec3(), wide as f64 + slack, s.radius.abs())))
+}
+
+/// A cell holding an instance whose sphere overflows: kept by every view.
+const OVERFLOWED: CellBounds = CellBounds {
+    sphere: [0.0, 0.0, 0.0, f32::INFINITY],
+    largest_radius: f32::INFINITY,
+};
+
+/// A cell of instances that are all culled.
+const EMPTY: CellBounds = CellBounds {
+    sphere: [0.0, 0.0, 0.0, f32::NEG_INFINITY],
+    largest_radius: 0.0,
+};
+
 /// The bounds of one cell: a sphere around the midpoint of its instances'
-/// centers, reaching past each instance's sphere widened as the frustum
-/// test widens it, plus that tolerance again for the GPU's rounding of the
-/// instance's sphere, computed in `f64` and rounded up; and the largest
-/// radius, rounded up.
+/// centers reaching past each one's [`instance_reach`], rounded up; and
+/// the largest radius, rounded up.
 fn cell_bounds(
     format: InstanceFormat,
     bytes: &[u8],
@@ -323,27 +380,17 @@ fn cell_bounds(
     let mut spheres = Vec::with_capacity(range.len());
     let mut largest = 0.0f32;
     for i in range {
-        let Some(s) = format.world_sphere(bytes, i, bounds) else {
-            continue; // not finite: culled by every view
-        };
-        let wide = widen_radius(s.center, s.radius, s.terms);
-        if !wide.is_finite() || !s.center.is_finite() {
-            // Overflowed: kept by every view, so is its cell.
-            return CellBounds {
-                sphere: [0.0, 0.0, 0.0, f32::INFINITY],
-                largest_radius: f32::INFINITY,
-            };
+        match instance_reach(format, bytes, i, bounds) {
+            Err(()) => return OVERFLOWED,
+            Ok(None) => {}
+            Ok(Some((center, reach, radius))) => {
+                spheres.push((center, reach));
+                largest = largest.max(round_up(radius as f64));
+            }
         }
-        let slack = crate::frustum::PLANE_TOLERANCE as f64
-            * (s.center.abs().element_sum() as f64 + s.radius as f64 + s.terms as f64);
-        spheres.push((s.center.as_dvec3(), wide as f64 + slack));
-        largest = largest.max(round_up(s.radius.abs() as f64));
     }
     if spheres.is_empty() {
-        return CellBounds {
-            sphere: [0.0, 0.0, 0.0, f32::NEG_INFINITY],
-            largest_radius: 0.0,
-        };
+        return EMPTY;
     }
     let (lo, hi) = spheres.iter().fold(
         (
@@ -359,6 +406,53 @@ fn cell_bounds(
         .fold(0.0f64, f64::max);
     CellBounds {
         sphere: [center.x, center.y, center.z, round_up(reach)],
+        largest_radius: largest,
+    }
+}
+
+/// `cell` grown to cover also an instance of this reach: the smallest
+/// sphere around both spheres, its center rounded to `f32` and its radius
+/// then measured from that center and rounded up.
+fn grown(cell: CellBounds, reach: Reach) -> CellBounds {
+    let (center, reach, radius) = match reach {
+        Err(()) => return OVERFLOWED,
+        Ok(None) => return cell,
+        Ok(Some(r)) => r,
+    };
+    let [x, y, z, r] = cell.sphere;
+    if r == f32::INFINITY {
+        return cell;
+    }
+    let largest = cell.largest_radius.max(round_up(radius as f64));
+    if r == f32::NEG_INFINITY {
+        let c = center.as_vec3();
+        return CellBounds {
+            sphere: [c.x, c.y, c.z, round_up(c.as_dvec3().distance(center) + reach)],
+            largest_radius: largest,
+        };
+    }
+    let old = glam::DVec3::new(x as f64, y as f64, z as f64);
+    let (r, d) = (r as f64, old.distance(center));
+    if d + reach <= r {
+        return CellBounds {
+            largest_radius: largest,
+            ..cell
+        };
+    }
+    if r + d <= reach {
+        // The instance's sphere holds the cell's.
+        let c = center.as_vec3();
+        let fit = (c.as_dvec3().distance(center) + reach).max(c.as_dvec3().distance(old) + r);
+        return CellBounds {
+            sphere: [c.x, c.y, c.z, round_up(fit)],
+            largest_radius: largest,
+        };
+    }
+    let radius = (r + d + reach) * 0.5;
+    let c = (old + (center - old) * ((radius - r) / d)).as_vec3();
+    let fit = (c.as_dvec3().distance(old) + r).max(c.as_dvec3().distance(center) + reach);
+    CellBounds {
+        sphere: [c.x, c.y, c.z, round_up(fit)],
         largest_radius: largest,
     }
 }
@@ -523,6 +617,89 @@ mod tests {
                     "{format:?} instance {k} reaches past its cell"
                 );
             }
+        }
+    }
+
+    /// Growing a cell for edited instances keeps every instance covered,
+    /// whatever the edit (moved far, inside, overflowed, not finite), and
+    /// leaves a cell that already covers the instance as it was.
+    #[test]
+    fn grown_cells_cover_their_instances() {
+        let bounds = Sphere::new(Vec3::new(0.1, 0.2, 0.0), 0.7);
+        for format in InstanceFormat::ALL {
+            let stride = format.stride() as usize;
+            let (mut sorted, mut layout) =
+                CellLayout::sort(format, &format.encode(&scene(2000)).unwrap(), bounds, 64).unwrap();
+            let before = layout.bounds.clone();
+            let before_bytes = sorted.clone();
+            // An instance edited in place: its cell does not change.
+            let same = sorted[5 * stride..6 * stride].to_vec();
+            assert_eq!(layout.grow(format, 5, &same, bounds).unwrap(), 0);
+            assert_eq!(layout.bounds[0], before[0]);
+            let edits = [
+                (7, Vec3::new(400.0, -30.0, 2.0), 1.0),
+                (70, Vec3::new(-1.0e4, 5.0, 3.0), 20.0),
+                (71, Vec3::new(-1.0e4, 5.0, 3.0), 0.001),
+                (700, Vec3::new(1.0e6, 1.0e6, -1.0e6), 1.0),
+                (1500, Vec3::new(3.0, 3.0, 3.0), 1.0e-3),
+            ];
+            let mut applied = 0;
+            for (k, position, scale) in edits {
+                let moved = Instance {
+                    position,
+                    rotation: Quat::from_rotation_x(k as f32),
+                    scale,
+                };
+                // (The packed format carries a narrower range of scales.)
+                let Ok(bytes) = format.encode(&[moved]) else {
+                    continue;
+                };
+                applied += 1;
+                let cell = layout.grow(format, k, &bytes, bounds).unwrap();
+                assert_eq!(cell, k / 64);
+                sorted[k as usize * stride..(k as usize + 1) * stride].copy_from_slice(&bytes);
+            }
+            assert!(applied >= 2, "{format:?}: only {applied} edits");
+            assert!(layout.bounds[7 / 64].sphere[3] > before[7 / 64].sphere[3]);
+            for k in 0..2000 {
+                let Some(s) = format.world_sphere(&sorted, k, bounds) else {
+                    continue;
+                };
+                let cell = layout.bounds[k / 64];
+                let wide = widen_radius(s.center, s.radius, s.terms) as f64;
+                let reach = s
+                    .center
+                    .as_dvec3()
+                    .distance(Vec3::from_slice(&cell.sphere[..3]).as_dvec3())
+                    + wide;
+                assert!(
+                    reach <= cell.sphere[3] as f64 && s.radius <= cell.largest_radius,
+                    "{format:?} instance {k} reaches past its grown cell"
+                );
+            }
+            // Refitting tightens what growing left loose: instance 7 back
+            // where it was, its cell refit is the sorted one again.
+            sorted[7 * stride..8 * stride].copy_from_slice(&before_bytes[7 * stride..8 * stride]);
+            let refit = CellLayout::bounds_of(format, &sorted[..64 * stride], bounds, 64).unwrap();
+            assert_eq!(refit[0], before[0]);
+            assert!(refit[0].sphere[3] < layout.bounds[0].sphere[3]);
+            // An overflowed instance makes its cell infinite; a wrong
+            // length or a cell past the layout is refused.
+            let overflowed = Instance {
+                scale: 3.0e38,
+                ..Instance::default()
+            };
+            if let Ok(bytes) = format.encode(&[overflowed]) {
+                let cell = layout.grow(format, 3, &bytes, bounds).unwrap();
+                if format
+                    .world_sphere(&bytes, 0, bounds)
+                    .is_some_and(|s| !widen_radius(s.center, s.radius, s.terms).is_finite())
+                {
+                    assert_eq!(layout.bounds[cell as usize].sphere[3], f32::INFINITY);
+                }
+            }
+            assert!(layout.grow(format, 3, &sorted[..stride - 1], bounds).is_err());
+            assert!(layout.grow(format, 64 * 40, &sorted[..stride], bounds).is_err());
         }
     }
 

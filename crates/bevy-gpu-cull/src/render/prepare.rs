@@ -297,7 +297,18 @@ pub(crate) struct BatchCells {
     pub index: CellIndex,
     /// The mesh bounds the cells' bounds were computed with.
     pub bounds: Sphere,
+    /// Each cell's radius when its bounds were last computed from all its
+    /// instances; edits grow the bounds from there.
+    fitted: Vec<f32>,
+    /// Cells grown by edits since they were last computed: tightened a
+    /// few per frame ([`LOOSE_CELLS_PER_FRAME`]), or at once when grown
+    /// past twice their fitted radius.
+    loose: std::collections::BTreeSet<u32>,
 }
+
+/// Grown cells [`BatchCells::edit`] tightens per frame: a bounded cost for
+/// a batch whose instances all move, each tightening reading one cell.
+const LOOSE_CELLS_PER_FRAME: usize = 64;
 
 impl BatchCells {
     /// Sorts `instances` into cells and uploads them in cell order into new
@@ -328,15 +339,17 @@ impl BatchCells {
             position[i as usize] = k as u32;
         }
         Ok(Self {
+            fitted: layout.bounds.iter().map(|c| c.sphere[3]).collect(),
             layout,
             position,
             index,
             bounds: data.bounds,
+            loose: Default::default(),
         })
     }
 
     /// Recomputes the bounds of `cells` (all with `None`) from `data`'s
-    /// instances and writes them: after edits, or new bounds.
+    /// instances and writes them: new mesh bounds, or grown cells to tighten.
     fn refit(
         &mut self,
         queue: &wgpu::Queue,
@@ -346,22 +359,114 @@ impl BatchCells {
     ) -> Result<(), cull_core::CullError> {
         let len = self.layout.cell_len as usize;
         let n = self.layout.order.len();
+        let all_cells = cells.is_none();
         let all: Vec<u32> = (0..self.layout.cells()).collect();
         let cells: Vec<u32> = cells.map_or(all, |c| c.iter().copied().collect());
-        for c in cells {
+        for &c in &cells {
             let range = c as usize * len..((c as usize + 1) * len).min(n);
             let encoded: Vec<Instance> = self.layout.order[range]
                 .iter()
                 .map(|&i| data.instances[i as usize].cull_instance(format))
                 .collect();
             let bytes = format.encode(&encoded)?;
-            let cell = CellLayout::bounds_of(format, &bytes, data.bounds, self.layout.cell_len)?;
-            self.layout.bounds[c as usize] = cell[0];
-            self.index.write_bounds(queue, c, &cell)?;
+            let cell = CellLayout::bounds_of(format, &bytes, data.bounds, self.layout.cell_len)?[0];
+            self.layout.bounds[c as usize] = cell;
+            self.fitted[c as usize] = cell.sphere[3];
+            self.loose.remove(&c);
         }
-        self.bounds = data.bounds;
+        if all_cells {
+            self.bounds = data.bounds;
+        }
+        self.write_bounds(queue, &cells)
+    }
+
+    /// Writes the bounds of `cells` (ascending), one write per run of
+    /// consecutive cells.
+    fn write_bounds(&self, queue: &wgpu::Queue, cells: &[u32]) -> Result<(), cull_core::CullError> {
+        for run in runs(cells) {
+            let at = run.start as usize..run.end as usize;
+            self.index
+                .write_bounds(queue, run.start, &self.layout.bounds[at])?;
+        }
         Ok(())
     }
+
+    /// Uploads the edited instances `edited` (indices into the batch's
+    /// list) where they sit in cell order, one write per run of consecutive
+    /// places, and keeps their cells' bounds conservative: each edit grows
+    /// its cell's bounds (constant time), and grown cells are recomputed
+    /// from their instances later, a few per frame, or at once when grown
+    /// past twice their fitted radius. Returns the instances written.
+    fn edit(
+        &mut self,
+        queue: &wgpu::Queue,
+        format: InstanceFormat,
+        data: &BatchData,
+        input: &CullInput,
+        draw_data: &wgpu::Buffer,
+        edited: impl Iterator<Item = u32>,
+    ) -> Result<u64, cull_core::CullError> {
+        let mut places: Vec<u32> = edited.map(|i| self.position[i as usize]).collect();
+        places.sort_unstable();
+        places.dedup();
+        let stride = format.stride() as usize;
+        let mut grown = std::collections::BTreeSet::new();
+        for run in runs(&places) {
+            let records: Vec<CulledInstance> = self.layout.order[run.start as usize..run.end as usize]
+                .iter()
+                .map(|&i| data.instances[i as usize])
+                .collect();
+            let encoded: Vec<Instance> = records.iter().map(|r| r.cull_instance(format)).collect();
+            let bytes = format.encode(&encoded)?;
+            input.write(queue, run.start, &bytes)?;
+            queue.write_buffer(
+                draw_data,
+                run.start as u64 * size_of::<CulledInstance>() as u64,
+                bytemuck::cast_slice(&draw_records(&records)),
+            );
+            for (k, place) in run.enumerate() {
+                let cell =
+                    self.layout
+                        .grow(format, place, &bytes[k * stride..(k + 1) * stride], data.bounds)?;
+                grown.insert(cell);
+            }
+        }
+        self.loose.extend(grown.iter().copied());
+        // Tighten: the cells grown past twice their fitted radius, then a
+        // few more of the loose ones.
+        let mut tighten: std::collections::BTreeSet<u32> = grown
+            .iter()
+            .copied()
+            .filter(|&c| self.layout.bounds[c as usize].sphere[3] > 2.0 * self.fitted[c as usize])
+            .collect();
+        let more: Vec<u32> = self
+            .loose
+            .iter()
+            .copied()
+            .filter(|c| !tighten.contains(c))
+            .take(LOOSE_CELLS_PER_FRAME)
+            .collect();
+        tighten.extend(more);
+        let grown: Vec<u32> = grown.difference(&tighten).copied().collect();
+        self.write_bounds(queue, &grown)?;
+        self.refit(queue, format, data, Some(&tighten))?;
+        Ok(places.len() as u64)
+    }
+}
+
+/// Runs of consecutive values of ascending `values`, as ranges.
+fn runs(values: &[u32]) -> impl Iterator<Item = Range<u32>> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let start = *values.get(i)?;
+        let mut end = start + 1;
+        i += 1;
+        while values.get(i) == Some(&end) {
+            end += 1;
+            i += 1;
+        }
+        Some(start..end)
+    })
 }
 
 /// The kernels a group's cull votes with: the occlusion phases for an
@@ -834,38 +939,17 @@ pub(crate) fn prepare_batches(
                 if let Some(settings) = data.cells {
                     cells.index.set_min_skipped_bytes(settings.min_skipped_bytes);
                 }
-                // Each edited instance where it sits in cell order, then its
-                // cells' spheres again.
+                // The edited instances where they sit in cell order, their
+                // cells grown to cover them; new mesh bounds refit them all.
                 let pending = std::mem::take(&mut data.uploads);
-                let mut touched = std::collections::BTreeSet::new();
-                for range in pending.ranges() {
-                    for i in range.clone() {
-                        let at = cells.position[i as usize];
-                        let instance = data.instances[i as usize];
-                        if let Err(e) =
-                            gpu.input
-                                .write_instances(&queue, at, &[instance.cull_instance(format)])
-                        {
-                            error!("GPU culling: {e}");
-                            continue;
-                        }
-                        queue.write_buffer(
-                            &gpu.draw_data,
-                            at as u64 * size_of::<CulledInstance>() as u64,
-                            bytemuck::cast_slice(&draw_records(&[instance])),
-                        );
-                        touched.insert(at / cells.layout.cell_len);
-                        uploaded += 1;
-                    }
+                let edited = pending.ranges().iter().flat_map(|r| r.clone());
+                match cells.edit(&queue, format, data, &gpu.input, &gpu.draw_data, edited) {
+                    Ok(n) => uploaded += n,
+                    Err(e) => error!("GPU culling: {e}"),
                 }
-                let refit = if cells.bounds != data.bounds {
-                    cells.refit(&queue, format, data, None)
-                } else if touched.is_empty() {
-                    Ok(())
-                } else {
-                    cells.refit(&queue, format, data, Some(&touched))
-                };
-                if let Err(e) = refit {
+                if cells.bounds != data.bounds
+                    && let Err(e) = cells.refit(&queue, format, data, None)
+                {
                     error!("GPU culling: {e}");
                 }
                 continue;
