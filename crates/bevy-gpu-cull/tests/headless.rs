@@ -2664,6 +2664,47 @@ fn occlusion_behind_a_wall(setup: CameraSetup) {
     assert!(errors.is_empty(), "render errors: {errors:#?}");
 }
 
+/// Issues 17 and 19: a batch sorted into cells on an occlusion-culled
+/// camera is culled by cells in both phases (reported by cells), keeps the
+/// count it had culled flat (fewer than the frustum's: the wall), and
+/// renders without errors.
+#[test]
+fn occlusion_culling_by_cells() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::Plain);
+    record_render_errors(&mut h.app);
+    let camera = h.cameras[0];
+    occlusion_with_a_wall(&mut h);
+    let flat = settled_count(&mut h).expect("the count settles");
+    h.app
+        .world_mut()
+        .entity_mut(h.batch)
+        .insert(GpuCullCells { min_skipped_bytes: 0 });
+    let start = std::time::Instant::now();
+    let cells = loop {
+        h.app.update();
+        let stats = h.app.world().resource::<GpuCullStats>();
+        if let Some(cells) = stats.cells.get(&(camera, h.batch)).filter(|c| c.by_cells) {
+            break *cells;
+        }
+        assert!(
+            start.elapsed() < SETTLE,
+            "never culled by cells: {:?}",
+            stats.cells
+        );
+    };
+    assert!(cells.kept > 0 && cells.kept <= cells.cells, "{cells:?}");
+    let by_cells = settled_count(&mut h).expect("the count settles by cells");
+    assert_eq!(by_cells, flat, "occlusion culled by cells and flat");
+    let in_frustum = expected_visible(&mut h.app, camera, h.batch);
+    assert!(
+        by_cells < in_frustum,
+        "{by_cells} of {in_frustum}: the wall hides nothing"
+    );
+    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(errors.is_empty(), "render errors: {errors:#?}");
+}
+
 /// Issue 17: two occlusion-culled cameras keep their own pyramids and
 /// histories: a wall in front of the first hides part of its view, while
 /// the second, looking at the grid from the other side with the wall behind

@@ -285,6 +285,25 @@ impl CellLayout {
         self.unread_bytes(format, self.kept_cells(frusta, count), count) >= bytes
     }
 
+    /// Whether to cull the first `count` instances by cells for `frusta`:
+    /// when at least `min_skipped_bytes` would be left unread. What
+    /// [`crate::Culler::cull_views_by_cells_if_faster`] decides, for the
+    /// culls that take cells without a pick of their own (the occlusion
+    /// phases, [`crate::Culler::cull_views_early_in_cells`]).
+    pub fn pick(
+        &self,
+        format: InstanceFormat,
+        frusta: &[Frustum],
+        count: u32,
+        min_skipped_bytes: u64,
+    ) -> CellPick {
+        let kept = self.kept_cells(frusta, count);
+        CellPick {
+            kept,
+            by_cells: self.unread_bytes(format, kept, count) >= min_skipped_bytes,
+        }
+    }
+
     /// Bytes of the first `count` instances a cull by cells leaves unread
     /// when the cell pass keeps `kept` cells ([`Self::kept_cells`]).
     pub fn unread_bytes(&self, format: InstanceFormat, kept: u32, count: u32) -> u64 {
@@ -505,6 +524,12 @@ impl CellIndex {
     /// Instances per cell (the culler's tile).
     pub fn cell_len(&self) -> u32 {
         self.cell_len
+    }
+
+    /// The bytes a cull by cells must leave unread for
+    /// [`crate::Culler::cull_views_by_cells_if_faster`] to take it.
+    pub fn min_skipped_bytes(&self) -> u64 {
+        self.min_skipped_bytes
     }
 
     /// How many bytes of instances a cull by cells must leave unread for

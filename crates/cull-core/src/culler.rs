@@ -601,6 +601,36 @@ impl Culler {
         self.encode_views(encoder, queue, input, target, params, Some(occlusion), None)
     }
 
+    /// [`Self::cull_views_early`] of a batch sorted into cells
+    /// ([`crate::cells`]): the cell pass first, then only the kept cells'
+    /// instances and history are read. The survivors are the same.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cull_views_early_in_cells(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+        history: &OcclusionHistory,
+        cells: &CellIndex,
+    ) -> Result<(), CullError> {
+        let occlusion = Occlusion {
+            test: VisibilityTest::OcclusionEarly,
+            history,
+            late: None,
+        };
+        self.encode_views(
+            encoder,
+            queue,
+            input,
+            target,
+            params,
+            Some(occlusion),
+            Some(cells),
+        )
+    }
+
     /// Occlusion culling's late phase ([`crate::occlusion`]): keeps the
     /// instances in the frustum that may be visible past `pyramid` (built
     /// from the depth the early phase's survivors drew, seen by `camera`)
@@ -619,12 +649,61 @@ impl Culler {
         pyramid: &DepthPyramid,
         camera: &OcclusionCamera,
     ) -> Result<(), CullError> {
+        self.late(
+            encoder, queue, input, target, params, history, pyramid, camera, None,
+        )
+    }
+
+    /// [`Self::cull_views_late`] of a batch sorted into cells
+    /// ([`crate::cells`]): the cell pass first (the frustum's), then only
+    /// the kept cells' instances are read and tested against the pyramid;
+    /// the history of the others is cleared (they are outside the
+    /// frustum). The survivors and the history are the same.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cull_views_late_in_cells(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+        history: &mut OcclusionHistory,
+        pyramid: &DepthPyramid,
+        camera: &OcclusionCamera,
+        cells: &CellIndex,
+    ) -> Result<(), CullError> {
+        self.late(
+            encoder,
+            queue,
+            input,
+            target,
+            params,
+            history,
+            pyramid,
+            camera,
+            Some(cells),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn late(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        input: &CullInput,
+        target: &CullTarget,
+        params: &CullViewsParams,
+        history: &mut OcclusionHistory,
+        pyramid: &DepthPyramid,
+        camera: &OcclusionCamera,
+        cells: Option<&CellIndex>,
+    ) -> Result<(), CullError> {
         let occlusion = Occlusion {
             test: VisibilityTest::OcclusionLate,
             history: &*history,
             late: Some((pyramid, camera)),
         };
-        self.encode_views(encoder, queue, input, target, params, Some(occlusion), None)?;
+        self.encode_views(encoder, queue, input, target, params, Some(occlusion), cells)?;
         history.advance();
         Ok(())
     }
@@ -666,14 +745,13 @@ impl Culler {
         layout: &crate::cells::CellLayout,
         cells: &CellIndex,
     ) -> Result<crate::cells::CellPick, CullError> {
-        let kept = layout.kept_cells(params.frusta, params.count);
-        let by_cells = layout.unread_bytes(self.format, kept, params.count) >= cells.min_skipped_bytes;
-        if by_cells {
+        let pick = layout.pick(self.format, params.frusta, params.count, cells.min_skipped_bytes);
+        if pick.by_cells {
             self.cull_views_in_cells(encoder, queue, input, target, params, cells)?;
         } else {
             self.cull_views(encoder, queue, input, target, params)?;
         }
-        Ok(crate::cells::CellPick { kept, by_cells })
+        Ok(pick)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -887,6 +965,13 @@ impl Culler {
             for chunk in &chunks {
                 let at = chunk.index as u64 * cells.region_bytes;
                 encoder.clear_buffer(&cells.kept, at, Some(cells.region_bytes));
+            }
+            // The late phase writes the history of the instances it reads,
+            // those of the kept cells: the others are outside the frustum,
+            // not visible.
+            if let Some(o) = occlusion.as_ref().filter(|o| o.late.is_some()) {
+                let (_, write) = o.history.halves();
+                encoder.clear_buffer(o.history.buffer(), write as u64 * 4, Some(count as u64 * 4));
             }
         }
         let mut recorder = target.timing_recorder();

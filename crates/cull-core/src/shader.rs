@@ -312,14 +312,8 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                                 cells: false,
                             };
                             shapes.push(shape);
-                            // By cells: the frustum tests, in the variants that cull cells.
-                            if kernel.culls_cells()
-                                && !matches!(
-                                    visibility,
-                                    crate::visibility::VisibilityTest::OcclusionEarly
-                                        | crate::visibility::VisibilityTest::OcclusionLate
-                                )
-                            {
+                            // By cells: every test, in the variants that cull cells.
+                            if kernel.culls_cells() {
                                 shapes.push(ModuleShape { cells: true, ..shape });
                             }
                         }
@@ -356,13 +350,10 @@ mod tests {
             .sum::<usize>()
             * InstanceFormat::ALL.len()
             * OutputKind::ALL.len()
-            * [
-                crate::visibility::VisibilityTest::Frustum,
-                crate::visibility::VisibilityTest::DetailLevels,
-            ]
-            .iter()
-            .map(|&v| test_shapes(v).len())
-            .sum::<usize>();
+            * crate::visibility::VisibilityTest::ALL
+                .iter()
+                .map(|&v| test_shapes(v).len())
+                .sum::<usize>();
         assert_eq!(shapes.len(), expected + by_cells);
         assert!(by_cells > 0 || !cfg!(feature = "subgroup-ballot"));
         for shape in &shapes {

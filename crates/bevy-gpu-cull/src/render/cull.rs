@@ -3,8 +3,8 @@
 
 use super::BatchData;
 use super::prepare::{
-    GpuBatch, GroupOcclusion, OcclusionQueryData, RenderCuller, RenderFrame, ViewTargets, camera_groups,
-    occlusion_culled, point_light_faces,
+    BatchCells, GpuBatch, GroupOcclusion, OcclusionQueryData, RenderCuller, RenderFrame, ViewTargets,
+    camera_groups, occlusion_culled, point_light_faces,
 };
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{CellStats, StatMessage, StatSender};
@@ -15,7 +15,7 @@ use bevy::render::camera::ExtractedCamera;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::{ExtractedView, ViewDepthTexture};
 use cull_core::{
-    CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, SizeMetric, VisibilityTest,
+    CellPick, CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, SizeMetric, VisibilityTest,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -151,6 +151,26 @@ impl CullResources<'_, '_> {
         ready(VisibilityTest::for_views(frusta)) || ready(VisibilityTest::Frustum)
     }
 
+    /// Reports `pick` for `batch` culled by the group of `first_view`,
+    /// under the first view's main-world entities, as its counts are.
+    fn send_cell_stats(&self, first_view: Entity, batch_entity: Entity, cells: &BatchCells, pick: CellPick) {
+        let Some(main) = self.targets.map.get(&(first_view, batch_entity)) else {
+            return;
+        };
+        let stats = CellStats {
+            cells: cells.layout.cells(),
+            kept: pick.kept,
+            by_cells: pick.by_cells,
+        };
+        let _ = self.sender.0.lock().map(|s| {
+            s.send(StatMessage::Cells {
+                view: main.main_view,
+                batch: main.main_batch,
+                cells: stats,
+            })
+        });
+    }
+
     /// Zeroes every view's instance count in `target`: its batch draws
     /// nothing this frame.
     fn clear_counts(&self, ctx: &mut RenderContext, target: &cull_core::CullTarget) {
@@ -188,14 +208,35 @@ impl CullResources<'_, '_> {
         let culled = match occlusion {
             Some(occlusion) => {
                 let history = occlusion.history.lock().unwrap_or_else(|e| e.into_inner());
-                let culled = culler.culler().cull_views_early(
-                    encoder,
-                    &self.queue,
-                    &batch.input,
+                let cells = occlusion_cells(
+                    culler.culler(),
                     target,
-                    &params,
-                    &history,
+                    frusta,
+                    batch,
+                    VisibilityTest::OcclusionEarly,
                 );
+                if let Some((cells, pick)) = cells {
+                    self.send_cell_stats(members[0], batch_entity, cells, pick);
+                }
+                let culled = match cells {
+                    Some((cells, pick)) if pick.by_cells => culler.culler().cull_views_early_in_cells(
+                        encoder,
+                        &self.queue,
+                        &batch.input,
+                        target,
+                        &params,
+                        &history,
+                        &cells.index,
+                    ),
+                    _ => culler.culler().cull_views_early(
+                        encoder,
+                        &self.queue,
+                        &batch.input,
+                        target,
+                        &params,
+                        &history,
+                    ),
+                };
                 // Without early lists the late phase must draw all it
                 // finds visible: forget the history.
                 if culled.is_err() {
@@ -216,22 +257,8 @@ impl CullResources<'_, '_> {
                         &cells.layout,
                         &cells.index,
                     );
-                    // Reported for the first view's main-world entities,
-                    // as its counts are.
-                    let main = self.targets.map.get(&(members[0], batch_entity));
-                    if let (Ok(pick), Some(main)) = (&pick, main) {
-                        let stats = CellStats {
-                            cells: cells.layout.cells(),
-                            kept: pick.kept,
-                            by_cells: pick.by_cells,
-                        };
-                        let _ = self.sender.0.lock().map(|s| {
-                            s.send(StatMessage::Cells {
-                                view: main.main_view,
-                                batch: main.main_batch,
-                                cells: stats,
-                            })
-                        });
+                    if let Ok(pick) = pick {
+                        self.send_cell_stats(members[0], batch_entity, cells, pick);
                     }
                     pick.map(|_| ())
                 }
@@ -487,8 +514,29 @@ pub(crate) fn cull_view_late(
         };
         let encoder = ctx.command_encoder();
         let mut history = group.history.lock().unwrap_or_else(|e| e.into_inner());
-        let culled = match (built, pyramid, &occlusion_camera) {
-            (true, Some(pyramid), Ok(occlusion_camera)) => culler.culler().cull_views_late(
+        let cells = occlusion_cells(
+            culler.culler(),
+            &late.target,
+            &frusta,
+            batch,
+            VisibilityTest::OcclusionLate,
+        )
+        .filter(|(_, pick)| pick.by_cells);
+        let culled = match (built, pyramid, &occlusion_camera, cells) {
+            (true, Some(pyramid), Ok(occlusion_camera), Some((cells, _))) => {
+                culler.culler().cull_views_late_in_cells(
+                    encoder,
+                    &resources.queue,
+                    &batch.input,
+                    &late.target,
+                    &params,
+                    &mut history,
+                    pyramid,
+                    occlusion_camera,
+                    &cells.index,
+                )
+            }
+            (true, Some(pyramid), Ok(occlusion_camera), None) => culler.culler().cull_views_late(
                 encoder,
                 &resources.queue,
                 &batch.input,
@@ -731,4 +779,28 @@ pub(crate) fn read_back_counts(
         }
     }
     let _ = device.wgpu_device().poll(wgpu::PollType::Poll);
+}
+
+/// What an occlusion phase (`test`) of `batch` culls by: for a batch sorted
+/// into cells whose kernel for that phase has compiled, its cells and the
+/// pick `Culler::cull_views_by_cells_if_faster` would make (by cells where
+/// enough is left unread); `None` culls flat.
+fn occlusion_cells<'b>(
+    culler: &cull_core::Culler,
+    target: &cull_core::CullTarget,
+    frusta: &[Frustum],
+    batch: &'b GpuBatch,
+    test: VisibilityTest,
+) -> Option<(&'b BatchCells, CellPick)> {
+    let cells = batch.cells.as_ref()?;
+    if !culler.has_pipelines_for_cells(target.windows(), target.views(), test) {
+        return None;
+    }
+    let pick = cells.layout.pick(
+        culler.format(),
+        frusta,
+        batch.count,
+        cells.index.min_skipped_bytes(),
+    );
+    Some((cells, pick))
 }

@@ -1214,13 +1214,11 @@ pub(crate) fn prepare_targets(
             let (slot, target_views) = (slot * levels, group_views * levels);
             let group_key = (group, batch_entity);
             // A batch sorted into cells is culled flat until its group's
-            // kernel that culls by cells has compiled (occluded cameras
-            // always cull flat).
+            // kernels that cull by cells have compiled.
             if gpu.cells.is_some()
-                && !occluded
                 && let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views)
             {
-                for &test in group_tests(false, group_views, levels) {
+                for &test in group_tests(occluded, group_views, levels) {
                     culler
                         .inner
                         .request_cells(windows, target_views, test, &pipeline_cache, &mut shaders);

@@ -226,6 +226,32 @@ pub fn two_frames(
     levels: bool,
     what: &str,
 ) -> usize {
+    two_frames_with(ctx, culler, builder, scene, camera_kind, levels, what, false).0
+}
+
+/// [`two_frames`], and with `by_cells` the scene sorted into cells and both
+/// phases culled by cells; also the cells kept in the last late phase and
+/// the cells (zero without cells).
+#[allow(clippy::too_many_arguments)]
+pub fn two_frames_with(
+    ctx: &GpuContext,
+    culler: &Culler,
+    builder: Option<&PyramidBuilder>,
+    scene: &Scene,
+    camera_kind: CameraKind,
+    levels: bool,
+    what: &str,
+    by_cells: bool,
+) -> (usize, u32, u32) {
+    let (sorted, layout) = crate::cells::sorted(scene, culler);
+    let (scene, cells) = if by_cells {
+        let cells =
+            cull_core::CellIndex::new(&ctx.device, culler, scene.instances.len() as u32 + 13).unwrap();
+        cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+        (&sorted, Some(cells))
+    } else {
+        (scene, None)
+    };
     let format = culler.format();
     let bytes = format.encode(&scene.instances).unwrap();
     let count = scene.instances.len() as u32;
@@ -261,21 +287,51 @@ pub fn two_frames(
         let depth = occluders(scene, order, 77 + frame);
         let (pyramid, cpu_pyramid) = build_pyramid(ctx, builder, &depth, order);
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        culler
-            .cull_views_early(&mut encoder, &ctx.queue, &input, &early, &params, &history)
-            .unwrap();
-        culler
-            .cull_views_late(
-                &mut encoder,
-                &ctx.queue,
-                &input,
-                &late,
-                &params,
-                &mut history,
-                &pyramid,
-                &camera,
-            )
-            .unwrap();
+        match &cells {
+            None => {
+                culler
+                    .cull_views_early(&mut encoder, &ctx.queue, &input, &early, &params, &history)
+                    .unwrap();
+                culler
+                    .cull_views_late(
+                        &mut encoder,
+                        &ctx.queue,
+                        &input,
+                        &late,
+                        &params,
+                        &mut history,
+                        &pyramid,
+                        &camera,
+                    )
+                    .unwrap();
+            }
+            Some(cells) => {
+                culler
+                    .cull_views_early_in_cells(
+                        &mut encoder,
+                        &ctx.queue,
+                        &input,
+                        &early,
+                        &params,
+                        &history,
+                        cells,
+                    )
+                    .unwrap();
+                culler
+                    .cull_views_late_in_cells(
+                        &mut encoder,
+                        &ctx.queue,
+                        &input,
+                        &late,
+                        &params,
+                        &mut history,
+                        &pyramid,
+                        &camera,
+                        cells,
+                    )
+                    .unwrap();
+            }
+        }
         ctx.queue.submit([encoder.finish()]);
         let early_lists = read_views(ctx, culler, &bytes, &early, frusta.len(), count);
         let late_lists = read_views(ctx, culler, &bytes, &late, frusta.len(), count);
@@ -319,7 +375,139 @@ pub fn two_frames(
             .count();
         was = now;
     }
-    hidden
+    let kept = cells.map_or(0, |c| c.read_kept(&ctx.device, &ctx.queue).unwrap());
+    (hidden, kept, if by_cells { layout.cells() } else { 0 })
+}
+
+/// Both phases culled by cells: the same lists and history as the flat
+/// phases (checked against the CPU mirror as `two_frames` does), in every
+/// variant that culls cells and format, with and without levels; the
+/// cells outside the frustum are culled, their instances' history cleared.
+#[test]
+fn early_and_late_phases_by_cells_are_exact_sets() {
+    let ctx = gpu();
+    let builder = PyramidBuilder::new(&ctx.device).unwrap();
+    for (variant, tuning) in forms(ctx) {
+        for (f, format) in InstanceFormat::ALL.into_iter().enumerate() {
+            let output = OutputKind::ALL[f % OutputKind::ALL.len()];
+            let culler = views_culler(ctx, variant, format, output, tuning, 4);
+            if !culler.culls_cells() {
+                continue;
+            }
+            let form = form_name(&culler);
+            for (s, camera) in Camera::ALL.into_iter().enumerate() {
+                let scene =
+                    cull_core::scene::Scene::random(2300 + s as u64, 30_000, camera, Some(0.3)).fit(format);
+                let levels = s % 2 == 1;
+                let what =
+                    format!("{variant:?} ({form}) {format:?} {output:?} {camera:?} levels={levels} by cells");
+                let (hidden, kept, cells) =
+                    two_frames_with(ctx, &culler, Some(&builder), &scene, camera, levels, &what, true);
+                assert!(hidden > 0, "{what}: the occluders hide nothing");
+                assert!(kept > 0 && kept < cells, "{what}: kept {kept} of {cells} cells");
+            }
+        }
+    }
+}
+
+/// By cells, the late phase reads only the kept cells, so it clears the
+/// history of the others: an instance visible two frames ago (the half the
+/// phase writes again) whose cell the turned camera culls must not keep its
+/// old 1, or the next early phase would draw it.
+#[test]
+fn late_phase_by_cells_clears_the_history_of_culled_cells() {
+    let ctx = gpu();
+    let builder = PyramidBuilder::new(&ctx.device).unwrap();
+    let format = InstanceFormat::PosQuat;
+    let camera_kind = CameraKind::InfiniteReverseZ;
+    let order = depth_order(camera_kind);
+    for (variant, tuning) in forms(ctx) {
+        let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, 1);
+        if !culler.culls_cells() {
+            continue;
+        }
+        let scene = cull_core::scene::Scene::random(2400, 20_000, camera_kind, Some(0.5));
+        let (scene, layout) = crate::cells::sorted(&scene, &culler);
+        // The same camera turned half a turn about its own vertical axis:
+        // what it saw is now behind it.
+        let projection = camera_kind.projection();
+        let turned = Scene {
+            clip_from_world: projection
+                * glam::Mat4::from_rotation_y(std::f32::consts::PI)
+                * projection.inverse()
+                * scene.clip_from_world,
+            ..scene.clone()
+        };
+        let count = scene.instances.len() as u32;
+        let bytes = format.encode(&scene.instances).unwrap();
+        let input = CullInput::new(&ctx.device, format, count).unwrap();
+        input.write(&ctx.queue, 0, &bytes).unwrap();
+        let cells = cull_core::CellIndex::new(&ctx.device, &culler, count).unwrap();
+        cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+        let early = CullTarget::new(&ctx.device, &culler, count).unwrap();
+        let late = CullTarget::new(&ctx.device, &culler, count).unwrap();
+        let mut history = OcclusionHistory::new(&ctx.device, count).unwrap();
+        let what = format!("{variant:?} ({})", form_name(&culler));
+        let mut seen_before = 0;
+        for frame in [&scene, &scene, &turned] {
+            let frusta = [frame.frustum().unwrap()];
+            let params = CullViewsParams {
+                frusta: &frusta,
+                local_bounds: frame.bounds,
+                count,
+            };
+            let camera = occlusion_camera(frame);
+            let depth = occluders(frame, order, 5);
+            let (pyramid, cpu_pyramid) = build_pyramid(ctx, Some(&builder), &depth, order);
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            culler
+                .cull_views_early_in_cells(
+                    &mut encoder,
+                    &ctx.queue,
+                    &input,
+                    &early,
+                    &params,
+                    &history,
+                    &cells,
+                )
+                .unwrap();
+            culler
+                .cull_views_late_in_cells(
+                    &mut encoder,
+                    &ctx.queue,
+                    &input,
+                    &late,
+                    &params,
+                    &mut history,
+                    &pyramid,
+                    &camera,
+                    &cells,
+                )
+                .unwrap();
+            ctx.queue.submit([encoder.finish()]);
+            let now = history.read_back(&ctx.device, &ctx.queue, count).unwrap();
+            let expected = classes(format, &bytes, frame, &frusta[0], Some((&camera, &cpu_pyramid)));
+            for (i, (&bit, class)) in now.iter().zip(&expected).enumerate() {
+                let ok = match class {
+                    SphereClass::Inside => bit == 1,
+                    SphereClass::Outside => bit == 0,
+                    SphereClass::Borderline => bit <= 1,
+                };
+                assert!(ok, "{what}: history of {i} is {bit}, expected {class:?}");
+            }
+            if std::ptr::eq(frame, &scene) {
+                seen_before = now.iter().filter(|&&b| b == 1).count();
+            }
+        }
+        assert!(
+            seen_before > 1000,
+            "{what}: too little visible to see the history cleared"
+        );
+        assert!(
+            cells.read_kept(&ctx.device, &ctx.queue).unwrap() < layout.cells(),
+            "{what}: the turned camera should cull cells"
+        );
+    }
 }
 
 #[test]
