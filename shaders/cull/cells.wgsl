@@ -13,6 +13,10 @@
 #define_import_path cull::cells
 
 #import cull::params::{params, CELL_RECORD_WORDS}
+#ifdef VISIBILITY_OCCLUSION_LATE
+#import cull::math::WorldSphere
+#import cull::visibility::occlusion::hiz_visible
+#endif
 
 // Must equal cull_core::cells::CELL_TOLERANCE (a test holds them equal).
 const CELL_TOLERANCE: f32 = 1.52587890625e-5;
@@ -85,6 +89,16 @@ fn vote_cell(cell: u32) {
     for (var view = 0u; view < params.cell_views; view++) {
         keep = keep | (cell_in_view(view, bounds.sphere) & cell_in_band(view, bounds));
     }
+#ifdef VISIBILITY_OCCLUSION_LATE
+    // Occlusion culling's late phase: a cell whose sphere the depth pyramid
+    // hides holds only hidden instances (a sphere inside it projects inside
+    // its rectangle, at most as near, where the pyramid is at least as
+    // near), so their history stays cleared. Widened by CELL_TOLERANCE.
+    if keep {
+        let s = bounds.sphere;
+        keep = hiz_visible(WorldSphere(s.xyz, s.w * (1.0 + CELL_TOLERANCE), 0.0, true));
+    }
+#endif
     if !keep {
         return;
     }

@@ -168,8 +168,10 @@ pub struct GpuCullStats {
     /// new target or changed mesh, not per frame.
     pub draw_args_writes: u64,
     /// For each (camera or first shadow view of a pass, batch) with
-    /// [`crate::GpuCullCells`]: its cells, how many the pass's views keep,
-    /// and whether the latest cull read only those.
+    /// [`crate::GpuCullCells`]: its cells, how many the pass's views keep
+    /// (their frusta and levels' cut-off; an occlusion-culled camera's late
+    /// phase also culls the cells behind its depth pyramid, not counted
+    /// here), and whether the latest cull read only those.
     pub cells: HashMap<(Entity, Entity), CellStats>,
 }
 

@@ -169,7 +169,16 @@ impl ModuleShape {
             }
         }
         if self.cells {
-            passes.insert(0, crate::cells::cell_pass());
+            let mut cell_pass = crate::cells::cell_pass();
+            // The late occlusion phase's cell pass tests cells against the
+            // depth pyramid too.
+            cell_pass.bindings.extend(
+                self.visibility
+                    .bindings
+                    .iter()
+                    .filter(|(binding, _)| *binding == bindings::DEPTH_PYRAMID),
+            );
+            passes.insert(0, cell_pass);
         }
         passes
     }

@@ -121,7 +121,7 @@ fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &Ce
         .map(|c| c.len)
         .sum::<u32>()
         .div_ceil(cells.cell_len);
-    let entries = [
+    let mut entries = vec![
         cx.params_entry(),
         wgpu::BindGroupEntry {
             binding: bindings::CELL_BOUNDS,
@@ -132,6 +132,14 @@ fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &Ce
             resource: cells.kept.as_entire_binding(),
         },
     ];
+    // The late occlusion phase's pyramid (ModuleShape::passes gives the
+    // cell pass that binding then).
+    entries.extend(
+        cx.visibility_entries
+            .iter()
+            .filter(|e| e.binding == bindings::DEPTH_PYRAMID)
+            .cloned(),
+    );
     let bind_group = cx.bind_group(cell_pass, &entries);
     // The first chunk's uniforms: the views' planes and the cell geometry
     // are the same in every entry.

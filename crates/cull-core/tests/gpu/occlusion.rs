@@ -510,6 +510,89 @@ fn late_phase_by_cells_clears_the_history_of_culled_cells() {
     }
 }
 
+/// A wall over the whole screen just past the near plane: by cells, the
+/// late phase's cell pass tests the cells against the pyramid too, so it
+/// keeps far fewer cells than the frustum does, and the lists and history
+/// are still the CPU mirror's (nothing past the wall but what reaches the
+/// camera).
+#[test]
+fn late_phase_by_cells_culls_the_cells_behind_a_wall() {
+    let ctx = gpu();
+    let builder = PyramidBuilder::new(&ctx.device).unwrap();
+    let format = InstanceFormat::PosQuat;
+    for camera_kind in [CameraKind::InfiniteReverseZ, CameraKind::Perspective] {
+        let order = depth_order(camera_kind);
+        let near = match order {
+            DepthOrder::ReverseZ => 1.0,
+            DepthOrder::Standard => 0.0,
+        };
+        for (variant, tuning) in forms(ctx) {
+            let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, 1);
+            if !culler.culls_cells() {
+                continue;
+            }
+            let what = format!("{variant:?} ({}) {camera_kind:?}", form_name(&culler));
+            let scene = cull_core::scene::Scene::random(2500, 200_000, camera_kind, Some(0.5));
+            let (scene, layout) = crate::cells::sorted(&scene, &culler);
+            let count = scene.instances.len() as u32;
+            let bytes = format.encode(&scene.instances).unwrap();
+            let input = CullInput::new(&ctx.device, format, count).unwrap();
+            input.write(&ctx.queue, 0, &bytes).unwrap();
+            let cells = cull_core::CellIndex::new(&ctx.device, &culler, count).unwrap();
+            cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+            let late = CullTarget::new(&ctx.device, &culler, count).unwrap();
+            let mut history = OcclusionHistory::new(&ctx.device, count).unwrap();
+            let frusta = [scene.frustum().unwrap()];
+            let params = CullViewsParams {
+                frusta: &frusta,
+                local_bounds: scene.bounds,
+                count,
+            };
+            let camera = occlusion_camera(&scene);
+            let wall = vec![near; occluders(&scene, order, 1).len()];
+            let (pyramid, cpu_pyramid) = build_pyramid(ctx, Some(&builder), &wall, order);
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            culler
+                .cull_views_late_in_cells(
+                    &mut encoder,
+                    &ctx.queue,
+                    &input,
+                    &late,
+                    &params,
+                    &mut history,
+                    &pyramid,
+                    &camera,
+                    &cells,
+                )
+                .unwrap();
+            ctx.queue.submit([encoder.finish()]);
+            let kept = cells.read_kept(&ctx.device, &ctx.queue).unwrap();
+            let in_frustum = layout.kept_cells(&frusta, count);
+            assert!(
+                in_frustum > 4 && kept * 4 < in_frustum,
+                "{what}: the wall left {kept} of the frustum's {in_frustum} cells"
+            );
+            let past = classes(format, &bytes, &scene, &frusta[0], Some((&camera, &cpu_pyramid)));
+            let lists = read_views(ctx, &culler, &bytes, &late, 1, count);
+            check_list(
+                &format!("{what} late"),
+                &reference(&past, |_| true),
+                &lists[0],
+                culler.variant().preserves_order(),
+            );
+            let now = history.read_back(&ctx.device, &ctx.queue, count).unwrap();
+            for (i, (&bit, class)) in now.iter().zip(&past).enumerate() {
+                let ok = match class {
+                    SphereClass::Inside => bit == 1,
+                    SphereClass::Outside => bit == 0,
+                    SphereClass::Borderline => bit <= 1,
+                };
+                assert!(ok, "{what}: history of {i} is {bit}, expected {class:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn early_and_late_phases_are_exact_sets() {
     let ctx = gpu();
