@@ -87,7 +87,13 @@ fn vote_cell(cell: u32) {
     let bounds = cell_bounds[cell];
     var keep = false;
     for (var view = 0u; view < params.cell_views; view++) {
+#ifdef VISIBILITY_OCCLUSION_LATE
+        // The late phase writes each instance's history as in the frustum
+        // and past the pyramid whatever its level: the cut-off culls none.
+        keep = keep | cell_in_view(view, bounds.sphere);
+#else
         keep = keep | (cell_in_view(view, bounds.sphere) & cell_in_band(view, bounds));
+#endif
     }
 #ifdef VISIBILITY_OCCLUSION_LATE
     // Occlusion culling's late phase: a cell whose sphere the depth pyramid

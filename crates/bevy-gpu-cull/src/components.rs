@@ -587,10 +587,11 @@ pub const MAX_LOD_LEVELS: usize = 4;
 ///
 /// For large, mostly static batches that a view sees only part of
 /// (foliage, cities, asteroid fields). Replacing or resizing the list sorts
-/// it again (on the CPU, in the render world); edits keep their cells'
-/// spheres conservative by recomputing the cells they touch. Cells need an
-/// unordered variant (`SubgroupBallot`, `SubgroupShuffle`, `BlockAtomic`)
-/// and are not used by occlusion-culled cameras.
+/// it again (on the CPU, in the render world); edits grow their cells'
+/// bounds to cover them, and grown cells are recomputed later. Every
+/// variant culls by cells, the order-preserving ones in the sorted order
+/// (which nothing outside the plugin sees); occlusion-culled cameras cull
+/// by cells in both phases.
 #[derive(Component, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuCullCells {
     /// Cull by cells only when the cells no view keeps hold at least this

@@ -2155,7 +2155,7 @@ fn packed16_culls_scaled_instances_like_the_draw() {
         .world_mut()
         .get_mut::<GpuCulledInstances>(h.batch)
         .unwrap()
-        .replace(edge);
+        .replace(edge.clone());
     let counts = run_until_counts_match(&mut h, "packed16 at scale 3");
     assert_eq!(counts, vec![12], "every scaled sphere reaches into the view");
     // The left pixel columns show instances.
@@ -2165,6 +2165,33 @@ fn packed16_culls_scaled_instances_like_the_draw() {
     assert!(
         edge_pixels > hgt / 4,
         "only {edge_pixels} pixels of the left edge show the scaled instances"
+    );
+    // Sorted into cells: the cells' bounds cover the scaled spheres too
+    // (computed with the cull's bounds, not the mesh's). The twelve at one
+    // place, so that their cell is no larger than one of them.
+    let (camera, batch) = (h.cameras[0], h.batch);
+    let cluster = vec![edge[5]; 12];
+    h.app.world_mut().entity_mut(batch).insert((
+        GpuCulledInstances::new(cluster),
+        GpuCullCells { min_skipped_bytes: 0 },
+    ));
+    let start = std::time::Instant::now();
+    while !h
+        .app
+        .world()
+        .resource::<GpuCullStats>()
+        .cells
+        .get(&(camera, batch))
+        .is_some_and(|c| c.by_cells)
+    {
+        assert!(start.elapsed() < SETTLE, "never culled by cells");
+        h.app.update();
+    }
+    let counts = run_until_counts_match(&mut h, "packed16 at scale 3, by cells");
+    assert_eq!(
+        counts,
+        vec![12],
+        "by cells, every scaled sphere reaches into the view"
     );
 }
 

@@ -374,13 +374,6 @@ impl Culler {
         self.shape(KernelKey::cells(windows, views, test)).recipe()
     }
 
-    /// Whether this culler's variant can cull by cells
-    /// ([`Self::cull_views_in_cells`]): the single-pass ones
-    /// (`SubgroupBallot`, `SubgroupShuffle`, `BlockAtomic`, `Ordered`).
-    pub fn culls_cells(&self) -> bool {
-        self.kernel.culls_cells()
-    }
-
     /// The kernel cache's index of `key`, checked.
     fn kernel_index(&self, key: KernelKey) -> Result<usize, CullError> {
         let KernelKey {
@@ -389,11 +382,6 @@ impl Culler {
             test,
             cells,
         } = key;
-        if cells && !self.kernel.culls_cells() {
-            return Err(CullError::InvalidParameter(
-                "cell culling needs a single-pass variant: SubgroupBallot, SubgroupShuffle, BlockAtomic or Ordered",
-            ));
-        }
         if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
             return Err(CullError::InvalidParameter(
                 "windows must be from 1 to MAX_OUTPUT_WINDOWS",
@@ -713,8 +701,8 @@ impl Culler {
     /// first the cell pass votes `cells`' spheres, then the cull reads only
     /// the kept cells' instances. The survivors are [`Self::cull_views`]'s,
     /// as indices into the sorted batch: in no particular order, or with
-    /// `Ordered` in the sorted batch's order. Needs a variant that
-    /// [`Self::culls_cells`].
+    /// the order-preserving variants in the sorted batch's order. Every
+    /// variant culls by cells.
     pub fn cull_views_in_cells(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -1032,11 +1020,6 @@ impl CellIndex {
     /// [`Culler::tile_len`]. Write the bounds of a [`crate::cells::CellLayout`]
     /// with [`CellIndex::write_bounds`].
     pub fn new(device: &wgpu::Device, culler: &Culler, capacity: u32) -> Result<Self, CullError> {
-        if !culler.culls_cells() {
-            return Err(CullError::InvalidParameter(
-                "cell culling needs a single-pass variant: SubgroupBallot, SubgroupShuffle, BlockAtomic or Ordered",
-            ));
-        }
         let cell_len = culler.tile_len;
         let cells = capacity.div_ceil(cell_len).max(1);
         let cells_per_chunk = culler.window_len / cell_len;

@@ -164,7 +164,7 @@ impl ModuleShape {
             if matches!(pass.kind, PassKind::Vote | PassKind::Fused) {
                 pass.bindings.extend_from_slice(self.visibility.bindings);
             }
-            if self.cells && pass.kind == PassKind::Fused {
+            if self.cells && matches!(pass.kind, PassKind::Vote | PassKind::Fused) {
                 pass.bindings.push((bindings::KEPT_CELLS, Slot::Read));
             }
         }
@@ -321,10 +321,8 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                                 cells: false,
                             };
                             shapes.push(shape);
-                            // By cells: every test, in the variants that cull cells.
-                            if kernel.culls_cells() {
-                                shapes.push(ModuleShape { cells: true, ..shape });
-                            }
+                            // By cells.
+                            shapes.push(ModuleShape { cells: true, ..shape });
                         }
                     }
                 }
@@ -353,18 +351,8 @@ mod tests {
                 .iter()
                 .map(|&v| test_shapes(v).len())
                 .sum::<usize>();
-        let by_cells = ScanVariant::compiled()
-            .filter(|v| v.kernel().is_some_and(|k| k.culls_cells()))
-            .map(|v| if v == ScanVariant::Ordered { 2 } else { 1 })
-            .sum::<usize>()
-            * InstanceFormat::ALL.len()
-            * OutputKind::ALL.len()
-            * crate::visibility::VisibilityTest::ALL
-                .iter()
-                .map(|&v| test_shapes(v).len())
-                .sum::<usize>();
-        assert_eq!(shapes.len(), expected + by_cells);
-        assert!(by_cells > 0 || !cfg!(feature = "subgroup-ballot"));
+        // Each shape again by cells.
+        assert_eq!(shapes.len(), 2 * expected);
         for shape in &shapes {
             let src = wgsl(shape).unwrap_or_else(|e| panic!("{e}"));
             assert!(src.contains("@workgroup_size(64"), "{shape:?}");

@@ -5,9 +5,15 @@
 // the chunk's total to the running count. Order is preserved. Several
 // views are culled one after the other, each pass reading the view
 // params.first_view (the baseline re-reads the instances per view).
+// Culled by cells (cull::cells, with KEPT_CELL_FLAGS), the vote pass reads
+// no instance of a culled cell: their votes are 0.
 
 #import cull::params::{params, WORKGROUP_SIZE, workgroup_index}
 #import cull::items::{draw_args, count_word, vote, emit, load_instance}
+#ifdef CELLS
+#import cull::params::{TILE, tile_kept}
+#import cull::cells::vote_cell
+#endif
 
 @group(0) @binding(#{BINDING_VOTES}) var<storage, read_write> votes: array<u32>;
 @group(0) @binding(#{BINDING_SCAN_IN}) var<storage, read> scan_in: array<u32>;
@@ -21,10 +27,20 @@ fn thread_index(wid: vec3<u32>, lid: u32) -> u32 {
 fn vote_pass(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     let i = thread_index(wid, lid);
     if i < params.chunk_len {
-        let v = select(0u, 1u, vote(i, params.first_view));
+        let v = select(0u, 1u, kept_vote(i));
         votes[i] = v;
         scan_out[i] = v;
     }
+}
+
+// Chunk-local instance `i`'s vote (by cells: false in a culled cell, unread).
+fn kept_vote(i: u32) -> bool {
+#ifdef CELLS
+    if !tile_kept(i / TILE) {
+        return false;
+    }
+#endif
+    return vote(i, params.first_view);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -57,3 +73,15 @@ fn finalize() {
         atomicAdd(&draw_args[count_word(params.first_view)], scan_in[params.chunk_len - 1u]);
     }
 }
+
+#ifdef CELLS
+// Cell culling's first pass (cull::cells): one thread per cell.
+@compute @workgroup_size(64)
+fn cull_cells(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+) {
+    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
+}
+#endif

@@ -92,13 +92,7 @@ impl CullResources<'_, '_> {
             })
             .collect();
         for (batch_entity, data, batch) in &self.batches {
-            // A format without scale culls with bounds covering every scale
-            // the draw applies, so it is never less conservative than the draw.
-            let local_bounds = if culler.culler().format().carries_scale() {
-                data.bounds
-            } else {
-                data.scales.cover(data.bounds)
-            };
+            let local_bounds = data.cull_bounds(culler.culler().format());
             // The group's target, and the targets of views that cull this
             // batch alone (a batch too large for the group's lists).
             let shared = self.targets.groups.get(&(group[0], batch_entity));
@@ -497,11 +491,7 @@ pub(crate) fn cull_view_late(
         ) else {
             continue;
         };
-        let local_bounds = if culler.culler().format().carries_scale() {
-            data.bounds
-        } else {
-            data.scales.cover(data.bounds)
-        };
+        let local_bounds = data.cull_bounds(culler.culler().format());
         let Some(frusta) = level_frusta(std::slice::from_ref(&frustum), &view_target.lod, Some(metric))
         else {
             resources.clear_counts(&mut ctx, &late.target);

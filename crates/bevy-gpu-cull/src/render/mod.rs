@@ -62,6 +62,20 @@ pub(crate) struct BatchData {
     pub cells: Option<GpuCullCells>,
 }
 
+impl BatchData {
+    /// The mesh-space sphere the cull tests the instances of `format` with:
+    /// the mesh's, or for a format that carries no scale one covering every
+    /// scale the draw applies, so that the cull is never less conservative
+    /// than the draw. Cells are computed with it too.
+    pub fn cull_bounds(&self, format: cull_core::InstanceFormat) -> Sphere {
+        if format.carries_scale() {
+            self.bounds
+        } else {
+            self.scales.cover(self.bounds)
+        }
+    }
+}
+
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
     // The draw shader and the instance-fetch library it imports (which custom
     // shaders can import too), embedded in the binary.

@@ -295,7 +295,8 @@ pub(crate) struct BatchCells {
     /// Where each of the batch's instances is in the GPU buffers.
     pub position: Vec<u32>,
     pub index: CellIndex,
-    /// The mesh bounds the cells' bounds were computed with.
+    /// The mesh-space sphere the cells' bounds were computed with
+    /// ([`BatchData::cull_bounds`]).
     pub bounds: Sphere,
     /// Each cell's radius when its bounds were last computed from all its
     /// instances; edits grow the bounds from there.
@@ -325,7 +326,7 @@ impl BatchCells {
         let format = culler.format();
         let encoded: Vec<Instance> = data.instances.iter().map(|i| i.cull_instance(format)).collect();
         let bytes = format.encode(&encoded)?;
-        let (sorted, layout) = CellLayout::sort(format, &bytes, data.bounds, culler.tile_len())?;
+        let (sorted, layout) = CellLayout::sort(format, &bytes, data.cull_bounds(format), culler.tile_len())?;
         input.write(queue, 0, &sorted)?;
         let records: Vec<CulledInstance> = layout.order.iter().map(|&i| data.instances[i as usize]).collect();
         queue.write_buffer(draw_data, 0, bytemuck::cast_slice(&draw_records(&records)));
@@ -343,7 +344,7 @@ impl BatchCells {
             layout,
             position,
             index,
-            bounds: data.bounds,
+            bounds: data.cull_bounds(format),
             loose: Default::default(),
         })
     }
@@ -369,13 +370,14 @@ impl BatchCells {
                 .map(|&i| data.instances[i as usize].cull_instance(format))
                 .collect();
             let bytes = format.encode(&encoded)?;
-            let cell = CellLayout::bounds_of(format, &bytes, data.bounds, self.layout.cell_len)?[0];
+            let cell =
+                CellLayout::bounds_of(format, &bytes, data.cull_bounds(format), self.layout.cell_len)?[0];
             self.layout.bounds[c as usize] = cell;
             self.fitted[c as usize] = cell.sphere[3];
             self.loose.remove(&c);
         }
         if all_cells {
-            self.bounds = data.bounds;
+            self.bounds = data.cull_bounds(format);
         }
         self.write_bounds(queue, &cells)
     }
@@ -396,7 +398,9 @@ impl BatchCells {
     /// places, and keeps their cells' bounds conservative: each edit grows
     /// its cell's bounds (constant time), and grown cells are recomputed
     /// from their instances later, a few per frame, or at once when grown
-    /// past twice their fitted radius. Returns the instances written.
+    /// past twice their fitted radius. Returns the instances written. On an
+    /// error the runs after it are still written and every grown cell's
+    /// bounds too; the caller then sorts and uploads the batch again.
     fn edit(
         &mut self,
         queue: &wgpu::Queue,
@@ -410,25 +414,41 @@ impl BatchCells {
         places.sort_unstable();
         places.dedup();
         let stride = format.stride() as usize;
+        let bounds = data.cull_bounds(format);
         let mut grown = std::collections::BTreeSet::new();
+        let mut failed = Ok(());
         for run in runs(&places) {
             let records: Vec<CulledInstance> = self.layout.order[run.start as usize..run.end as usize]
                 .iter()
                 .map(|&i| data.instances[i as usize])
                 .collect();
             let encoded: Vec<Instance> = records.iter().map(|r| r.cull_instance(format)).collect();
-            let bytes = format.encode(&encoded)?;
-            input.write(queue, run.start, &bytes)?;
+            let written = format.encode(&encoded).and_then(|bytes| {
+                input.write(queue, run.start, &bytes)?;
+                Ok(bytes)
+            });
+            let bytes = match written {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    failed = Err(e);
+                    continue;
+                }
+            };
             queue.write_buffer(
                 draw_data,
                 run.start as u64 * size_of::<CulledInstance>() as u64,
                 bytemuck::cast_slice(&draw_records(&records)),
             );
             for (k, place) in run.enumerate() {
-                let cell =
-                    self.layout
-                        .grow(format, place, &bytes[k * stride..(k + 1) * stride], data.bounds)?;
-                grown.insert(cell);
+                match self
+                    .layout
+                    .grow(format, place, &bytes[k * stride..(k + 1) * stride], bounds)
+                {
+                    Ok(cell) => {
+                        grown.insert(cell);
+                    }
+                    Err(e) => failed = Err(e),
+                }
             }
         }
         self.loose.extend(grown.iter().copied());
@@ -450,7 +470,7 @@ impl BatchCells {
         let grown: Vec<u32> = grown.difference(&tighten).copied().collect();
         self.write_bounds(queue, &grown)?;
         self.refit(queue, format, data, Some(&tighten))?;
-        Ok(places.len() as u64)
+        failed.map(|()| places.len() as u64)
     }
 }
 
@@ -926,7 +946,7 @@ pub(crate) fn prepare_batches(
         let count = data.instances.len() as u32;
         // A batch sorted into cells is sorted again when its list is
         // replaced or resized.
-        let want_cells = data.cells.is_some() && culler.culler().culls_cells();
+        let want_cells = data.cells.is_some();
         let reusable = gpu.as_ref().is_some_and(|g| {
             g.capacity >= count
                 && g.culler_generation == culler.generation
@@ -940,17 +960,21 @@ pub(crate) fn prepare_batches(
                     cells.index.set_min_skipped_bytes(settings.min_skipped_bytes);
                 }
                 // The edited instances where they sit in cell order, their
-                // cells grown to cover them; new mesh bounds refit them all.
+                // cells grown to cover them; new bounds (the mesh's, or the
+                // scales a format without scale covers) refit them all. On
+                // an error the batch is sorted and uploaded again next frame.
                 let pending = std::mem::take(&mut data.uploads);
                 let edited = pending.ranges().iter().flat_map(|r| r.clone());
-                match cells.edit(&queue, format, data, &gpu.input, &gpu.draw_data, edited) {
-                    Ok(n) => uploaded += n,
-                    Err(e) => error!("GPU culling: {e}"),
+                let mut written = cells.edit(&queue, format, data, &gpu.input, &gpu.draw_data, edited);
+                if let Ok(n) = written {
+                    uploaded += n;
+                    if cells.bounds != data.cull_bounds(format) {
+                        written = cells.refit(&queue, format, data, None).map(|()| n);
+                    }
                 }
-                if cells.bounds != data.bounds
-                    && let Err(e) = cells.refit(&queue, format, data, None)
-                {
-                    error!("GPU culling: {e}");
+                if let Err(e) = written {
+                    error!("GPU culling: {e}; the batch is uploaded again");
+                    data.upload_all = true;
                 }
                 continue;
             }

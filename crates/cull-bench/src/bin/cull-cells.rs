@@ -211,10 +211,6 @@ fn main() {
                 ..Default::default()
             };
             let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
-            if !culler.culls_cells() {
-                eprintln!("skipping {variant:?}: it does not cull by cells");
-                continue;
-            }
             if args.scenes != Scenes::Random {
                 for &n in &args.sizes {
                     let cameras = args

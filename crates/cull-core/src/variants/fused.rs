@@ -34,10 +34,6 @@ impl ScanKernel for FusedKernel {
     fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]) {
         encode(cx, passes, false)
     }
-
-    fn culls_cells(&self) -> bool {
-        true
-    }
 }
 
 /// The entry point of the single pass.
@@ -111,7 +107,7 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
 
 /// A cull by cells ([`crate::cells`]) starts with the cell pass over every
 /// cell of the chunks, which writes each chunk's kept cells.
-fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &CellIndex) {
+pub(super) fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &CellIndex) {
     let Some(first) = cx.chunks.first() else {
         return;
     };

@@ -2,10 +2,13 @@
 //! a vote pass, log2 N scan passes over the whole chunk (ping-ponging two
 //! buffers), then compaction and a one-thread pass that adds the chunk's
 //! total to the running count. Order preserved. Several views run these
-//! passes one view after the other.
+//! passes one view after the other. By cells ([`crate::cells`]), the cell
+//! pass runs first and the vote pass reads only the kept cells' instances.
 
-use super::ScanKernel;
-use crate::kernel::{PassLayout, ScratchBuffer, ShaderModule, Slot, bindings, chunk_slots, shader_module};
+use super::{KernelTuning, ScanKernel};
+use crate::kernel::{
+    PassLayout, ScratchBuffer, ShaderDefValue, ShaderModule, Slot, bindings, chunk_slots, shader_module,
+};
 use crate::passes::{CompiledPass, EncodeContext, bind_window};
 use crate::timing::PassKind;
 
@@ -25,6 +28,11 @@ impl ScanKernel for HillisSteele {
 
     fn subgroup_form(&self, _available: bool) -> bool {
         false
+    }
+
+    /// By cells, each vote asks whether its cell was kept: a flag per cell.
+    fn shader_defs(&self, _tuning: &KernelTuning, defs: &mut Vec<(&'static str, ShaderDefValue)>) {
+        defs.push(("KEPT_CELL_FLAGS", ShaderDefValue::Bool(true)));
     }
 
     /// Vote, scan step, compaction and the one-thread finalize.
@@ -100,8 +108,13 @@ impl ScanKernel for HillisSteele {
     }
 
     fn encode(&self, mut cx: EncodeContext, passes: &[CompiledPass]) {
-        let [vote, scan, compact, finalize] = passes else {
-            unreachable!("four passes, as passes() declares")
+        let [vote, scan, compact, finalize] = match (cx.cells, passes) {
+            (None, [vote, scan, compact, finalize]) => [vote, scan, compact, finalize],
+            (Some(cells), [cell_pass, vote, scan, compact, finalize]) => {
+                super::fused::encode_cell_pass(&mut cx, cell_pass, cells);
+                [vote, scan, compact, finalize]
+            }
+            _ => unreachable!("four passes, after the cell pass by cells, as passes() declares"),
         };
         let target = cx.target;
         let [votes, a, b] = target.scratch() else {
@@ -117,6 +130,13 @@ impl ScanKernel for HillisSteele {
             let result = if steps.is_multiple_of(2) { a } else { b };
             let mut vote_entries = cx.chunk_entries(chunk, false);
             vote_entries.extend([entry(bindings::VOTES, votes), entry(bindings::SCAN_OUT, a)]);
+            if let Some(cells) = cx.cells {
+                let region = chunk.index as u64 * cells.region_bytes;
+                vote_entries.push(wgpu::BindGroupEntry {
+                    binding: bindings::KEPT_CELLS,
+                    resource: bind_window(&cells.kept, region, cells.region_bytes),
+                });
+            }
             let vote_group = cx.bind_group(vote, &vote_entries);
             let a_to_b = cx.bind_group(
                 scan,

@@ -171,12 +171,6 @@ pub(crate) trait ScanKernel: Sync {
         1
     }
 
-    /// Whether it can cull a batch's kept cells only ([`crate::cells`]):
-    /// the single-pass unordered variants, whose workgroups take any tile.
-    fn culls_cells(&self) -> bool {
-        false
-    }
-
     /// Whether it culls several views one after the other, with a uniform
     /// entry per view (`params.first_view`), rather than all of them in
     /// each dispatch (looping over `VIEWS` in the shader).

@@ -75,10 +75,4 @@ impl ScanKernel for Ordered {
     fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]) {
         fused::encode(cx, passes, true)
     }
-
-    /// By cells, a culled cell's tile joins the chain with no survivors
-    /// and reads nothing: the order is the sorted batch's.
-    fn culls_cells(&self) -> bool {
-        true
-    }
 }

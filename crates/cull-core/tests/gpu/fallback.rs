@@ -72,7 +72,7 @@ fn check_without_subgroups(ctx: &GpuContext) {
             let what = format!("{variant:?} n={n}, no subgroups, levels");
             assert_views_exact(&what, &culler, &scene, &levels, &survivors);
             // By cells, where the variant culls cells.
-            if culler.culls_cells() {
+            {
                 let (sorted, layout) = crate::cells::sorted(&scene, &culler);
                 for (name, frusta) in [("views", &frusta), ("levels", &levels)] {
                     let capacity = (n as u32).max(1);

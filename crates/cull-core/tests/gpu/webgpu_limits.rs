@@ -76,7 +76,7 @@ fn every_portable_variant_is_exact_within_webgpu_limits() {
                     assert_views_exact(&format!("{what}, levels"), &many, &scene, &levels, &survivors);
                     // By cells (one more binding for the cull), where the
                     // variant culls cells.
-                    if many.culls_cells() {
+                    {
                         let (sorted, layout) = crate::cells::sorted(&scene, &many);
                         let capacity = (n as u32).max(1);
                         let (survivors, _) =
