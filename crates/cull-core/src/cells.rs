@@ -44,6 +44,7 @@ use crate::error::CullError;
 use crate::frustum::{Frustum, Sphere, widen_radius};
 use crate::instance::InstanceFormat;
 use crate::kernel::{PassLayout, ShaderModule, Slot, bindings, shader_module};
+use crate::passes::{CompiledPass, EncodeContext};
 use crate::timing::PassKind;
 
 /// Words of a chunk's record of kept cells before their tiles: their
@@ -67,10 +68,15 @@ pub(crate) const CELL_PASS_WORKGROUP: u32 = 64;
 
 pub(crate) const MODULE: ShaderModule = shader_module!("cells.wgsl");
 
+/// The cell pass's entry module (entry `cull_cells`), composed with the
+/// cull's shader defs: one for every variant.
+pub(crate) const PASS_MODULE: ShaderModule = shader_module!("cell_pass.wgsl");
+
 /// The cell pass, first of a cull by cells: uniforms, the cells' bounds,
 /// and every chunk's kept cells.
 pub(crate) fn cell_pass() -> PassLayout {
     PassLayout {
+        module: Some(PASS_MODULE),
         entry_point: "cull_cells",
         kind: PassKind::Cells,
         bindings: vec![
@@ -117,6 +123,48 @@ pub struct CellPick {
 
 /// Bytes of one cell's bounds on the GPU (what the cell pass reads per cell).
 pub const CELL_BOUNDS_BYTES: u64 = 32;
+
+/// A cull by cells ([`crate::cells`]) starts with the cell pass over every
+/// cell of the chunks, which writes each chunk's kept cells.
+pub(crate) fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &CellIndex) {
+    let Some(first) = cx.chunks.first() else {
+        return;
+    };
+    let cell_count = cx
+        .chunks
+        .iter()
+        .map(|c| c.len)
+        .sum::<u32>()
+        .div_ceil(cells.cell_len);
+    let mut entries = vec![
+        cx.params_entry(),
+        wgpu::BindGroupEntry {
+            binding: bindings::CELL_BOUNDS,
+            resource: cells.bounds.as_entire_binding(),
+        },
+        wgpu::BindGroupEntry {
+            binding: bindings::CELL_LISTS,
+            resource: cells.kept.as_entire_binding(),
+        },
+    ];
+    // The late occlusion phase's pyramid (ModuleShape::passes gives the
+    // cell pass that binding then).
+    entries.extend(
+        cx.visibility_entries
+            .iter()
+            .filter(|e| e.binding == bindings::DEPTH_PYRAMID)
+            .cloned(),
+    );
+    let bind_group = cx.bind_group(cell_pass, &entries);
+    // The first chunk's uniforms: the views' planes and the cell geometry
+    // are the same in every entry.
+    let offset = cx.params_offset(first, 0, 0);
+    let (x, y) = cx.dispatch.dims(cell_count.div_ceil(CELL_PASS_WORKGROUP));
+    let mut compute = cx.begin_pass(PassKind::Cells);
+    compute.set_pipeline(&cell_pass.pipeline);
+    compute.set_bind_group(0, &bind_group, &[offset]);
+    compute.dispatch_workgroups(x, y, 1);
+}
 
 /// A batch sorted into cells: the order and each cell's bounds.
 #[derive(Clone, Debug, PartialEq)]

@@ -402,7 +402,8 @@ impl Culler {
     /// exactly as compiled (composed, then written out by naga: for
     /// inspection, disassembly, register counts).
     pub fn shader_source(&self) -> String {
-        crate::shader::wgsl(&self.shape(KernelKey::flat(1, 1, VisibilityTest::Frustum)))
+        let shape = self.shape(KernelKey::flat(1, 1, VisibilityTest::Frustum));
+        crate::shader::wgsl(&shape, shape.recipe().entry)
             .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"))
     }
 
@@ -504,15 +505,31 @@ impl Culler {
         for pass in &recipe.passes {
             crate::passes::check_storage_limit(limits.clone(), pass)?;
         }
-        let source = crate::shader::wgsl(&shape).unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"));
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(self.variant.name()),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
+        // One wgpu module per entry module (the kernel's, the cell pass's).
+        let modules: Vec<(&'static str, wgpu::ShaderModule)> = recipe
+            .modules()
+            .into_iter()
+            .map(|entry| {
+                let source = crate::shader::wgsl(&shape, entry)
+                    .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"));
+                let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(self.variant.name()),
+                    source: wgpu::ShaderSource::Wgsl(source.into()),
+                });
+                (entry.path, module)
+            })
+            .collect();
         let passes = recipe
             .passes
             .iter()
-            .map(|pass| CompiledPass::new(&self.device, &module, pass))
+            .map(|pass| {
+                let path = recipe.module_of(pass).path;
+                let (_, module) = modules
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .expect("recipe.modules() lists every pass's module");
+                CompiledPass::new(&self.device, module, pass)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let k = Arc::new(passes);
         *slot = Some(k.clone());

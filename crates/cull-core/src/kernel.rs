@@ -169,7 +169,11 @@ pub enum Slot {
 /// One compute pass of a kernel: its entry point and what it binds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PassLayout {
-    /// The entry point in the kernel's module.
+    /// The entry module that holds the entry point when it is not the
+    /// kernel's own ([`crate::shader::KernelRecipe::entry`]): the cell pass
+    /// has one of its own, composed with the kernel's shader defs.
+    pub module: Option<ShaderModule>,
+    /// The entry point in its module.
     pub entry_point: &'static str,
     /// The stage it belongs to, for timestamps and labels.
     pub kind: PassKind,

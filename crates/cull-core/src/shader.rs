@@ -46,6 +46,7 @@ pub fn entry_modules() -> Vec<ShaderModule> {
         .flat_map(|k| [k.entry(false), k.entry(true)])
         .collect();
     modules.dedup();
+    modules.push(crate::cells::PASS_MODULE);
     modules
 }
 
@@ -89,7 +90,9 @@ impl std::fmt::Debug for ModuleShape {
 /// Everything a renderer needs to compile one kernel itself (the Bevy
 /// plugin does it through Bevy's `PipelineCache`): the entry module, to be
 /// composed against [`library`] with `shader_defs`, and one compute
-/// pipeline per pass, in order, each with its group 0 layout.
+/// pipeline per pass, in order, each with its group 0 layout, from the
+/// entry module or the pass's own ([`PassLayout::module`], composed with
+/// the same defs).
 #[derive(Clone, Debug)]
 pub struct KernelRecipe {
     /// The entry module (it imports the library).
@@ -102,6 +105,25 @@ pub struct KernelRecipe {
     /// Whether the kernel uses subgroup operations (the composer needs
     /// naga's subgroup capability, the device `Features::SUBGROUP`).
     pub subgroups: bool,
+}
+
+impl KernelRecipe {
+    /// The entry module of `pass`: its own, or the kernel's.
+    pub fn module_of(&self, pass: &PassLayout) -> ShaderModule {
+        pass.module.unwrap_or(self.entry)
+    }
+
+    /// Every entry module its passes are compiled from, the kernel's first.
+    pub fn modules(&self) -> Vec<ShaderModule> {
+        let mut modules = vec![self.entry];
+        for pass in &self.passes {
+            let module = self.module_of(pass);
+            if !modules.contains(&module) {
+                modules.push(module);
+            }
+        }
+        modules
+    }
 }
 
 impl ModuleShape {
@@ -226,7 +248,10 @@ fn new_composer(subgroups: bool) -> Result<Composer, String> {
 /// The kernel's module, composed by naga_oil and validated by naga with
 /// the capabilities the device will have. An error is this crate's bug (the
 /// WGSL is compiled in): the message is naga_oil's report.
-pub(crate) fn compose(shape: &ModuleShape) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
+pub(crate) fn compose(
+    shape: &ModuleShape,
+    entry: ShaderModule,
+) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
     let recipe = shape.recipe();
     let defs = recipe
         .shader_defs
@@ -247,8 +272,8 @@ pub(crate) fn compose(shape: &ModuleShape) -> Result<(naga::Module, naga::valid:
         };
         composer
             .make_naga_module(NagaModuleDescriptor {
-                source: recipe.entry.source,
-                file_path: recipe.entry.path,
+                source: entry.source,
+                file_path: entry.path,
                 shader_type: ShaderType::Wgsl,
                 shader_defs: defs,
                 additional_imports: &[],
@@ -265,8 +290,8 @@ pub(crate) fn compose(shape: &ModuleShape) -> Result<(naga::Module, naga::valid:
 }
 
 /// The composed kernel as plain WGSL (naga's writer), as handed to wgpu.
-pub(crate) fn wgsl(shape: &ModuleShape) -> Result<String, String> {
-    let (module, info) = compose(shape)?;
+pub(crate) fn wgsl(shape: &ModuleShape, entry: ShaderModule) -> Result<String, String> {
+    let (module, info) = compose(shape, entry)?;
     naga::back::wgsl::write_string(&module, &info, naga::back::wgsl::WriterFlags::empty())
         .map_err(|e| format!("{shape:?}: {e}"))
 }
@@ -354,10 +379,12 @@ mod tests {
         // Each shape again by cells.
         assert_eq!(shapes.len(), 2 * expected);
         for shape in &shapes {
-            let src = wgsl(shape).unwrap_or_else(|e| panic!("{e}"));
-            assert!(src.contains("@workgroup_size(64"), "{shape:?}");
-            // naga's writer must not emit what naga's reader rejects.
-            assert!(!src.contains("enable subgroups"), "{shape:?}");
+            for entry in shape.recipe().modules() {
+                let src = wgsl(shape, entry).unwrap_or_else(|e| panic!("{e}"));
+                assert!(src.contains("@workgroup_size(64"), "{shape:?}");
+                // naga's writer must not emit what naga's reader rejects.
+                assert!(!src.contains("enable subgroups"), "{shape:?}");
+            }
         }
     }
 
@@ -395,56 +422,59 @@ mod tests {
         use std::collections::BTreeMap;
         let mut checked = 0;
         for shape in every_shape() {
-            let (module, info) = compose(&shape).unwrap_or_else(|e| panic!("{e}"));
-            // Every declared binding of the module, by kind.
-            let declared: BTreeMap<u32, Slot> = module
-                .global_variables
-                .iter()
-                .filter_map(|(_, g)| {
-                    let binding = g.binding.as_ref()?;
-                    assert_eq!(binding.group, 0, "{shape:?}: one bind group");
-                    let slot = match g.space {
-                        naga::AddressSpace::Uniform => Slot::Params,
-                        naga::AddressSpace::Storage { access }
-                            if access.contains(naga::StorageAccess::STORE) =>
-                        {
-                            Slot::ReadWrite
-                        }
-                        naga::AddressSpace::Storage { .. } => Slot::Read,
-                        naga::AddressSpace::Handle => Slot::FloatTexture,
-                        other => panic!("{shape:?}: binding in {other:?}"),
-                    };
-                    Some((binding.binding, slot))
-                })
-                .collect();
-            for pass in shape.recipe().passes {
-                let what = format!("{shape:?} {}", pass.entry_point);
-                let index = module
-                    .entry_points
+            let recipe = shape.recipe();
+            for entry in recipe.modules() {
+                let (module, info) = compose(&shape, entry).unwrap_or_else(|e| panic!("{e}"));
+                // Every declared binding of the module, by kind.
+                let declared: BTreeMap<u32, Slot> = module
+                    .global_variables
                     .iter()
-                    .position(|e| e.name == pass.entry_point)
-                    .unwrap_or_else(|| panic!("{what}: no such entry point"));
-                let ep = info.get_entry_point(index);
-                let layout: BTreeMap<u32, Slot> = pass.bindings.iter().copied().collect();
-                for (handle, g) in module.global_variables.iter() {
-                    let Some(binding) = &g.binding else { continue };
-                    if ep[handle].is_empty() {
-                        continue;
+                    .filter_map(|(_, g)| {
+                        let binding = g.binding.as_ref()?;
+                        assert_eq!(binding.group, 0, "{shape:?}: one bind group");
+                        let slot = match g.space {
+                            naga::AddressSpace::Uniform => Slot::Params,
+                            naga::AddressSpace::Storage { access }
+                                if access.contains(naga::StorageAccess::STORE) =>
+                            {
+                                Slot::ReadWrite
+                            }
+                            naga::AddressSpace::Storage { .. } => Slot::Read,
+                            naga::AddressSpace::Handle => Slot::FloatTexture,
+                            other => panic!("{shape:?}: binding in {other:?}"),
+                        };
+                        Some((binding.binding, slot))
+                    })
+                    .collect();
+                for pass in recipe.passes.iter().filter(|p| recipe.module_of(p) == entry) {
+                    let what = format!("{shape:?} {}", pass.entry_point);
+                    let index = module
+                        .entry_points
+                        .iter()
+                        .position(|e| e.name == pass.entry_point)
+                        .unwrap_or_else(|| panic!("{what}: no such entry point"));
+                    let ep = info.get_entry_point(index);
+                    let layout: BTreeMap<u32, Slot> = pass.bindings.iter().copied().collect();
+                    for (handle, g) in module.global_variables.iter() {
+                        let Some(binding) = &g.binding else { continue };
+                        if ep[handle].is_empty() {
+                            continue;
+                        }
+                        assert_eq!(
+                            layout.get(&binding.binding),
+                            declared.get(&binding.binding),
+                            "{what}: binding {} ({:?}) used by the shader",
+                            binding.binding,
+                            g.name
+                        );
                     }
-                    assert_eq!(
-                        layout.get(&binding.binding),
-                        declared.get(&binding.binding),
-                        "{what}: binding {} ({:?}) used by the shader",
-                        binding.binding,
-                        g.name
-                    );
-                }
-                for (binding, slot) in &layout {
-                    if let Some(wgsl) = declared.get(binding) {
-                        assert_eq!(wgsl, slot, "{what}: binding {binding}");
+                    for (binding, slot) in &layout {
+                        if let Some(wgsl) = declared.get(binding) {
+                            assert_eq!(wgsl, slot, "{what}: binding {binding}");
+                        }
                     }
+                    checked += 1;
                 }
-                checked += 1;
             }
         }
         assert!(checked > 0);

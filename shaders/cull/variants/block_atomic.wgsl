@@ -12,9 +12,6 @@
 #endif
 #import cull::items::{Items, Verdicts, draw_args, count_word, load_items, classify_items, vote_verdicts, emit_items, pack_votes, row_offsets}
 #import cull::scans::tile_scan::{scan_tile, tile_totals}
-#ifdef CELLS
-#import cull::cells::vote_cell
-#endif
 
 var<workgroup> row_base: vec4<u32>;
 
@@ -70,15 +67,3 @@ fn cull(
     cull_view(7u, items, verdicts, lid);
 #endif
 }
-
-#ifdef CELLS
-// Cell culling's first pass (cull::cells): one thread per cell.
-@compute @workgroup_size(64)
-fn cull_cells(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-) {
-    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
-}
-#endif

@@ -12,7 +12,6 @@
 #import cull::items::{draw_args, count_word, vote, emit, load_instance}
 #ifdef CELLS
 #import cull::params::{TILE, tile_kept}
-#import cull::cells::vote_cell
 #endif
 
 @group(0) @binding(#{BINDING_VOTES}) var<storage, read_write> votes: array<u32>;
@@ -73,15 +72,3 @@ fn finalize() {
         atomicAdd(&draw_args[count_word(params.first_view)], scan_in[params.chunk_len - 1u]);
     }
 }
-
-#ifdef CELLS
-// Cell culling's first pass (cull::cells): one thread per cell.
-@compute @workgroup_size(64)
-fn cull_cells(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-) {
-    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
-}
-#endif

@@ -20,7 +20,6 @@
 #import cull::variants::ordered_chain::{take_tile, chain_tile}
 #ifdef CELLS
 #import cull::params::tile_kept
-#import cull::cells::vote_cell
 #endif
 
 // Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
@@ -108,15 +107,3 @@ fn cull(
         emit_again(params.first_view, votes_hi.keep, hi.index, slots + votes_lo.count + votes_hi.ranks);
     }
 }
-
-#ifdef CELLS
-// Cell culling's first pass (cull::cells): one thread per cell.
-@compute @workgroup_size(64)
-fn cull_cells(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-) {
-    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
-}
-#endif

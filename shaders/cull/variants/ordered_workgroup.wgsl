@@ -9,7 +9,6 @@
 #import cull::variants::ordered_chain::{take_tile, chain_tile}
 #ifdef CELLS
 #import cull::params::tile_kept
-#import cull::cells::vote_cell
 #endif
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -36,15 +35,3 @@ fn cull(@builtin(local_invocation_index) lid: u32) {
     let exclusive = chain_tile(tile, tiles, lid, base, aggregate);
     emit_again(params.first_view, keep, index, vec4<u32>(base + exclusive) + row_offsets(totals) + ranks);
 }
-
-#ifdef CELLS
-// Cell culling's first pass (cull::cells): one thread per cell.
-@compute @workgroup_size(64)
-fn cull_cells(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-) {
-    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
-}
-#endif

@@ -17,9 +17,6 @@
 #import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, row_offsets}
 #import cull::scans::reserve::reserve_output
 #import cull::scans::ballot::{lanes_below, popcount_all}
-#ifdef CELLS
-#import cull::cells::vote_cell
-#endif
 
 // Votes, ranks and writes the items in `view`.
 fn cull_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, lid: u32, below: vec4<u32>) {
@@ -74,15 +71,3 @@ fn cull(
     cull_view(7u, items, verdicts, lane, lid, below);
 #endif
 }
-
-#ifdef CELLS
-// Cell culling's first pass (cull::cells): one thread per cell.
-@compute @workgroup_size(64)
-fn cull_cells(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-) {
-    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
-}
-#endif

@@ -16,9 +16,6 @@
 #endif
 #import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, pack_votes, unpack_bytes, row_offsets}
 #import cull::scans::reserve::reserve_output
-#ifdef CELLS
-#import cull::cells::vote_cell
-#endif
 
 // One shuffle-up step of the scan, taken where the subgroup is wider than `d`.
 fn scan_step(x: u32, d: u32, lane: u32, lanes: u32) -> u32 {
@@ -92,15 +89,3 @@ fn cull(
     cull_view(7u, items, verdicts, lane, lanes, lid);
 #endif
 }
-
-#ifdef CELLS
-// Cell culling's first pass (cull::cells): one thread per cell.
-@compute @workgroup_size(64)
-fn cull_cells(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-) {
-    vote_cell((wid.y * groups.x + wid.x) * 64u + lid);
-}
-#endif

@@ -166,10 +166,16 @@ impl CompilingCuller {
         } else {
             self.culler.recipe_for(shape.windows, shape.views, shape.test)
         };
-        let Some(shader) = shaders.entries.get(recipe.entry.path) else {
-            error!("GPU culling: no shader {}", recipe.entry.path);
-            return;
-        };
+        // Each pass's entry module: the kernel's, or its own (the cell pass).
+        let mut pass_shaders = Vec::with_capacity(recipe.passes.len());
+        for pass in &recipe.passes {
+            let path = recipe.module_of(pass).path;
+            let Some(shader) = shaders.entries.get(path) else {
+                error!("GPU culling: no shader {path}");
+                return;
+            };
+            pass_shaders.push(shader.clone());
+        }
         let shader_defs: Vec<ShaderDefVal> = recipe
             .shader_defs
             .iter()
@@ -182,7 +188,8 @@ impl CompilingCuller {
         let ids: Vec<CachedComputePipelineId> = recipe
             .passes
             .iter()
-            .map(|pass| {
+            .zip(pass_shaders)
+            .map(|(pass, shader)| {
                 cache.queue_compute_pipeline(ComputePipelineDescriptor {
                     label: Some(format!("gpu_cull_{variant}_{}", pass.entry_point).into()),
                     layout: vec![BindGroupLayoutDescriptor::new(
@@ -190,7 +197,7 @@ impl CompilingCuller {
                         &pass.layout_entries(),
                     )],
                     immediate_size: 0,
-                    shader: shader.clone(),
+                    shader,
                     shader_defs: shader_defs.clone(),
                     entry_point: Some(pass.entry_point.into()),
                     zero_initialize_workgroup_memory: true,

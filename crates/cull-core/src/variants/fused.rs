@@ -6,7 +6,6 @@
 //! each. All of them cull by cells ([`crate::cells`]) after a cell pass.
 
 use super::ScanKernel;
-use crate::cells::{CELL_PASS_WORKGROUP, CellIndex};
 use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, ShaderModule, Slot, bindings, chunk_slots};
 use crate::passes::{CompiledPass, EncodeContext, bind_window};
 use crate::timing::PassKind;
@@ -43,6 +42,7 @@ pub(super) const ENTRY_POINT: &str = "cull";
 /// (`lookback`) the ordered variant's look-back state.
 pub(super) fn passes(windows: u32, lookback: bool) -> Vec<PassLayout> {
     vec![PassLayout {
+        module: None,
         entry_point: ENTRY_POINT,
         kind: PassKind::Fused,
         bindings: chunk_slots(windows)
@@ -57,7 +57,7 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
     let pass = match (cx.cells, passes) {
         (None, [pass]) => pass,
         (Some(cells), [cell_pass, pass]) => {
-            encode_cell_pass(&mut cx, cell_pass, cells);
+            crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
             pass
         }
         _ => unreachable!("the cull, after the cell pass by cells, as ModuleShape::passes declares"),
@@ -103,46 +103,4 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
             compute.dispatch_workgroups(x, y, 1);
         }
     }
-}
-
-/// A cull by cells ([`crate::cells`]) starts with the cell pass over every
-/// cell of the chunks, which writes each chunk's kept cells.
-pub(super) fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &CellIndex) {
-    let Some(first) = cx.chunks.first() else {
-        return;
-    };
-    let cell_count = cx
-        .chunks
-        .iter()
-        .map(|c| c.len)
-        .sum::<u32>()
-        .div_ceil(cells.cell_len);
-    let mut entries = vec![
-        cx.params_entry(),
-        wgpu::BindGroupEntry {
-            binding: bindings::CELL_BOUNDS,
-            resource: cells.bounds.as_entire_binding(),
-        },
-        wgpu::BindGroupEntry {
-            binding: bindings::CELL_LISTS,
-            resource: cells.kept.as_entire_binding(),
-        },
-    ];
-    // The late occlusion phase's pyramid (ModuleShape::passes gives the
-    // cell pass that binding then).
-    entries.extend(
-        cx.visibility_entries
-            .iter()
-            .filter(|e| e.binding == bindings::DEPTH_PYRAMID)
-            .cloned(),
-    );
-    let bind_group = cx.bind_group(cell_pass, &entries);
-    // The first chunk's uniforms: the views' planes and the cell geometry
-    // are the same in every entry.
-    let offset = cx.params_offset(first, 0, 0);
-    let (x, y) = cx.dispatch.dims(cell_count.div_ceil(CELL_PASS_WORKGROUP));
-    let mut compute = cx.begin_pass(PassKind::Cells);
-    compute.set_pipeline(&cell_pass.pipeline);
-    compute.set_bind_group(0, &bind_group, &[offset]);
-    compute.dispatch_workgroups(x, y, 1);
 }

@@ -39,6 +39,7 @@ impl ScanKernel for HillisSteele {
     fn passes(&self, windows: u32) -> Vec<PassLayout> {
         use bindings::{DRAW_ARGS, INSTANCES, PARAMS, SCAN_IN, SCAN_OUT, VOTES};
         let pass = |entry_point, kind, bindings: Vec<(u32, Slot)>| PassLayout {
+            module: None,
             entry_point,
             kind,
             bindings,
@@ -111,7 +112,7 @@ impl ScanKernel for HillisSteele {
         let [vote, scan, compact, finalize] = match (cx.cells, passes) {
             (None, [vote, scan, compact, finalize]) => [vote, scan, compact, finalize],
             (Some(cells), [cell_pass, vote, scan, compact, finalize]) => {
-                super::fused::encode_cell_pass(&mut cx, cell_pass, cells);
+                crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
                 [vote, scan, compact, finalize]
             }
             _ => unreachable!("four passes, after the cell pass by cells, as passes() declares"),
