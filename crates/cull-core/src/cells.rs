@@ -337,7 +337,7 @@ impl CellLayout {
     /// when at least `min_skipped_bytes` would be left unread. What
     /// [`crate::Culler::cull_views_by_cells_if_faster`] decides, for the
     /// culls that take cells without a pick of their own (the occlusion
-    /// phases, [`crate::Culler::cull_views_early_in_cells`]).
+    /// phases, [`crate::Culler::cull_views_early`] with cells).
     pub fn pick(
         &self,
         format: InstanceFormat,

@@ -589,6 +589,10 @@ impl Culler {
     /// depth pyramid from their depth, then record [`Self::cull_views_late`]
     /// into another target. The views must be one camera's: the same
     /// frustum, with levels of detail or not ([`crate::Frustum::detail_levels`]).
+    /// With `cells`, a batch sorted into cells is culled by them
+    /// ([`Self::cull_views_in_cells`]): only the kept cells' instances and
+    /// history are read. The survivors are the same.
+    #[allow(clippy::too_many_arguments)]
     pub fn cull_views_early(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -597,43 +601,14 @@ impl Culler {
         target: &CullTarget,
         params: &CullViewsParams,
         history: &OcclusionHistory,
+        cells: Option<&CellIndex>,
     ) -> Result<(), CullError> {
         let occlusion = Occlusion {
             test: VisibilityTest::OcclusionEarly,
             history,
             late: None,
         };
-        self.encode_views(encoder, queue, input, target, params, Some(occlusion), None)
-    }
-
-    /// [`Self::cull_views_early`] of a batch sorted into cells
-    /// ([`crate::cells`]): the cell pass first, then only the kept cells'
-    /// instances and history are read. The survivors are the same.
-    #[allow(clippy::too_many_arguments)]
-    pub fn cull_views_early_in_cells(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        queue: &wgpu::Queue,
-        input: &CullInput,
-        target: &CullTarget,
-        params: &CullViewsParams,
-        history: &OcclusionHistory,
-        cells: &CellIndex,
-    ) -> Result<(), CullError> {
-        let occlusion = Occlusion {
-            test: VisibilityTest::OcclusionEarly,
-            history,
-            late: None,
-        };
-        self.encode_views(
-            encoder,
-            queue,
-            input,
-            target,
-            params,
-            Some(occlusion),
-            Some(cells),
-        )
+        self.encode_views(encoder, queue, input, target, params, Some(occlusion), cells)
     }
 
     /// Occlusion culling's late phase ([`crate::occlusion`]): keeps the
@@ -641,57 +616,14 @@ impl Culler {
     /// from the depth the early phase's survivors drew, seen by `camera`)
     /// and that the early phase did not keep; records for the next frame
     /// which instances passed, and swaps `history`'s halves. The views must
-    /// be the early phase's, `target` another than its target.
+    /// be the early phase's, `target` another than its target. With
+    /// `cells`, a batch sorted into cells is culled by them: the cell pass
+    /// also tests the cells against the pyramid, only the kept cells'
+    /// instances are read, and the history of the others is cleared (they
+    /// are outside the frustum or hidden). The survivors and the history
+    /// are the same.
     #[allow(clippy::too_many_arguments)]
     pub fn cull_views_late(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        queue: &wgpu::Queue,
-        input: &CullInput,
-        target: &CullTarget,
-        params: &CullViewsParams,
-        history: &mut OcclusionHistory,
-        pyramid: &DepthPyramid,
-        camera: &OcclusionCamera,
-    ) -> Result<(), CullError> {
-        self.late(
-            encoder, queue, input, target, params, history, pyramid, camera, None,
-        )
-    }
-
-    /// [`Self::cull_views_late`] of a batch sorted into cells
-    /// ([`crate::cells`]): the cell pass first (the frustum's), then only
-    /// the kept cells' instances are read and tested against the pyramid;
-    /// the history of the others is cleared (they are outside the
-    /// frustum). The survivors and the history are the same.
-    #[allow(clippy::too_many_arguments)]
-    pub fn cull_views_late_in_cells(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        queue: &wgpu::Queue,
-        input: &CullInput,
-        target: &CullTarget,
-        params: &CullViewsParams,
-        history: &mut OcclusionHistory,
-        pyramid: &DepthPyramid,
-        camera: &OcclusionCamera,
-        cells: &CellIndex,
-    ) -> Result<(), CullError> {
-        self.late(
-            encoder,
-            queue,
-            input,
-            target,
-            params,
-            history,
-            pyramid,
-            camera,
-            Some(cells),
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn late(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         queue: &wgpu::Queue,

@@ -212,25 +212,17 @@ impl CullResources<'_, '_> {
                 if let Some((cells, pick)) = cells {
                     self.send_cell_stats(members[0], batch_entity, cells, pick);
                 }
-                let culled = match cells {
-                    Some((cells, pick)) if pick.by_cells => culler.culler().cull_views_early_in_cells(
-                        encoder,
-                        &self.queue,
-                        &batch.input,
-                        target,
-                        &params,
-                        &history,
-                        &cells.index,
-                    ),
-                    _ => culler.culler().cull_views_early(
-                        encoder,
-                        &self.queue,
-                        &batch.input,
-                        target,
-                        &params,
-                        &history,
-                    ),
-                };
+                let cells = cells.filter(|(_, pick)| pick.by_cells).map(|(c, _)| &c.index);
+                occlusion.by_cells.store(cells.is_some(), Ordering::Relaxed);
+                let culled = culler.culler().cull_views_early(
+                    encoder,
+                    &self.queue,
+                    &batch.input,
+                    target,
+                    &params,
+                    &history,
+                    cells,
+                );
                 // Without early lists the late phase must draw all it
                 // finds visible: forget the history.
                 if culled.is_err() {
@@ -504,29 +496,22 @@ pub(crate) fn cull_view_late(
         };
         let encoder = ctx.command_encoder();
         let mut history = group.history.lock().unwrap_or_else(|e| e.into_inner());
-        let cells = occlusion_cells(
-            culler.culler(),
-            &late.target,
-            &frusta,
-            batch,
-            VisibilityTest::OcclusionLate,
-        )
-        .filter(|(_, pick)| pick.by_cells);
-        let culled = match (built, pyramid, &occlusion_camera, cells) {
-            (true, Some(pyramid), Ok(occlusion_camera), Some((cells, _))) => {
-                culler.culler().cull_views_late_in_cells(
-                    encoder,
-                    &resources.queue,
-                    &batch.input,
-                    &late.target,
-                    &params,
-                    &mut history,
-                    pyramid,
-                    occlusion_camera,
-                    &cells.index,
-                )
-            }
-            (true, Some(pyramid), Ok(occlusion_camera), None) => culler.culler().cull_views_late(
+        // By cells when the early phase was (its pick holds for the same
+        // views) and the late phase's kernel is ready.
+        let cells = batch
+            .cells
+            .as_ref()
+            .filter(|_| group.by_cells.load(Ordering::Relaxed))
+            .filter(|_| {
+                let target = &late.target;
+                let test = VisibilityTest::OcclusionLate;
+                culler
+                    .culler()
+                    .has_pipelines_for_cells(target.windows(), target.views(), test)
+            })
+            .map(|c| &c.index);
+        let culled = match (built, pyramid, &occlusion_camera) {
+            (true, Some(pyramid), Ok(occlusion_camera)) => culler.culler().cull_views_late(
                 encoder,
                 &resources.queue,
                 &batch.input,
@@ -535,6 +520,7 @@ pub(crate) fn cull_view_late(
                 &mut history,
                 pyramid,
                 occlusion_camera,
+                cells,
             ),
             _ => Err(cull_core::CullError::InvalidParameter("no depth pyramid")),
         };

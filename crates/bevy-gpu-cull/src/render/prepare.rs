@@ -83,6 +83,15 @@ pub(crate) struct KernelShape {
 }
 
 impl KernelShape {
+    pub fn new(windows: u32, views: u32, test: VisibilityTest, cells: bool) -> Self {
+        Self {
+            windows,
+            views,
+            test,
+            cells,
+        }
+    }
+
     fn is_ready(&self, culler: &Culler) -> bool {
         if self.cells {
             culler.has_pipelines_for_cells(self.windows, self.views, self.test)
@@ -105,53 +114,11 @@ pub(crate) struct CompilingCuller {
 }
 
 impl CompilingCuller {
-    /// Queues the kernel for targets of `views` views and `windows` output
-    /// windows, once: the pipeline ids of a kernel queued before (for the
-    /// same variant, format, windows and views, e.g. when `V` comes back to
-    /// a variant) are reused, so switching settings does not grow Bevy's
-    /// pipeline cache.
-    pub fn request(
-        &mut self,
-        windows: u32,
-        views: u32,
-        test: VisibilityTest,
-        cache: &PipelineCache,
-        shaders: &mut CullShaders,
-    ) {
-        self.request_shape(
-            KernelShape {
-                windows,
-                views,
-                test,
-                cells: false,
-            },
-            cache,
-            shaders,
-        );
-    }
-
-    /// [`Self::request`] for the kernel that culls by cells.
-    pub fn request_cells(
-        &mut self,
-        windows: u32,
-        views: u32,
-        test: VisibilityTest,
-        cache: &PipelineCache,
-        shaders: &mut CullShaders,
-    ) {
-        self.request_shape(
-            KernelShape {
-                windows,
-                views,
-                test,
-                cells: true,
-            },
-            cache,
-            shaders,
-        );
-    }
-
-    fn request_shape(&mut self, shape: KernelShape, cache: &PipelineCache, shaders: &mut CullShaders) {
+    /// Queues the kernel of `shape`, once: the pipeline ids of a kernel
+    /// queued before (for the same variant, format and shape, e.g. when `V`
+    /// comes back to a variant) are reused, so switching settings does not
+    /// grow Bevy's pipeline cache.
+    pub fn request(&mut self, shape: KernelShape, cache: &PipelineCache, shaders: &mut CullShaders) {
         if shape.is_ready(&self.culler) || self.queued.contains_key(&shape) {
             return;
         }
@@ -544,6 +511,10 @@ pub(crate) struct GroupOcclusion {
     pub late_draw_args: Buffer,
     /// Locked by the early cull (read) and the late cull (written).
     pub history: std::sync::Mutex<OcclusionHistory>,
+    /// Whether this frame's early phase picked the batch's cells (same
+    /// views, same pick): the late phase culls by them too where its
+    /// kernel is ready, without counting the cells again.
+    pub by_cells: std::sync::atomic::AtomicBool,
 }
 
 /// A view's lists from the late phase of occlusion culling, drawn in the
@@ -869,11 +840,19 @@ pub(crate) fn prepare_culler(world: &mut World) {
             }
             if let Some(mut pending) = world.get_resource_mut::<PendingCuller>() {
                 let pending = &mut pending.0;
-                pending.request(1, 1, VisibilityTest::Frustum, &cache, &mut shaders);
+                pending.request(
+                    KernelShape::new(1, 1, VisibilityTest::Frustum, false),
+                    &cache,
+                    &mut shaders,
+                );
                 for &len in &lens {
                     for &(views, test) in &view_counts {
                         if let Ok(windows) = pending.culler.windows_for_views(batch_capacity(len), views) {
-                            pending.request(windows, views, test, &cache, &mut shaders);
+                            pending.request(
+                                KernelShape::new(windows, views, test, false),
+                                &cache,
+                                &mut shaders,
+                            );
                         }
                     }
                 }
@@ -1250,9 +1229,11 @@ pub(crate) fn prepare_targets(
                 && let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views)
             {
                 for &test in group_tests(occluded, group_views, levels) {
-                    culler
-                        .inner
-                        .request_cells(windows, target_views, test, &pipeline_cache, &mut shaders);
+                    culler.inner.request(
+                        KernelShape::new(windows, target_views, test, true),
+                        &pipeline_cache,
+                        &mut shaders,
+                    );
                 }
             }
             let stale = targets.groups.get(&group_key).is_none_or(|g| {
@@ -1272,9 +1253,11 @@ pub(crate) fn prepare_targets(
                     let mut ready = true;
                     for &test in tests {
                         if !culler.culler().has_pipelines_for(windows, target_views, test) {
-                            culler
-                                .inner
-                                .request(windows, target_views, test, &pipeline_cache, &mut shaders);
+                            culler.inner.request(
+                                KernelShape::new(windows, target_views, test, false),
+                                &pipeline_cache,
+                                &mut shaders,
+                            );
                             ready = false;
                         }
                     }
@@ -1301,6 +1284,7 @@ pub(crate) fn prepare_targets(
                         late_draw_args: Buffer::from(late.draw_args().clone()),
                         late: Arc::new(late),
                         history: std::sync::Mutex::new(history),
+                        by_cells: Default::default(),
                     })
                 } else {
                     None

@@ -153,6 +153,59 @@ struct Layout {
     picks_cells: bool,
 }
 
+impl Layout {
+    /// `bytes` (a batch of `culler`'s format) and its cells' `bounds` on
+    /// the GPU.
+    fn upload(
+        ctx: &cull_core::GpuContext,
+        culler: &Culler,
+        name: &'static str,
+        bytes: Vec<u8>,
+        bounds: &[CellBounds],
+        picks_cells: bool,
+    ) -> Self {
+        let n = (bytes.len() as u64 / culler.format().stride()) as u32;
+        let input = CullInput::new(&ctx.device, culler.format(), n).unwrap();
+        input.write(&ctx.queue, 0, &bytes).unwrap();
+        let cells = CellIndex::new(&ctx.device, culler, n).unwrap();
+        cells.write_bounds(&ctx.queue, 0, bounds).unwrap();
+        Layout {
+            name,
+            bytes,
+            input,
+            cells,
+            flat: Vec::new(),
+            by_cells: Vec::new(),
+            cell_pass: Vec::new(),
+            cull_pass: Vec::new(),
+            kept: 0,
+            picks_cells,
+        }
+    }
+}
+
+/// View `view`'s survivors in `target`, as indices into `bytes` (the
+/// culled batch), whatever the output kind.
+fn survivors(
+    ctx: &cull_core::GpuContext,
+    culler: &Culler,
+    output: OutputKind,
+    target: &CullTarget,
+    view: u32,
+    bytes: &[u8],
+) -> Vec<u32> {
+    let format = culler.format();
+    let n = (bytes.len() as u64 / format.stride()) as u32;
+    let count = target.read_view_count(&ctx.device, &ctx.queue, view).unwrap();
+    let out = target
+        .read_view_output(&ctx.device, &ctx.queue, view, count.min(n))
+        .unwrap();
+    match output {
+        OutputKind::Indices => bytemuck::pod_collect_to_vec(&out),
+        OutputKind::Instances => cull_core::cpu::copies_to_indices(format.stride() as usize, bytes, &out),
+    }
+}
+
 fn cull(
     ctx: &cull_core::GpuContext,
     culler: &Culler,
@@ -246,22 +299,7 @@ fn main() {
                             cell_len: culler.tile_len(),
                         }
                         .pays_off(format, &frusta, n as u32);
-                        let input = CullInput::new(&ctx.device, format, n as u32).unwrap();
-                        input.write(&ctx.queue, 0, &bytes).unwrap();
-                        let cells = CellIndex::new(&ctx.device, &culler, n as u32).unwrap();
-                        cells.write_bounds(&ctx.queue, 0, bounds).unwrap();
-                        Layout {
-                            name,
-                            bytes,
-                            input,
-                            cells,
-                            flat: Vec::new(),
-                            by_cells: Vec::new(),
-                            cell_pass: Vec::new(),
-                            cull_pass: Vec::new(),
-                            kept: 0,
-                            picks_cells,
-                        }
+                        Layout::upload(&ctx, &culler, name, bytes, bounds, picks_cells)
                     };
                     let mut layouts = [
                         upload("sorted", sorted, &layout.bounds),
@@ -281,18 +319,7 @@ fn main() {
                         visible = reference.visible.len() as u64;
                         for by_cells in [false, true] {
                             cull(&ctx, &culler, l, &target, &params, by_cells);
-                            let count = target.read_view_count(&ctx.device, &ctx.queue, 0).unwrap();
-                            let out = target
-                                .read_view_output(&ctx.device, &ctx.queue, 0, count.min(n as u32))
-                                .unwrap();
-                            let got: Vec<u32> = match args.output {
-                                OutputKind::Indices => bytemuck::pod_collect_to_vec(&out),
-                                OutputKind::Instances => cull_core::cpu::copies_to_indices(
-                                    format.stride() as usize,
-                                    &l.bytes,
-                                    &out,
-                                ),
-                            };
+                            let got = survivors(&ctx, &culler, args.output, &target, 0, &l.bytes);
                             if let Err(e) = reference.check(&got) {
                                 eprintln!("{variant:?} {format:?} n={n} {} cells={by_cells}: {e}", l.name);
                                 wrong = true;
@@ -495,25 +522,10 @@ fn field_row(
     let scene = field(n).fit(format);
     let bytes = format.encode(&scene.instances).unwrap();
     let (sorted, layout) = CellLayout::sort(format, &bytes, scene.bounds, culler.tile_len()).unwrap();
-    let input = CullInput::new(&ctx.device, format, n as u32).unwrap();
-    input.write(&ctx.queue, 0, &sorted).unwrap();
-    let cells = CellIndex::new(&ctx.device, culler, n as u32).unwrap();
-    cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+    let l = Layout::upload(ctx, culler, "sorted", sorted, &layout.bounds, false);
     let frames: Vec<Vec<cull_core::Frustum>> = (0..FRAMES).map(|k| field_views(n, camera, k)).collect();
     let views = frames[0].len() as u32;
     let target = CullTarget::with_views(&ctx.device, culler, n as u32, views).unwrap();
-    let l = Layout {
-        name: "sorted",
-        bytes: sorted,
-        input,
-        cells,
-        flat: Vec::new(),
-        by_cells: Vec::new(),
-        cell_pass: Vec::new(),
-        cull_pass: Vec::new(),
-        kept: 0,
-        picks_cells: false,
-    };
     // Exact sets, every frame and view, flat and by cells; the cells kept
     // and the survivors per frame.
     let mut visible = Vec::new();
@@ -529,18 +541,7 @@ fn field_row(
             cull(ctx, culler, &l, &target, &params, by_cells);
             for (view, frustum) in frusta.iter().enumerate() {
                 let reference = cull_core::cpu::classify(format, &l.bytes, scene.bounds, frustum).unwrap();
-                let count = target
-                    .read_view_count(&ctx.device, &ctx.queue, view as u32)
-                    .unwrap();
-                let out = target
-                    .read_view_output(&ctx.device, &ctx.queue, view as u32, count.min(n as u32))
-                    .unwrap();
-                let got: Vec<u32> = match args.output {
-                    OutputKind::Indices => bytemuck::pod_collect_to_vec(&out),
-                    OutputKind::Instances => {
-                        cull_core::cpu::copies_to_indices(format.stride() as usize, &l.bytes, &out)
-                    }
-                };
+                let got = survivors(ctx, culler, args.output, &target, view as u32, &l.bytes);
                 if let Err(e) = reference.check(&got) {
                     eprintln!(
                         "{variant:?} {format:?} n={n} field {camera:?} view {view} cells={by_cells}: {e}"

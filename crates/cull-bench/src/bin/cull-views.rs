@@ -577,7 +577,7 @@ impl Occluded {
                 .cull_views(&mut encoder, &ctx.queue, input, &plain, &params)
                 .unwrap();
             culler
-                .cull_views_early(&mut encoder, &ctx.queue, input, &early, &params, history)
+                .cull_views_early(&mut encoder, &ctx.queue, input, &early, &params, history, None)
                 .unwrap();
             culler
                 .cull_views_late(
@@ -589,6 +589,7 @@ impl Occluded {
                     history,
                     &self.pyramid,
                     &self.camera,
+                    None,
                 )
                 .unwrap();
             ctx.queue.submit([encoder.finish()]);

@@ -304,51 +304,30 @@ pub fn two_frames_with(
         let depth = occluders(scene, order, 77 + frame);
         let (pyramid, cpu_pyramid) = build_pyramid(ctx, builder, &depth, order);
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        match &cells {
-            None => {
-                culler
-                    .cull_views_early(&mut encoder, &ctx.queue, &input, &early, &params, &history)
-                    .unwrap();
-                culler
-                    .cull_views_late(
-                        &mut encoder,
-                        &ctx.queue,
-                        &input,
-                        &late,
-                        &params,
-                        &mut history,
-                        &pyramid,
-                        &camera,
-                    )
-                    .unwrap();
-            }
-            Some(cells) => {
-                culler
-                    .cull_views_early_in_cells(
-                        &mut encoder,
-                        &ctx.queue,
-                        &input,
-                        &early,
-                        &params,
-                        &history,
-                        cells,
-                    )
-                    .unwrap();
-                culler
-                    .cull_views_late_in_cells(
-                        &mut encoder,
-                        &ctx.queue,
-                        &input,
-                        &late,
-                        &params,
-                        &mut history,
-                        &pyramid,
-                        &camera,
-                        cells,
-                    )
-                    .unwrap();
-            }
-        }
+        culler
+            .cull_views_early(
+                &mut encoder,
+                &ctx.queue,
+                &input,
+                &early,
+                &params,
+                &history,
+                cells.as_ref(),
+            )
+            .unwrap();
+        culler
+            .cull_views_late(
+                &mut encoder,
+                &ctx.queue,
+                &input,
+                &late,
+                &params,
+                &mut history,
+                &pyramid,
+                &camera,
+                cells.as_ref(),
+            )
+            .unwrap();
         ctx.queue.submit([encoder.finish()]);
         let early_lists = read_views(ctx, culler, &bytes, &early, frusta.len(), count);
         let late_lists = read_views(ctx, culler, &bytes, &late, frusta.len(), count);
@@ -491,18 +470,18 @@ fn late_phase_by_cells_clears_the_history_of_culled_cells() {
             let (pyramid, cpu_pyramid) = build_pyramid(ctx, Some(&builder), &depth, order);
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
             culler
-                .cull_views_early_in_cells(
+                .cull_views_early(
                     &mut encoder,
                     &ctx.queue,
                     &input,
                     &early,
                     &params,
                     &history,
-                    &cells,
+                    Some(&cells),
                 )
                 .unwrap();
             culler
-                .cull_views_late_in_cells(
+                .cull_views_late(
                     &mut encoder,
                     &ctx.queue,
                     &input,
@@ -511,7 +490,7 @@ fn late_phase_by_cells_clears_the_history_of_culled_cells() {
                     &mut history,
                     &pyramid,
                     &camera,
-                    &cells,
+                    Some(&cells),
                 )
                 .unwrap();
             ctx.queue.submit([encoder.finish()]);
@@ -573,7 +552,7 @@ fn late_phase_by_cells_culls_the_cells_behind_a_wall() {
             let (pyramid, cpu_pyramid) = build_pyramid(ctx, Some(&builder), &wall, order);
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
             culler
-                .cull_views_late_in_cells(
+                .cull_views_late(
                     &mut encoder,
                     &ctx.queue,
                     &input,
@@ -582,7 +561,7 @@ fn late_phase_by_cells_culls_the_cells_behind_a_wall() {
                     &mut history,
                     &pyramid,
                     &camera,
-                    &cells,
+                    Some(&cells),
                 )
                 .unwrap();
             ctx.queue.submit([encoder.finish()]);
@@ -794,7 +773,8 @@ fn occlusion_refuses_bad_input() {
             &params,
             &mut history,
             &pyramid,
-            &camera
+            &camera,
+            None
         ),
         Err(CullError::InvalidParameter(_))
     ));
@@ -805,7 +785,7 @@ fn occlusion_refuses_bad_input() {
         ..params
     };
     assert!(matches!(
-        culler.cull_views_early(&mut encoder, &ctx.queue, &input, &target, &params, &small),
+        culler.cull_views_early(&mut encoder, &ctx.queue, &input, &target, &params, &small, None),
         Err(CullError::CountExceedsCapacity { .. })
     ));
 }
@@ -826,7 +806,7 @@ pub fn refused_on_gl(ctx: &GpuContext, culler: &Culler, scene: &Scene) {
         count,
     };
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    let early = culler.cull_views_early(&mut encoder, &ctx.queue, &input, &target, &params, &history);
+    let early = culler.cull_views_early(&mut encoder, &ctx.queue, &input, &target, &params, &history, None);
     assert!(
         matches!(early, Err(CullError::UnsupportedBackend { .. })),
         "{early:?}"
@@ -840,6 +820,7 @@ pub fn refused_on_gl(ctx: &GpuContext, culler: &Culler, scene: &Scene) {
         &mut history,
         &pyramid,
         &occlusion_camera(scene),
+        None,
     );
     assert!(
         matches!(late, Err(CullError::UnsupportedBackend { .. })),
@@ -909,6 +890,7 @@ fn an_overflowed_sphere_survives_the_late_phase() {
                 &mut history,
                 &pyramid,
                 &camera,
+                None,
             )
             .unwrap();
         ctx.queue.submit([encoder.finish()]);
