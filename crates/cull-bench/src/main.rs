@@ -11,6 +11,7 @@
 //! plot per format to `--out`.
 
 mod forms;
+mod local_center;
 mod report;
 mod roofline;
 
@@ -36,6 +37,10 @@ struct Args {
     warm_ms: u64,
     /// Culler tuning for the whole run (`--workgroup-size`).
     tuning: Tuning,
+    /// The mesh's bounding sphere is centred on its origin (`--local-center
+    /// origin`, the common case, which the formats' votes take a shorter
+    /// path for) or off it (`offset`, the default: every vote rotates it).
+    centred: bool,
     out: Option<PathBuf>,
     replot: Option<PathBuf>,
 }
@@ -52,6 +57,7 @@ fn parse_args() -> Result<Args, String> {
         runs: 25,
         warm_ms: 500,
         tuning: Tuning::default(),
+        centred: false,
         out: None,
         replot: None,
     };
@@ -98,11 +104,12 @@ fn parse_args() -> Result<Args, String> {
                 args.tuning.workgroup_size =
                     Some(value()?.parse().map_err(|e| format!("--workgroup-size: {e}"))?)
             }
+            "--local-center" => args.centred = local_center::parse(&value()?)?,
             "--out" => args.out = Some(value()?.into()),
             "--replot" => args.replot = Some(value()?.into()),
             "--help" | "-h" => {
                 return Err("usage: cull-bench [--sizes 1e3,1e6] [--fractions 0.05,0.25,1] [--variants all|NAME,..] \
-                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--warm-ms 500] [--workgroup-size 256] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
+                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--warm-ms 500] [--workgroup-size 256] [--local-center offset|origin] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
                     .into());
             }
             other => return Err(format!("unknown argument {other} (try --help)")),
@@ -249,7 +256,8 @@ fn main() {
     for &fraction in &args.fractions {
         for &n in &args.sizes {
             let t = Instant::now();
-            let scene = Scene::random(n as u64 ^ 0x5eed, n, CameraKind::InfiniteReverseZ, Some(fraction));
+            let mut scene = Scene::random(n as u64 ^ 0x5eed, n, CameraKind::InfiniteReverseZ, Some(fraction));
+            local_center::apply(&mut scene, args.centred);
             let frustum = scene.frustum().unwrap();
             eprintln!(
                 "n={n} visible~{fraction}: scene in {:.1}s",
@@ -384,9 +392,10 @@ fn main() {
             }
         }
     }
+    let mesh = local_center::describe(args.centred);
     let table = format!(
         "{}\n{}",
-        report::markdown(&cells, &device_line, launch_us),
+        report::markdown(&cells, &format!("{device_line}; {mesh}"), launch_us),
         report::ordered_summary(&cells)
     );
     if let Some(dir) = &args.out {

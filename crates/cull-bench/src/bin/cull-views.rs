@@ -27,6 +27,8 @@
 //! cull-views --sizes 4e6 --variants subgroup-ballot --formats posquat --runs 15
 //! ```
 
+#[path = "../local_center.rs"]
+mod local_center;
 #[path = "../roofline.rs"]
 #[allow(dead_code)] // shared with the bench
 mod roofline;
@@ -57,6 +59,8 @@ struct Args {
     lod: bool,
     /// Time occlusion culling's phases against a plain cull instead.
     occlusion: bool,
+    /// `--local-center origin`: the mesh's sphere centred on its origin.
+    centred: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -75,6 +79,7 @@ fn parse_args() -> Result<Args, String> {
         warm_ms: 500,
         lod: false,
         occlusion: false,
+        centred: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -111,12 +116,13 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--lod" => args.lod = true,
+            "--local-center" => args.centred = local_center::parse(&value()?)?,
             "--occlusion" => args.occlusion = true,
             "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
             "--warm-ms" => args.warm_ms = value()?.parse().map_err(|e| format!("--warm-ms: {e}"))?,
             _ => {
                 return Err("usage: cull-views [--sizes 1e6,4e6,16e6] [--variants NAME,..] \
-                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod | --occlusion]"
+                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod | --occlusion] [--local-center offset|origin]"
                     .into());
             }
         }
@@ -284,14 +290,15 @@ fn main() {
         std::process::exit(2)
     });
     let ctx = timed_context();
-    let device_line = ctx.describe();
+    let device_line = format!("{}; {}", ctx.describe(), local_center::describe(args.centred));
     eprintln!("device: {device_line}");
     let roofline = Roofline::new(&ctx);
     let mut rows = Vec::new();
     let mut wrong = false;
     for &format in &args.formats {
         for &n in &args.sizes {
-            let scene = Scene::random(n as u64 ^ 0x71e5, n, CAMERA, Some(args.fraction)).fit(format);
+            let mut scene = Scene::random(n as u64 ^ 0x71e5, n, CAMERA, Some(args.fraction)).fit(format);
+            local_center::apply(&mut scene, args.centred);
             let bytes = format.encode(&scene.instances).unwrap();
             let input = cull_core::CullInput::new(&ctx.device, format, n as u32).unwrap();
             input.write(&ctx.queue, 0, &bytes).unwrap();

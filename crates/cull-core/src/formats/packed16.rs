@@ -31,7 +31,12 @@ fn world_sphere(raw: &[u8], local: Sphere, c_terms: f32) -> Option<WorldSphere> 
     }
     let position = Vec3::from_array(p.position);
     let c = local.center;
-    let center = position + rotate(unpack_quat(p.rotation), c);
+    // The shader's uniform branch for meshes centred on their origin.
+    let center = if c == Vec3::ZERO {
+        position
+    } else {
+        position + rotate(unpack_quat(p.rotation), c)
+    };
     Some(WorldSphere {
         center,
         radius: local.radius + c.length() * PACKED_ROTATION_ERROR_BOUND,

@@ -56,7 +56,12 @@ fn world_sphere(raw: &[u8], local: Sphere, c_terms: f32) -> Option<WorldSphere> 
     let position = Vec3::from_array(p.position);
     let qq = q.dot(q);
     let stretch = (2.0 * qq - 1.0).max(1.0);
-    let center = position + rotate(q, local.center) * p.scale;
+    // The shader's uniform branch for meshes centred on their origin.
+    let center = if local.center == Vec3::ZERO {
+        position
+    } else {
+        position + rotate(q, local.center) * p.scale
+    };
     Some(WorldSphere {
         center,
         radius: local.radius * p.scale.abs() * stretch,

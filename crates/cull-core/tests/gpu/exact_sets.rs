@@ -57,3 +57,28 @@ fn scenes_exercise_both_outcomes() {
         assert!(kept > 2_000 && kept < 90_000, "{camera:?}: {kept} visible");
     }
 }
+
+#[test]
+fn every_variant_matches_reference_for_meshes_centred_on_their_origin() {
+    // The formats skip the rotation of the mesh's center when it is the
+    // origin (a uniform branch); the other tests use an off-centre sphere.
+    let ctx = gpu();
+    for (variant, tuning) in forms(ctx) {
+        for format in InstanceFormat::ALL {
+            let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
+            let form = form_name(&culler);
+            for (c, camera) in Camera::ALL.into_iter().enumerate() {
+                for (s, size) in [1usize, 257, 100_003].into_iter().enumerate() {
+                    let scene = edge_scene_centred((c * 10 + s) as u64, size, camera, format);
+                    let reference = reference(&scene, format);
+                    let survivors = run(ctx, &culler, &scene, size as u32);
+                    assert_exact(
+                        &format!("{variant:?} ({form}) {format:?} {camera:?} n={size}, centred"),
+                        &reference,
+                        &survivors,
+                    );
+                }
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@ use cull_core::cpu::Reference;
 use cull_core::scene::{CameraKind, Scene, SceneRng};
 use cull_core::{
     CullInput, CullParams, CullTarget, CullViewsParams, Culler, CullerDesc, Frustum, GpuContext,
-    InstanceFormat, OutputKind, ScanVariant, Tuning,
+    InstanceFormat, OutputKind, ScanVariant, Sphere, Tuning,
 };
 use glam::{Mat4, Vec3, Vec4Swizzles};
 use std::sync::OnceLock;
@@ -79,7 +79,19 @@ pub fn workgroup_scan() -> Tuning {
 /// 37th exactly tangent to a frustum plane from outside (as this format
 /// decodes it), and one surrounds the camera. Instances are all distinct.
 pub fn edge_scene(seed: u64, count: usize, camera: CameraKind, format: InstanceFormat) -> Scene {
+    edge_scene_of(Scene::random(seed, count, camera, None).fit(format), seed, format)
+}
+
+/// [`edge_scene`] of a mesh centred on its origin (most meshes), which the
+/// formats' votes take a shorter path for.
+pub fn edge_scene_centred(seed: u64, count: usize, camera: CameraKind, format: InstanceFormat) -> Scene {
     let mut scene = Scene::random(seed, count, camera, None).fit(format);
+    scene.bounds = Sphere::new(Vec3::ZERO, scene.bounds.radius);
+    edge_scene_of(scene, seed, format)
+}
+
+fn edge_scene_of(mut scene: Scene, seed: u64, format: InstanceFormat) -> Scene {
+    let count = scene.instances.len();
     let frustum = scene.frustum().unwrap();
     let eye = scene
         .clip_from_world
