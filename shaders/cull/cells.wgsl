@@ -7,9 +7,12 @@
 // past the kept cells return at once. A cell no view keeps holds no
 // instance any view keeps, so the survivors are those of the flat cull.
 //
-// The ordered variant reads every tile's verdict in tile order instead of a
-// list (KEPT_CELL_FLAGS): the pass then sets a flag per kept cell, at the
-// cell's own place in the chunk's region.
+// Hillis-Steele reads every tile's verdict in tile order instead of a list
+// (KEPT_CELL_FLAGS): the pass then sets a flag per kept cell, at the cell's
+// own place in the chunk's region. The ordered variant needs the kept tiles
+// in ascending order (ORDERED_CELL_LIST): the pass sets a bit per kept cell
+// instead, and a second pass, one workgroup per chunk, lists the flagged
+// tiles in order after the bits (list_kept_cells); the chain walks that list.
 #define_import_path cull::cells
 
 #import cull::params::{params, CELL_RECORD_WORDS}
@@ -112,9 +115,58 @@ fn vote_cell(cell: u32) {
     let base = chunk * params.cell_region_words;
     let slot = atomicAdd(&cell_lists[base], 1u);
     let tile = cell - chunk * params.cells_per_chunk;
-#ifdef KEPT_CELL_FLAGS
+#ifdef ORDERED_CELL_LIST
+    atomicOr(&cell_lists[base + CELL_RECORD_WORDS + tile / 32u], 1u << (tile % 32u));
+#else ifdef KEPT_CELL_FLAGS
     atomicStore(&cell_lists[base + CELL_RECORD_WORDS + tile], 1u);
 #else
     atomicStore(&cell_lists[base + CELL_RECORD_WORDS + slot], tile);
 #endif
 }
+
+#ifdef ORDERED_CELL_LIST
+// Threads of the list pass's workgroup (cull_core::cells::CELL_LIST_WORKGROUP).
+const LIST_WORKGROUP: u32 = #{CELL_LIST_WORKGROUP}u;
+var<workgroup> list_sums: array<u32, LIST_WORKGROUP>;
+
+// The list pass, one workgroup for chunk `chunk`: each thread counts the
+// bits of a run of consecutive words (32 cells each: one load per word, not
+// per cell, since these are atomic loads that a thread would otherwise wait
+// for one at a time), a scan of the runs' counts in workgroup memory gives
+// each run its first slot, and each thread writes its run's kept tiles in
+// order. No subgroup operation: every device runs it.
+fn list_kept_cells(chunk: u32, lid: u32) {
+    let first_cell = min(chunk * params.cells_per_chunk, params.cell_count);
+    let cells = min(params.cells_per_chunk, params.cell_count - first_cell);
+    let words = (cells + 31u) / 32u;
+    let run = (words + LIST_WORKGROUP - 1u) / LIST_WORKGROUP;
+    let lo = min(lid * run, words);
+    let hi = min(lo + run, words);
+    let bits = chunk * params.cell_region_words + CELL_RECORD_WORDS;
+    var count = 0u;
+    for (var w = lo; w < hi; w++) {
+        count += countOneBits(atomicLoad(&cell_lists[bits + w]));
+    }
+    // Hillis-Steele over the runs: inclusive sums.
+    list_sums[lid] = count;
+    for (var d = 1u; d < LIST_WORKGROUP; d <<= 1u) {
+        workgroupBarrier();
+        var add = 0u;
+        if lid >= d {
+            add = list_sums[lid - d];
+        }
+        workgroupBarrier();
+        list_sums[lid] += add;
+    }
+    var slot = list_sums[lid] - count;
+    let list = bits + params.cells_per_chunk;
+    for (var w = lo; w < hi; w++) {
+        var word = atomicLoad(&cell_lists[bits + w]);
+        while word != 0u {
+            atomicStore(&cell_lists[list + slot], w * 32u + firstTrailingBit(word));
+            slot++;
+            word &= word - 1u;
+        }
+    }
+}
+#endif

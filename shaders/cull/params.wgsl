@@ -100,11 +100,26 @@ const NO_TILE: u32 = 0xffffffffu;
 #endif
 
 #ifdef CELLS
-// Ordered by cells (KEPT_CELL_FLAGS): whether the cell pass kept `tile`'s
-// cell. Uniform across the workgroup for a uniform tile (read-only storage).
+// By cells with KEPT_CELL_FLAGS (Hillis-Steele): whether the cell pass kept
+// `tile`'s cell. Uniform across the workgroup for a uniform tile
+// (read-only storage).
 fn tile_kept(tile: u32) -> bool {
     return kept_cells[CELL_RECORD_WORDS + tile] != 0u;
 }
+
+// How many of the chunk's cells the cell pass kept.
+fn kept_tile_count() -> u32 {
+    return kept_cells[0u];
+}
+
+#ifdef ORDERED_CELL_LIST
+// The ordered variant by cells: the tile of the `position`th kept cell in
+// ascending order (the list pass wrote them after the flags), so its chain
+// walks only the kept cells, in the batch's order.
+fn ordered_kept_tile(position: u32) -> u32 {
+    return kept_cells[CELL_RECORD_WORDS + params.cells_per_chunk + position];
+}
+#endif
 #endif
 
 // The tile a workgroup culls: the workgroup's own, or by cells the kept

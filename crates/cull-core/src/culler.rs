@@ -973,7 +973,9 @@ impl CellIndex {
         let cells = capacity.div_ceil(cell_len).max(1);
         let cells_per_chunk = culler.window_len / cell_len;
         let chunks = capacity.div_ceil(culler.window_len).max(1);
-        let words = crate::cells::CELL_RECORD_WORDS as u64 + cells_per_chunk as u64;
+        // The record, a word per cell (a kept tile or a flag), and for the
+        // ordered variant's list pass a word per cell more.
+        let words = crate::cells::CELL_RECORD_WORDS as u64 + 2 * cells_per_chunk as u64;
         let region_bytes = (words * 4).div_ceil(256) * 256;
         let buffer = |label, size: u64, usage| {
             device.create_buffer(&wgpu::BufferDescriptor {
@@ -1059,10 +1061,10 @@ impl CullTarget {
                 scratch: culler
                     .kernel
                     .scratch(chunk_len, x as u64 * y as u64, culler.max_views),
-                // One more for a cull by cells' cell pass.
+                // Two more for a cull by cells' cell pass and list pass.
                 timed_passes: culler
                     .timestamps
-                    .then_some(windows * param_views * kinds.len() as u32 + 1),
+                    .then_some(windows * param_views * kinds.len() as u32 + 2),
                 timestamp_period: culler.timestamp_period,
             },
         )

@@ -21,8 +21,10 @@
 //    (from L2: the tile loaded them moments ago) rather than holding them in
 //    registers through the look-back, which keeps more workgroups resident.
 //
-// Culled by cells (cull::cells), a tile whose cell the cell pass culled
-// takes its place in the chain with no survivors and reads no instance.
+// Culled by cells (cull::cells), the chain walks only the kept cells' tiles,
+// in ascending order (ORDERED_CELL_LIST, which the cell list pass writes):
+// chain position p culls tile ordered_kept_tile(p), and status words are
+// per position. A culled cell's tile takes no part and reads nothing.
 //
 // Several views are culled one dispatch after the other, each view's
 // dispatch taking view params.first_view with its own tile counter, base
@@ -37,10 +39,10 @@
 // enough, since each word carries its whole message.
 #define_import_path cull::variants::ordered_chain
 
-#import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
+#import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE, workgroup_index}
 #import cull::items::{draw_args, count_word, vote}
 #ifdef CELLS
-#import cull::params::tile_kept
+#import cull::params::{kept_tile_count, ordered_kept_tile}
 #endif
 
 // A status word: a flag in the top two bits, a count in the
@@ -75,18 +77,47 @@ fn take_tile(lid: u32) -> vec2<u32> {
     return workgroupUniformLoad(&tile_and_base);
 }
 
+// The chain's length: the chunk's tiles, or by cells its kept ones.
+fn chain_length() -> u32 {
+#ifdef CELLS
+    return kept_tile_count();
+#else
+    return (params.chunk_len + TILE - 1u) / TILE;
+#endif
+}
+
+// Whether workgroup `wid` takes a chain position. By cells, only the first
+// chain_length() workgroups do: the surplus ones (most of a dispatch that
+// covers every tile) return before the tile counter, which they would
+// otherwise queue on one atomic each. Exactly chain_length() workgroups
+// then take positions 0.. in turn, so each position's predecessors have
+// still all started before it.
+fn takes_part(wid: vec3<u32>) -> bool {
+#ifdef CELLS
+    return workgroup_index(wid) < chain_length();
+#else
+    return true;
+#endif
+}
+
+// The tile at chain position `position`.
+fn tile_at(position: u32) -> u32 {
+#ifdef CELLS
+    return ordered_kept_tile(position);
+#else
+    return position;
+#endif
+}
+
 fn publishes(tile: u32) -> bool {
     return (tile & SILENT_TILES) == 0u;
 }
 
-// The survivors of tile `t`, counted by the whole workgroup (the fallback),
-// one row at a time so that the fallback adds few live registers.
-fn count_tile(t: u32, lid: u32) -> u32 {
-#ifdef CELLS
-    if !tile_kept(t) {
-        return 0u; // a culled cell holds no survivor
-    }
-#endif
+// The survivors of the tile at chain position `position`, counted by the
+// whole workgroup (the fallback), one row at a time so that the fallback
+// adds few live registers.
+fn count_tile(position: u32, lid: u32) -> u32 {
+    let t = tile_at(position);
     var n = 0u;
     for (var k = 0u; k < ITEMS * ROW_GROUPS; k += 1u) {
         if vote(t * TILE + k * WORKGROUP_SIZE + lid, params.first_view) {
@@ -185,7 +216,8 @@ fn look_back(tile: u32, lid: u32) -> u32 {
 // the aggregate (tile 0's is its inclusive prefix), look back, publish the
 // inclusive prefix, and from the chunk's last tile its count (no other tile
 // reads draw_args in this pass: they read the base from scan_state[1]).
-// Returns the survivors before this tile in the chunk.
+// Returns the survivors before this tile in the chunk. `tile` is the
+// chain position, `tiles` the chain's length (chain_length).
 fn chain_tile(tile: u32, tiles: u32, lid: u32, base: u32, aggregate: u32) -> u32 {
     if lid == 0u && publishes(tile) {
         atomicMax(&scan_state[2u + tile], select(FLAG_AGGREGATE, FLAG_PREFIX, tile == 0u) | aggregate);

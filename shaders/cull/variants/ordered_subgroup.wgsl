@@ -17,10 +17,7 @@
 #import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
 #import cull::items::{Items, load_rows, vote_items, emit_again, row_offsets}
 #import cull::scans::ballot::{lanes_below, popcount_all}
-#import cull::variants::ordered_chain::{take_tile, chain_tile}
-#ifdef CELLS
-#import cull::params::tile_kept
-#endif
+#import cull::variants::ordered_chain::{take_tile, chain_tile, chain_length, tile_at, takes_part}
 
 // Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
 var<workgroup> range_counts: array<u32, WORKGROUP_SIZE>;
@@ -50,7 +47,11 @@ fn scan_rows(items: Items, below: vec4<u32>) -> RowVotes {
 fn cull(
     @builtin(local_invocation_index) lid: u32,
     @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
 ) {
+    if !takes_part(wid) {
+        return;
+    }
     // This subgroup's lanes: how many, this one's rank, and where their
     // range starts in the workgroup (reserved while thread 0 takes the tile).
     let below = lanes_below(lane);
@@ -63,17 +64,13 @@ fn cull(
     }
     first = subgroupMax(first);
     let tile_base = take_tile(lid);
-    let tile = tile_base.x;
-    let tiles = (params.chunk_len + TILE - 1u) / TILE;
-    if tile >= tiles {
-        return; // a surplus workgroup of a two-dimensional dispatch
+    // The chain position; by cells, past the kept cells, or past the tiles.
+    let position = tile_base.x;
+    let tiles = chain_length();
+    if position >= tiles {
+        return; // a surplus workgroup
     }
-#ifdef CELLS
-    if !tile_kept(tile) {
-        _ = chain_tile(tile, tiles, lid, tile_base.y, 0u);
-        return;
-    }
-#endif
+    let tile = tile_at(position);
 
     let start = tile * TILE + ITEMS * ROW_GROUPS * first + rank;
     let lo = load_rows(start, width);
@@ -100,7 +97,7 @@ fn cull(
     before = subgroupAdd(before);
     let aggregate = subgroupAdd(all);
     let base = tile_base.y;
-    let exclusive = chain_tile(tile, tiles, lid, base, aggregate);
+    let exclusive = chain_tile(position, tiles, lid, base, aggregate);
     let slots = vec4<u32>(base + exclusive + before);
     emit_again(params.first_view, votes_lo.keep, lo.index, slots + votes_lo.ranks);
     if ROW_GROUPS > 1u {

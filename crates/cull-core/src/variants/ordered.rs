@@ -47,9 +47,14 @@ impl ScanKernel for Ordered {
         defs.push(("LOOKBACK_COUNT_BITS", ShaderDefValue::UInt(LOOKBACK_COUNT_BITS)));
         defs.push(("SPIN_LIMIT", ShaderDefValue::UInt(tuning.spin_limit)));
         defs.push(("SILENT_TILES", ShaderDefValue::UInt(tuning.silent_tiles)));
-        // By cells, the chain walks every tile in order and asks whether
-        // its cell was kept: a flag per cell, not a list.
-        defs.push(("KEPT_CELL_FLAGS", ShaderDefValue::Bool(true)));
+        // By cells, the chain walks the kept cells' tiles in ascending
+        // order: the cell pass sets a bit per kept cell, the list pass
+        // lists them.
+        defs.push(("ORDERED_CELL_LIST", ShaderDefValue::Bool(true)));
+    }
+
+    fn lists_kept_cells_in_order(&self) -> bool {
+        true
     }
 
     fn passes(&self, windows: u32) -> Vec<PassLayout> {

@@ -471,3 +471,61 @@ fn cells_refuse_bad_input() {
         Err(CullError::InvalidParameter(_))
     ));
 }
+
+/// `Ordered` by cells walks only the kept cells' tiles (the list pass's
+/// ascending list): with tiny tiles, so hundreds of cells, most culled, and
+/// the look-back's fallback forced (silent chain positions, no waiting),
+/// in both of its forms, one view and three, each view exact and in order.
+#[test]
+fn ordered_by_cells_with_forced_fallback() {
+    let ctx = gpu();
+    let forms: Vec<Tuning> = forms(ctx)
+        .into_iter()
+        .filter(|(v, _)| *v == ScanVariant::Ordered)
+        .map(|(_, t)| t)
+        .collect();
+    assert!(
+        !forms.is_empty(),
+        "Ordered is compiled in every build that runs this test"
+    );
+    for form in forms {
+        for (spin, silent) in [(0, 1), (4, 0b101), (256, 0)] {
+            let tuning = Tuning {
+                workgroup_size: Some(32),
+                lookback_spin_limit: Some(spin),
+                lookback_silent_tiles: silent,
+                ..form
+            };
+            let culler = views_culler(
+                ctx,
+                ScanVariant::Ordered,
+                InstanceFormat::PosQuat,
+                OutputKind::Indices,
+                tuning,
+                3,
+            );
+            let scene = edge_scene(
+                2024,
+                50_001,
+                CameraKind::InfiniteReverseZ,
+                InstanceFormat::PosQuat,
+            );
+            let (scene, layout) = sorted(&scene, &culler);
+            let frustum = scene.frustum().unwrap();
+            for frusta in [vec![frustum], view_frusta(&scene, 23, 3)] {
+                let what = format!(
+                    "{} spin {spin} silent {silent:#b} views {}",
+                    form_name(&culler),
+                    frusta.len()
+                );
+                let (survivors, kept) = run_cells(ctx, &culler, &scene, &layout, &frusta, 50_001, 3);
+                assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
+                assert!(
+                    kept + 50 <= layout.cells(),
+                    "{what}: kept {kept} of {} cells: the chain would skip few",
+                    layout.cells()
+                );
+            }
+        }
+    }
+}
