@@ -476,6 +476,7 @@ fn cells_refuse_bad_input() {
 /// ascending list): with tiny tiles, so hundreds of cells, most culled, and
 /// the look-back's fallback forced (silent chain positions, no waiting),
 /// in both of its forms, one view and three, each view exact and in order.
+#[cfg(feature = "ordered")]
 #[test]
 fn ordered_by_cells_with_forced_fallback() {
     let ctx = gpu();
