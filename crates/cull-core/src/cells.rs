@@ -106,6 +106,7 @@ pub(crate) fn cell_list_pass() -> PassLayout {
 }
 
 /// Records the list pass: one workgroup per chunk.
+#[cfg(feature = "ordered")]
 pub(crate) fn encode_cell_list_pass(cx: &mut EncodeContext, list_pass: &CompiledPass, cells: &CellIndex) {
     let Some(first) = cx.chunks.first() else {
         return;

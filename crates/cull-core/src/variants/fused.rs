@@ -60,6 +60,7 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
             crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
             pass
         }
+        #[cfg(feature = "ordered")]
         (Some(cells), [cell_pass, list_pass, pass]) => {
             crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
             crate::cells::encode_cell_list_pass(&mut cx, list_pass, cells);
