@@ -16,6 +16,10 @@
 #define_import_path cull::cells
 
 #import cull::params::{params, CELL_RECORD_WORDS}
+#ifdef VISIBILITY_SPHERE_FRUSTUM
+#import cull::params::WHOLE_TILE
+#import cull::visibility::screen_size::has_band
+#endif
 #ifdef VISIBILITY_OCCLUSION_LATE
 #import cull::math::WorldSphere
 #import cull::visibility::occlusion::hiz_visible
@@ -26,11 +30,13 @@ const CELL_TOLERANCE: f32 = 1.52587890625e-5;
 
 // One cell (cull_core::CellBounds): a sphere covering its instances, xyz
 // center and w radius (+inf: a cell holding an overflowed instance, kept
-// in every view; -inf: a cell of instances that are all culled), and the
-// largest of their radii.
+// in every view; -inf: a cell of instances that are all culled), the
+// largest of their radii, and 1 when one of its instances is culled by
+// every view (not finite), which no whole cell may hold.
 struct CellBounds {
     sphere: vec4<f32>,
     largest_radius: f32,
+    holds_culled: u32,
 }
 
 @group(0) @binding(#{BINDING_CELL_BOUNDS}) var<storage, read> cell_bounds: array<CellBounds>;
@@ -44,14 +50,33 @@ struct CellBounds {
 // one's cannot keep an instance in a culled cell. An infinite radius is
 // kept, a negative infinite one culled.
 fn cell_in_view(view: u32, s: vec4<f32>) -> bool {
+    return cell_against_planes(view, s, 1.0);
+}
+
+// Whether the cell's sphere lies inside `view`'s frustum with room to
+// spare: narrowed per plane by the slack cell_in_view widens it by. Every
+// instance's widened sphere lies inside the cell's, so every instance's
+// center is then inside each plane by at least its own widened radius,
+// and the instance test keeps it whatever its rounding: a whole cell's
+// instances are kept without their test. An unused plane ((0, 0, 0, 1))
+// holds every sphere; an infinite or NaN sphere is never inside.
+fn cell_within_view(view: u32, s: vec4<f32>) -> bool {
+    return cell_against_planes(view, s, -1.0);
+}
+
+// Both tests: every plane of `view` against the sphere's radius and slack
+// taken outward (`side` 1) or inward (`side` -1). Mirrored by
+// cull_core::cells::cell_against_planes.
+fn cell_against_planes(view: u32, s: vec4<f32>, side: f32) -> bool {
     let magnitude = abs(s.x) + abs(s.y) + abs(s.z) + s.w;
-    var inside = true;
+    var holds = true;
     for (var k = 0u; k < 6u; k++) {
         let p = params.planes[view][k];
         let slack = CELL_TOLERANCE * (magnitude + abs(p.w));
-        inside = inside & (p.x * s.x + p.y * s.y + p.z * s.z + p.w + s.w + slack >= 0.0);
+        let unused = (side < 0.0) & (p.x == 0.0) & (p.y == 0.0) & (p.z == 0.0) & (p.w > 0.0);
+        holds = holds & (unused | (p.x * s.x + p.y * s.y + p.z * s.z + p.w + side * s.w + side * slack >= 0.0));
     }
-    return inside;
+    return holds;
 }
 
 // Whether some instance of the cell may be large enough for `view`'s size
@@ -82,14 +107,24 @@ fn cell_in_band(view: u32, cell: CellBounds) -> bool {
 }
 
 // Votes cell `cell`: a kept cell is counted, and appended to its chunk's
-// tiles (or, with KEPT_CELL_FLAGS, flagged at its place).
+// tiles (or, with KEPT_CELL_FLAGS, flagged at its place). In the list of
+// the unordered variants, the frustum test marks a kept cell WHOLE_TILE
+// when it lies inside every view, none of which has a size band, and
+// holds no instance that every view culls: the cull keeps its instances
+// without testing them (cull::items::classify_items).
 fn vote_cell(cell: u32) {
     if cell >= params.cell_count {
         return;
     }
     let bounds = cell_bounds[cell];
     var keep = false;
+#ifdef VISIBILITY_SPHERE_FRUSTUM
+    var whole = bounds.holds_culled == 0u;
+#endif
     for (var view = 0u; view < params.cell_views; view++) {
+#ifdef VISIBILITY_SPHERE_FRUSTUM
+        whole = whole & !has_band(view) & cell_within_view(view, bounds.sphere);
+#endif
 #ifdef VISIBILITY_OCCLUSION_LATE
         // The late phase writes each instance's history as in the frustum
         // and past the pyramid whatever its level: the cut-off culls none.
@@ -119,6 +154,8 @@ fn vote_cell(cell: u32) {
     atomicOr(&cell_lists[base + CELL_RECORD_WORDS + tile / 32u], 1u << (tile % 32u));
 #else ifdef KEPT_CELL_FLAGS
     atomicStore(&cell_lists[base + CELL_RECORD_WORDS + tile], 1u);
+#else ifdef VISIBILITY_SPHERE_FRUSTUM
+    atomicStore(&cell_lists[base + CELL_RECORD_WORDS + slot], select(tile, tile | WHOLE_TILE, whole));
 #else
     atomicStore(&cell_lists[base + CELL_RECORD_WORDS + slot], tile);
 #endif

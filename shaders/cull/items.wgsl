@@ -144,16 +144,28 @@ fn load_items(first: u32) -> Items {
 // computed once, then voted in every view (the transform and, for one
 // camera's levels of detail, the frustum test are most of a vote's
 // arithmetic).
+// `whole`: the items are a whole cell's (cull::params::workgroup_tile_whole),
+// kept in every view without their verdicts, which are left unset.
 struct Verdicts {
     vx: Verdict,
     vy: Verdict,
     vz: Verdict,
     vw: Verdict,
+    whole: bool,
 }
 
-fn classify_items(items: Items) -> Verdicts {
-    return Verdicts(classify(world_sphere(items.dx), items.index.x), classify(world_sphere(items.dy), items.index.y),
-                    classify(world_sphere(items.dz), items.index.z), classify(world_sphere(items.dw), items.index.w));
+// The verdicts of the items, or none for a whole cell's (a branch on a
+// workgroup-uniform value: its threads skip the transform together).
+fn classify_items(items: Items, whole: bool) -> Verdicts {
+    var v: Verdicts;
+    v.whole = whole;
+    if !whole {
+        v.vx = classify(world_sphere(items.dx), items.index.x);
+        v.vy = classify(world_sphere(items.dy), items.index.y);
+        v.vz = classify(world_sphere(items.dz), items.index.z);
+        v.vw = classify(world_sphere(items.dw), items.index.w);
+    }
+    return v;
 }
 
 // The items' votes in `view`; false past the chunk's end, and for a view
@@ -164,6 +176,9 @@ fn vote_verdicts(items: Items, verdicts: Verdicts, view: u32) -> vec4<bool> {
 #else
     let inside = items.index < vec4<u32>(params.chunk_len);
 #endif
+    if verdicts.whole {
+        return inside;
+    }
     return inside & vec4<bool>(keeps(verdicts.vx, view), keeps(verdicts.vy, view),
                                keeps(verdicts.vz, view), keeps(verdicts.vw, view));
 }

@@ -97,6 +97,10 @@ const CELL_RECORD_WORDS: u32 = #{CELL_RECORD_WORDS}u;
 @group(0) @binding(#{BINDING_KEPT_CELLS}) var<storage, read> kept_cells: array<u32>;
 // What workgroup_tile gives a workgroup past the kept cells.
 const NO_TILE: u32 = 0xffffffffu;
+// The bit of a kept cell's entry (the unordered variants' list) that marks
+// it whole: inside every view, its instances kept without their test
+// (cull::cells::vote_cell). Tiles of a chunk are far fewer than 2^31.
+const WHOLE_TILE: u32 = 0x80000000u;
 #endif
 
 #ifdef CELLS
@@ -132,8 +136,19 @@ fn workgroup_tile(wid: vec3<u32>) -> u32 {
     if w >= kept_cells[0u] {
         return NO_TILE;
     }
-    return kept_cells[CELL_RECORD_WORDS + w];
+    return kept_cells[CELL_RECORD_WORDS + w] & ~WHOLE_TILE;
 #else
     return w;
+#endif
+}
+
+// Whether the workgroup's tile is a whole cell (WHOLE_TILE): false for a
+// flat cull. Uniform across the workgroup, as workgroup_tile is.
+fn workgroup_tile_whole(wid: vec3<u32>) -> bool {
+#ifdef CELLS
+    let w = workgroup_index(wid);
+    return (w < kept_cells[0u]) && ((kept_cells[CELL_RECORD_WORDS + w] & WHOLE_TILE) != 0u);
+#else
+    return false;
 #endif
 }

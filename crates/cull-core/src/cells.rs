@@ -32,8 +32,14 @@
 //! Survivors are indices into the **sorted** batch ([`CellLayout::order`]
 //! maps them back to the input's): in no particular order from the
 //! unordered variants; `Ordered` keeps the sorted batch's order (its chain
-//! walks every tile in order, and a culled cell's tile joins it empty
-//! without reading its instances).
+//! walks the kept cells' tiles in ascending order, listed by a pass of
+//! its own after the cell pass).
+//!
+//! A kept cell that lies inside every view with room to spare is
+//! **whole** ([`CellLayout::whole_cells`]): the unordered variants keep
+//! its instances without testing them, which saves their transform and
+//! plane tests (not their bytes). The frustum test alone takes whole
+//! cells, in views without a size band.
 //!
 //! A view with a level-of-detail band ([`crate::SizeBand`]) also culls
 //! the cells whose instances are all below its cut-off: none can look
@@ -140,13 +146,18 @@ pub struct CellBounds {
     /// the sphere, it bounds how large on screen any of them can look,
     /// which lets a level-of-detail cut-off cull the whole cell.
     pub largest_radius: f32,
+    /// Whether one of its instances is not finite (culled by every view
+    /// whatever the sphere): such a cell is never taken whole (see
+    /// [`CellLayout::whole_cells`]), since its instances must be tested.
+    pub holds_culled: bool,
 }
 
 impl CellBounds {
     /// The layout the cell pass reads (`CellBounds` in `cells.wgsl`).
     fn gpu(&self) -> [f32; 8] {
         let [x, y, z, r] = self.sphere;
-        [x, y, z, r, self.largest_radius, 0.0, 0.0, 0.0]
+        let holds_culled = f32::from_bits(u32::from(self.holds_culled));
+        [x, y, z, r, self.largest_radius, holds_culled, 0.0, 0.0]
     }
 }
 
@@ -357,6 +368,26 @@ impl CellLayout {
             .count() as u32
     }
 
+    /// How many of the cells covering the first `count` instances the cell
+    /// pass marks **whole**, as it decides (the same `f32` arithmetic): the
+    /// unordered variants keep their instances without testing them. A
+    /// whole cell lies inside every view of `frusta` with room to spare,
+    /// no view has a size band, and it holds no instance that is not
+    /// finite. (Only the frustum test takes whole cells; the tests with
+    /// levels of detail or occlusion test every instance of a kept cell.)
+    pub fn whole_cells(&self, frusta: &[Frustum], count: u32) -> u32 {
+        let cells = (count.div_ceil(self.cell_len) as usize).min(self.bounds.len());
+        self.bounds[..cells]
+            .iter()
+            .filter(|c| {
+                !c.holds_culled
+                    && frusta
+                        .iter()
+                        .all(|f| f.size_band.is_none() && cell_within_view(f, &c.sphere))
+            })
+            .count() as u32
+    }
+
     /// Whether culling the first `count` instances by cells should be
     /// faster than the flat cull for `frusta`: the cells no view keeps must
     /// hold at least [`CELLS_MIN_SKIPPED_BYTES`] of instances. A layout
@@ -405,11 +436,29 @@ impl CellLayout {
 /// the same order of operations: each plane widened as uploaded, the
 /// sphere by [`CELL_TOLERANCE`] of the magnitudes summed.
 fn cell_in_view(frustum: &Frustum, s: &[f32; 4]) -> bool {
+    cell_against_planes(frustum, s, 1.0)
+}
+
+/// The cell pass's whole-cell test (`cell_within_view` in
+/// `shaders/cull/cells.wgsl`), in the same order of operations: whether
+/// the sphere lies inside every plane, narrowed by the slack
+/// [`cell_in_view`] widens it by. Every instance's widened sphere lies in
+/// the cell's, so each instance's center is inside every plane by at least
+/// its own widened radius: the instance test keeps it, whatever its
+/// rounding. An unused plane (`(0, 0, 0, 1)`) holds every sphere.
+fn cell_within_view(frustum: &Frustum, s: &[f32; 4]) -> bool {
+    cell_against_planes(frustum, s, -1.0)
+}
+
+/// Both tests (`cell_against_planes` in `shaders/cull/cells.wgsl`): the
+/// radius and slack taken outward (`side` 1) or inward (`side` −1).
+fn cell_against_planes(frustum: &Frustum, s: &[f32; 4], side: f32) -> bool {
     let magnitude = s[0].abs() + s[1].abs() + s[2].abs() + s[3];
     frustum.planes().iter().all(|p| {
         let p = crate::frustum::widen_plane(*p);
         let slack = CELL_TOLERANCE * (magnitude + p.w.abs());
-        p.x * s[0] + p.y * s[1] + p.z * s[2] + p.w + s[3] + slack >= 0.0
+        let unused = side < 0.0 && p.x == 0.0 && p.y == 0.0 && p.z == 0.0 && p.w > 0.0;
+        unused || p.x * s[0] + p.y * s[1] + p.z * s[2] + p.w + side * s[3] + side * slack >= 0.0
     })
 }
 
@@ -467,12 +516,14 @@ fn instance_reach(format: InstanceFormat, bytes: &[u8], index: usize, bounds: Sp
 const OVERFLOWED: CellBounds = CellBounds {
     sphere: [0.0, 0.0, 0.0, f32::INFINITY],
     largest_radius: f32::INFINITY,
+    holds_culled: false,
 };
 
 /// A cell of instances that are all culled.
 const EMPTY: CellBounds = CellBounds {
     sphere: [0.0, 0.0, 0.0, f32::NEG_INFINITY],
     largest_radius: 0.0,
+    holds_culled: true,
 };
 
 /// The bounds of one cell: a sphere around the midpoint of its instances'
@@ -486,10 +537,11 @@ fn cell_bounds(
 ) -> CellBounds {
     let mut spheres = Vec::with_capacity(range.len());
     let mut largest = 0.0f32;
+    let mut holds_culled = false;
     for i in range {
         match instance_reach(format, bytes, i, bounds) {
             Err(()) => return OVERFLOWED,
-            Ok(None) => {}
+            Ok(None) => holds_culled = true,
             Ok(Some((center, reach, radius))) => {
                 spheres.push((center, reach));
                 largest = largest.max(round_up(radius as f64));
@@ -514,6 +566,7 @@ fn cell_bounds(
     CellBounds {
         sphere: [center.x, center.y, center.z, round_up(reach)],
         largest_radius: largest,
+        holds_culled,
     }
 }
 
@@ -523,7 +576,12 @@ fn cell_bounds(
 fn grown(cell: CellBounds, reach: Reach) -> CellBounds {
     let (center, reach, radius) = match reach {
         Err(()) => return OVERFLOWED,
-        Ok(None) => return cell,
+        Ok(None) => {
+            return CellBounds {
+                holds_culled: true,
+                ..cell
+            };
+        }
         Ok(Some(r)) => r,
     };
     let [x, y, z, r] = cell.sphere;
@@ -536,6 +594,7 @@ fn grown(cell: CellBounds, reach: Reach) -> CellBounds {
         return CellBounds {
             sphere: [c.x, c.y, c.z, round_up(c.as_dvec3().distance(center) + reach)],
             largest_radius: largest,
+            holds_culled: cell.holds_culled,
         };
     }
     let old = glam::DVec3::new(x as f64, y as f64, z as f64);
@@ -553,6 +612,7 @@ fn grown(cell: CellBounds, reach: Reach) -> CellBounds {
         return CellBounds {
             sphere: [c.x, c.y, c.z, round_up(fit)],
             largest_radius: largest,
+            ..cell
         };
     }
     let radius = (r + d + reach) * 0.5;
@@ -561,6 +621,7 @@ fn grown(cell: CellBounds, reach: Reach) -> CellBounds {
     CellBounds {
         sphere: [c.x, c.y, c.z, round_up(fit)],
         largest_radius: largest,
+        ..cell
     }
 }
 
@@ -856,6 +917,7 @@ mod tests {
                 CellBounds {
                     sphere: [0.0, 0.0, z, 1.0],
                     largest_radius: 0.1,
+                    holds_culled: false,
                 }
             })
             .collect();
@@ -876,6 +938,32 @@ mod tests {
         let mut infinite = layout.clone();
         infinite.bounds[500].sphere[3] = f32::INFINITY;
         assert_eq!(infinite.kept_cells(&[frustum], 1000 * 1024), 101);
+        // The 100 in view lie inside it with room to spare: whole.
+        assert_eq!(layout.whole_cells(&[frustum], 1000 * 1024), 100);
+        let mut whole = layout.clone();
+        // Within its radius of the side plane (kept, not whole), holding
+        // an instance that is not finite, infinite: none of them whole.
+        whole.bounds[3].sphere[0] = 13.0 * 0.5f32.tan() - 0.5;
+        whole.bounds[4].holds_culled = true;
+        whole.bounds[6].sphere[3] = f32::INFINITY;
+        assert_eq!(whole.kept_cells(&[frustum], 1000 * 1024), 100);
+        assert_eq!(whole.whole_cells(&[frustum], 1000 * 1024), 97);
+        // A second view that sees none of them, or a view with a size band.
+        let behind = Frustum::from_clip_from_world(
+            glam::Mat4::perspective_infinite_reverse_rh(1.0, 1.0, 0.1)
+                * glam::Mat4::look_at_rh(Vec3::ZERO, Vec3::Z, Vec3::Y),
+            None,
+        )
+        .unwrap();
+        assert_eq!(layout.whole_cells(&[frustum, behind], 1000 * 1024), 0);
+        let metric = crate::SizeMetric {
+            origin: Vec3::ZERO,
+            scale: 1.0,
+            perspective: true,
+        };
+        let levels = frustum.detail_levels(metric, &[1.0e-4]).unwrap();
+        assert_eq!(layout.kept_cells(&levels, 1000 * 1024), 100);
+        assert_eq!(layout.whole_cells(&levels, 1000 * 1024), 0);
         let mut empty = layout;
         empty.bounds[5].sphere[3] = f32::NEG_INFINITY;
         assert_eq!(empty.kept_cells(&[frustum], 1000 * 1024), 99);

@@ -77,6 +77,31 @@ fn take_tile(lid: u32) -> vec2<u32> {
     return workgroupUniformLoad(&tile_and_base);
 }
 
+// A workgroup's place in the chain: its position, the chain's length, the
+// tile at that position, and the chunk's base (take_tile).
+struct ChainPlace {
+    position: u32,
+    length: u32,
+    tile: u32,
+    base: u32,
+}
+
+// Takes the next chain position. `surplus(place)` for a workgroup past the
+// chain's end (by cells, past the kept cells; else past the tiles), which
+// returns at once: its tile is unset. Uniform across the workgroup.
+fn take_place(lid: u32) -> ChainPlace {
+    let tile_base = take_tile(lid);
+    var place = ChainPlace(tile_base.x, chain_length(), 0u, tile_base.y);
+    if !surplus(place) {
+        place.tile = tile_at(place.position);
+    }
+    return place;
+}
+
+fn surplus(place: ChainPlace) -> bool {
+    return place.position >= place.length;
+}
+
 // The chain's length: the chunk's tiles, or by cells its kept ones.
 fn chain_length() -> u32 {
 #ifdef CELLS

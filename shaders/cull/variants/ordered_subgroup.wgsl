@@ -17,7 +17,7 @@
 #import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
 #import cull::items::{Items, load_rows, vote_items, emit_again, row_offsets}
 #import cull::scans::ballot::{lanes_below, popcount_all}
-#import cull::variants::ordered_chain::{take_tile, chain_tile, chain_length, tile_at, takes_part}
+#import cull::variants::ordered_chain::{take_place, surplus, chain_tile, takes_part}
 
 // Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
 var<workgroup> range_counts: array<u32, WORKGROUP_SIZE>;
@@ -63,16 +63,12 @@ fn cull(
         first = atomicAdd(&lanes_taken, width);
     }
     first = subgroupMax(first);
-    let tile_base = take_tile(lid);
-    // The chain position; by cells, past the kept cells, or past the tiles.
-    let position = tile_base.x;
-    let tiles = chain_length();
-    if position >= tiles {
-        return; // a surplus workgroup
+    let place = take_place(lid);
+    if surplus(place) {
+        return;
     }
-    let tile = tile_at(position);
 
-    let start = tile * TILE + ITEMS * ROW_GROUPS * first + rank;
+    let start = place.tile * TILE + ITEMS * ROW_GROUPS * first + rank;
     let lo = load_rows(start, width);
     let votes_lo = scan_rows(lo, below);
     var hi: Items;
@@ -96,9 +92,8 @@ fn cull(
     }
     before = subgroupAdd(before);
     let aggregate = subgroupAdd(all);
-    let base = tile_base.y;
-    let exclusive = chain_tile(position, tiles, lid, base, aggregate);
-    let slots = vec4<u32>(base + exclusive + before);
+    let exclusive = chain_tile(place.position, place.length, lid, place.base, aggregate);
+    let slots = vec4<u32>(place.base + exclusive + before);
     emit_again(params.first_view, votes_lo.keep, lo.index, slots + votes_lo.ranks);
     if ROW_GROUPS > 1u {
         emit_again(params.first_view, votes_hi.keep, hi.index, slots + votes_lo.count + votes_hi.ranks);

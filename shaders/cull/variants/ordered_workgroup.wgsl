@@ -6,28 +6,23 @@
 #import cull::params::{params, WORKGROUP_SIZE, TILE}
 #import cull::items::{load_items, vote_items, emit_again, pack_votes, row_offsets}
 #import cull::scans::tile_scan::{scan_tile, tile_totals}
-#import cull::variants::ordered_chain::{take_tile, chain_tile, chain_length, tile_at, takes_part}
+#import cull::variants::ordered_chain::{take_place, surplus, chain_tile, takes_part}
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn cull(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     if !takes_part(wid) {
         return;
     }
-    let tile_base = take_tile(lid);
-    // The chain position; by cells, past the kept cells, or past the tiles.
-    let position = tile_base.x;
-    let tiles = chain_length();
-    if position >= tiles {
-        return; // a surplus workgroup
+    let place = take_place(lid);
+    if surplus(place) {
+        return;
     }
-    let tile = tile_at(position);
 
-    let index = vec4<u32>(tile * TILE + lid) + vec4<u32>(0u, 1u, 2u, 3u) * WORKGROUP_SIZE;
+    let index = vec4<u32>(place.tile * TILE + lid) + vec4<u32>(0u, 1u, 2u, 3u) * WORKGROUP_SIZE;
     let keep = vote_items(load_items(index.x), params.first_view);
     let ranks = scan_tile(lid, pack_votes(keep));
     let totals = workgroupUniformLoad(&tile_totals);
     let aggregate = totals.x + totals.y + totals.z + totals.w;
-    let base = tile_base.y;
-    let exclusive = chain_tile(position, tiles, lid, base, aggregate);
-    emit_again(params.first_view, keep, index, vec4<u32>(base + exclusive) + row_offsets(totals) + ranks);
+    let exclusive = chain_tile(place.position, place.length, lid, place.base, aggregate);
+    emit_again(params.first_view, keep, index, vec4<u32>(place.base + exclusive) + row_offsets(totals) + ranks);
 }

@@ -10,7 +10,7 @@
 // written per view.
 // Output order is not preserved.
 
-#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile}
+#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile, workgroup_tile_whole}
 #ifdef CELLS
 #import cull::params::NO_TILE
 #endif
@@ -64,7 +64,7 @@ fn cull(
     }
 #endif
     let items = load_items(tile * TILE + lid);
-    let verdicts = classify_items(items);
+    let verdicts = classify_items(items, workgroup_tile_whole(wid));
     // One block per view of the target, not a loop (see cull::params::VIEWS).
     cull_view(0u, items, verdicts, lane, lanes, lid);
 #if VIEWS >= 2

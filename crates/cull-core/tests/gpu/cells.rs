@@ -162,6 +162,81 @@ fn most_cells_are_culled_when_little_is_visible() {
     }
 }
 
+/// `count` instances filling a box in front of a perspective camera, wider
+/// than its frustum near the eye and narrower far from it, dense enough
+/// that many cells lie inside the frustum and many straddle its planes.
+pub fn dense_box(seed: u64, count: usize) -> Scene {
+    // The camera at the origin looking down -z: world space is view space.
+    let camera = Scene::random(seed, 0, CameraKind::InfiniteReverseZ, None);
+    let mut rng = cull_core::scene::SceneRng::new(seed);
+    let instances = (0..count)
+        .map(|_| cull_core::Instance {
+            position: glam::Vec3::new(
+                rng.range(-30.0, 30.0),
+                rng.range(-20.0, 20.0),
+                rng.range(-60.0, -5.0),
+            ),
+            rotation: rng.rotation(),
+            // One scale: the packed format carries none.
+            scale: 1.0,
+        })
+        .collect();
+    Scene {
+        clip_from_world: CameraKind::InfiniteReverseZ.projection(),
+        instances,
+        ..camera
+    }
+}
+
+/// Whole cells (inside every view, their instances kept untested by the
+/// unordered variants): the survivors are still exactly the flat cull's,
+/// in every format, with one view and three, when cells straddle the
+/// planes beside whole ones, and when an edit puts an instance that is not
+/// finite (culled by every view) into a cell that would be whole.
+#[test]
+fn whole_cells_keep_exactly_what_the_flat_cull_keeps() {
+    let ctx = gpu();
+    for variant in cell_variants(ctx) {
+        for format in InstanceFormat::ALL {
+            let culler = views_culler(ctx, variant, format, OutputKind::Indices, Tuning::default(), 4);
+            // Cells of the same size whatever the tile.
+            let count = 60 * culler.tile_len();
+            let (mut scene, mut layout) = sorted(&dense_box(79, count as usize), &culler);
+            let frustum = scene.frustum().unwrap();
+            let whole_before = layout.whole_cells(&[frustum], count);
+            // Every other cell gets an instance that is not finite, grown
+            // into its bounds as an edit would be.
+            let cell_len = layout.cell_len as usize;
+            for cell in (0..layout.cells() as usize).step_by(2) {
+                let i = cell * cell_len + cell_len / 3;
+                if i < scene.instances.len() {
+                    scene.instances[i].position.x = f32::NAN;
+                    let bytes = format.encode(&scene.instances[i..=i]).unwrap();
+                    layout.grow(format, i as u32, &bytes, scene.bounds).unwrap();
+                }
+            }
+            let whole = layout.whole_cells(&[frustum], count);
+            let what = format!("{variant:?} {format:?}");
+            assert!(
+                whole > 2 && whole < whole_before && whole < layout.kept_cells(&[frustum], count),
+                "{what}: {whole} whole cells ({whole_before} before the edits) of {} kept: \
+                 the scene must have whole cells, cells with a culled instance, and straddling ones",
+                layout.kept_cells(&[frustum], count)
+            );
+            for frusta in [vec![frustum], view_frusta(&scene, 23, 3)] {
+                let (survivors, _) = run_cells(ctx, &culler, &scene, &layout, &frusta, count, 4);
+                assert_views_exact(
+                    &format!("{what} {} views", frusta.len()),
+                    &culler,
+                    &scene,
+                    &frusta,
+                    &survivors,
+                );
+            }
+        }
+    }
+}
+
 /// Levels of detail with a cut-off: the cells beyond the farthest level's
 /// threshold are culled by their size as well (fewer kept than by the
 /// frustum alone), and every level's survivors are still the flat cull's.
@@ -440,7 +515,8 @@ fn cells_refuse_bad_input() {
                 &vec![
                     cull_core::CellBounds {
                         sphere: [0.0; 4],
-                        largest_radius: 0.0
+                        largest_radius: 0.0,
+                        holds_culled: false,
                     };
                     small.cells() as usize + 1
                 ]
@@ -480,11 +556,7 @@ fn cells_refuse_bad_input() {
 #[test]
 fn ordered_by_cells_with_forced_fallback() {
     let ctx = gpu();
-    let forms: Vec<Tuning> = forms(ctx)
-        .into_iter()
-        .filter(|(v, _)| *v == ScanVariant::Ordered)
-        .map(|(_, t)| t)
-        .collect();
+    let forms = ordered_forms(ctx);
     assert!(
         !forms.is_empty(),
         "Ordered is compiled in every build that runs this test"

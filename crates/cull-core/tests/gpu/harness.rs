@@ -58,6 +58,16 @@ pub fn forms(ctx: &GpuContext) -> Vec<(ScanVariant, Tuning)> {
     forms
 }
 
+/// The ordered variant's forms of [`forms`]: its tunings (subgroup form
+/// and workgroup-memory form where the device has subgroups).
+pub fn ordered_forms(ctx: &GpuContext) -> Vec<Tuning> {
+    forms(ctx)
+        .into_iter()
+        .filter(|(v, _)| *v == ScanVariant::Ordered)
+        .map(|(_, t)| t)
+        .collect()
+}
+
 /// How a culler scans its tiles, for test messages.
 pub fn form_name(culler: &cull_core::Culler) -> &'static str {
     if culler.uses_subgroups() {

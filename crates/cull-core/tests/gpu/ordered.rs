@@ -13,16 +13,6 @@ fn assert_ordered(what: &str, scene: &cull_core::scene::Scene, format: InstanceF
     );
 }
 
-/// The ordered variant's forms on this device: its subgroup form where the
-/// device has subgroups, and its workgroup-memory form.
-fn ordered_forms(ctx: &cull_core::GpuContext) -> Vec<Tuning> {
-    forms(ctx)
-        .into_iter()
-        .filter(|(v, _)| *v == ScanVariant::Ordered)
-        .map(|(_, t)| t)
-        .collect()
-}
-
 /// Workgroups of 32 threads make tiles of 128 instances: 100,003 instances
 /// are 782 tiles racing through the look-back, with spin limits from
 /// "never wait" to the default, and with every other tile (or three in
