@@ -13,6 +13,8 @@
 // v + 1, after which thread 0 writes the next.
 var<workgroup> workgroup_count: array<atomic<u32>, VIEWS>;
 var<workgroup> block_base: u32;
+// Every view's range in the output at once (reserve_views).
+var<workgroup> view_bases: array<u32, VIEWS>;
 
 // The slot in `view`'s list where this subgroup's `subgroup_total`
 // survivors start. Every invocation of the workgroup must call it (it has
@@ -32,4 +34,37 @@ fn reserve_output(view: u32, lane: u32, lid: u32, subgroup_total: u32) -> u32 {
     }
     workgroupBarrier();
     return block_base + subgroup_base;
+}
+
+// The two steps of reserve_output for a batch of up to VIEW_BATCH views at
+// once, so that a workgroup waits on one round of global atomics per batch,
+// not on one per view: reserve_in_workgroup per view (lane 0's shared
+// atomic, no barrier), then reserve_views once for the batch starting at
+// `first_view` (every invocation calls it: two barriers, view v's global
+// atomic taken by invocation v), then view_base per view. Batches of four:
+// eight views ranked before any is written held too many registers.
+const VIEW_BATCH: u32 = 4u;
+
+fn reserve_in_workgroup(view: u32, lane: u32, subgroup_total: u32) -> u32 {
+    var subgroup_base = 0u;
+    if lane == 0u {
+        subgroup_base = atomicAdd(&workgroup_count[view], subgroup_total);
+    }
+    return subgroup_base;
+}
+
+fn reserve_views(lid: u32, first_view: u32) {
+    workgroupBarrier();
+    if lid >= first_view && lid < min(first_view + VIEW_BATCH, VIEWS) {
+        let total = atomicLoad(&workgroup_count[lid]);
+        view_bases[lid] = select(0u, atomicAdd(&draw_args[count_word(lid)], total), total > 0u);
+    }
+    workgroupBarrier();
+}
+
+// After reserve_views: where the subgroup's survivors in `view` start
+// (`lane_zero_base`: what reserve_in_workgroup gave; lane 0's counts).
+// The subgroup is back together after the barriers when it broadcasts.
+fn view_base(view: u32, lane_zero_base: u32) -> u32 {
+    return view_bases[view] + subgroupBroadcast(lane_zero_base, 0u);
 }

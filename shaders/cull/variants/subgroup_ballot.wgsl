@@ -7,7 +7,9 @@
 // atomic. Within a subgroup's range survivors go row after row, so lanes
 // write consecutive slots. All four loads are issued before any vote.
 // With several views, the items are read and classified once (see
-// cull::items::classify_items), then voted, ranked and written per view.
+// cull::items::classify_items), then voted and ranked per view, up to four
+// views before one reservation for all of them (two barriers and one round
+// of global atomics per batch of views, not per view), then written.
 // Output order is not preserved.
 
 #import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile, workgroup_tile_whole}
@@ -15,11 +17,21 @@
 #import cull::params::NO_TILE
 #endif
 #import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, row_offsets}
-#import cull::scans::reserve::reserve_output
+#import cull::scans::reserve::{reserve_in_workgroup, reserve_views, view_base}
 #import cull::scans::ballot::{lanes_below, popcount_all}
 
-// Votes, ranks and writes the items in `view`.
-fn cull_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, lid: u32, below: vec4<u32>) {
+// A view's votes and ranks, held until the workgroup has reserved every
+// view's range (reserve_views).
+struct ViewRanks {
+    keep: vec4<bool>,
+    ranks: vec4<u32>,
+    // Lane 0's: the subgroup's first slot inside the workgroup's range.
+    subgroup_base: u32,
+}
+
+// Votes and ranks the items in `view`, and reserves the subgroup's range
+// inside the workgroup's.
+fn rank_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4<u32>) -> ViewRanks {
     let v = vote_verdicts(items, verdicts, view);
     let b0 = subgroupBallot(v.x);
     let b1 = subgroupBallot(v.y);
@@ -28,8 +40,12 @@ fn cull_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, lid: u32, b
     let totals = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
     let ranks = row_offsets(totals)
         + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
-    let base = reserve_output(view, lane, lid, totals.x + totals.y + totals.z + totals.w);
-    emit_items(view, items, v, vec4<u32>(base) + ranks);
+    return ViewRanks(v, ranks, reserve_in_workgroup(view, lane, totals.x + totals.y + totals.z + totals.w));
+}
+
+// Writes the items `r` keeps in `view`.
+fn emit_view(view: u32, items: Items, r: ViewRanks) {
+    emit_items(view, items, r.keep, vec4<u32>(view_base(view, r.subgroup_base)) + r.ranks);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -47,27 +63,53 @@ fn cull(
     let items = load_items(tile * TILE + lid);
     let verdicts = classify_items(items, workgroup_tile_whole(wid));
     let below = lanes_below(lane);
-    // One block per view of the target, not a loop (see cull::params::VIEWS).
-    cull_view(0u, items, verdicts, lane, lid, below);
+    // One block per view of the target, not a loop (see cull::params::VIEWS):
+    // views ranked in batches of four (cull::scans::reserve::VIEW_BATCH),
+    // one reservation per batch, then the batch written.
+    let r0 = rank_view(0u, items, verdicts, lane, below);
 #if VIEWS >= 2
-    cull_view(1u, items, verdicts, lane, lid, below);
+    let r1 = rank_view(1u, items, verdicts, lane, below);
 #endif
 #if VIEWS >= 3
-    cull_view(2u, items, verdicts, lane, lid, below);
+    let r2 = rank_view(2u, items, verdicts, lane, below);
 #endif
 #if VIEWS >= 4
-    cull_view(3u, items, verdicts, lane, lid, below);
+    let r3 = rank_view(3u, items, verdicts, lane, below);
+#endif
+    reserve_views(lid, 0u);
+    emit_view(0u, items, r0);
+#if VIEWS >= 2
+    emit_view(1u, items, r1);
+#endif
+#if VIEWS >= 3
+    emit_view(2u, items, r2);
+#endif
+#if VIEWS >= 4
+    emit_view(3u, items, r3);
 #endif
 #if VIEWS >= 5
-    cull_view(4u, items, verdicts, lane, lid, below);
+    let r4 = rank_view(4u, items, verdicts, lane, below);
 #endif
 #if VIEWS >= 6
-    cull_view(5u, items, verdicts, lane, lid, below);
+    let r5 = rank_view(5u, items, verdicts, lane, below);
 #endif
 #if VIEWS >= 7
-    cull_view(6u, items, verdicts, lane, lid, below);
+    let r6 = rank_view(6u, items, verdicts, lane, below);
 #endif
 #if VIEWS >= 8
-    cull_view(7u, items, verdicts, lane, lid, below);
+    let r7 = rank_view(7u, items, verdicts, lane, below);
+#endif
+#if VIEWS >= 5
+    reserve_views(lid, 4u);
+    emit_view(4u, items, r4);
+#endif
+#if VIEWS >= 6
+    emit_view(5u, items, r5);
+#endif
+#if VIEWS >= 7
+    emit_view(6u, items, r6);
+#endif
+#if VIEWS >= 8
+    emit_view(7u, items, r7);
 #endif
 }
