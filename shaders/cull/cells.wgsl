@@ -11,13 +11,13 @@
 // (KEPT_CELL_FLAGS): the pass then sets a flag per kept cell, at the cell's
 // own place in the chunk's region. The ordered variant needs the kept tiles
 // in ascending order (ORDERED_CELL_LIST): the pass sets a bit per kept cell
-// instead, and a second pass, one workgroup per chunk, lists the flagged
-// tiles in order after the bits (list_kept_cells); the chain walks that list.
+// instead (and one per whole cell in a second set), and a second pass, one
+// workgroup per chunk, lists the flagged tiles in order after the bits
+// (list_kept_cells, whole ones marked WHOLE_TILE); the chain walks that list.
 #define_import_path cull::cells
 
-#import cull::params::{params, CELL_RECORD_WORDS}
+#import cull::params::{params, CELL_RECORD_WORDS, WHOLE_TILE}
 #ifdef VISIBILITY_SPHERE_FRUSTUM
-#import cull::params::WHOLE_TILE
 #import cull::visibility::screen_size::has_band
 #endif
 #ifdef VISIBILITY_OCCLUSION_LATE
@@ -107,11 +107,12 @@ fn cell_in_band(view: u32, cell: CellBounds) -> bool {
 }
 
 // Votes cell `cell`: a kept cell is counted, and appended to its chunk's
-// tiles (or, with KEPT_CELL_FLAGS, flagged at its place). In the list of
-// the unordered variants, the frustum test marks a kept cell WHOLE_TILE
-// when it lies inside every view, none of which has a size band, and
-// holds no instance that every view culls: the cull keeps its instances
-// without testing them (cull::items::classify_items).
+// tiles (or, with KEPT_CELL_FLAGS, flagged at its place). The frustum test
+// marks a kept cell whole when it lies inside every view, none of which
+// has a size band, and holds no instance that every view culls: WHOLE_TILE
+// in the unordered variants' list, a bit of the second set for the
+// ordered variant's list pass. The cull keeps a whole cell's instances
+// without testing them (cull::items::classify_items, vote_items).
 fn vote_cell(cell: u32) {
     if cell >= params.cell_count {
         return;
@@ -152,6 +153,11 @@ fn vote_cell(cell: u32) {
     let tile = cell - chunk * params.cells_per_chunk;
 #ifdef ORDERED_CELL_LIST
     atomicOr(&cell_lists[base + CELL_RECORD_WORDS + tile / 32u], 1u << (tile % 32u));
+#ifdef VISIBILITY_SPHERE_FRUSTUM
+    if whole {
+        atomicOr(&cell_lists[base + whole_bits_word() + tile / 32u], 1u << (tile % 32u));
+    }
+#endif
 #else ifdef KEPT_CELL_FLAGS
     atomicStore(&cell_lists[base + CELL_RECORD_WORDS + tile], 1u);
 #else ifdef VISIBILITY_SPHERE_FRUSTUM
@@ -162,6 +168,13 @@ fn vote_cell(cell: u32) {
 }
 
 #ifdef ORDERED_CELL_LIST
+// Where a chunk's region holds the ordered variant's second set of bits,
+// one per whole cell: after the record, the kept bits' words (a word per
+// cell reserved) and the list (cull_core's CellIndex::new sizes it).
+fn whole_bits_word() -> u32 {
+    return CELL_RECORD_WORDS + 2u * params.cells_per_chunk;
+}
+
 // Threads of the list pass's workgroup (cull_core::cells::CELL_LIST_WORKGROUP).
 const LIST_WORKGROUP: u32 = #{CELL_LIST_WORKGROUP}u;
 var<workgroup> list_sums: array<u32, LIST_WORKGROUP>;
@@ -197,10 +210,14 @@ fn list_kept_cells(chunk: u32, lid: u32) {
     }
     var slot = list_sums[lid] - count;
     let list = bits + params.cells_per_chunk;
+    let whole_bits = chunk * params.cell_region_words + whole_bits_word();
     for (var w = lo; w < hi; w++) {
         var word = atomicLoad(&cell_lists[bits + w]);
+        let whole = atomicLoad(&cell_lists[whole_bits + w]);
         while word != 0u {
-            atomicStore(&cell_lists[list + slot], w * 32u + firstTrailingBit(word));
+            let bit = firstTrailingBit(word);
+            let tile = w * 32u + bit;
+            atomicStore(&cell_lists[list + slot], select(tile, tile | WHOLE_TILE, ((whole >> bit) & 1u) != 0u));
             slot++;
             word &= word - 1u;
         }

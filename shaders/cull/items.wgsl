@@ -189,8 +189,12 @@ fn vote_item(i: u32, d: InstanceData, view: u32) -> bool {
     return i < params.chunk_len && keeps(classify(world_sphere(d), i), view);
 }
 
-// The items' votes in `view`, for kernels that vote each item once.
-fn vote_items(items: Items, view: u32) -> vec4<bool> {
+// The items' votes in `view`, for kernels that vote each item once; a
+// whole cell's (`whole`, uniform) are kept without their test.
+fn vote_items(items: Items, view: u32, whole: bool) -> vec4<bool> {
+    if whole {
+        return items.index < vec4<u32>(params.chunk_len);
+    }
     return vec4<bool>(vote_item(items.index.x, items.dx, view), vote_item(items.index.y, items.dy, view),
                       vote_item(items.index.z, items.dz, view), vote_item(items.index.w, items.dw, view));
 }

@@ -97,9 +97,10 @@ const CELL_RECORD_WORDS: u32 = #{CELL_RECORD_WORDS}u;
 @group(0) @binding(#{BINDING_KEPT_CELLS}) var<storage, read> kept_cells: array<u32>;
 // What workgroup_tile gives a workgroup past the kept cells.
 const NO_TILE: u32 = 0xffffffffu;
-// The bit of a kept cell's entry (the unordered variants' list) that marks
-// it whole: inside every view, its instances kept without their test
-// (cull::cells::vote_cell). Tiles of a chunk are far fewer than 2^31.
+// The bit of a kept cell's entry (the unordered variants' list, the ordered
+// variant's list) that marks it whole: inside every view, its instances
+// kept without their test (cull::cells::vote_cell). Tiles of a chunk are
+// far fewer than 2^31.
 const WHOLE_TILE: u32 = 0x80000000u;
 #endif
 
@@ -121,7 +122,13 @@ fn kept_tile_count() -> u32 {
 // ascending order (the list pass wrote them after the flags), so its chain
 // walks only the kept cells, in the batch's order.
 fn ordered_kept_tile(position: u32) -> u32 {
-    return kept_cells[CELL_RECORD_WORDS + params.cells_per_chunk + position];
+    return kept_cells[CELL_RECORD_WORDS + params.cells_per_chunk + position] & ~WHOLE_TILE;
+}
+
+// Whether that kept cell is whole (WHOLE_TILE, which the list pass copies
+// from the cell pass's second set of bits).
+fn ordered_kept_tile_whole(position: u32) -> bool {
+    return (kept_cells[CELL_RECORD_WORDS + params.cells_per_chunk + position] & WHOLE_TILE) != 0u;
 }
 #endif
 #endif

@@ -36,7 +36,7 @@
 //! its own after the cell pass).
 //!
 //! A kept cell that lies inside every view with room to spare is
-//! **whole** ([`CellLayout::whole_cells`]): the unordered variants keep
+//! **whole** ([`CellLayout::whole_cells`]): the single-pass variants keep
 //! its instances without testing them, which saves their transform and
 //! plane tests (not their bytes). The frustum test alone takes whole
 //! cells, in views without a size band.
@@ -370,7 +370,7 @@ impl CellLayout {
 
     /// How many of the cells covering the first `count` instances the cell
     /// pass marks **whole**, as it decides (the same `f32` arithmetic): the
-    /// unordered variants keep their instances without testing them. A
+    /// single-pass variants keep their instances without testing them. A
     /// whole cell lies inside every view of `frusta` with room to spare,
     /// no view has a size band, and it holds no instance that is not
     /// finite. (Only the frustum test takes whole cells; the tests with

@@ -974,8 +974,11 @@ impl CellIndex {
         let cells_per_chunk = culler.window_len / cell_len;
         let chunks = capacity.div_ceil(culler.window_len).max(1);
         // The record, a word per cell (a kept tile or a flag), and for the
-        // ordered variant's list pass a word per cell more.
-        let words = crate::cells::CELL_RECORD_WORDS as u64 + 2 * cells_per_chunk as u64;
+        // ordered variant's list pass a word per cell more and a bit per
+        // whole cell (`whole_bits_word` in cells.wgsl).
+        let words = crate::cells::CELL_RECORD_WORDS as u64
+            + 2 * cells_per_chunk as u64
+            + cells_per_chunk.div_ceil(32) as u64;
         let region_bytes = (words * 4).div_ceil(256) * 256;
         let buffer = |label, size: u64, usage| {
             device.create_buffer(&wgpu::BufferDescriptor {

@@ -42,7 +42,7 @@
 #import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE, workgroup_index}
 #import cull::items::{draw_args, count_word, vote}
 #ifdef CELLS
-#import cull::params::{kept_tile_count, ordered_kept_tile}
+#import cull::params::{kept_tile_count, ordered_kept_tile, ordered_kept_tile_whole}
 #endif
 
 // A status word: a flag in the top two bits, a count in the
@@ -78,12 +78,14 @@ fn take_tile(lid: u32) -> vec2<u32> {
 }
 
 // A workgroup's place in the chain: its position, the chain's length, the
-// tile at that position, and the chunk's base (take_tile).
+// tile at that position, the chunk's base (take_tile), and whether the
+// tile is a whole cell's (by cells: its instances kept without their test).
 struct ChainPlace {
     position: u32,
     length: u32,
     tile: u32,
     base: u32,
+    whole: bool,
 }
 
 // Takes the next chain position. `surplus(place)` for a workgroup past the
@@ -91,9 +93,12 @@ struct ChainPlace {
 // returns at once: its tile is unset. Uniform across the workgroup.
 fn take_place(lid: u32) -> ChainPlace {
     let tile_base = take_tile(lid);
-    var place = ChainPlace(tile_base.x, chain_length(), 0u, tile_base.y);
+    var place = ChainPlace(tile_base.x, chain_length(), 0u, tile_base.y, false);
     if !surplus(place) {
         place.tile = tile_at(place.position);
+#ifdef CELLS
+        place.whole = ordered_kept_tile_whole(place.position);
+#endif
     }
     return place;
 }

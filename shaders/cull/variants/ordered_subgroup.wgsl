@@ -31,8 +31,8 @@ struct RowVotes {
     count: u32,
 }
 
-fn scan_rows(items: Items, below: vec4<u32>) -> RowVotes {
-    let keep = vote_items(items, params.first_view);
+fn scan_rows(items: Items, whole: bool, below: vec4<u32>) -> RowVotes {
+    let keep = vote_items(items, params.first_view, whole);
     let b0 = subgroupBallot(keep.x);
     let b1 = subgroupBallot(keep.y);
     let b2 = subgroupBallot(keep.z);
@@ -70,13 +70,13 @@ fn cull(
 
     let start = place.tile * TILE + ITEMS * ROW_GROUPS * first + rank;
     let lo = load_rows(start, width);
-    let votes_lo = scan_rows(lo, below);
+    let votes_lo = scan_rows(lo, place.whole, below);
     var hi: Items;
     var votes_hi = RowVotes(vec4<bool>(false), vec4<u32>(0u), 0u);
     if ROW_GROUPS > 1u {
         workgroupBarrier(); // see the top of this file
         hi = load_rows(start + ITEMS * width, width);
-        votes_hi = scan_rows(hi, below);
+        votes_hi = scan_rows(hi, place.whole, below);
     }
     if rank == 0u {
         range_counts[first] = votes_lo.count + votes_hi.count;

@@ -19,7 +19,7 @@ fn cull(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
 
     let index = vec4<u32>(place.tile * TILE + lid) + vec4<u32>(0u, 1u, 2u, 3u) * WORKGROUP_SIZE;
-    let keep = vote_items(load_items(index.x), params.first_view);
+    let keep = vote_items(load_items(index.x), params.first_view, place.whole);
     let ranks = scan_tile(lid, pack_votes(keep));
     let totals = workgroupUniformLoad(&tile_totals);
     let aggregate = totals.x + totals.y + totals.z + totals.w;

@@ -401,7 +401,7 @@ fn main() {
     if !field_rows.is_empty() {
         println!(
             "A field seen by a moving camera: {FRAMES} frames along a path, times summed over them (each \
-             frame's median of {} interleaved runs). Whole cells lie inside the view: the unordered \
+             frame's median of {} interleaved runs). Whole cells lie inside the view: the single-pass \
              variants keep their instances without testing them (counted by the CPU mirror, \
              CellLayout::whole_cells).\n",
             args.runs

@@ -189,10 +189,11 @@ pub fn dense_box(seed: u64, count: usize) -> Scene {
 }
 
 /// Whole cells (inside every view, their instances kept untested by the
-/// unordered variants): the survivors are still exactly the flat cull's,
-/// in every format, with one view and three, when cells straddle the
-/// planes beside whole ones, and when an edit puts an instance that is not
-/// finite (culled by every view) into a cell that would be whole.
+/// single-pass variants): the survivors are still exactly the flat cull's
+/// (`Ordered`'s in order), in every format, with one view and three, when
+/// cells straddle the planes beside whole ones, and when an edit puts an
+/// instance that is not finite (culled by every view) into a cell that
+/// would be whole.
 #[test]
 fn whole_cells_keep_exactly_what_the_flat_cull_keeps() {
     let ctx = gpu();
