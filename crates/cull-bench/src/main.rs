@@ -10,6 +10,7 @@
 //! Prints a markdown table last; writes `bench.json`, `bench.md` and one SVG
 //! plot per format to `--out`.
 
+mod flags;
 mod forms;
 mod local_center;
 mod report;
@@ -65,44 +66,22 @@ fn parse_args() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
-            "--sizes" => {
-                args.sizes = value()?
-                    .split(',')
-                    .map(|s| {
-                        s.parse::<f64>()
-                            .map(|v| v as usize)
-                            .map_err(|e| format!("--sizes {s}: {e}"))
-                    })
-                    .collect::<Result<_, _>>()?
-            }
-            "--fractions" => {
-                args.fractions = value()?
-                    .split(',')
-                    .map(|s| s.parse().map_err(|e| format!("--fractions {s}: {e}")))
-                    .collect::<Result<_, _>>()?
-            }
-            "--variants" => {
-                if let Some(v) = named_list(&value()?, "variant", ScanVariant::from_name)? {
-                    args.variants = v;
-                }
-            }
-            "--formats" => {
-                if let Some(f) = named_list(&value()?, "format", InstanceFormat::from_name)? {
-                    args.formats = f;
-                }
-            }
-            "--output" => {
-                args.output = match value()?.as_str() {
-                    "instances" => OutputKind::Instances,
-                    "indices" => OutputKind::Indices,
-                    o => return Err(format!("--output {o}: instances or indices")),
-                }
-            }
-            "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
-            "--warm-ms" => args.warm_ms = value()?.parse().map_err(|e| format!("--warm-ms: {e}"))?,
+            "--sizes" => args.sizes = flags::sizes(&value()?)?,
+            "--fractions" => args.fractions = flags::fractions(&value()?)?,
+            // `all` (the default) keeps every one.
+            "--variants" => match value()?.as_str() {
+                "all" => {}
+                v => args.variants = flags::variants(v)?,
+            },
+            "--formats" => match value()?.as_str() {
+                "all" => {}
+                f => args.formats = flags::formats(f)?,
+            },
+            "--output" => args.output = flags::output(&value()?)?,
+            "--runs" => args.runs = flags::number("--runs", &value()?)?,
+            "--warm-ms" => args.warm_ms = flags::number("--warm-ms", &value()?)?,
             "--workgroup-size" => {
-                args.tuning.workgroup_size =
-                    Some(value()?.parse().map_err(|e| format!("--workgroup-size: {e}"))?)
+                args.tuning.workgroup_size = Some(flags::number("--workgroup-size", &value()?)?)
             }
             "--local-center" => args.centred = local_center::parse(&value()?)?,
             "--out" => args.out = Some(value()?.into()),
@@ -116,17 +95,6 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     Ok(args)
-}
-
-/// A comma-separated list of names; `None` for "all".
-fn named_list<T>(list: &str, what: &str, parse: fn(&str) -> Option<T>) -> Result<Option<Vec<T>>, String> {
-    if list == "all" {
-        return Ok(None);
-    }
-    list.split(',')
-        .map(|s| parse(s).ok_or(format!("unknown {what} {s}")))
-        .collect::<Result<_, _>>()
-        .map(Some)
 }
 
 /// One measured cell of the table.

@@ -32,6 +32,8 @@
 //! cargo run --release -p cull-bench --bin cull-cells -- --sizes 1e6,16e6 --fractions 0.01,0.05
 //! ```
 
+#[path = "../flags.rs"]
+mod flags;
 #[path = "../roofline.rs"]
 #[allow(dead_code)] // shared with the bench
 mod roofline;
@@ -68,10 +70,6 @@ struct Args {
     scenes: Scenes,
 }
 
-fn list<T>(value: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
-    value.split(',').map(parse).collect()
-}
-
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         sizes: vec![1_000_000, 4_000_000, 16_000_000, 32_000_000],
@@ -87,37 +85,13 @@ fn parse_args() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
-            "--sizes" => {
-                args.sizes = list(&value()?, |s| {
-                    s.parse::<f64>()
-                        .map(|x| x as usize)
-                        .map_err(|e| format!("--sizes {s}: {e}"))
-                })?
-            }
-            "--fractions" => {
-                args.fractions = list(&value()?, |s| {
-                    s.parse().map_err(|e| format!("--fractions {s}: {e}"))
-                })?
-            }
-            "--variants" => {
-                args.variants = list(&value()?, |s| {
-                    ScanVariant::from_name(s).ok_or(format!("unknown variant {s}"))
-                })?
-            }
-            "--formats" => {
-                args.formats = list(&value()?, |s| {
-                    InstanceFormat::from_name(s).ok_or(format!("unknown format {s}"))
-                })?
-            }
-            "--output" => {
-                args.output = match value()?.as_str() {
-                    "indices" => OutputKind::Indices,
-                    "instances" => OutputKind::Instances,
-                    o => return Err(format!("--output {o}: instances or indices")),
-                }
-            }
-            "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
-            "--warm-ms" => args.warm_ms = value()?.parse().map_err(|e| format!("--warm-ms: {e}"))?,
+            "--sizes" => args.sizes = flags::sizes(&value()?)?,
+            "--fractions" => args.fractions = flags::fractions(&value()?)?,
+            "--variants" => args.variants = flags::variants(&value()?)?,
+            "--formats" => args.formats = flags::formats(&value()?)?,
+            "--output" => args.output = flags::output(&value()?)?,
+            "--runs" => args.runs = flags::number("--runs", &value()?)?,
+            "--warm-ms" => args.warm_ms = flags::number("--warm-ms", &value()?)?,
             "--scene" => {
                 args.scenes = match value()?.as_str() {
                     "random" => Scenes::Random,

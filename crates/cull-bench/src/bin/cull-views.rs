@@ -27,6 +27,8 @@
 //! cull-views --sizes 4e6 --variants subgroup-ballot --formats posquat --runs 15
 //! ```
 
+#[path = "../flags.rs"]
+mod flags;
 #[path = "../local_center.rs"]
 mod local_center;
 #[path = "../roofline.rs"]
@@ -85,41 +87,16 @@ fn parse_args() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
-            "--sizes" => {
-                args.sizes = value()?
-                    .split(',')
-                    .map(|s| {
-                        s.parse::<f64>()
-                            .map(|x| x as usize)
-                            .map_err(|e| format!("--sizes {s}: {e}"))
-                    })
-                    .collect::<Result<_, _>>()?
-            }
-            "--variants" => {
-                args.variants = value()?
-                    .split(',')
-                    .map(|s| ScanVariant::from_name(s).ok_or(format!("unknown variant {s}")))
-                    .collect::<Result<_, _>>()?
-            }
-            "--formats" => {
-                args.formats = value()?
-                    .split(',')
-                    .map(|s| InstanceFormat::from_name(s).ok_or(format!("unknown format {s}")))
-                    .collect::<Result<_, _>>()?
-            }
-            "--fraction" => args.fraction = value()?.parse().map_err(|e| format!("--fraction: {e}"))?,
-            "--output" => {
-                args.output = match value()?.as_str() {
-                    "indices" => OutputKind::Indices,
-                    "instances" => OutputKind::Instances,
-                    o => return Err(format!("--output {o}: instances or indices")),
-                }
-            }
+            "--sizes" => args.sizes = flags::sizes(&value()?)?,
+            "--variants" => args.variants = flags::variants(&value()?)?,
+            "--formats" => args.formats = flags::formats(&value()?)?,
+            "--fraction" => args.fraction = flags::number("--fraction", &value()?)?,
+            "--output" => args.output = flags::output(&value()?)?,
             "--lod" => args.lod = true,
             "--local-center" => args.centred = local_center::parse(&value()?)?,
             "--occlusion" => args.occlusion = true,
-            "--runs" => args.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
-            "--warm-ms" => args.warm_ms = value()?.parse().map_err(|e| format!("--warm-ms: {e}"))?,
+            "--runs" => args.runs = flags::number("--runs", &value()?)?,
+            "--warm-ms" => args.warm_ms = flags::number("--warm-ms", &value()?)?,
             _ => {
                 return Err("usage: cull-views [--sizes 1e6,4e6,16e6] [--variants NAME,..] \
                      [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod | --occlusion] [--local-center offset|origin]"
