@@ -188,6 +188,25 @@ pub fn dense_box(seed: u64, count: usize) -> Scene {
     }
 }
 
+/// One view over a dense box sorted into `culler`'s cells: some cells
+/// whole (kept untested), others straddling the planes; the survivors
+/// must be the flat cull's. For the device-specific tests (subgroup
+/// widths, no subgroups, the GL backend, WebGPU's limits).
+pub fn check_whole_cells(ctx: &cull_core::GpuContext, culler: &Culler, views: u32, what: &str) {
+    let count = 60 * culler.tile_len();
+    let (scene, layout) = sorted(&dense_box(81, count as usize), culler);
+    let frusta = [scene.frustum().unwrap()];
+    assert!(layout.whole_cells(&frusta, count) > 0, "{what}: no whole cell");
+    let (survivors, _) = run_cells(ctx, culler, &scene, &layout, &frusta, count, views);
+    assert_views_exact(
+        &format!("{what} whole cells"),
+        culler,
+        &scene,
+        &frusta,
+        &survivors,
+    );
+}
+
 /// Whole cells (inside every view, their instances kept untested by the
 /// single-pass variants): the survivors are still exactly the flat cull's
 /// (`Ordered`'s in order), in every format, with one view and three, when
@@ -563,13 +582,7 @@ fn ordered_by_cells_with_forced_fallback() {
         "Ordered is compiled in every build that runs this test"
     );
     for form in forms {
-        for (spin, silent) in [(0, 1), (4, 0b101), (256, 0)] {
-            let tuning = Tuning {
-                workgroup_size: Some(32),
-                lookback_spin_limit: Some(spin),
-                lookback_silent_tiles: silent,
-                ..form
-            };
+        for tuning in forced_fallback_tunings(form) {
             let culler = views_culler(
                 ctx,
                 ScanVariant::Ordered,
@@ -588,8 +601,10 @@ fn ordered_by_cells_with_forced_fallback() {
             let frustum = scene.frustum().unwrap();
             for frusta in [vec![frustum], view_frusta(&scene, 23, 3)] {
                 let what = format!(
-                    "{} spin {spin} silent {silent:#b} views {}",
+                    "{} spin {:?} silent {:#b} views {}",
                     form_name(&culler),
+                    tuning.lookback_spin_limit,
+                    tuning.lookback_silent_tiles,
                     frusta.len()
                 );
                 let (survivors, kept) = run_cells(ctx, &culler, &scene, &layout, &frusta, 50_001, 3);

@@ -81,6 +81,9 @@ fn check_without_subgroups(ctx: &GpuContext) {
                     let what = format!("{variant:?} n={n}, no subgroups, {name} by cells");
                     assert_views_exact(&what, &culler, &sorted, frusta, &survivors);
                 }
+                if n == 1_000 {
+                    crate::cells::check_whole_cells(ctx, &culler, 5, &format!("{variant:?}, no subgroups"));
+                }
             }
             // Both phases of occlusion culling on this device; wgpu's GL
             // backend refuses them (a typed error).

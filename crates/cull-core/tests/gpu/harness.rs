@@ -68,6 +68,18 @@ pub fn ordered_forms(ctx: &GpuContext) -> Vec<Tuning> {
         .collect()
 }
 
+/// `form` with tiles of 128 instances (32 threads) and the look-back's
+/// fallback forced three ways: never waiting with every other tile silent,
+/// a short wait with two tiles in four silent, the default wait with none.
+pub fn forced_fallback_tunings(form: Tuning) -> [Tuning; 3] {
+    [(0, 1), (4, 0b101), (256, 0)].map(|(spin, silent)| Tuning {
+        workgroup_size: Some(32),
+        lookback_spin_limit: Some(spin),
+        lookback_silent_tiles: silent,
+        ..form
+    })
+}
+
 /// How a culler scans its tiles, for test messages.
 pub fn form_name(culler: &cull_core::Culler) -> &'static str {
     if culler.uses_subgroups() {

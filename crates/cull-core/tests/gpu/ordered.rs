@@ -73,19 +73,18 @@ fn ordered_stress_tiny_tiles_and_forced_fallback() {
 fn ordered_views_with_forced_fallback() {
     let ctx = gpu();
     for form in ordered_forms(ctx) {
-        for (spin, silent) in [(0, 1), (4, 0b101), (256, 0)] {
-            let tuning = Tuning {
-                workgroup_size: Some(32),
-                lookback_spin_limit: Some(spin),
-                lookback_silent_tiles: silent,
-                ..form
-            };
+        for tuning in forced_fallback_tunings(form) {
             let format = InstanceFormat::PosQuat;
             let culler = views_culler(ctx, ScanVariant::Ordered, format, OutputKind::Indices, tuning, 6);
             let scene = edge_scene(77, 50_001, Camera::InfiniteReverseZ, format);
             let frusta = view_frusta(&scene, 5, 6);
             let survivors = run_views(ctx, &culler, &scene, &frusta, 50_001, 6);
-            let what = format!("{} spin {spin} silent {silent:#b}", form_name(&culler));
+            let what = format!(
+                "{} spin {:?} silent {:#b}",
+                form_name(&culler),
+                tuning.lookback_spin_limit,
+                tuning.lookback_silent_tiles
+            );
             assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
         }
     }

@@ -122,14 +122,7 @@ fn subgroup_variants_at_this_width() {
                     assert_views_exact(&what, &many, &scene, &frusta, &survivors);
                 }
                 // Whole cells (kept untested) beside straddling ones.
-                let count = 60 * many.tile_len();
-                let (scene, layout) =
-                    crate::cells::sorted(&crate::cells::dense_box(81, count as usize), &many);
-                let frusta = [scene.frustum().unwrap()];
-                assert!(layout.whole_cells(&frusta, count) > 0);
-                let (survivors, _) = crate::cells::run_cells(ctx, &many, &scene, &layout, &frusta, count, 5);
-                let what = format!("{variant:?} {format:?} sg={size} whole cells");
-                assert_views_exact(&what, &many, &scene, &frusta, &survivors);
+                crate::cells::check_whole_cells(ctx, &many, 5, &format!("{variant:?} {format:?} sg={size}"));
             }
             let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
             let what = format!(
