@@ -11,12 +11,15 @@
 // (KEPT_CELL_FLAGS): the pass then sets a flag per kept cell, at the cell's
 // own place in the chunk's region. The ordered variant needs the kept tiles
 // in ascending order (ORDERED_CELL_LIST): the pass sets a bit per kept cell
-// instead (and one per whole cell in a second set), and a second pass, one
-// workgroup per chunk, lists the flagged tiles in order after the bits
-// (list_kept_cells, whole ones marked WHOLE_TILE); the chain walks that list.
+// instead (and one per whole cell in a second set), and each workgroup of
+// the chain finds the tile at its position in those bits itself
+// (cull::variants::ordered_chain::kept_tile_at).
 #define_import_path cull::cells
 
 #import cull::params::{params, CELL_RECORD_WORDS, WHOLE_TILE}
+#ifdef ORDERED_CELL_LIST
+#import cull::params::{kept_bits_word, whole_bits_word}
+#endif
 #ifdef VISIBILITY_SPHERE_FRUSTUM
 #import cull::visibility::screen_size::has_band
 #endif
@@ -111,7 +114,7 @@ fn cell_in_band(view: u32, cell: CellBounds) -> bool {
 // marks a kept cell whole when it lies inside every view, none of which
 // has a size band, and holds no instance that every view culls: WHOLE_TILE
 // in the unordered variants' list, a bit of the second set for the
-// ordered variant's list pass. The cull keeps a whole cell's instances
+// ordered variant's chain. The cull keeps a whole cell's instances
 // without testing them (cull::items::classify_items, vote_items).
 fn vote_cell(cell: u32) {
     if cell >= params.cell_count {
@@ -152,7 +155,7 @@ fn vote_cell(cell: u32) {
     let slot = atomicAdd(&cell_lists[base], 1u);
     let tile = cell - chunk * params.cells_per_chunk;
 #ifdef ORDERED_CELL_LIST
-    atomicOr(&cell_lists[base + CELL_RECORD_WORDS + tile / 32u], 1u << (tile % 32u));
+    atomicOr(&cell_lists[base + kept_bits_word() + tile / 32u], 1u << (tile % 32u));
 #ifdef VISIBILITY_SPHERE_FRUSTUM
     if whole {
         atomicOr(&cell_lists[base + whole_bits_word() + tile / 32u], 1u << (tile % 32u));
@@ -166,61 +169,3 @@ fn vote_cell(cell: u32) {
     atomicStore(&cell_lists[base + CELL_RECORD_WORDS + slot], tile);
 #endif
 }
-
-#ifdef ORDERED_CELL_LIST
-// Where a chunk's region holds the ordered variant's second set of bits,
-// one per whole cell: after the record, the kept bits' words (a word per
-// cell reserved) and the list (cull_core's CellIndex::new sizes it).
-fn whole_bits_word() -> u32 {
-    return CELL_RECORD_WORDS + 2u * params.cells_per_chunk;
-}
-
-// Threads of the list pass's workgroup (cull_core::cells::CELL_LIST_WORKGROUP).
-const LIST_WORKGROUP: u32 = #{CELL_LIST_WORKGROUP}u;
-var<workgroup> list_sums: array<u32, LIST_WORKGROUP>;
-
-// The list pass, one workgroup for chunk `chunk`: each thread counts the
-// bits of a run of consecutive words (32 cells each: one load per word, not
-// per cell, since these are atomic loads that a thread would otherwise wait
-// for one at a time), a scan of the runs' counts in workgroup memory gives
-// each run its first slot, and each thread writes its run's kept tiles in
-// order. No subgroup operation: every device runs it.
-fn list_kept_cells(chunk: u32, lid: u32) {
-    let first_cell = min(chunk * params.cells_per_chunk, params.cell_count);
-    let cells = min(params.cells_per_chunk, params.cell_count - first_cell);
-    let words = (cells + 31u) / 32u;
-    let run = (words + LIST_WORKGROUP - 1u) / LIST_WORKGROUP;
-    let lo = min(lid * run, words);
-    let hi = min(lo + run, words);
-    let bits = chunk * params.cell_region_words + CELL_RECORD_WORDS;
-    var count = 0u;
-    for (var w = lo; w < hi; w++) {
-        count += countOneBits(atomicLoad(&cell_lists[bits + w]));
-    }
-    // Hillis-Steele over the runs: inclusive sums.
-    list_sums[lid] = count;
-    for (var d = 1u; d < LIST_WORKGROUP; d <<= 1u) {
-        workgroupBarrier();
-        var add = 0u;
-        if lid >= d {
-            add = list_sums[lid - d];
-        }
-        workgroupBarrier();
-        list_sums[lid] += add;
-    }
-    var slot = list_sums[lid] - count;
-    let list = bits + params.cells_per_chunk;
-    let whole_bits = chunk * params.cell_region_words + whole_bits_word();
-    for (var w = lo; w < hi; w++) {
-        var word = atomicLoad(&cell_lists[bits + w]);
-        let whole = atomicLoad(&cell_lists[whole_bits + w]);
-        while word != 0u {
-            let bit = firstTrailingBit(word);
-            let tile = w * 32u + bit;
-            atomicStore(&cell_lists[list + slot], select(tile, tile | WHOLE_TILE, ((whole >> bit) & 1u) != 0u));
-            slot++;
-            word &= word - 1u;
-        }
-    }
-}
-#endif

@@ -97,8 +97,8 @@ const CELL_RECORD_WORDS: u32 = #{CELL_RECORD_WORDS}u;
 @group(0) @binding(#{BINDING_KEPT_CELLS}) var<storage, read> kept_cells: array<u32>;
 // What workgroup_tile gives a workgroup past the kept cells.
 const NO_TILE: u32 = 0xffffffffu;
-// The bit of a kept cell's entry (the unordered variants' list, the ordered
-// variant's list) that marks it whole: inside every view, its instances
+// The bit of a kept cell's entry in the unordered variants' list that marks
+// it whole: inside every view, its instances
 // kept without their test (cull::cells::vote_cell). Tiles of a chunk are
 // far fewer than 2^31.
 const WHOLE_TILE: u32 = 0x80000000u;
@@ -118,17 +118,24 @@ fn kept_tile_count() -> u32 {
 }
 
 #ifdef ORDERED_CELL_LIST
-// The ordered variant by cells: the tile of the `position`th kept cell in
-// ascending order (the list pass wrote them after the flags), so its chain
-// walks only the kept cells, in the batch's order.
-fn ordered_kept_tile(position: u32) -> u32 {
-    return kept_cells[CELL_RECORD_WORDS + params.cells_per_chunk + position] & ~WHOLE_TILE;
+// The ordered variant by cells: the cell pass sets bit t of the chunk's
+// kept set for each kept cell (tile t), and bit t of its whole set for each
+// whole one; the chain finds its tiles in them
+// (cull::variants::ordered_chain::kept_tile_at). A set has a bit per cell
+// of a chunk, rounded up to words.
+fn cell_bit_words() -> u32 {
+    return (params.cells_per_chunk + 31u) / 32u;
 }
 
-// Whether that kept cell is whole (WHOLE_TILE, which the list pass copies
-// from the cell pass's second set of bits).
-fn ordered_kept_tile_whole(position: u32) -> bool {
-    return (kept_cells[CELL_RECORD_WORDS + params.cells_per_chunk + position] & WHOLE_TILE) != 0u;
+// Where a chunk's region holds the kept set: after the record.
+fn kept_bits_word() -> u32 {
+    return CELL_RECORD_WORDS;
+}
+
+// Where it holds the whole set: after the kept one (cull_core's
+// CellIndex::new sizes the region for both).
+fn whole_bits_word() -> u32 {
+    return CELL_RECORD_WORDS + cell_bit_words();
 }
 #endif
 #endif

@@ -72,10 +72,6 @@ pub const CELLS_MIN_SKIPPED_BYTES: u64 = 64 << 20;
 /// Threads per workgroup of the cell pass.
 pub(crate) const CELL_PASS_WORKGROUP: u32 = 64;
 
-/// Threads of the list pass's one workgroup per chunk (the ordered
-/// variant's, `list_kept_cells` in `cells.wgsl`).
-pub(crate) const CELL_LIST_WORKGROUP: u32 = 256;
-
 pub(crate) const MODULE: ShaderModule = shader_module!("cells.wgsl");
 
 /// The cell pass's entry module (entry `cull_cells`), composed with the
@@ -95,42 +91,6 @@ pub(crate) fn cell_pass() -> PassLayout {
             (bindings::CELL_LISTS, Slot::ReadWrite),
         ],
     }
-}
-
-/// The ordered variant's list pass: the kept cells' tiles of each chunk in
-/// ascending order, after the cell pass's flags.
-pub(crate) fn cell_list_pass() -> PassLayout {
-    PassLayout {
-        module: Some(PASS_MODULE),
-        entry_point: "list_cells",
-        kind: PassKind::Cells,
-        bindings: vec![
-            (bindings::PARAMS, Slot::Params),
-            (bindings::CELL_LISTS, Slot::ReadWrite),
-        ],
-    }
-}
-
-/// Records the list pass: one workgroup per chunk.
-#[cfg(feature = "ordered")]
-pub(crate) fn encode_cell_list_pass(cx: &mut EncodeContext, list_pass: &CompiledPass, cells: &CellIndex) {
-    let Some(first) = cx.chunks.first() else {
-        return;
-    };
-    let chunks = cx.chunks.len() as u32;
-    let entries = [
-        cx.params_entry(),
-        wgpu::BindGroupEntry {
-            binding: bindings::CELL_LISTS,
-            resource: cells.kept.as_entire_binding(),
-        },
-    ];
-    let bind_group = cx.bind_group(list_pass, &entries);
-    let offset = cx.params_offset(first, 0, 0);
-    let mut compute = cx.begin_pass(PassKind::Cells);
-    compute.set_pipeline(&list_pass.pipeline);
-    compute.set_bind_group(0, &bind_group, &[offset]);
-    compute.dispatch_workgroups(chunks, 1, 1);
 }
 
 /// What the cell pass knows of one cell: a sphere covering its instances

@@ -973,12 +973,11 @@ impl CellIndex {
         let cells = capacity.div_ceil(cell_len).max(1);
         let cells_per_chunk = culler.window_len / cell_len;
         let chunks = capacity.div_ceil(culler.window_len).max(1);
-        // The record, a word per cell (a kept tile or a flag), and for the
-        // ordered variant's list pass a word per cell more and a bit per
-        // whole cell (`whole_bits_word` in cells.wgsl).
+        // The record, then a word per cell (a kept tile or a flag) or, for
+        // the ordered variant, a bit per kept cell and one per whole cell
+        // (`kept_bits_word` and `whole_bits_word` in params.wgsl).
         let words = crate::cells::CELL_RECORD_WORDS as u64
-            + 2 * cells_per_chunk as u64
-            + cells_per_chunk.div_ceil(32) as u64;
+            + (cells_per_chunk as u64).max(2 * cells_per_chunk.div_ceil(32) as u64);
         let region_bytes = (words * 4).div_ceil(256) * 256;
         let buffer = |label, size: u64, usage| {
             device.create_buffer(&wgpu::BufferDescriptor {
@@ -1064,10 +1063,10 @@ impl CullTarget {
                 scratch: culler
                     .kernel
                     .scratch(chunk_len, x as u64 * y as u64, culler.max_views),
-                // Two more for a cull by cells' cell pass and list pass.
+                // One more for a cull by cells' cell pass.
                 timed_passes: culler
                     .timestamps
-                    .then_some(windows * param_views * kinds.len() as u32 + 2),
+                    .then_some(windows * param_views * kinds.len() as u32 + 1),
                 timestamp_period: culler.timestamp_period,
             },
         )

@@ -161,7 +161,6 @@ impl ModuleShape {
             ("BINDING_CELL_BOUNDS", UInt(bindings::CELL_BOUNDS)),
             ("BINDING_CELL_LISTS", UInt(bindings::CELL_LISTS)),
             ("CELL_RECORD_WORDS", UInt(crate::cells::CELL_RECORD_WORDS)),
-            ("CELL_LIST_WORKGROUP", UInt(crate::cells::CELL_LIST_WORKGROUP)),
         ];
         if self.cells {
             defs.push(("CELLS", Bool(true)));
@@ -202,9 +201,6 @@ impl ModuleShape {
                     .filter(|(binding, _)| *binding == bindings::DEPTH_PYRAMID),
             );
             passes.insert(0, cell_pass);
-            if self.kernel.lists_kept_cells_in_order() {
-                passes.insert(1, crate::cells::cell_list_pass());
-            }
         }
         passes
     }

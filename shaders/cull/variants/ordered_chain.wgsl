@@ -22,9 +22,10 @@
 //    registers through the look-back, which keeps more workgroups resident.
 //
 // Culled by cells (cull::cells), the chain walks only the kept cells' tiles,
-// in ascending order (ORDERED_CELL_LIST, which the cell list pass writes):
-// chain position p culls tile ordered_kept_tile(p), and status words are
-// per position. A culled cell's tile takes no part and reads nothing.
+// in ascending order: chain position p culls the tile of the pth kept cell,
+// which its workgroup finds in the cell pass's bits (kept_tile_at), and
+// status words are per position. A culled cell's tile takes no part and
+// reads nothing.
 //
 // Several views are culled one dispatch after the other, each view's
 // dispatch taking view params.first_view with its own tile counter, base
@@ -42,7 +43,7 @@
 #import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE, workgroup_index}
 #import cull::items::{draw_args, count_word, vote}
 #ifdef CELLS
-#import cull::params::{kept_tile_count, ordered_kept_tile, ordered_kept_tile_whole}
+#import cull::params::{kept_cells, kept_tile_count, cell_bit_words, kept_bits_word, whole_bits_word}
 #endif
 
 // A status word: a flag in the top two bits, a count in the
@@ -95,9 +96,12 @@ fn take_place(lid: u32) -> ChainPlace {
     let tile_base = take_tile(lid);
     var place = ChainPlace(tile_base.x, chain_length(), 0u, tile_base.y, false);
     if !surplus(place) {
-        place.tile = tile_at(place.position);
 #ifdef CELLS
-        place.whole = ordered_kept_tile_whole(place.position);
+        let found = kept_tile_at(place.position, lid);
+        place.tile = found.x;
+        place.whole = found.y != 0u;
+#else
+        place.tile = place.position;
 #endif
     }
     return place;
@@ -130,10 +134,72 @@ fn takes_part(wid: vec3<u32>) -> bool {
 #endif
 }
 
-// The tile at chain position `position`.
-fn tile_at(position: u32) -> u32 {
 #ifdef CELLS
-    return ordered_kept_tile(position);
+// kept_tile_at's scan of the runs' counts, and its answer.
+var<workgroup> kept_run_sums: array<u32, WORKGROUP_SIZE>;
+var<workgroup> kept_found: vec2<u32>;
+
+// By cells: the tile of the chunk's `position`th kept cell in ascending
+// order, and 1 when that cell is whole (0 otherwise), found by the whole
+// workgroup (uniform control flow) in the cell pass's bits: each thread
+// counts the kept bits of a run of consecutive words, a scan of the runs'
+// counts in workgroup memory gives each run its first position, and the
+// thread whose run holds `position` finds its bit. Every workgroup of the
+// chain searches for itself rather than read a list that a pass between the
+// cell pass and the cull would write: that pass, one workgroup per chunk,
+// and the boundary before it cost more than these few loads from L2 and
+// barriers per workgroup (measured in docs/benchmarks.md). No subgroup
+// operation: both forms of the variant share it. `position` must be below
+// kept_tile_count().
+fn kept_tile_at(position: u32, lid: u32) -> vec2<u32> {
+    // The words of this chunk's cells only (a batch's one chunk may hold
+    // far fewer than a chunk can).
+    let words = min((params.chunk_len + TILE * 32u - 1u) / (TILE * 32u), cell_bit_words());
+    let run = (words + WORKGROUP_SIZE - 1u) / WORKGROUP_SIZE;
+    let lo = min(lid * run, words);
+    let hi = min(lo + run, words);
+    var count = 0u;
+    for (var w = lo; w < hi; w++) {
+        count += countOneBits(kept_cells[kept_bits_word() + w]);
+    }
+    // Hillis-Steele over the runs: inclusive sums.
+    kept_run_sums[lid] = count;
+    for (var d = 1u; d < WORKGROUP_SIZE; d <<= 1u) {
+        workgroupBarrier();
+        var add = 0u;
+        if lid >= d {
+            add = kept_run_sums[lid - d];
+        }
+        workgroupBarrier();
+        kept_run_sums[lid] += add;
+    }
+    var first = kept_run_sums[lid] - count;
+    if position >= first && position < first + count {
+        for (var w = lo; w < hi; w++) {
+            var word = kept_cells[kept_bits_word() + w];
+            let n = countOneBits(word);
+            if position < first + n {
+                // Drop the word's lower kept bits before the one sought.
+                for (var k = first; k < position; k++) {
+                    word &= word - 1u;
+                }
+                let bit = firstTrailingBit(word);
+                let whole = (kept_cells[whole_bits_word() + w] >> bit) & 1u;
+                kept_found = vec2<u32>(w * 32u + bit, whole);
+                break;
+            }
+            first += n;
+        }
+    }
+    return workgroupUniformLoad(&kept_found);
+}
+#endif
+
+// The tile at chain position `position` (the whole workgroup calls it, in
+// uniform control flow).
+fn tile_at(position: u32, lid: u32) -> u32 {
+#ifdef CELLS
+    return kept_tile_at(position, lid).x;
 #else
     return position;
 #endif
@@ -147,7 +213,7 @@ fn publishes(tile: u32) -> bool {
 // whole workgroup (the fallback), one row at a time so that the fallback
 // adds few live registers.
 fn count_tile(position: u32, lid: u32) -> u32 {
-    let t = tile_at(position);
+    let t = tile_at(position, lid);
     var n = 0u;
     for (var k = 0u; k < ITEMS * ROW_GROUPS; k += 1u) {
         if vote(t * TILE + k * WORKGROUP_SIZE + lid, params.first_view) {

@@ -60,15 +60,7 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
             crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
             pass
         }
-        #[cfg(feature = "ordered")]
-        (Some(cells), [cell_pass, list_pass, pass]) => {
-            crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
-            crate::cells::encode_cell_list_pass(&mut cx, list_pass, cells);
-            pass
-        }
-        _ => unreachable!(
-            "the cull, after the cell pass (and list pass) by cells, as ModuleShape::passes declares"
-        ),
+        _ => unreachable!("the cull, after the cell pass by cells, as ModuleShape::passes declares"),
     };
     for chunk in cx.chunks {
         let mut entries = cx.chunk_entries(chunk, true);

@@ -171,13 +171,6 @@ pub(crate) trait ScanKernel: Sync {
         1
     }
 
-    /// Whether it culls by cells from the kept cells' tiles in ascending
-    /// order (the cell list pass after the cell pass, `ORDERED_CELL_LIST`):
-    /// the ordered variant, whose chain walks only them.
-    fn lists_kept_cells_in_order(&self) -> bool {
-        false
-    }
-
     /// Whether it culls several views one after the other, with a uniform
     /// entry per view (`params.first_view`), rather than all of them in
     /// each dispatch (looping over `VIEWS` in the shader).

@@ -48,13 +48,9 @@ impl ScanKernel for Ordered {
         defs.push(("SPIN_LIMIT", ShaderDefValue::UInt(tuning.spin_limit)));
         defs.push(("SILENT_TILES", ShaderDefValue::UInt(tuning.silent_tiles)));
         // By cells, the chain walks the kept cells' tiles in ascending
-        // order: the cell pass sets a bit per kept cell, the list pass
-        // lists them.
+        // order: the cell pass sets a bit per kept cell, and each
+        // workgroup finds its tile in them.
         defs.push(("ORDERED_CELL_LIST", ShaderDefValue::Bool(true)));
-    }
-
-    fn lists_kept_cells_in_order(&self) -> bool {
-        true
     }
 
     fn passes(&self, windows: u32) -> Vec<PassLayout> {

@@ -568,10 +568,13 @@ fn cells_refuse_bad_input() {
     ));
 }
 
-/// `Ordered` by cells walks only the kept cells' tiles (the list pass's
-/// ascending list): with tiny tiles, so hundreds of cells, most culled, and
-/// the look-back's fallback forced (silent chain positions, no waiting),
-/// in both of its forms, one view and three, each view exact and in order.
+/// `Ordered` by cells walks only the kept cells' tiles, each workgroup
+/// finding its own in the cell pass's bits: with tiny tiles, so hundreds of
+/// cells (a word of bits or none per thread of the search) and thousands
+/// (several words per thread, the last thread's run cut short), most
+/// culled, and the look-back's fallback forced (silent chain positions, no
+/// waiting), in both of its forms, one view and three, each view exact and
+/// in order.
 #[cfg(feature = "ordered")]
 #[test]
 fn ordered_by_cells_with_forced_fallback() {
@@ -591,29 +594,31 @@ fn ordered_by_cells_with_forced_fallback() {
                 tuning,
                 3,
             );
-            let scene = edge_scene(
-                2024,
-                50_001,
-                CameraKind::InfiniteReverseZ,
-                InstanceFormat::PosQuat,
-            );
-            let (scene, layout) = sorted(&scene, &culler);
-            let frustum = scene.frustum().unwrap();
-            for frusta in [vec![frustum], view_frusta(&scene, 23, 3)] {
-                let what = format!(
-                    "{} spin {:?} silent {:#b} views {}",
-                    form_name(&culler),
-                    tuning.lookback_spin_limit,
-                    tuning.lookback_silent_tiles,
-                    frusta.len()
+            for n in [50_001u32, 300_001] {
+                let scene = edge_scene(
+                    2024,
+                    n as usize,
+                    CameraKind::InfiniteReverseZ,
+                    InstanceFormat::PosQuat,
                 );
-                let (survivors, kept) = run_cells(ctx, &culler, &scene, &layout, &frusta, 50_001, 3);
-                assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
-                assert!(
-                    kept + 50 <= layout.cells(),
-                    "{what}: kept {kept} of {} cells: the chain would skip few",
-                    layout.cells()
-                );
+                let (scene, layout) = sorted(&scene, &culler);
+                let frustum = scene.frustum().unwrap();
+                for frusta in [vec![frustum], view_frusta(&scene, 23, 3)] {
+                    let what = format!(
+                        "{} spin {:?} silent {:#b} n {n} views {}",
+                        form_name(&culler),
+                        tuning.lookback_spin_limit,
+                        tuning.lookback_silent_tiles,
+                        frusta.len()
+                    );
+                    let (survivors, kept) = run_cells(ctx, &culler, &scene, &layout, &frusta, n, 3);
+                    assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
+                    assert!(
+                        kept + 50 <= layout.cells(),
+                        "{what}: kept {kept} of {} cells: the chain would skip few",
+                        layout.cells()
+                    );
+                }
             }
         }
     }
