@@ -5,20 +5,30 @@
 //! look-back state and dispatches once per view, resetting the state before
 //! each. All of them cull by cells ([`crate::cells`]) after a cell pass.
 
-use super::ScanKernel;
-use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, ShaderModule, Slot, bindings, chunk_slots};
+use crate::kernel::{INSTANCE_COUNT_OFFSET, PassLayout, Slot, bindings, chunk_slots};
 use crate::passes::{CompiledPass, EncodeContext, bind_window};
 use crate::timing::PassKind;
 
 /// An unordered single-pass variant: all it has of its own is its WGSL
-/// entry module and whether that module uses subgroup operations.
+/// entry module and whether that module uses subgroup operations. (A build
+/// with `ordered` as its only variant has none.)
+#[cfg(any(
+    feature = "block-atomic",
+    feature = "subgroup-ballot",
+    feature = "subgroup-shuffle"
+))]
 pub(super) struct FusedKernel {
-    pub entry: ShaderModule,
+    pub entry: crate::kernel::ShaderModule,
     pub subgroups: bool,
 }
 
-impl ScanKernel for FusedKernel {
-    fn entry(&self, _subgroups: bool) -> ShaderModule {
+#[cfg(any(
+    feature = "block-atomic",
+    feature = "subgroup-ballot",
+    feature = "subgroup-shuffle"
+))]
+impl super::ScanKernel for FusedKernel {
+    fn entry(&self, _subgroups: bool) -> crate::kernel::ShaderModule {
         self.entry
     }
 
