@@ -568,7 +568,10 @@ impl Frustum {
         }
         for p in self.planes() {
             let p = widen_plane(*p);
-            // Same order of operations as plane_keeps() in the shaders.
+            // The same terms as the shaders' test (plane_distance(), the
+            // least distance against -wide), which fuses them as
+            // multiply-adds from the offset on: a few ulps apart, within
+            // the borderline band.
             let margin = p.x * center.x + p.y * center.y + p.z * center.z + p.w + wide;
             let band = BORDER_BAND * (magnitude + p.w.abs());
             if margin < -band {

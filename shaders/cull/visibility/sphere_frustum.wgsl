@@ -1,5 +1,5 @@
 // The conservative sphere-against-frustum test, mirrored on the CPU by
-// cull_core::Frustum::classify in the same order of operations.
+// cull_core::Frustum::classify with the same terms (see plane_distance).
 #define_import_path cull::visibility::sphere_frustum
 
 #import cull::params::params
@@ -11,19 +11,28 @@
 // any rounding.
 const PLANE_TOLERANCE: f32 = 3.814697265625e-6;
 
-// One plane of the test. The plane's offset arrives widened by the
-// tolerance (widen_plane on the CPU).
-fn plane_keeps(p: vec4<f32>, center: vec3<f32>, wide_radius: f32) -> bool {
-    return p.x * center.x + p.y * center.y + p.z * center.z + p.w + wide_radius >= 0.0;
+// The center's signed distance to one plane, its offset arriving widened
+// by the tolerance (widen_plane on the CPU): three fused multiply-adds, the
+// offset taken first. Written as products and sums, the shader would cost
+// five (the compiler may fuse a product into the next sum, but may not move
+// the offset's sum to the front). The rounding differs from the CPU's
+// unfused sum by a few ulps of the magnitudes, which the tolerance covers
+// and the tests' borderline band allows (cull_core::Frustum::classify).
+fn plane_distance(p: vec4<f32>, center: vec3<f32>) -> f32 {
+    return fma(p.x, center.x, fma(p.y, center.y, fma(p.z, center.z, p.w)));
 }
 
 // All six planes of `view` with constant indices (unused ones are (0, 0, 0, 1), which
 // keeps everything): no loop, and constant indices let the compiler read the
-// uniforms directly instead of with indexed loads.
+// uniforms directly instead of with indexed loads. The sphere touches every
+// plane's inner side when the least of the distances is at least -r: a
+// minimum per plane and one comparison, instead of a comparison and a
+// logical and per plane.
 fn sphere_visible(view: u32, center: vec3<f32>, r: f32) -> bool {
-    return plane_keeps(params.planes[view][0], center, r) & plane_keeps(params.planes[view][1], center, r)
-        & plane_keeps(params.planes[view][2], center, r) & plane_keeps(params.planes[view][3], center, r)
-        & plane_keeps(params.planes[view][4], center, r) & plane_keeps(params.planes[view][5], center, r);
+    let near = min(min(plane_distance(params.planes[view][0], center), plane_distance(params.planes[view][1], center)),
+                   min(plane_distance(params.planes[view][2], center), plane_distance(params.planes[view][3], center)));
+    let nearest = min(near, min(plane_distance(params.planes[view][4], center), plane_distance(params.planes[view][5], center)));
+    return nearest >= -r;
 }
 
 // The sphere's radius widened by the tolerance once per instance
