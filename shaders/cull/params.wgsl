@@ -72,8 +72,9 @@ struct CullParams {
     pyramid_size: vec2<u32>,
     pyramid_levels: u32,
     reverse_z: u32,
-    // Where the visibility history's halves start (elements): the late
-    // phase reads the last frame's half and writes the other.
+    // Where the visibility history's halves start, in words (a bit per
+    // instance): the late phase reads the last frame's half and writes the
+    // other.
     history_read: u32,
     history_write: u32,
     // Cell culling: the views the cell pass votes, all of the cull's (an

@@ -903,13 +903,14 @@ impl Culler {
                 let at = chunk.index as u64 * cells.region_bytes;
                 encoder.clear_buffer(&cells.kept, at, Some(cells.region_bytes));
             }
-            // The late phase writes the history of the instances it reads,
-            // those of the kept cells: the others are outside the frustum,
-            // not visible.
-            if let Some(o) = occlusion.as_ref().filter(|o| o.late.is_some()) {
-                let (_, write) = o.history.halves();
-                encoder.clear_buffer(o.history.buffer(), write as u64 * 4, Some(count as u64 * 4));
-            }
+        }
+        // The late phase sets the history bits of the instances that pass
+        // (by cells, of the kept cells' instances: the others are outside
+        // the frustum or hidden) in the half it writes, cleared here.
+        if let Some(o) = occlusion.as_ref().filter(|o| o.late.is_some()) {
+            let (_, write) = o.history.halves();
+            let words = crate::occlusion::history_words(count) as u64;
+            encoder.clear_buffer(o.history.buffer(), write as u64 * 4, Some(words * 4));
         }
         let mut recorder = target.timing_recorder();
         self.kernel.encode(

@@ -743,11 +743,13 @@ impl PyramidBuilder {
 pub const PYRAMID_SHADER: crate::kernel::ShaderModule = crate::kernel::shader_module!("pyramid.wgsl");
 
 /// Which instances were visible after the last late phase, for one camera
-/// and batch: two halves of one `u32` per instance, swapped by each late
-/// phase (it reads one and writes the other, so a variant that votes in
-/// several dispatches reads the last frame's answer in every one). Starts
-/// empty: the first early phase keeps nothing, and the first late phase
-/// draws all that passes the pyramid.
+/// and batch: two halves of a bit per instance (32 consecutive instances to
+/// a `u32` word), swapped by each late phase (it reads one and writes the
+/// other, so a variant that votes in several dispatches reads the last
+/// frame's answer in every one). The culler clears the half a late phase
+/// writes before it, and the late phase sets the bits of the instances that
+/// pass. Starts empty: the first early phase keeps nothing, and the first
+/// late phase draws all that passes the pyramid.
 pub struct OcclusionHistory {
     buffer: wgpu::Buffer,
     capacity: u32,
@@ -755,19 +757,19 @@ pub struct OcclusionHistory {
 }
 
 impl OcclusionHistory {
-    /// Allocates the history of up to `capacity` instances: 8 bytes each,
-    /// bound whole, so at most the device's largest storage binding
-    /// (`CullError::BatchTooLarge` beyond: 16M instances at WebGPU's
-    /// default 128 MiB).
+    /// Allocates the history of up to `capacity` instances: two bits each
+    /// (rounded up to words), bound whole, so at most the device's largest
+    /// storage binding (`CullError::BatchTooLarge` beyond, which no `u32`
+    /// count reaches at WebGPU's default 128 MiB).
     pub fn new(device: &wgpu::Device, capacity: u32) -> Result<Self, CullError> {
-        let size = crate::buffers::checked_size(device, capacity.max(1).saturating_mul(2), 4)?;
+        let size = crate::buffers::checked_size(device, history_words(capacity) * 2, 4)?;
         // The passes bind it whole.
         let limit = device.limits().max_storage_buffer_binding_size;
         if size > limit {
             return Err(CullError::BatchTooLarge {
                 capacity: capacity as u64,
                 windows: 1,
-                window_len: limit / 8,
+                window_len: limit.saturating_mul(4).min(u32::MAX as u64),
                 max: 1,
             });
         }
@@ -800,10 +802,11 @@ impl OcclusionHistory {
     }
 
     /// Where the half the next early and late phases read starts, and where
-    /// the half the next late phase writes starts (elements).
+    /// the half the next late phase writes starts (words).
     pub(crate) fn halves(&self) -> (u32, u32) {
-        let read = self.current * self.capacity.max(1);
-        (read, self.capacity.max(1) - read)
+        let words = history_words(self.capacity);
+        let read = self.current * words;
+        (read, words - read)
     }
 
     /// Swaps the halves: the late phase just recorded wrote the other one.
@@ -827,10 +830,18 @@ impl OcclusionHistory {
             });
         }
         let (read, _) = self.halves();
-        let bytes =
-            crate::readback::read_back(device, queue, &self.buffer, read as u64 * 4, count as u64 * 4)?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes))
+        let words = count.div_ceil(32) as u64;
+        let bytes = crate::readback::read_back(device, queue, &self.buffer, read as u64 * 4, words * 4)?;
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+        Ok((0..count as usize)
+            .map(|i| (words[i / 32] >> (i % 32)) & 1)
+            .collect())
     }
+}
+
+/// Words of one half of a history of `capacity` instances: a bit each.
+pub(crate) fn history_words(capacity: u32) -> u32 {
+    capacity.max(1).div_ceil(32)
 }
 
 #[cfg(test)]

@@ -9,6 +9,12 @@
 // next frame, and keep those that pass and were not drawn early. What
 // becomes visible is drawn in the frame it does, never a frame late.
 //
+// The history is a bit per instance (cull_core::OcclusionHistory): a word
+// holds 32 consecutive instances, so the phases read a 32nd of the bytes a
+// word per instance would take. The late phase sets the bits of the
+// instances that pass with an atomic or, in a half the culler cleared
+// before it, and writes nothing for the others.
+//
 // The test is conservative: the sphere's screen rectangle is that of its
 // world-space bounding box's eight projected corners (extremes of x/w, y/w
 // and z/w over a box lie at its corners), widened by PIXEL_MARGIN; it reads
@@ -30,7 +36,7 @@ const PIXEL_MARGIN: f32 = 0.0078125;
 const DEPTH_TOLERANCE: f32 = 1.52587890625e-5;
 
 #ifdef VISIBILITY_OCCLUSION_LATE
-@group(0) @binding(#{BINDING_VISIBILITY_HISTORY}) var<storage, read_write> history: array<u32>;
+@group(0) @binding(#{BINDING_VISIBILITY_HISTORY}) var<storage, read_write> history: array<atomic<u32>>;
 // Level 0 is the depth buffer; each level above is a mip (sizes halve,
 // rounding down), each texel the farthest depth of the pixels that map to
 // it (built by pyramid.wgsl).
@@ -39,9 +45,22 @@ const DEPTH_TOLERANCE: f32 = 1.52587890625e-5;
 @group(0) @binding(#{BINDING_VISIBILITY_HISTORY}) var<storage, read> history: array<u32>;
 #endif
 
+// Chunk-local instance `i`'s bit: its word in a half of the history
+// (params.history_read and history_write are word offsets) and its mask.
+fn history_bit(i: u32) -> vec2<u32> {
+    let bit = params.chunk_start + i;
+    return vec2<u32>(bit >> 5u, 1u << (bit & 31u));
+}
+
 // Whether chunk-local instance `i` was visible after the last late phase.
 fn was_visible(i: u32) -> bool {
-    return history[params.history_read + params.chunk_start + i] != 0u;
+    let b = history_bit(i);
+#ifdef VISIBILITY_OCCLUSION_LATE
+    let word = atomicLoad(&history[params.history_read + b.x]);
+#else
+    let word = history[params.history_read + b.x];
+#endif
+    return (word & b.y) != 0u;
 }
 
 // The farther of two depths.
@@ -140,7 +159,10 @@ fn classify(s: WorldSphere, i: u32) -> Verdict {
     if seen {
         seen = hiz_visible(s);
     }
-    history[params.history_write + params.chunk_start + i] = select(0u, 1u, seen);
+    if seen {
+        let b = history_bit(i);
+        atomicOr(&history[params.history_write + b.x], b.y);
+    }
     return Verdict(seen & !was, overflow, terms);
 #else
     return Verdict(in_frustum(s, 0u) & was_visible(i), overflow, terms);
