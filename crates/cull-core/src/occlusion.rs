@@ -15,8 +15,9 @@
 //!
 //! What becomes visible (disocclusion, a camera cut) is drawn in the frame
 //! it does, never a frame late. The test is conservative: the sphere's
-//! screen rectangle bounds its projection (the eight corners of its world
-//! box, widened by [`OCCLUSION_PIXEL_MARGIN`]), the pyramid level read is
+//! screen rectangle bounds its projection (that of its world box, from the
+//! range of the box's clip coordinates, its depth split along `w`,
+//! widened by [`OCCLUSION_PIXEL_MARGIN`]), the pyramid level read is
 //! the one where that rectangle spans at most 2×2 texels, which cover every
 //! pixel it touches, and the sphere's nearest depth is compared with the
 //! farthest there with [`OCCLUSION_DEPTH_TOLERANCE`]. [`CpuPyramid`] and
@@ -172,32 +173,41 @@ impl OcclusionCamera {
     fn hiz_visible(&self, relative: DVec3, test: Test, pyramid: &CpuPyramid) -> bool {
         let m = self.clip_from_relative.as_dmat4();
         let base = m * relative.extend(1.0);
-        let axes = [
-            m.x_axis * test.radius,
-            m.y_axis * test.radius,
-            m.z_axis * test.radius,
-        ];
-        let mut lo = DVec3::splat(f64::INFINITY);
-        let mut hi = DVec3::splat(f64::NEG_INFINITY);
-        let mut min_w = f64::INFINITY;
-        for k in 0..8 {
-            let mut corner = base;
-            for (bit, axis) in axes.iter().enumerate() {
-                corner += if k & (1 << bit) != 0 { *axis } else { -*axis };
-            }
-            // As the shader: a box that is not finite may cover anything.
-            if !corner.is_finite() {
-                return true;
-            }
-            min_w = min_w.min(corner.w);
-            let ndc = corner.truncate() / corner.w;
-            lo = lo.min(ndc);
-            hi = hi.max(ndc);
-        }
-        // As the shader's `!(min_w > 0.0)`: NaN counts as reaching the eye.
-        if min_w.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        // As the shader: the box's clip coordinates lie within base ± reach,
+        // and x/w (y/w) over that rectangle of (x, w) is bounded by its
+        // values at the rectangle's corners.
+        let reach = (m.x_axis.abs() + m.y_axis.abs() + m.z_axis.abs()) * test.radius;
+        let (near, far) = (base - reach, base + reach);
+        // A box that is not finite may cover anything; as the shader's
+        // `!(near.w > 0.0)`, NaN counts as reaching the eye.
+        if !(near.is_finite() && far.is_finite())
+            || near.w.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        {
             return true;
         }
+        let xy_lo = (near.truncate().truncate() / near.w).min(near.truncate().truncate() / far.w);
+        let xy_hi = (far.truncate().truncate() / near.w).max(far.truncate().truncate() / far.w);
+        // As the shader: z = a w + e·(p, 1), each term of z/w bounded over
+        // the box's range of w and of e·p.
+        let row = |k: usize| DVec4::new(m.x_axis[k], m.y_axis[k], m.z_axis[k], m.w_axis[k]);
+        let (row_z, row_w) = (row(2), row(3));
+        let ww = row_w.truncate().length_squared();
+        let a = if ww > 0.0 {
+            row_z.truncate().dot(row_w.truncate()) / ww
+        } else {
+            0.0
+        };
+        let e = row_z - a * row_w;
+        let e_center = e.truncate().dot(relative);
+        let e_reach = test.radius * (e.x.abs() + e.y.abs() + e.z.abs());
+        let over_w = |v: f64| [v / near.w, v / far.w];
+        let [b_lo, b_hi] = over_w(e.w);
+        let [lo_lo, lo_hi] = over_w(e_center - e_reach);
+        let [hi_lo, hi_hi] = over_w(e_center + e_reach);
+        let z_lo = a + b_lo.min(b_hi) + lo_lo.min(lo_hi);
+        let z_hi = a + b_lo.max(b_hi) + hi_lo.max(hi_hi);
+        let lo = xy_lo.extend(z_lo);
+        let hi = xy_hi.extend(z_hi);
         let (w, h) = (pyramid.width as f64, pyramid.height as f64);
         let px_lo = [
             (lo.x * 0.5 + 0.5) * w - test.margin,

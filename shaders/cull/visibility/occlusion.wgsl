@@ -15,9 +15,10 @@
 // instances that pass with an atomic or, in a half the culler cleared
 // before it, and writes nothing for the others.
 //
-// The test is conservative: the sphere's screen rectangle is that of its
-// world-space bounding box's eight projected corners (extremes of x/w, y/w
-// and z/w over a box lie at its corners), widened by PIXEL_MARGIN; it reads
+// The test is conservative: the sphere's screen rectangle bounds that of
+// its world-space bounding box (the extremes of x/w and y/w over the box's
+// range of clip coordinates, and of z/w split along w, see hiz_visible),
+// widened by PIXEL_MARGIN; it reads
 // the level where the rectangle spans at most two texels each way, whose
 // texels cover every pixel the rectangle touches; and it compares the
 // sphere's nearest depth with the farthest there, with DEPTH_TOLERANCE.
@@ -76,30 +77,47 @@ fn hiz_visible(s: WorldSphere) -> bool {
     let r = wide_radius(s) + params.occlusion_origin.w;
     let m = params.occlusion_clip;
     let base = m * vec4<f32>(s.center - params.occlusion_origin.xyz, 1.0);
-    let ax = m[0] * r;
-    let ay = m[1] * r;
-    let az = m[2] * r;
-    var lo = vec3<f32>(3.0e38);
-    var hi = vec3<f32>(-3.0e38);
-    var min_w = 3.0e38;
-    // An overflowed sphere (kept by the frustum test) or corner may cover
-    // anything; min() of a NaN is undefined (NVIDIA returns the other
-    // operand), so finiteness is tracked on bits.
-    var finite_box = finite(r);
-    for (var k = 0u; k < 8u; k++) {
-        let c = base + select(-ax, ax, (k & 1u) != 0u) + select(-ay, ay, (k & 2u) != 0u)
-            + select(-az, az, (k & 4u) != 0u);
-        finite_box = finite_box & all_finite(c);
-        min_w = min(min_w, c.w);
-        let ndc = c.xyz / c.w;
-        lo = min(lo, ndc);
-        hi = max(hi, ndc);
-    }
-    // A corner at or behind the eye: the box reaches the camera, and its
-    // projection is unbounded.
-    if !finite_box || !(min_w > 0.0) {
+    // Every clip coordinate is affine in the point, so over the sphere's
+    // box it lies within base ± r(|m0| + |m1| + |m2|): a rectangle of
+    // (x, w) (and (y, w), (z, w)) pairs that holds every corner's.
+    let reach = r * (abs(m[0]) + abs(m[1]) + abs(m[2]));
+    let near_c = base - reach;
+    let far_c = base + reach;
+    // An overflowed sphere (kept by the frustum test) or box may cover
+    // anything; a box that reaches the eye (w at or below 0 somewhere)
+    // projects without bound. NaN fails both tests.
+    if !(finite(r) & all_finite(near_c) & all_finite(far_c)) || !(near_c.w > 0.0) {
         return true;
     }
+    // Over that rectangle, with w > 0, x/w is monotone in x and in w: its
+    // extremes are at the rectangle's corners, x at either end over w at
+    // either end. Two reciprocals and four products bound x/w and y/w for
+    // the whole box, where projecting its eight corners took eight
+    // divisions of three components each.
+    let inv_lo = 1.0 / near_c.w;
+    let inv_hi = 1.0 / far_c.w;
+    let lo_xy = min(near_c.xy * inv_lo, near_c.xy * inv_hi);
+    let hi_xy = max(far_c.xy * inv_lo, far_c.xy * inv_hi);
+    // Not for the depth: z and w both follow the view depth, nearly in
+    // proportion, and their ranges taken apart would pair the nearest z
+    // with the farthest w. Write z = a w + b + e·p instead (any a: b and e
+    // follow from it; a fitted so that e is 0 for a perspective or an
+    // orthographic projection, whose depth rows are a w + b): then
+    // z/w = a + b/w + (e·p)/w, each term bounded over the box's range of w
+    // and of e·p, which is exact when e is 0.
+    let row_z = vec4<f32>(m[0].z, m[1].z, m[2].z, m[3].z);
+    let row_w = vec4<f32>(m[0].w, m[1].w, m[2].w, m[3].w);
+    let ww = dot(row_w.xyz, row_w.xyz);
+    let a = select(0.0, dot(row_z.xyz, row_w.xyz) / ww, ww > 0.0);
+    let e = row_z - a * row_w;
+    let e_center = dot(e.xyz, s.center - params.occlusion_origin.xyz);
+    let e_reach = r * (abs(e.x) + abs(e.y) + abs(e.z));
+    let b_lo = e.w * inv_lo;
+    let b_hi = e.w * inv_hi;
+    let z_lo = a + min(b_lo, b_hi) + min((e_center - e_reach) * inv_lo, (e_center - e_reach) * inv_hi);
+    let z_hi = a + max(b_lo, b_hi) + max((e_center + e_reach) * inv_lo, (e_center + e_reach) * inv_hi);
+    let lo = vec3<f32>(lo_xy, z_lo);
+    let hi = vec3<f32>(hi_xy, z_hi);
     let size = vec2<f32>(params.pyramid_size);
     // Pixels: x right, y down from the top row.
     let px_lo = vec2<f32>(lo.x * 0.5 + 0.5, 0.5 - hi.y * 0.5) * size - PIXEL_MARGIN;
