@@ -325,7 +325,12 @@ fn main() {
                                 if by_cells {
                                     l.by_cells.push(total);
                                     l.cell_pass.push(us(t.cells));
-                                    l.cull_pass.push(us(t.fused));
+                                    // The cull's own passes: one, or
+                                    // Hillis-Steele's vote, scans and
+                                    // compaction.
+                                    let passes = [t.vote, t.scan, t.compact, t.fused];
+                                    l.cull_pass
+                                        .push(us(passes.into_iter().flatten().reduce(|a, b| a + b)));
                                 } else {
                                     l.flat.push(total);
                                 }

@@ -20,11 +20,14 @@
 //! wall at the median depth of the visible instances, its pyramid built
 //! once, the history warmed by one frame (so the early phase draws what
 //! passed last frame, as in a steady camera). The pyramid build is timed on
-//! its own.
+//! its own. `--occlusion --cells` culls the batch sorted into cells
+//! (`CellLayout::sort`): the plain cull flat and by cells, and both phases
+//! by cells, whose late cell pass also tests the cells against the pyramid.
 //!
 //! ```text
 //! cargo run --release -p cull-bench --bin cull-views -- --sizes 1e6,4e6,16e6
 //! cull-views --sizes 4e6 --variants subgroup-ballot --formats posquat --runs 15
+//! cull-views --occlusion --cells --sizes 4e6,16e6 --variants subgroup-ballot,ordered
 //! ```
 
 #[path = "../flags.rs"]
@@ -38,9 +41,9 @@ mod roofline;
 use cull_core::frustum::SphereClass;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CpuPyramid, CullTarget, CullViewsParams, Culler, CullerDesc, DepthOrder, DepthPyramid, Frustum,
-    InstanceFormat, MAX_VIEWS, OcclusionCamera, OcclusionHistory, OutputKind, PyramidBuilder, ScanVariant,
-    SizeMetric, VisibilityTest,
+    CellIndex, CellLayout, CpuPyramid, CullInput, CullTarget, CullViewsParams, Culler, CullerDesc,
+    DepthOrder, DepthPyramid, Frustum, InstanceFormat, MAX_VIEWS, OcclusionCamera, OcclusionHistory,
+    OutputKind, PyramidBuilder, ScanVariant, SizeMetric, VisibilityTest,
 };
 use glam::Mat4;
 use roofline::{Roofline, median, timed_context};
@@ -61,6 +64,8 @@ struct Args {
     lod: bool,
     /// Time occlusion culling's phases against a plain cull instead.
     occlusion: bool,
+    /// With `occlusion`: the batch sorted into cells, culled by them.
+    cells: bool,
     /// `--local-center origin`: the mesh's sphere centred on its origin.
     centred: bool,
 }
@@ -81,6 +86,7 @@ fn parse_args() -> Result<Args, String> {
         warm_ms: 500,
         lod: false,
         occlusion: false,
+        cells: false,
         centred: false,
     };
     let mut it = std::env::args().skip(1);
@@ -95,14 +101,18 @@ fn parse_args() -> Result<Args, String> {
             "--lod" => args.lod = true,
             "--local-center" => args.centred = local_center::parse(&value()?)?,
             "--occlusion" => args.occlusion = true,
+            "--cells" => args.cells = true,
             "--runs" => args.runs = flags::number("--runs", &value()?)?,
             "--warm-ms" => args.warm_ms = flags::number("--warm-ms", &value()?)?,
             _ => {
                 return Err("usage: cull-views [--sizes 1e6,4e6,16e6] [--variants NAME,..] \
-                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod | --occlusion] [--local-center offset|origin]"
+                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod | --occlusion [--cells]] [--local-center offset|origin]"
                     .into());
             }
         }
+    }
+    if args.cells && !args.occlusion {
+        return Err("--cells times occlusion culling by cells: give it with --occlusion".into());
     }
     Ok(args)
 }
@@ -402,11 +412,17 @@ fn main() {
     if args.occlusion {
         println!(
             "Device: {device_line}. Output: {:?}, ~{:.0}% in the view, a wall hiding its left half; \
-             times are medians of {} runs. Pyramid of 1280×720: {:.1} µs.\n",
+             times are medians of {} runs. Pyramid of 1280×720: {:.1} µs.{}\n",
             args.output,
             args.fraction * 100.0,
             args.runs,
             Occluded::pyramid_us(&ctx, args.runs),
+            if args.cells {
+                " The batch is sorted into cells (CellLayout::sort); \"by cells\" reads only the kept cells' \
+                 instances (the late phase's cell pass also tests the cells against the pyramid)."
+            } else {
+                ""
+            }
         );
         println!(
             "| format | variant | n | phase | kept | GPU µs | × plain cull | × copy of the plain cull's bytes |"
@@ -533,7 +549,8 @@ impl Occluded {
 
     /// Rows for one culler: the plain cull, the early and late phases and
     /// both, after checking that together they keep what the CPU says
-    /// passes the pyramid.
+    /// passes the pyramid. With `args.cells`, over the batch sorted into
+    /// cells: the plain cull flat and by cells, and both phases by cells.
     #[allow(clippy::too_many_arguments)]
     fn rows(
         &self,
@@ -541,11 +558,26 @@ impl Occluded {
         roofline: &Roofline,
         args: &Args,
         culler: &Culler,
-        input: &cull_core::CullInput,
+        input: &CullInput,
         scene: &Scene,
         n: u32,
     ) -> Result<Vec<String>, String> {
         let format = culler.format();
+        let bytes = format.encode(&scene.instances).unwrap();
+        // By cells: every cull reads the batch sorted into the culler's
+        // cells (a permutation: the counts checked below are the same).
+        let sorted = args.cells.then(|| {
+            let (sorted, layout) = CellLayout::sort(format, &bytes, scene.bounds, culler.tile_len()).unwrap();
+            let input = CullInput::new(&ctx.device, format, n).unwrap();
+            input.write(&ctx.queue, 0, &sorted).unwrap();
+            let cells = CellIndex::new(&ctx.device, culler, n).unwrap();
+            cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+            (input, cells)
+        });
+        let (input, cells) = match &sorted {
+            Some((input, cells)) => (input, Some(cells)),
+            None => (input, None),
+        };
         let frusta = [scene.frustum().unwrap()];
         let params = CullViewsParams {
             frusta: &frusta,
@@ -553,16 +585,40 @@ impl Occluded {
             count: n,
         };
         let target = || CullTarget::new(&ctx.device, culler, n).unwrap();
-        let (plain, early, late) = (target(), target(), target());
+        let (plain, plain_cells, early, late) = (target(), target(), target(), target());
         let mut history = OcclusionHistory::new(&ctx.device, n).unwrap();
-        let frame = |history: &mut OcclusionHistory| -> [f64; 3] {
+        // By cells the late phase also clears the history's half it writes
+        // (the instances of the cells it does not read are not visible), a
+        // buffer clear outside its timed passes: timestamps written by the
+        // encoder around the whole call include it, and the boundaries.
+        let stamps = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("late phase, whole"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        });
+        let resolved = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("late phase, whole"),
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        // GPU µs of the plain cull, the plain cull by cells (0 without
+        // cells), the early phase, the late one, and (by cells) the late
+        // one from the encoder's timestamps.
+        let frame = |history: &mut OcclusionHistory| -> [f64; 5] {
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
             culler
                 .cull_views(&mut encoder, &ctx.queue, input, &plain, &params)
                 .unwrap();
+            if let Some(cells) = cells {
+                culler
+                    .cull_views_in_cells(&mut encoder, &ctx.queue, input, &plain_cells, &params, cells)
+                    .unwrap();
+            }
             culler
-                .cull_views_early(&mut encoder, &ctx.queue, input, &early, &params, history, None)
+                .cull_views_early(&mut encoder, &ctx.queue, input, &early, &params, history, cells)
                 .unwrap();
+            encoder.write_timestamp(&stamps, 0);
             culler
                 .cull_views_late(
                     &mut encoder,
@@ -573,19 +629,38 @@ impl Occluded {
                     history,
                     &self.pyramid,
                     &self.camera,
-                    None,
+                    cells,
                 )
                 .unwrap();
+            encoder.write_timestamp(&stamps, 1);
+            encoder.resolve_query_set(&stamps, 0..2, &resolved, 0);
             ctx.queue.submit([encoder.finish()]);
-            [&plain, &early, &late].map(|t| t.read_timings(&ctx.device).unwrap().total.as_secs_f64() * 1e6)
+            let us = |t: &CullTarget| t.read_timings(&ctx.device).unwrap().total.as_secs_f64() * 1e6;
+            let whole: [u64; 2] = bytemuck::pod_read_unaligned(
+                &cull_core::buffers::read_back(&ctx.device, &ctx.queue, &resolved, 0, 16).unwrap(),
+            );
+            let whole_us =
+                whole[1].saturating_sub(whole[0]) as f64 * ctx.queue.get_timestamp_period() as f64 / 1e3;
+            [
+                us(&plain),
+                if cells.is_some() { us(&plain_cells) } else { 0.0 },
+                us(&early),
+                us(&late),
+                whole_us,
+            ]
         };
         // Two frames: the first fills the history; the second's phases are
         // the steady state checked here.
         frame(&mut history);
         frame(&mut history);
         let count = |t: &CullTarget| t.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-        let kept = [count(&plain), count(&early), count(&late)];
-        let bytes = format.encode(&scene.instances).unwrap();
+        let kept = [count(&plain), count(&plain_cells), count(&early), count(&late)];
+        if cells.is_some() && kept[1] != kept[0] {
+            return Err(format!(
+                "the plain cull kept {} flat and {} by cells",
+                kept[0], kept[1]
+            ));
+        }
         let frustum = frusta[0];
         let (mut inside, mut border) = (0u32, 0u32);
         for i in 0..n as usize {
@@ -602,18 +677,18 @@ impl Occluded {
                 _ => border += 1,
             }
         }
-        let together = kept[1] + kept[2];
+        let together = kept[2] + kept[3];
         if !(inside..=inside + border).contains(&together) {
             return Err(format!(
                 "early {} + late {} kept {together}, the CPU says {inside} (+{border} borderline)",
-                kept[1], kept[2]
+                kept[2], kept[3]
             ));
         }
         let visible = kept[0] as u64;
         let copy_bytes = n as u64 * format.stride() + visible * args.output.stride(format);
         let copy = roofline.copy_job(ctx, input.buffer(), plain.output_buffer(), copy_bytes / 2);
         roofline.warm_up(ctx, &copy, std::time::Duration::from_millis(args.warm_ms));
-        let mut samples: [Vec<f64>; 3] = Default::default();
+        let mut samples: [Vec<f64>; 5] = Default::default();
         let mut copies = Vec::new();
         for _ in 0..args.runs {
             let t = frame(&mut history);
@@ -623,21 +698,37 @@ impl Occluded {
             copies.push(roofline.time_copy(ctx, &copy));
         }
         let copy_us = median(copies);
-        let [p, e, l] = samples.map(median);
-        let names = ["plain cull", "early", "late", "early + late"];
-        let times = [p, e, l, e + l];
-        let kept = [kept[0], kept[1], kept[2], together];
-        Ok((0..4)
-            .map(|j| {
+        let [p, pc, e, l, lw] = samples.map(median);
+        let rows: Vec<(&str, u32, f64)> = if cells.is_some() {
+            vec![
+                ("plain cull", kept[0], p),
+                ("plain cull by cells", kept[1], pc),
+                ("early by cells", kept[2], e),
+                ("late by cells", kept[3], l),
+                (
+                    "late by cells, whole call (its history clear included)",
+                    kept[3],
+                    lw,
+                ),
+                ("early + late by cells", together, e + l),
+            ]
+        } else {
+            vec![
+                ("plain cull", kept[0], p),
+                ("early", kept[2], e),
+                ("late", kept[3], l),
+                ("early + late", together, e + l),
+            ]
+        };
+        Ok(rows
+            .into_iter()
+            .map(|(name, kept, us)| {
                 format!(
-                    "| {} | {} | {n} | {} | {} | {:.1} | {:.2} | {:.2} |",
+                    "| {} | {} | {n} | {name} | {kept} | {us:.1} | {:.2} | {:.2} |",
                     format.name(),
                     culler.variant().name(),
-                    names[j],
-                    kept[j],
-                    times[j],
-                    times[j] / p,
-                    times[j] / copy_us
+                    us / p,
+                    us / copy_us
                 )
             })
             .inspect(|r| eprintln!("{r}"))
