@@ -179,9 +179,9 @@ impl OcclusionCamera {
         let reach = (m.x_axis.abs() + m.y_axis.abs() + m.z_axis.abs()) * test.radius;
         let (near, far) = (base - reach, base + reach);
         // A box that is not finite may cover anything; as the shader's
-        // `!(near.w > 0.0)`, NaN counts as reaching the eye.
+        // `!(near.w > MIN_W)`, NaN counts as reaching the eye.
         if !(near.is_finite() && far.is_finite())
-            || near.w.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+            || near.w.partial_cmp(&(MIN_W as f64)) != Some(std::cmp::Ordering::Greater)
         {
             return true;
         }
@@ -192,7 +192,7 @@ impl OcclusionCamera {
         let row = |k: usize| DVec4::new(m.x_axis[k], m.y_axis[k], m.z_axis[k], m.w_axis[k]);
         let (row_z, row_w) = (row(2), row(3));
         let ww = row_w.truncate().length_squared();
-        let a = if ww > 0.0 {
+        let a = if ww > DEPTH_FIT_MIN as f64 * (ww + row_w.w * row_w.w) {
             row_z.truncate().dot(row_w.truncate()) / ww
         } else {
             0.0
@@ -247,6 +247,17 @@ impl OcclusionCamera {
         }
     }
 }
+
+/// The least clip `w` of a sphere's box that the late phase projects (the
+/// shader's `MIN_W`): a box nearer the eye plane is kept, as one that
+/// reaches it (`1/w` would overflow below `f32`'s normal range).
+pub(crate) const MIN_W: f32 = 1.0e-30;
+
+/// The late phase splits the depth along `w`, `z = a·w + b + e·p`, with `a`
+/// fitted only where `w` depends on the point by more than this share of
+/// its magnitude (the shader's `FIT_MIN`): an orthographic projection with
+/// rounding noise in its `w` row takes `a = 0`.
+pub(crate) const DEPTH_FIT_MIN: f32 = 1.0e-6;
 
 /// The slack of one evaluation of the test.
 #[derive(Clone, Copy)]

@@ -521,6 +521,8 @@ mod tests {
             wgsl_const(occlusion, "DEPTH_TOLERANCE"),
             crate::occlusion::OCCLUSION_DEPTH_TOLERANCE
         );
+        assert_eq!(wgsl_const(occlusion, "MIN_W"), crate::occlusion::MIN_W);
+        assert_eq!(wgsl_const(occlusion, "FIT_MIN"), crate::occlusion::DEPTH_FIT_MIN);
         assert_eq!(
             wgsl_const(
                 InstanceFormat::Packed16.kernel().module.source,

@@ -35,6 +35,10 @@ const PIXEL_MARGIN: f32 = 0.0078125;
 // Must equal cull_core::occlusion::OCCLUSION_DEPTH_TOLERANCE: the relative
 // slack of the depth comparison.
 const DEPTH_TOLERANCE: f32 = 1.52587890625e-5;
+// Must equal cull_core::occlusion's MIN_W and DEPTH_FIT_MIN (see
+// hiz_visible).
+const MIN_W: f32 = 1.0e-30;
+const FIT_MIN: f32 = 1.0e-6;
 
 #ifdef VISIBILITY_OCCLUSION_LATE
 @group(0) @binding(#{BINDING_VISIBILITY_HISTORY}) var<storage, read_write> history: array<atomic<u32>>;
@@ -84,9 +88,10 @@ fn hiz_visible(s: WorldSphere) -> bool {
     let near_c = base - reach;
     let far_c = base + reach;
     // An overflowed sphere (kept by the frustum test) or box may cover
-    // anything; a box that reaches the eye (w at or below 0 somewhere)
-    // projects without bound. NaN fails both tests.
-    if !(finite(r) & all_finite(near_c) & all_finite(far_c)) || !(near_c.w > 0.0) {
+    // anything; a box that reaches the eye (w at or below 0 somewhere, or
+    // so near 0 that 1 / w would overflow: MIN_W) projects without bound.
+    // NaN fails both tests.
+    if !(finite(r) & all_finite(near_c) & all_finite(far_c)) || !(near_c.w > MIN_W) {
         return true;
     }
     // Over that rectangle, with w > 0, x/w is monotone in x and in w: its
@@ -108,7 +113,10 @@ fn hiz_visible(s: WorldSphere) -> bool {
     let row_z = vec4<f32>(m[0].z, m[1].z, m[2].z, m[3].z);
     let row_w = vec4<f32>(m[0].w, m[1].w, m[2].w, m[3].w);
     let ww = dot(row_w.xyz, row_w.xyz);
-    let a = select(0.0, dot(row_z.xyz, row_w.xyz) / ww, ww > 0.0);
+    // No fit where w barely depends on the point (an orthographic
+    // projection, with rounding noise): `a` would be huge and a + b/w
+    // would cancel. a = 0 bounds z/w as x/w is.
+    let a = select(0.0, dot(row_z.xyz, row_w.xyz) / ww, ww > FIT_MIN * (ww + row_w.w * row_w.w));
     let e = row_z - a * row_w;
     let e_center = dot(e.xyz, s.center - params.occlusion_origin.xyz);
     let e_reach = r * (abs(e.x) + abs(e.y) + abs(e.z));
