@@ -80,10 +80,11 @@ fn hiz_visible(s: WorldSphere) -> bool {
     // relative to the camera (a tolerance of the origin's magnitude).
     let r = wide_radius(s) + params.occlusion_origin.w;
     let m = params.occlusion_clip;
-    let base = m * vec4<f32>(s.center - params.occlusion_origin.xyz, 1.0);
+    let relative = s.center - params.occlusion_origin.xyz;
+    let base = m * vec4<f32>(relative, 1.0);
     // Every clip coordinate is affine in the point, so over the sphere's
     // box it lies within base ± r(|m0| + |m1| + |m2|): a rectangle of
-    // (x, w) (and (y, w), (z, w)) pairs that holds every corner's.
+    // (x, w) (and (y, w)) pairs that holds every corner's.
     let reach = r * (abs(m[0]) + abs(m[1]) + abs(m[2]));
     let near_c = base - reach;
     let far_c = base + reach;
@@ -118,7 +119,7 @@ fn hiz_visible(s: WorldSphere) -> bool {
     // would cancel. a = 0 bounds z/w as x/w is.
     let a = select(0.0, dot(row_z.xyz, row_w.xyz) / ww, ww > FIT_MIN * (ww + row_w.w * row_w.w));
     let e = row_z - a * row_w;
-    let e_center = dot(e.xyz, s.center - params.occlusion_origin.xyz);
+    let e_center = dot(e.xyz, relative);
     let e_reach = r * (abs(e.x) + abs(e.y) + abs(e.z));
     let b_lo = e.w * inv_lo;
     let b_hi = e.w * inv_hi;
