@@ -251,10 +251,10 @@ impl Culler {
             timestamp_period: queue.get_timestamp_period(),
             max_views: desc.max_views,
             compiles,
-            // Per (test, by cells or not, views, windows).
+            // Per (centred or not, test, by cells or not, views, windows).
             kernels: Mutex::new(vec![
                 None;
-                VisibilityTest::ALL.len()
+                2 * VisibilityTest::ALL.len()
                     * 2
                     * (MAX_OUTPUT_WINDOWS * desc.max_views) as usize
             ]),
@@ -338,6 +338,7 @@ impl Culler {
             views,
             test,
             cells,
+            centred,
         } = key;
         ModuleShape {
             variant: self.variant,
@@ -351,6 +352,7 @@ impl Culler {
             tuning: self.tuning,
             subgroups: self.subgroups,
             cells,
+            centred,
         }
     }
 
@@ -381,6 +383,7 @@ impl Culler {
             views,
             test,
             cells,
+            centred,
         } = key;
         if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
             return Err(CullError::InvalidParameter(
@@ -394,7 +397,8 @@ impl Culler {
             });
         }
         let per_test = (self.max_views * MAX_OUTPUT_WINDOWS) as usize;
-        Ok((test.index() * 2 + usize::from(cells)) * per_test
+        let forms = usize::from(centred) * VisibilityTest::ALL.len() + test.index();
+        Ok((forms * 2 + usize::from(cells)) * per_test
             + ((views - 1) * MAX_OUTPUT_WINDOWS + windows - 1) as usize)
     }
 
@@ -402,9 +406,19 @@ impl Culler {
     /// exactly as compiled (composed, then written out by naga: for
     /// inspection, disassembly, register counts).
     pub fn shader_source(&self) -> String {
-        let shape = self.shape(KernelKey::flat(1, 1, VisibilityTest::Frustum));
-        crate::shader::wgsl(&shape, shape.recipe().entry)
-            .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"))
+        self.shader_source_for(1, VisibilityTest::Frustum)
+            .unwrap_or_else(|e| panic!("one view is always allowed: {e}"))
+    }
+
+    /// [`Self::shader_source`] of the kernel that culls `views` views with
+    /// `test` (as [`Self::recipe_for`]`(1, views, test)`): the multi-view and
+    /// level-of-detail kernels hold more in registers than the one-view one.
+    pub fn shader_source_for(&self, views: u32, test: VisibilityTest) -> Result<String, CullError> {
+        let key = KernelKey::flat(1, views, test);
+        self.kernel_index(key)?;
+        let shape = self.shape(key);
+        Ok(crate::shader::wgsl(&shape, shape.recipe().entry)
+            .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}")))
     }
 
     /// Hands over the pipelines of [`Self::recipe`]`(windows, views)`,
@@ -757,6 +771,7 @@ impl Culler {
                     views: target.views(),
                     test: levels,
                     cells: cells.is_some(),
+                    centred: false,
                 };
                 if self.has_pipelines_of(key) {
                     levels
@@ -792,6 +807,19 @@ impl Culler {
             views: target.views(),
             test,
             cells: cells.is_some(),
+            centred: false,
+        };
+        // A mesh centred on its origin takes the kernel that leaves the
+        // rotation of its center out, where that kernel is at hand (a culler
+        // that compiles its own kernels; renderers that compile them provide
+        // the general one, which keeps the same instances).
+        let centred = KernelKey { centred: true, ..key };
+        let centred_form =
+            params.local_bounds.center == glam::Vec3::ZERO && self.format.kernel().centred_form;
+        let key = if centred_form && self.has_pipelines_of(centred) {
+            centred
+        } else {
+            key
         };
         let kernel = self.kernel_for(key)?;
         let chunks: Vec<Chunk> = (0..count.div_ceil(self.window_len))
@@ -944,6 +972,9 @@ struct KernelKey {
     views: u32,
     test: VisibilityTest,
     cells: bool,
+    /// The form for meshes centred on their origin
+    /// ([`crate::shader::ModuleShape::centred`]).
+    centred: bool,
 }
 
 impl KernelKey {
@@ -953,6 +984,7 @@ impl KernelKey {
             views,
             test,
             cells: false,
+            centred: false,
         }
     }
 

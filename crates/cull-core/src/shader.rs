@@ -70,6 +70,11 @@ pub(crate) struct ModuleShape {
     /// Whether it culls by cells ([`crate::cells`]): a cell pass first, and
     /// the cull reads the kept cells' tiles only (`CELLS`).
     pub cells: bool,
+    /// Whether it serves only meshes centred on their origin
+    /// (`LOCAL_CENTER_ORIGIN`): the vote leaves out the rotation of the
+    /// local center, which then moves nothing. Only for formats with a
+    /// `centred_form`.
+    pub centred: bool,
 }
 
 impl std::fmt::Debug for ModuleShape {
@@ -83,6 +88,7 @@ impl std::fmt::Debug for ModuleShape {
             .field("views", &self.views)
             .field("subgroups", &self.subgroups)
             .field("cells", &self.cells)
+            .field("centred", &self.centred)
             .finish()
     }
 }
@@ -164,6 +170,9 @@ impl ModuleShape {
         ];
         if self.cells {
             defs.push(("CELLS", Bool(true)));
+        }
+        if self.centred {
+            defs.push(("LOCAL_CENTER_ORIGIN", Bool(true)));
         }
         const OUTPUT_DEFS: [&str; MAX_OUTPUT_WINDOWS as usize] = [
             "BINDING_OUTPUT_A",
@@ -344,10 +353,23 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                                 },
                                 subgroups,
                                 cells: false,
+                                centred: false,
                             };
                             shapes.push(shape);
                             // By cells.
                             shapes.push(ModuleShape { cells: true, ..shape });
+                            // For meshes centred on their origin.
+                            if format.kernel().centred_form {
+                                shapes.push(ModuleShape {
+                                    centred: true,
+                                    ..shape
+                                });
+                                shapes.push(ModuleShape {
+                                    centred: true,
+                                    cells: true,
+                                    ..shape
+                                });
+                            }
                         }
                     }
                 }
@@ -370,7 +392,11 @@ mod tests {
         let expected: usize = ScanVariant::compiled()
             .map(|v| if v == ScanVariant::Ordered { 2 } else { 1 })
             .sum::<usize>()
-            * InstanceFormat::ALL.len()
+            // The formats, those with a form for centred meshes twice.
+            * InstanceFormat::ALL
+                .iter()
+                .map(|f| 1 + usize::from(f.kernel().centred_form))
+                .sum::<usize>()
             * OutputKind::ALL.len()
             * crate::visibility::VisibilityTest::ALL
                 .iter()

@@ -45,14 +45,17 @@ fn world_sphere(inst: InstanceData) -> WorldSphere {
     let position = bitcast<vec3<f32>>(raw.xyz);
     let finite = all_finite(vec4<f32>(position, 0.0));
     let c = params.local_sphere.xyz;
-    // Most meshes are centred on their origin: then the rotation moves
-    // nothing, and a uniform branch skips the quaternion's unpacking (most
-    // of this format's arithmetic). rotate(q, 0) is exactly 0, so both paths
-    // give the CPU mirror's center.
-    var center = position;
-    if any(c != vec3<f32>(0.0)) {
-        center = position + rotate(unpack_quat(raw.w), c);
-    }
+#ifdef LOCAL_CENTER_ORIGIN
+    // The kernel for meshes centred on their origin (most meshes; the
+    // culler picks it when the local center is 0): the rotation moves
+    // nothing, and the quaternion's unpacking, most of this format's
+    // arithmetic, is left out. A uniform branch in one kernel cost as many
+    // registers as the rotation itself. rotate(q, 0) is exactly 0, so both
+    // kernels give the CPU mirror's center.
+    let center = position;
+#else
+    let center = position + rotate(unpack_quat(raw.w), c);
+#endif
     let p = abs(position);
     return WorldSphere(center, params.local_sphere.w + length(c) * PACKED_ROTATION_ERROR_BOUND,
                        p.x + p.y + p.z + 2.0 * params.local_terms, finite);

@@ -21,12 +21,13 @@ fn world_sphere(inst: InstanceData) -> WorldSphere {
     // transform the bytes define, as the draw applies it.
     let qq = dot(q, q);
     let stretch = max(2.0 * qq - 1.0, 1.0);
-    // A uniform branch skips the rotation of a mesh centred on its origin
-    // (most meshes): rotate(q, 0) is exactly 0, as in the CPU mirror.
-    var center = position;
-    if any(params.local_sphere.xyz != vec3<f32>(0.0)) {
-        center = position + rotate(q, params.local_sphere.xyz) * scale;
-    }
+#ifdef LOCAL_CENTER_ORIGIN
+    // The kernel for meshes centred on their origin (see packed16.wgsl):
+    // rotate(q, 0) is exactly 0, as in the CPU mirror.
+    let center = position;
+#else
+    let center = position + rotate(q, params.local_sphere.xyz) * scale;
+#endif
     let p = abs(position);
     return WorldSphere(center, params.local_sphere.w * abs(scale) * stretch,
                        p.x + p.y + p.z + abs(scale) * params.local_terms * (1.0 + qq), finite);

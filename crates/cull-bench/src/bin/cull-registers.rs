@@ -5,8 +5,12 @@
 //! with them how much memory traffic is in flight: see docs/benchmarks.md.
 //!
 //! ```text
-//! cargo run --release -p cull-bench --bin cull-registers
+//! cargo run --release -p cull-bench --bin cull-registers [-- --views 1,2,4,8]
 //! ```
+//!
+//! `--views` lists view counts (default 1): each count above one is compiled
+//! as several views' kernel and as one camera's levels of detail
+//! (`VisibilityTest::DetailLevels`), which hold more in registers.
 //!
 //! Each culler's WGSL ([`Culler::shader_source`], as wgpu compiles it for the
 //! device wgpu picks) is translated to SPIR-V by naga and compiled again on a
@@ -17,24 +21,131 @@
 mod forms;
 
 use ash::vk;
-use cull_core::{Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant, Tuning};
+use cull_core::{
+    Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant, Tuning, VisibilityTest,
+};
 use std::ffi::CStr;
 
+/// What to compile, from the command line.
+struct Args {
+    /// View counts of the culler's kernels (`--views 1,2,4`).
+    views: Vec<u32>,
+    /// `--dump DIR`: write the kernels' WGSL there instead of compiling it
+    /// (any Vulkan device will do, the extension is not needed).
+    dump: Option<std::path::PathBuf>,
+    /// `--wgsl FILE...`: compile these files instead of the culler's kernels
+    /// (hand-edited dumps, to see what a change does to registers).
+    files: Vec<std::path::PathBuf>,
+    /// `--unchecked`: SPIR-V without bounds checks.
+    unchecked: bool,
+}
+
+const USAGE: &str = "usage: cull-registers [--views 1,2,4,8] [--unchecked] [--dump DIR | --wgsl FILE...]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        views: vec![1],
+        dump: None,
+        files: Vec::new(),
+        unchecked: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--views" => {
+                let list = it.next().ok_or(USAGE)?;
+                args.views = list
+                    .split(',')
+                    .map(|v| match v.trim().parse::<u32>() {
+                        Ok(n) if (1..=cull_core::MAX_VIEWS).contains(&n) => Ok(n),
+                        _ => Err(format!(
+                            "--views: {v:?} is not a view count from 1 to {}",
+                            cull_core::MAX_VIEWS
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "--dump" => args.dump = Some(it.next().ok_or(USAGE)?.into()),
+            "--unchecked" => args.unchecked = true,
+            "--wgsl" => {
+                args.files.extend(it.by_ref().map(Into::into));
+                if args.files.is_empty() {
+                    return Err(USAGE.into());
+                }
+            }
+            _ => return Err(USAGE.into()),
+        }
+    }
+    Ok(args)
+}
+
+/// Prints one table row, and the header before the first.
+fn print_row(header: &mut bool, key: &[&str], stats: &[(String, String)]) {
+    if !*header {
+        let names: Vec<&str> = stats.iter().map(|(n, _)| n.as_str()).collect();
+        println!(
+            "| variant | format | views | test | entry point | {} |",
+            names.join(" | ")
+        );
+        println!("|---|---|---:|---|---|{}", "---:|".repeat(names.len()));
+        *header = true;
+    }
+    let values: Vec<&str> = stats.iter().map(|(_, v)| v.as_str()).collect();
+    println!("| {} | {} |", key.join(" | "), values.join(" | "));
+}
+
 fn main() {
+    let args = parse_args().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let mut header = false;
+    if !args.files.is_empty() {
+        let vulkan = Vulkan::new().unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(1)
+        });
+        println!("Statistics from {}\n", vulkan.name);
+        for file in &args.files {
+            let source = std::fs::read_to_string(file).unwrap_or_else(|e| {
+                eprintln!("{}: {e}", file.display());
+                std::process::exit(1)
+            });
+            let name = file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            for (entry, stats) in vulkan.statistics(&source, args.unchecked) {
+                print_row(&mut header, &[&name, "-", "-", "-", &entry], &stats);
+            }
+        }
+        return;
+    }
+    let max_views = args.views.iter().copied().max().unwrap_or(1);
     let ctx = GpuContext::new(wgpu::Backends::VULKAN, wgpu::Features::empty()).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });
-    let vulkan = Vulkan::new().unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(1)
-    });
-    println!("Device: {} (statistics from {})\n", ctx.describe(), vulkan.name);
+    let vulkan = match &args.dump {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| {
+                eprintln!("{}: {e}", dir.display());
+                std::process::exit(1)
+            });
+            None
+        }
+        None => Some(Vulkan::new().unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(1)
+        })),
+    };
+    if let Some(vulkan) = &vulkan {
+        println!("Device: {} (statistics from {})\n", ctx.describe(), vulkan.name);
+    }
     let features = ctx.device.features();
     let variants: Vec<ScanVariant> = ScanVariant::compiled()
         .filter(|v| v.is_available(features))
         .collect();
-    let mut header = None;
     for format in InstanceFormat::ALL {
         for (variant, tuning) in forms::forms(&variants, features, Tuning::default()) {
             let desc = CullerDesc {
@@ -43,23 +154,40 @@ fn main() {
                 format,
                 output: OutputKind::Instances,
                 tuning,
+                max_views,
                 ..Default::default()
             };
             let culler = Culler::new(&ctx.device, &ctx.queue, &desc).unwrap();
             let label = forms::label(&culler);
-            for (entry, stats) in vulkan.statistics(&culler.shader_source()) {
-                if header.is_none() {
-                    let names: Vec<&str> = stats.iter().map(|(n, _)| n.as_str()).collect();
-                    println!("| variant | format | entry point | {} |", names.join(" | "));
-                    println!("|---|---|---|{}", "---:|".repeat(names.len()));
-                    header = Some(());
+            for &count in &args.views {
+                let tests: &[(VisibilityTest, &str)] = if count == 1 {
+                    &[(VisibilityTest::Frustum, "frustum")]
+                } else {
+                    &[
+                        (VisibilityTest::Frustum, "frustum"),
+                        (VisibilityTest::DetailLevels, "levels"),
+                    ]
+                };
+                for &(test, test_name) in tests {
+                    let source = culler.shader_source_for(count, test).unwrap();
+                    let Some(vulkan) = &vulkan else {
+                        let dir = args.dump.as_ref().unwrap();
+                        let path = dir.join(format!("{label}-{}-{count}-{test_name}.wgsl", format.name()));
+                        std::fs::write(&path, source).unwrap_or_else(|e| {
+                            eprintln!("{}: {e}", path.display());
+                            std::process::exit(1)
+                        });
+                        continue;
+                    };
+                    for (entry, stats) in vulkan.statistics(&source, args.unchecked) {
+                        let count = count.to_string();
+                        print_row(
+                            &mut header,
+                            &[&label, format.name(), &count, test_name, &entry],
+                            &stats,
+                        );
+                    }
                 }
-                let values: Vec<String> = stats.iter().map(|(_, v)| v.clone()).collect();
-                println!(
-                    "| {label} | {} | {entry} | {} |",
-                    format.name(),
-                    values.join(" | ")
-                );
             }
         }
     }
@@ -121,7 +249,8 @@ impl Vulkan {
     }
 
     /// Each entry point of `wgsl` with the driver's statistics, in its order.
-    fn statistics(&self, wgsl: &str) -> Vec<(String, Vec<(String, String)>)> {
+    /// `unchecked`: without the bounds checks wgpu adds by default.
+    fn statistics(&self, wgsl: &str, unchecked: bool) -> Vec<(String, Vec<(String, String)>)> {
         use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags, Validator};
         let module = naga::front::wgsl::parse_str(wgsl).expect("the culler's WGSL parses");
         let info = Validator::new(ValidationFlags::all(), Capabilities::all())
@@ -130,13 +259,18 @@ impl Vulkan {
             .validate(&module)
             .expect("the culler's WGSL validates");
         // As wgpu compiles for Vulkan: SPIR-V 1.3 (subgroup operations), indices clamped.
+        let policy = if unchecked {
+            naga::proc::BoundsCheckPolicy::Unchecked
+        } else {
+            naga::proc::BoundsCheckPolicy::Restrict
+        };
         let options = naga::back::spv::Options {
             lang_version: (1, 3),
             bounds_check_policies: naga::proc::BoundsCheckPolicies {
-                index: naga::proc::BoundsCheckPolicy::Restrict,
-                buffer: naga::proc::BoundsCheckPolicy::Restrict,
-                image_load: naga::proc::BoundsCheckPolicy::Restrict,
-                binding_array: naga::proc::BoundsCheckPolicy::Restrict,
+                index: policy,
+                buffer: policy,
+                image_load: policy,
+                binding_array: policy,
             },
             ..Default::default()
         };

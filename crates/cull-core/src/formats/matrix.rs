@@ -12,6 +12,7 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     stride: 64,
     rotation_error: 0.0,
     carries_scale: true,
+    centred_form: false,
     shader_def: "FORMAT_MATRIX",
     module: shader_module!("formats/matrix.wgsl"),
     encode,

@@ -39,6 +39,10 @@ pub(crate) struct FormatKernel {
     pub rotation_error: f32,
     /// The shader def that selects it in `shaders/cull/items.wgsl`.
     pub shader_def: &'static str,
+    /// Whether its vote rotates the mesh's local center, and so has a
+    /// kernel form for meshes centred on their origin (`LOCAL_CENTER_ORIGIN`)
+    /// that leaves the rotation out.
+    pub centred_form: bool,
     /// Its WGSL: `InstanceData`, the `instances` binding and `world_sphere()`.
     pub module: ShaderModule,
     /// Writes instances (normalized, scale fitted) as bytes.

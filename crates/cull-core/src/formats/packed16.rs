@@ -13,6 +13,7 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     stride: size_of::<PackedInstance>() as u64,
     rotation_error: PACKED_ROTATION_ERROR_BOUND,
     carries_scale: false,
+    centred_form: true,
     shader_def: "FORMAT_PACKED16",
     module: shader_module!("formats/packed16.wgsl"),
     encode,

@@ -13,6 +13,7 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     stride: size_of::<PosQuatInstance>() as u64,
     rotation_error: 0.0,
     carries_scale: true,
+    centred_form: true,
     shader_def: "FORMAT_POSQUAT",
     module: shader_module!("formats/posquat.wgsl"),
     encode,
