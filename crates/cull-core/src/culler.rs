@@ -153,7 +153,8 @@ pub struct Culler {
     max_views: u32,
     /// Compile kernels here when first needed (`false`: they are handed in).
     compiles: bool,
-    /// Kernels by visibility test, output windows and views (`kernel_index`).
+    /// Kernels by form (general or for centred meshes), visibility test,
+    /// by cells or not, views and output windows (`kernel_index`).
     kernels: Mutex<Vec<Option<Kernel>>>,
 }
 
@@ -402,9 +403,10 @@ impl Culler {
             + ((views - 1) * MAX_OUTPUT_WINDOWS + windows - 1) as usize)
     }
 
-    /// The WGSL of this culler's passes for a batch that fits one binding,
-    /// exactly as compiled (composed, then written out by naga: for
-    /// inspection, disassembly, register counts).
+    /// The WGSL of this culler's general kernel for a batch that fits one
+    /// binding, as compiled (composed, then written out by naga: for
+    /// inspection, disassembly, register counts). Meshes centred on their
+    /// origin take another form where the culler compiles its own kernels.
     pub fn shader_source(&self) -> String {
         self.shader_source_for(1, VisibilityTest::Frustum)
             .unwrap_or_else(|e| panic!("one view is always allowed: {e}"))
@@ -1045,7 +1047,9 @@ impl CellIndex {
 impl CullTarget {
     /// Allocates a target for up to `capacity` instances, culled by
     /// `culler` (and only by it: another culler refuses it). A culler that
-    /// compiles its own kernels compiles the one this target needs now.
+    /// compiles its own kernels compiles the general one this target needs
+    /// now (the form for meshes centred on their origin, and the other
+    /// visibility tests' kernels, at their first cull).
     pub fn new(device: &wgpu::Device, culler: &Culler, capacity: u32) -> Result<Self, CullError> {
         Self::with_views(device, culler, capacity, 1)
     }

@@ -45,16 +45,22 @@ fn world_sphere(inst: InstanceData) -> WorldSphere {
     let position = bitcast<vec3<f32>>(raw.xyz);
     let finite = all_finite(vec4<f32>(position, 0.0));
     let c = params.local_sphere.xyz;
-#ifdef LOCAL_CENTER_ORIGIN
-    // The kernel for meshes centred on their origin (most meshes; the
-    // culler picks it when the local center is 0): the rotation moves
+    // Most meshes are centred on their origin: then the rotation moves
     // nothing, and the quaternion's unpacking, most of this format's
-    // arithmetic, is left out. A uniform branch in one kernel cost as many
-    // registers as the rotation itself. rotate(q, 0) is exactly 0, so both
-    // kernels give the CPU mirror's center.
+    // arithmetic, can be left out. A culler that compiles its own kernels
+    // picks a kernel without it (LOCAL_CENTER_ORIGIN) for such meshes: in
+    // the general kernel, the uniform branch below costs the rotation's
+    // registers even where it is never taken. The general kernel keeps the
+    // branch for renderers that compile only it (Culler::deferred, the Bevy
+    // plugin). rotate(q, 0) is +-0 for the finite q this format decodes, so
+    // every path gives the CPU mirror's center.
+#ifdef LOCAL_CENTER_ORIGIN
     let center = position;
 #else
-    let center = position + rotate(unpack_quat(raw.w), c);
+    var center = position;
+    if any(c != vec3<f32>(0.0)) {
+        center = position + rotate(unpack_quat(raw.w), c);
+    }
 #endif
     let p = abs(position);
     return WorldSphere(center, params.local_sphere.w + length(c) * PACKED_ROTATION_ERROR_BOUND,

@@ -21,12 +21,17 @@ fn world_sphere(inst: InstanceData) -> WorldSphere {
     // transform the bytes define, as the draw applies it.
     let qq = dot(q, q);
     let stretch = max(2.0 * qq - 1.0, 1.0);
+    // A mesh centred on its origin skips the rotation: in a kernel of its
+    // own (LOCAL_CENTER_ORIGIN), or on a uniform branch in the general one
+    // (see packed16.wgsl). rotate(q, 0) * scale is +-0 for finite input (and
+    // non-finite input is culled by finite_input), as in the CPU mirror.
 #ifdef LOCAL_CENTER_ORIGIN
-    // The kernel for meshes centred on their origin (see packed16.wgsl):
-    // rotate(q, 0) is exactly 0, as in the CPU mirror.
     let center = position;
 #else
-    let center = position + rotate(q, params.local_sphere.xyz) * scale;
+    var center = position;
+    if any(params.local_sphere.xyz != vec3<f32>(0.0)) {
+        center = position + rotate(q, params.local_sphere.xyz) * scale;
+    }
 #endif
     let p = abs(position);
     return WorldSphere(center, params.local_sphere.w * abs(scale) * stretch,

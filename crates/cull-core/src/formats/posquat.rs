@@ -57,7 +57,8 @@ fn world_sphere(raw: &[u8], local: Sphere, c_terms: f32) -> Option<WorldSphere> 
     let position = Vec3::from_array(p.position);
     let qq = q.dot(q);
     let stretch = (2.0 * qq - 1.0).max(1.0);
-    // The shader's uniform branch for meshes centred on their origin.
+    // As the shaders: the kernel for meshes centred on their origin, or the
+    // general kernel's uniform branch, leaves the rotation out.
     let center = if local.center == Vec3::ZERO {
         position
     } else {

@@ -61,7 +61,9 @@ fn scenes_exercise_both_outcomes() {
 #[test]
 fn every_variant_matches_reference_for_meshes_centred_on_their_origin() {
     // The formats skip the rotation of the mesh's center when it is the
-    // origin (a uniform branch); the other tests use an off-centre sphere.
+    // origin (a culler that compiles its own kernels picks a kernel without
+    // it; tests/gpu/deferred.rs covers the general kernel's branch); the
+    // other tests use an off-centre sphere.
     let ctx = gpu();
     for (variant, tuning) in forms(ctx) {
         for format in InstanceFormat::ALL {
