@@ -119,23 +119,21 @@ fn kernels_compiled_by_the_renderer_cull_exact_sets() {
             .provide_pipelines(1, 1, compile_recipe(&ctx.device, &culler))
             .unwrap();
         assert!(culler.has_pipelines(1, 1) && !culler.has_pipelines(0, 1));
-        job.cull(ctx, &culler);
-        let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-        let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
-        let survivors = harness::survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out);
-        let reference = harness::reference(&scene, InstanceFormat::PosQuat);
-        harness::assert_exact(&format!("deferred {variant:?}"), &reference, &survivors);
+        let check = |job: &Job, scene: &cull_core::scene::Scene, what: &str| {
+            job.cull(ctx, &culler);
+            let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+            let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
+            let survivors = harness::survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out);
+            let reference = harness::reference(scene, InstanceFormat::PosQuat);
+            harness::assert_exact(what, &reference, &survivors);
+        };
+        check(&job, &scene, &format!("deferred {variant:?}"));
         assert!(ScanVariant::compiled().any(|v| v == culler.variant()));
         // A mesh centred on its origin: a culler that compiles its own
         // kernels would pick the kernel without the rotation; this one has
         // only the general kernel, whose uniform branch skips it.
         let scene = harness::edge_scene_centred(8, 10_007, Camera::Perspective, InstanceFormat::PosQuat);
         let job = Job::new(ctx, &culler, &scene, 10_007);
-        job.cull(ctx, &culler);
-        let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-        let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
-        let survivors = harness::survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out);
-        let reference = harness::reference(&scene, InstanceFormat::PosQuat);
-        harness::assert_exact(&format!("deferred {variant:?}, centred"), &reference, &survivors);
+        check(&job, &scene, &format!("deferred {variant:?}, centred"));
     }
 }

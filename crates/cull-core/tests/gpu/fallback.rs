@@ -66,6 +66,12 @@ fn check_without_subgroups(ctx: &GpuContext) {
                 &frusta,
                 &survivors,
             );
+            // A mesh centred on its origin takes a kernel of its own.
+            let centred = edge_scene_centred(n as u64 + 6, n, Camera::Perspective, format);
+            let centred_frusta = view_frusta(&centred, 3, 5);
+            let survivors = run_views(ctx, &culler, &centred, &centred_frusta, (n as u32).max(1), 5);
+            let what = format!("{variant:?} n={n}, no subgroups, centred");
+            assert_views_exact(&what, &culler, &centred, &centred_frusta, &survivors);
             // Levels of detail (views with size bands) on this device too.
             let levels = test_levels(&frusta[0]);
             let survivors = run_views(ctx, &culler, &scene, &levels, (n as u32).max(1), 5);

@@ -140,6 +140,16 @@ fn subgroup_variants_at_this_width() {
                     );
                 }
             }
+            // A mesh centred on its origin takes a kernel of its own.
+            for n in [0usize, 1, 4099] {
+                let scene = edge_scene_centred(n as u64 + 23, n, Camera::InfiniteReverseZ, format);
+                let survivors = run(ctx, &culler, &scene, (n as u32).max(1));
+                assert_exact(
+                    &format!("{what} n={n}, centred"),
+                    &reference(&scene, format),
+                    &survivors,
+                );
+            }
         }
     }
 }

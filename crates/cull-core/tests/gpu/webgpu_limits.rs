@@ -61,6 +61,14 @@ fn every_portable_variant_is_exact_within_webgpu_limits() {
                         if variant.preserves_order() {
                             assert!(survivors.windows(2).all(|w| w[0] < w[1]), "{what}: out of order");
                         }
+                        // A mesh centred on its origin takes a kernel of its own.
+                        let scene = edge_scene_centred(n as u64 + 7, n, Camera::InfiniteReverseZ, format);
+                        let survivors = run(&ctx, &culler, &scene, (n as u32).max(1));
+                        assert_exact(
+                            &format!("{what}, centred"),
+                            &reference(&scene, format),
+                            &survivors,
+                        );
                     }
                 }
                 // Several views in one pass within the same limits.
