@@ -235,20 +235,50 @@ struct FrameTimes {
 /// screen height; smaller spheres are not drawn.
 const LOD_SIZES: [f32; 4] = [0.04, 0.015, 0.005, 0.0015];
 
-/// The farthest level: a tetrahedron of 4 triangles (12 vertices), inside
-/// the cube of side 1.2 around the sphere. At the sizes it is drawn (a few
-/// pixels) its shape does not show, and it costs a third of a box's
-/// triangles and half its vertices.
+/// The farthest level: a tetrahedron of 4 triangles on 4 shared vertices,
+/// inside the cube of side 1.2 around the sphere, with a sphere's normals
+/// (each vertex's direction from the centre). At the sizes it is drawn (a
+/// few pixels) its shape does not show. Bevy's `Tetrahedron` mesh gives each
+/// face its own 3 vertices (flat normals): 12 vertex shader runs per
+/// instance where this takes 4, and at 1M spheres this level is most of the
+/// frame's vertices.
 fn far_mesh() -> Mesh {
+    use bevy::asset::RenderAssetUsages;
+    use bevy::mesh::{Indices, PrimitiveTopology};
     let corner = 0.6;
-    Tetrahedron::new(
+    let positions = [
         Vec3::new(corner, corner, corner),
         Vec3::new(-corner, corner, -corner),
         Vec3::new(-corner, -corner, corner),
         Vec3::new(corner, -corner, -corner),
-    )
-    .mesh()
-    .build()
+    ];
+    // Each face, wound counter-clockwise seen from outside (its normal
+    // points away from the opposite vertex, i.e. from the centre).
+    let mut indices = Vec::new();
+    for face in [[0u32, 1, 2], [0, 2, 3], [0, 3, 1], [1, 3, 2]] {
+        let [a, b, c] = face.map(|i| positions[i as usize]);
+        let outward = (b - a).cross(c - a).dot(a + b + c) > 0.0;
+        indices.extend(if outward {
+            face
+        } else {
+            [face[0], face[2], face[1]]
+        });
+    }
+    let normals: Vec<[f32; 3]> = positions.iter().map(|p| p.normalize().to_array()).collect();
+    let uvs: Vec<[f32; 2]> = positions
+        .iter()
+        .map(|p| {
+            [
+                0.5 + p.x.atan2(p.z) / std::f32::consts::TAU,
+                0.5 - p.y / (2.0 * corner),
+            ]
+        })
+        .collect();
+    Mesh::new(PrimitiveTopology::TriangleList, RenderAssetUsages::default())
+        .with_inserted_indices(Indices::U32(indices))
+        .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions.map(|p| p.to_array()).to_vec())
+        .with_inserted_attribute(Mesh::ATTRIBUTE_NORMAL, normals)
+        .with_inserted_attribute(Mesh::ATTRIBUTE_UV_0, uvs)
 }
 
 /// The levels, kept to toggle them (`N`).
