@@ -163,7 +163,7 @@ impl Culler {
     /// for single-binding batches.
     pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, desc: &CullerDesc) -> Result<Self, CullError> {
         let culler = Self::resolve(device, queue, desc, true)?;
-        culler.kernel_for(KernelKey::flat(1, 1, VisibilityTest::Frustum))?;
+        culler.kernel_for(KernelSpec::flat(1, 1, VisibilityTest::Frustum))?;
         Ok(culler)
     }
 
@@ -333,14 +333,23 @@ impl Culler {
         Ok(windows as u32)
     }
 
-    fn shape(&self, key: KernelKey) -> ModuleShape {
-        let KernelKey {
+    /// `key`, its centred form named as the general one where the format has
+    /// none ([`KernelSpec::centred`]).
+    fn normalized(&self, key: KernelSpec) -> KernelSpec {
+        KernelSpec {
+            centred: key.centred && self.format.has_centred_form(),
+            ..key
+        }
+    }
+
+    fn shape(&self, key: KernelSpec) -> ModuleShape {
+        let KernelSpec {
             windows,
             views,
             test,
             cells,
             centred,
-        } = key;
+        } = self.normalized(key);
         ModuleShape {
             variant: self.variant,
             kernel: self.kernel,
@@ -368,24 +377,29 @@ impl Culler {
 
     /// [`Self::recipe`] of the kernel that votes with `test`.
     pub fn recipe_for(&self, windows: u32, views: u32, test: VisibilityTest) -> KernelRecipe {
-        self.shape(KernelKey::flat(windows, views, test)).recipe()
+        self.shape(KernelSpec::flat(windows, views, test)).recipe()
     }
 
     /// [`Self::recipe_for`] of the kernel that culls by cells
     /// ([`Self::cull_views_in_cells`]): the cell pass, then the cull.
     pub fn recipe_for_cells(&self, windows: u32, views: u32, test: VisibilityTest) -> KernelRecipe {
-        self.shape(KernelKey::cells(windows, views, test)).recipe()
+        self.shape(KernelSpec::cells(windows, views, test)).recipe()
+    }
+
+    /// [`Self::recipe`] of the kernel `spec` names.
+    pub fn recipe_of(&self, spec: KernelSpec) -> KernelRecipe {
+        self.shape(spec).recipe()
     }
 
     /// The kernel cache's index of `key`, checked.
-    fn kernel_index(&self, key: KernelKey) -> Result<usize, CullError> {
-        let KernelKey {
+    fn kernel_index(&self, key: KernelSpec) -> Result<usize, CullError> {
+        let KernelSpec {
             windows,
             views,
             test,
             cells,
             centred,
-        } = key;
+        } = self.normalized(key);
         if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
             return Err(CullError::InvalidParameter(
                 "windows must be from 1 to MAX_OUTPUT_WINDOWS",
@@ -416,9 +430,14 @@ impl Culler {
     /// `test` (as [`Self::recipe_for`]`(1, views, test)`): the multi-view and
     /// level-of-detail kernels hold more in registers than the one-view one.
     pub fn shader_source_for(&self, views: u32, test: VisibilityTest) -> Result<String, CullError> {
-        let key = KernelKey::flat(1, views, test);
-        self.kernel_index(key)?;
-        let shape = self.shape(key);
+        self.shader_source_of(KernelSpec::flat(1, views, test))
+    }
+
+    /// The WGSL of the kernel `spec` names (its entry pass), as
+    /// [`Self::shader_source`].
+    pub fn shader_source_of(&self, spec: KernelSpec) -> Result<String, CullError> {
+        self.kernel_index(spec)?;
+        let shape = self.shape(spec);
         Ok(crate::shader::wgsl(&shape, shape.recipe().entry)
             .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}")))
     }
@@ -443,7 +462,7 @@ impl Culler {
         test: VisibilityTest,
         pipelines: Vec<wgpu::ComputePipeline>,
     ) -> Result<(), CullError> {
-        self.provide_pipelines_of(KernelKey::flat(windows, views, test), pipelines)
+        self.provide_pipelines_of(KernelSpec::flat(windows, views, test), pipelines)
     }
 
     /// [`Self::provide_pipelines_for`] for [`Self::recipe_for_cells`].
@@ -454,12 +473,16 @@ impl Culler {
         test: VisibilityTest,
         pipelines: Vec<wgpu::ComputePipeline>,
     ) -> Result<(), CullError> {
-        self.provide_pipelines_of(KernelKey::cells(windows, views, test), pipelines)
+        self.provide_pipelines_of(KernelSpec::cells(windows, views, test), pipelines)
     }
 
-    fn provide_pipelines_of(
+    /// [`Self::provide_pipelines`] for [`Self::recipe_of`]`(spec)`. A
+    /// kernel for centred meshes ([`KernelSpec::centred`]) is an addition:
+    /// culls of such meshes take it once provided, the general kernel
+    /// otherwise.
+    pub fn provide_pipelines_of(
         &self,
-        key: KernelKey,
+        key: KernelSpec,
         pipelines: Vec<wgpu::ComputePipeline>,
     ) -> Result<(), CullError> {
         let index = self.kernel_index(key)?;
@@ -487,22 +510,23 @@ impl Culler {
 
     /// [`Self::has_pipelines`] for the kernel that votes with `test`.
     pub fn has_pipelines_for(&self, windows: u32, views: u32, test: VisibilityTest) -> bool {
-        self.has_pipelines_of(KernelKey::flat(windows, views, test))
+        self.has_pipelines_of(KernelSpec::flat(windows, views, test))
     }
 
     /// [`Self::has_pipelines_for`] for [`Self::recipe_for_cells`].
     pub fn has_pipelines_for_cells(&self, windows: u32, views: u32, test: VisibilityTest) -> bool {
-        self.has_pipelines_of(KernelKey::cells(windows, views, test))
+        self.has_pipelines_of(KernelSpec::cells(windows, views, test))
     }
 
-    fn has_pipelines_of(&self, key: KernelKey) -> bool {
+    /// Whether the kernel `spec` names can be culled with now.
+    pub fn has_pipelines_of(&self, key: KernelSpec) -> bool {
         self.kernel_index(key)
             .is_ok_and(|i| self.compiles || self.kernels.lock().expect("kernel cache poisoned")[i].is_some())
     }
 
     /// The kernel for (`windows`, `views`, `test`), compiling it when this
     /// culler compiles its own.
-    fn kernel_for(&self, key: KernelKey) -> Result<Kernel, CullError> {
+    fn kernel_for(&self, key: KernelSpec) -> Result<Kernel, CullError> {
         let index = self.kernel_index(key)?;
         let mut cache = self.kernels.lock().expect("kernel cache poisoned");
         let slot = &mut cache[index];
@@ -768,7 +792,7 @@ impl Culler {
                 // where that kernel is at hand; the frustum test's keeps the
                 // same instances.
                 let levels = VisibilityTest::for_views(params.frusta);
-                let key = KernelKey {
+                let key = KernelSpec {
                     windows: target.windows(),
                     views: target.views(),
                     test: levels,
@@ -804,7 +828,7 @@ impl Culler {
                 ));
             }
         }
-        let key = KernelKey {
+        let key = KernelSpec {
             windows: target.windows(),
             views: target.views(),
             test,
@@ -813,11 +837,11 @@ impl Culler {
         };
         // A mesh centred on its origin takes the kernel that leaves the
         // rotation of its center out, where that kernel is at hand (a culler
-        // that compiles its own kernels; renderers that compile them provide
-        // the general one, which keeps the same instances).
-        let centred = KernelKey { centred: true, ..key };
-        let centred_form =
-            params.local_bounds.center == glam::Vec3::ZERO && self.format.kernel().centred_form;
+        // that compiles its own kernels, or one whose renderer provided it:
+        // KernelSpec::for_centred_meshes); otherwise the general one, which
+        // keeps the same instances.
+        let centred = key.for_centred_meshes();
+        let centred_form = params.local_bounds.center == glam::Vec3::ZERO && self.format.has_centred_form();
         let key = if centred_form && self.has_pipelines_of(centred) {
             centred
         } else {
@@ -967,20 +991,35 @@ impl Culler {
     }
 }
 
-/// Which kernel of a culler: its shape beyond the culler's own settings.
-#[derive(Clone, Copy, Debug)]
-struct KernelKey {
-    windows: u32,
-    views: u32,
-    test: VisibilityTest,
-    cells: bool,
-    /// The form for meshes centred on their origin
-    /// ([`crate::shader::ModuleShape::centred`]).
-    centred: bool,
+/// Which kernel of a culler: its shape beyond the culler's own settings
+/// (variant, format, output kind). A renderer that compiles the kernels
+/// itself ([`Culler::deferred`]) names each one by its spec: what to compile
+/// ([`Culler::recipe_of`]), what it hands over
+/// ([`Culler::provide_pipelines_of`]), what is ready
+/// ([`Culler::has_pipelines_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSpec {
+    /// Output windows of its targets ([`CullTarget::windows`]).
+    pub windows: u32,
+    /// Views of its targets ([`CullTarget::views`]).
+    pub views: u32,
+    /// How it votes.
+    pub test: VisibilityTest,
+    /// Whether it culls by cells ([`Culler::cull_views_in_cells`]): the cell
+    /// pass, then the cull over the kept cells' tiles.
+    pub cells: bool,
+    /// Whether it serves only meshes centred on their origin (local bounds
+    /// centered at zero): the 32 B and 16 B formats' votes then leave the
+    /// rotation of the mesh's center out ([`InstanceFormat::has_centred_form`]).
+    /// A cull of such a mesh takes this kernel where it is ready and the
+    /// general one otherwise (both keep the same instances). For a format
+    /// without that form it names the general kernel.
+    pub centred: bool,
 }
 
-impl KernelKey {
-    fn flat(windows: u32, views: u32, test: VisibilityTest) -> Self {
+impl KernelSpec {
+    /// The general flat kernel: every instance read, any mesh.
+    pub fn flat(windows: u32, views: u32, test: VisibilityTest) -> Self {
         Self {
             windows,
             views,
@@ -990,10 +1029,19 @@ impl KernelKey {
         }
     }
 
-    fn cells(windows: u32, views: u32, test: VisibilityTest) -> Self {
+    /// The general kernel that culls by cells.
+    pub fn cells(windows: u32, views: u32, test: VisibilityTest) -> Self {
         Self {
             cells: true,
             ..Self::flat(windows, views, test)
+        }
+    }
+
+    /// The same kernel's form for meshes centred on their origin.
+    pub fn for_centred_meshes(self) -> Self {
+        Self {
+            centred: true,
+            ..self
         }
     }
 }
@@ -1072,7 +1120,7 @@ impl CullTarget {
         }
         let windows = culler.windows_for_views(capacity, views)?;
         if culler.compiles {
-            culler.kernel_for(KernelKey::flat(windows, views, VisibilityTest::Frustum))?;
+            culler.kernel_for(KernelSpec::flat(windows, views, VisibilityTest::Frustum))?;
         }
         let chunk_len = capacity.min(culler.window_len);
         let dispatch = culler.dispatch;

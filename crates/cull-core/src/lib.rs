@@ -127,7 +127,8 @@ pub use cells::{CellBounds, CellIndex, CellLayout, CellPick};
 #[cfg(feature = "blocking")]
 pub use context::GpuContext;
 pub use culler::{
-    CullParams, CullViewsParams, Culler, CullerDesc, MAX_OUTPUT_WINDOWS, MAX_VIEWS, OutputKind, Tuning,
+    CullParams, CullViewsParams, Culler, CullerDesc, KernelSpec, MAX_OUTPUT_WINDOWS, MAX_VIEWS, OutputKind,
+    Tuning,
 };
 pub use error::CullError;
 pub use frustum::{Frustum, SizeBand, SizeMetric, Sphere, WorldSphere};

@@ -30,7 +30,7 @@ use bevy::shader::ShaderCacheError;
 use bevy::shader::{Shader, ShaderDefVal};
 use cull_core::{
     AsyncReadback, CellIndex, CellLayout, CullInput, CullTarget, Culler, CullerDesc, Instance,
-    InstanceFormat, MAX_VIEWS, OcclusionHistory, OutputKind, ScanVariant, Sphere, VisibilityTest,
+    InstanceFormat, KernelSpec, MAX_VIEWS, OcclusionHistory, OutputKind, ScanVariant, Sphere, VisibilityTest,
 };
 use std::ops::Range;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub(crate) struct CullShaders {
     _library: Vec<Handle<Shader>>,
     entries: HashMap<&'static str, Handle<Shader>>,
     /// Pipeline ids of every kernel queued, by variant, format and shape.
-    kernels: HashMap<(ScanVariant, InstanceFormat, KernelShape), Vec<CachedComputePipelineId>>,
+    kernels: HashMap<(ScanVariant, InstanceFormat, KernelSpec), Vec<CachedComputePipelineId>>,
 }
 
 impl CullShaders {
@@ -72,43 +72,14 @@ impl CullShaders {
     }
 }
 
-/// One kernel of a culler: output windows, views, visibility test, and
-/// whether it culls by cells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct KernelShape {
-    windows: u32,
-    views: u32,
-    test: VisibilityTest,
-    cells: bool,
-}
-
-impl KernelShape {
-    pub fn new(windows: u32, views: u32, test: VisibilityTest, cells: bool) -> Self {
-        Self {
-            windows,
-            views,
-            test,
-            cells,
-        }
-    }
-
-    fn is_ready(&self, culler: &Culler) -> bool {
-        if self.cells {
-            culler.has_pipelines_for_cells(self.windows, self.views, self.test)
-        } else {
-            culler.has_pipelines_for(self.windows, self.views, self.test)
-        }
-    }
-}
-
 /// A culler whose kernels Bevy's `PipelineCache` compiles: it culls only
 /// into targets whose kernel (by output windows and views) is ready.
 pub(crate) struct CompilingCuller {
     pub culler: Culler,
     pub settings: GpuCullSettings,
-    /// Kernels queued in the pipeline cache, by shape (the occlusion
-    /// phases and culls by cells have kernels of their own).
-    queued: HashMap<KernelShape, Vec<CachedComputePipelineId>>,
+    /// Kernels queued in the pipeline cache, by spec (the occlusion
+    /// phases, culls by cells and centred meshes have kernels of their own).
+    queued: HashMap<KernelSpec, Vec<CachedComputePipelineId>>,
     /// A kernel failed to compile: a pending culler is then given up.
     failed: bool,
 }
@@ -118,8 +89,8 @@ impl CompilingCuller {
     /// queued before (for the same variant, format and shape, e.g. when `V`
     /// comes back to a variant) are reused, so switching settings does not
     /// grow Bevy's pipeline cache.
-    pub fn request(&mut self, shape: KernelShape, cache: &PipelineCache, shaders: &mut CullShaders) {
-        if shape.is_ready(&self.culler) || self.queued.contains_key(&shape) {
+    pub fn request(&mut self, shape: KernelSpec, cache: &PipelineCache, shaders: &mut CullShaders) {
+        if self.culler.has_pipelines_of(shape) || self.queued.contains_key(&shape) {
             return;
         }
         let key = (self.culler.variant(), self.culler.format(), shape);
@@ -127,12 +98,7 @@ impl CompilingCuller {
             self.queued.insert(shape, ids.clone());
             return;
         }
-        let recipe = if shape.cells {
-            self.culler
-                .recipe_for_cells(shape.windows, shape.views, shape.test)
-        } else {
-            self.culler.recipe_for(shape.windows, shape.views, shape.test)
-        };
+        let recipe = self.culler.recipe_of(shape);
         // Each pass's entry module: the kernel's, or its own (the cell pass).
         let mut pass_shaders = Vec::with_capacity(recipe.passes.len());
         for pass in &recipe.passes {
@@ -203,15 +169,12 @@ impl CompilingCuller {
                     },
                 }
             }
-            let (windows, views, test) = (shape.windows, shape.views, shape.test);
-            let provided = if shape.cells {
-                culler.provide_pipelines_for_cells(windows, views, test, pipelines)
-            } else {
-                culler.provide_pipelines_for(windows, views, test, pipelines)
-            };
-            if let Err(e) = provided {
-                error!("GPU culling: {e}");
-                failed = true;
+            match culler.provide_pipelines_of(*shape, pipelines) {
+                Ok(()) => debug!("GPU culling: {:?} kernel ready: {shape:?}", culler.variant()),
+                Err(e) => {
+                    error!("GPU culling: {e}");
+                    failed = true;
+                }
             }
             false
         });
@@ -841,18 +804,14 @@ pub(crate) fn prepare_culler(world: &mut World) {
             if let Some(mut pending) = world.get_resource_mut::<PendingCuller>() {
                 let pending = &mut pending.0;
                 pending.request(
-                    KernelShape::new(1, 1, VisibilityTest::Frustum, false),
+                    KernelSpec::flat(1, 1, VisibilityTest::Frustum),
                     &cache,
                     &mut shaders,
                 );
                 for &len in &lens {
                     for &(views, test) in &view_counts {
                         if let Ok(windows) = pending.culler.windows_for_views(batch_capacity(len), views) {
-                            pending.request(
-                                KernelShape::new(windows, views, test, false),
-                                &cache,
-                                &mut shaders,
-                            );
+                            pending.request(KernelSpec::flat(windows, views, test), &cache, &mut shaders);
                         }
                     }
                 }
@@ -1230,10 +1189,27 @@ pub(crate) fn prepare_targets(
             {
                 for &test in group_tests(occluded, group_views, levels) {
                     culler.inner.request(
-                        KernelShape::new(windows, target_views, test, true),
+                        KernelSpec::cells(windows, target_views, test),
                         &pipeline_cache,
                         &mut shaders,
                     );
+                }
+            }
+            // A mesh centred on its origin (most meshes) is culled with the
+            // kernel that leaves the rotation of its center out, once Bevy
+            // has compiled it; until then with the general one, which keeps
+            // the same instances (cull-core picks: KernelSpec::centred).
+            let format = culler.culler().format();
+            if format.has_centred_form()
+                && batch.cull_bounds(format).center == Vec3::ZERO
+                && let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views)
+            {
+                for &test in group_tests(occluded, group_views, levels) {
+                    let flat = KernelSpec::flat(windows, target_views, test).for_centred_meshes();
+                    let by_cells = KernelSpec { cells: true, ..flat };
+                    for spec in std::iter::once(flat).chain(gpu.cells.is_some().then_some(by_cells)) {
+                        culler.inner.request(spec, &pipeline_cache, &mut shaders);
+                    }
                 }
             }
             let stale = targets.groups.get(&group_key).is_none_or(|g| {
@@ -1254,7 +1230,7 @@ pub(crate) fn prepare_targets(
                     for &test in tests {
                         if !culler.culler().has_pipelines_for(windows, target_views, test) {
                             culler.inner.request(
-                                KernelShape::new(windows, target_views, test, false),
+                                KernelSpec::flat(windows, target_views, test),
                                 &pipeline_cache,
                                 &mut shaders,
                             );

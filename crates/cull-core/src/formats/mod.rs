@@ -78,6 +78,15 @@ impl InstanceFormat {
         self.kernel().stride
     }
 
+    /// Whether its vote rotates the mesh's local center, and so has a
+    /// kernel form for meshes centred on their origin that leaves the
+    /// rotation out ([`crate::culler::KernelSpec::centred`]): the 32 B and
+    /// 16 B formats. The matrix format's vote transforms the center with
+    /// the matrix either way.
+    pub const fn has_centred_form(self) -> bool {
+        self.kernel().centred_form
+    }
+
     /// A short lowercase name (`matrix`, `posquat`, `packed16`).
     pub const fn name(self) -> &'static str {
         self.kernel().name

@@ -6,12 +6,19 @@
 
 use crate::harness::{self, Camera, Job};
 use cull_core::kernel::ShaderDefValue;
-use cull_core::{CullError, Culler, CullerDesc, InstanceFormat, OutputKind, ScanVariant};
+use cull_core::{
+    CullError, Culler, CullerDesc, InstanceFormat, KernelRecipe, KernelSpec, OutputKind, ScanVariant,
+    VisibilityTest,
+};
 use naga_oil::compose::{ComposableModuleDescriptor, Composer, NagaModuleDescriptor};
 
 /// Compiles `culler.recipe(1, 1)` (one window, one view) the way a renderer would.
 fn compile_recipe(device: &wgpu::Device, culler: &Culler) -> Vec<wgpu::ComputePipeline> {
-    let recipe = culler.recipe(1, 1);
+    compile(device, culler.recipe(1, 1))
+}
+
+/// Compiles `recipe` the way a renderer would.
+fn compile(device: &wgpu::Device, recipe: KernelRecipe) -> Vec<wgpu::ComputePipeline> {
     let caps = if recipe.subgroups {
         naga::valid::Capabilities::SUBGROUP
     } else {
@@ -136,4 +143,75 @@ fn kernels_compiled_by_the_renderer_cull_exact_sets() {
         let job = Job::new(ctx, &culler, &scene, 10_007);
         check(&job, &scene, &format!("deferred {variant:?}, centred"));
     }
+}
+
+/// The kernel for meshes centred on their origin, compiled by the renderer
+/// (`KernelSpec::for_centred_meshes`): a deferred culler given only that
+/// kernel culls a centred mesh with it (exact sets; the general kernel is
+/// not there to fall back on) and refuses an off-centre one with a typed
+/// error. A format without that form names its general kernel.
+#[test]
+fn centred_kernel_compiled_by_the_renderer_culls_centred_meshes() {
+    let ctx = harness::gpu();
+    let general = KernelSpec::flat(1, 1, VisibilityTest::Frustum);
+    let centred = general.for_centred_meshes();
+    for variant in harness::variants(ctx) {
+        for format in [InstanceFormat::PosQuat, InstanceFormat::Packed16] {
+            assert!(format.has_centred_form());
+            let desc = CullerDesc {
+                variant: Some(variant),
+                allow_fallback: false,
+                format,
+                output: OutputKind::Indices,
+                ..Default::default()
+            };
+            let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
+            let what = format!("deferred centred kernel, {variant:?}, {format:?}");
+            assert_ne!(
+                culler.recipe_of(centred).shader_defs,
+                culler.recipe_of(general).shader_defs,
+                "{what}"
+            );
+            culler
+                .provide_pipelines_of(centred, compile(&ctx.device, culler.recipe_of(centred)))
+                .unwrap();
+            assert!(
+                culler.has_pipelines_of(centred) && !culler.has_pipelines_of(general),
+                "{what}"
+            );
+            let scene = harness::edge_scene_centred(9, 4_099, Camera::Perspective, format);
+            let job = Job::new(ctx, &culler, &scene, 4_099);
+            job.cull(ctx, &culler);
+            let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+            let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
+            let survivors = harness::survivors_as_indices(format, culler.output(), &job.bytes, &out);
+            harness::assert_exact(&what, &harness::reference(&scene, format), &survivors);
+            // An off-centre mesh needs the general kernel, not provided.
+            let scene = harness::edge_scene(9, 4_099, Camera::Perspective, format);
+            let job = Job::new(ctx, &culler, &scene, 4_099);
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            let err = culler
+                .cull(&mut encoder, &ctx.queue, &job.input, &job.target, &job.params)
+                .unwrap_err();
+            assert!(
+                matches!(err, CullError::PipelinesNotReady { windows: 1, views: 1 }),
+                "{what}: {err}"
+            );
+        }
+    }
+    // The matrix format has no centred form: its spec names the general kernel.
+    let desc = CullerDesc {
+        format: InstanceFormat::Matrix,
+        ..Default::default()
+    };
+    let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
+    assert!(!InstanceFormat::Matrix.has_centred_form());
+    assert_eq!(
+        culler.recipe_of(centred).shader_defs,
+        culler.recipe_of(general).shader_defs
+    );
+    culler
+        .provide_pipelines(1, 1, compile_recipe(&ctx.device, &culler))
+        .unwrap();
+    assert!(culler.has_pipelines_of(centred));
 }
