@@ -51,9 +51,11 @@ fn world_sphere(inst: InstanceData) -> WorldSphere {
     // picks a kernel without it (LOCAL_CENTER_ORIGIN) for such meshes: in
     // the general kernel, the uniform branch below costs the rotation's
     // registers even where it is never taken. The general kernel keeps the
-    // branch for renderers that compile only it (Culler::deferred, the Bevy
-    // plugin). rotate(q, 0) is +-0 for the finite q this format decodes, so
-    // every path gives the CPU mirror's center.
+    // branch for renderers that compile the kernels themselves
+    // (Culler::deferred, the Bevy plugin): until they provide the centred
+    // form, or where they never do, centred meshes take this kernel.
+    // rotate(q, 0) is +-0 for the finite q this format decodes, so every
+    // path gives the CPU mirror's center.
 #ifdef LOCAL_CENTER_ORIGIN
     let center = position;
 #else
