@@ -179,6 +179,7 @@ fn orbit(time: Res<Time>, args: Res<Args>, mut camera: Query<&mut Transform, Wit
 fn finish_headless(
     args: Res<Args>,
     mut run: ResMut<support::HeadlessRun>,
+    settled: Res<support::PipelinesSettled>,
     stats: Res<GpuCullStats>,
     targets: Query<&RenderTarget, With<Camera3d>>,
     mut commands: Commands,
@@ -189,7 +190,7 @@ fn finish_headless(
     }
     let ready = stats.drawn_frames >= 2;
     let support::HeadlessStep::Finish(exit_code) =
-        run.step(&args, ready, targets.single().ok(), &mut commands)
+        run.step(&args, ready, &settled, targets.single().ok(), &mut commands)
     else {
         return;
     };

@@ -254,6 +254,7 @@ fn circle(time: Res<Time>, args: Res<Args>, mut camera: Query<&mut Transform, Wi
 fn finish_headless(
     args: Res<Args>,
     mut run: ResMut<support::HeadlessRun>,
+    settled: Res<support::PipelinesSettled>,
     stats: Res<GpuCullStats>,
     trees: Query<Entity, With<Trees>>,
     rocks: Query<Entity, With<Rocks>>,
@@ -267,7 +268,7 @@ fn finish_headless(
     }
     let ready = stats.drawn_frames >= 2 && !stats.shadow_visible.is_empty();
     let support::HeadlessStep::Finish(exit_code) =
-        run.step(&args, ready, targets.single().ok(), &mut commands)
+        run.step(&args, ready, &settled, targets.single().ok(), &mut commands)
     else {
         return;
     };
@@ -296,7 +297,7 @@ fn finish_headless(
             format!("{}/{}{}", c.kept, c.cells, if c.by_cells { "" } else { "(flat)" })
         });
     println!(
-        "forest: frames={} median_frame_ms={:.2} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={} occlusion={} cells={cells}",
+        "forest: frames={} median_frame_ms={:.2} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={} occlusion={} cells={cells} ready_frame={}",
         run.frames,
         run.median_frame_ms(),
         visible(trees.single().ok()),
@@ -305,6 +306,7 @@ fn finish_headless(
         stats.shadow_visible.values().sum::<u32>(),
         stats.variant.map_or("-", |v| v.name()),
         args.occlusion,
+        run.ready_frame().map_or("n/a".into(), |f| f.to_string()),
     );
     exit.write(exit_code);
 }

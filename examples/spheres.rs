@@ -208,7 +208,14 @@ struct Fly {
 
 #[derive(Resource, Default)]
 struct FrameTimes {
+    /// Frames since start.
     frames: u32,
+    /// The frame from which the scene was ready: the batch drawn (Bevy's
+    /// path: its meshes) with no pipeline left to compile
+    /// (`support::PipelinesSettled`). Frames before it time a scene that is
+    /// not drawn yet; on a machine whose driver had not cached the
+    /// pipelines that was most of a 400-frame run.
+    ready_at: Option<u32>,
     wall_ms: Vec<f64>,
     last: Option<Instant>,
     /// Process CPU seconds and frame number when warm-up ended.
@@ -285,7 +292,8 @@ fn far_mesh() -> Mesh {
 #[derive(Resource)]
 struct SphereLevels(GpuCullLod);
 
-/// Frames skipped before timing: pipelines compile in the first frames.
+/// Frames of a ready scene (`FrameTimes::ready_at`) not timed: the first
+/// frames after the scene is drawn still upload and fill caches.
 const WARM_UP: u32 = 20;
 /// Frames the headless camera holds still at the end.
 const CAMERA_HOLD: u32 = 30;
@@ -414,8 +422,9 @@ fn fly(
     };
     if fly.auto {
         let step = if args.headless {
-            // Deterministic: by frame, and frozen for the last frames.
-            if times.frames + CAMERA_HOLD >= args.frames {
+            // Deterministic: by frame from the scene's readiness (still
+            // until then), and frozen for the last frames.
+            if times.ready_at.is_none() || times.frames_ready() + CAMERA_HOLD >= args.frames {
                 0.0
             } else {
                 0.01
@@ -625,23 +634,44 @@ fn hud(
     };
 }
 
-fn record_frame(mut times: ResMut<FrameTimes>, args: Res<Args>, stats: Res<GpuCullStats>) {
-    if times.first_drawn_s.is_none() && (stats.drawn_frames > 0 || args.compare_bevy) {
+impl FrameTimes {
+    /// Frames run since the scene was ready (0 before).
+    fn frames_ready(&self) -> u32 {
+        self.ready_at.map_or(0, |at| self.frames - at)
+    }
+}
+
+fn record_frame(
+    mut times: ResMut<FrameTimes>,
+    args: Res<Args>,
+    stats: Res<GpuCullStats>,
+    settled: Res<support::PipelinesSettled>,
+) {
+    let drawn = stats.drawn_frames > 0 || args.compare_bevy;
+    if times.first_drawn_s.is_none() && drawn {
         times.first_drawn_s = times.started.map(|t| t.elapsed().as_secs_f64());
+    }
+    if times.ready_at.is_none() && drawn && settled.get() {
+        times.ready_at = Some(times.frames);
     }
     if times.stopped_at.is_some() {
         times.count_wait_frames += 1;
     }
-    if args.headless && times.stopped_at.is_none() && times.frames + CAMERA_HOLD >= args.frames {
+    if args.headless
+        && times.stopped_at.is_none()
+        && times.ready_at.is_some()
+        && times.frames_ready() + CAMERA_HOLD >= args.frames
+    {
         times.stopped_at = Some(stats.render_frame);
     }
     let now = Instant::now();
     if let Some(last) = times.last
-        && times.frames > WARM_UP
+        && times.ready_at.is_some()
+        && times.frames_ready() > WARM_UP
     {
         times.wall_ms.push((now - last).as_secs_f64() * 1e3);
     }
-    if times.frames == WARM_UP {
+    if times.ready_at.is_some() && times.frames_ready() == WARM_UP {
         times.cpu_start = process_cpu_seconds().map(|s| (s, times.frames));
     }
     times.last = Some(now);
@@ -661,13 +691,14 @@ fn finish_headless(
     targets: Query<&RenderTarget, With<MainCamera>>,
     mut exit: MessageWriter<AppExit>,
     mut captures: MessageWriter<CaptureScene>,
+    settled: Res<support::PipelinesSettled>,
 ) {
     // The screenshot near the end, once the culled spheres have been drawn:
     // their pipeline compiles asynchronously, and until it has, frames show
     // only the background (for a second or more on lavapipe under load).
     let drawn = args.compare_bevy || stats.drawn_frames >= 2;
     if !times.screenshot_requested
-        && times.frames >= args.frames.saturating_sub(6)
+        && times.frames_ready() >= args.frames.saturating_sub(6)
         && drawn
         && let (Some(path), Ok(RenderTarget::Image(target))) = (&args.screenshot, targets.single())
     {
@@ -679,7 +710,17 @@ fn finish_headless(
                 times.screenshot_saved = true;
             });
     }
-    if times.frames < args.frames {
+    if times.ready_at.is_none() && times.frames >= args.frames + 2000 {
+        eprintln!(
+            "spheres: the scene was not ready after {} frames (drawn_frames={}, pipelines settled: {})",
+            times.frames,
+            stats.drawn_frames,
+            settled.get()
+        );
+        exit.write(AppExit::error());
+        return;
+    }
+    if times.frames_ready() < args.frames {
         return;
     }
     // Counts are read back a few frames late: report one culled after the
@@ -687,7 +728,7 @@ fn finish_headless(
     // screenshot is on disk.
     let fresh = times.stopped_at.is_some_and(|stop| stats.counts_frame > stop + 2);
     let waiting = (!args.compare_bevy && !fresh) || (args.screenshot.is_some() && !times.screenshot_saved);
-    if waiting && times.frames < args.frames + 1000 {
+    if waiting && times.frames_ready() < args.frames + 1000 {
         return;
     }
     let mut wall = times.wall_ms.clone();
@@ -735,7 +776,7 @@ fn finish_headless(
     };
     let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{s:.1}"));
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} cells={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} cells={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={} ready_frame={} timed_frames={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
@@ -768,6 +809,8 @@ fn finish_headless(
         secs(times.first_drawn_s),
         secs(times.started.map(|t| t.elapsed().as_secs_f64())),
         times.count_wait_frames,
+        times.ready_at.map_or("n/a".into(), |f| f.to_string()),
+        times.wall_ms.len(),
     );
     exit.write(AppExit::Success);
 }

@@ -6,6 +6,7 @@
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::{ImageRenderTarget, RenderTarget};
 use bevy::prelude::*;
+use bevy::render::render_resource::PipelineCache;
 use bevy::render::render_resource::{TextureFormat, TextureUsages};
 use bevy::render::renderer::{RenderDevice, RenderQueue, WgpuWrapper};
 use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
@@ -13,6 +14,8 @@ use bevy::render::{Render, RenderApp, RenderSystems};
 use bevy::window::ExitCondition;
 use bevy::winit::WinitPlugin;
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Parses `WxH`.
@@ -38,6 +41,9 @@ pub fn require_display(name: &str, headless_command: &str) {
 /// no winit, frames as fast as the GPU finishes them, at most
 /// [`HEADLESS_FRAMES_IN_FLIGHT`] ahead: see [`pace_headless_frames`]).
 pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u32, height: u32) {
+    // Both kinds of run: the examples read it in their headless summaries.
+    let settled = PipelinesSettled::default();
+    app.insert_resource(settled.clone());
     if headless {
         app.add_plugins((
             DefaultPlugins
@@ -66,6 +72,11 @@ pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u3
             ..default()
         }));
     }
+    if let Some(render_app) = app.get_sub_app_mut(RenderApp) {
+        render_app
+            .insert_resource(settled)
+            .add_systems(Render, watch_pipelines.in_set(RenderSystems::Cleanup));
+    }
 }
 
 /// A headless camera's target: an image that screenshots can read, and no
@@ -80,6 +91,29 @@ pub fn headless_target(images: &mut Assets<Image>, width: u32, height: u32) -> (
         }),
         Msaa::Off,
     )
+}
+
+/// Whether Bevy's pipeline cache had nothing left to compile in the render
+/// world's latest frame (shared by the main and render worlds of a headless
+/// run). Bevy compiles pipelines in the background and skips what they
+/// draw until they are ready: on a machine whose driver has not cached them
+/// yet that takes a second or more, and frames timed before it measure a
+/// scene that is not drawn (they were in some published frame times).
+#[derive(Resource, Clone, Default)]
+pub struct PipelinesSettled(Arc<AtomicBool>);
+
+impl PipelinesSettled {
+    /// No pipeline was waiting to compile in the render world's latest frame.
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+fn watch_pipelines(cache: Res<PipelineCache>, settled: Res<PipelinesSettled>) {
+    let waiting = cache.waiting_pipelines().next().is_some();
+    settled
+        .0
+        .store(!waiting && cache.pipelines().next().is_some(), Ordering::Relaxed);
 }
 
 /// Frames a headless run lets the GPU fall behind, as a window's swapchain
@@ -187,11 +221,19 @@ pub fn occlusion_culling() -> impl Bundle {
     )
 }
 
+/// Frames after a headless scene is ready that are not timed: the first
+/// frames of a drawn scene still upload and fill caches.
+pub const TIMING_WARM_UP: u32 = 10;
+
 /// A headless run's progress: frames run, their times, the screenshot asked
 /// for and saved.
 #[derive(Resource, Default)]
 pub struct HeadlessRun {
+    /// Frames since start.
     pub frames: u32,
+    /// The frame from which the scene was ready: drawn, with no pipeline
+    /// left to compile ([`PipelinesSettled`]).
+    ready_at: Option<u32>,
     screenshot_requested: bool,
     screenshot_saved: bool,
     last_frame: Option<std::time::Instant>,
@@ -209,34 +251,53 @@ pub enum HeadlessStep {
 }
 
 impl HeadlessRun {
-    /// The median time between frames over the second half of the run
-    /// (the first holds pipeline compilation and uploads), in ms.
+    /// The median time between frames once the scene was ready, less the
+    /// first [`TIMING_WARM_UP`] of them, in ms.
     pub fn median_frame_ms(&self) -> f64 {
-        let mut late: Vec<f64> = self.frame_ms[self.frame_ms.len() / 2..].to_vec();
-        if late.is_empty() {
+        let mut timed = self.frame_ms.clone();
+        if timed.is_empty() {
             return f64::NAN;
         }
-        late.sort_by(f64::total_cmp);
-        late[late.len() / 2]
+        timed.sort_by(f64::total_cmp);
+        timed[timed.len() / 2]
     }
 
-    /// Counts a frame; once `ready` (the scene has been drawn) and the frames
-    /// asked for have run, takes the screenshot into `target` (when one was
-    /// asked for) and, once it is saved, finishes. Gives up 2,000 frames past
-    /// the frames asked for.
+    /// The frame from which the scene was ready, if it was.
+    pub fn ready_frame(&self) -> Option<u32> {
+        self.ready_at
+    }
+
+    /// Frames run since the scene was ready.
+    pub fn frames_ready(&self) -> u32 {
+        self.ready_at.map_or(0, |at| self.frames - at)
+    }
+
+    /// Counts a frame. The scene is ready from the first frame that is
+    /// `drawn` (the example's own test) while Bevy has no pipeline left to
+    /// compile (`settled`); frames are timed from [`TIMING_WARM_UP`] frames
+    /// later. Once the frames asked for have run after that, takes the
+    /// screenshot into `target` (when one was asked for) and, once it is
+    /// saved, finishes. Gives up 2,000 frames past the frames asked for.
     pub fn step(
         &mut self,
         args: &SceneArgs,
-        ready: bool,
+        drawn: bool,
+        settled: &PipelinesSettled,
         target: Option<&RenderTarget>,
         commands: &mut Commands,
     ) -> HeadlessStep {
         self.frames += 1;
+        if self.ready_at.is_none() && drawn && settled.get() {
+            self.ready_at = Some(self.frames);
+        }
         let now = std::time::Instant::now();
-        if let Some(last) = self.last_frame.replace(now) {
+        if let Some(last) = self.last_frame.replace(now)
+            && self.ready_at.is_some()
+            && self.frames_ready() > TIMING_WARM_UP
+        {
             self.frame_ms.push((now - last).as_secs_f64() * 1e3);
         }
-        let ready = ready && self.frames >= args.frames;
+        let ready = self.ready_at.is_some() && self.frames_ready() >= args.frames;
         if ready
             && !self.screenshot_requested
             && let (Some(path), Some(RenderTarget::Image(target))) = (&args.screenshot, target)

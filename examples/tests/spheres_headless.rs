@@ -85,6 +85,17 @@ fn spheres_headless_every_variant() {
             visible > 100 && visible < 20_000,
             "{variant}: the camera should see part of the field: {line}"
         );
+        // Frames are timed only once the scene is drawn with every pipeline
+        // compiled: 50 asked for, the first 20 of them not timed.
+        let ready: u32 = field(line, "ready_frame")
+            .parse()
+            .unwrap_or_else(|_| panic!("{variant}: {line}"));
+        let timed: u32 = field(line, "timed_frames").parse().unwrap();
+        let frames: u32 = field(line, "frames").parse().unwrap();
+        assert!(
+            ready > 0 && frames >= ready + 50 && timed >= 29,
+            "{variant}: {line}"
+        );
         let img = image::open(&shot)
             .unwrap_or_else(|e| panic!("{variant}: screenshot {}: {e}", shot.display()))
             .to_rgba8();
