@@ -216,7 +216,12 @@ struct FrameTimes {
     /// not drawn yet; on a machine whose driver had not cached the
     /// pipelines that was most of a 400-frame run.
     ready_at: Option<u32>,
+    /// The first frame that drew the batch (Bevy's path: 0).
+    first_drawn_frame: Option<u32>,
+    /// The timed frames' times (from `WARM_UP` frames after `ready_at`).
     wall_ms: Vec<f64>,
+    /// The last frame's time, timed or not (the HUD's).
+    last_ms: f64,
     last: Option<Instant>,
     /// Process CPU seconds and frame number when warm-up ended.
     cpu_start: Option<(f64, u32)>,
@@ -292,8 +297,9 @@ fn far_mesh() -> Mesh {
 #[derive(Resource)]
 struct SphereLevels(GpuCullLod);
 
-/// Frames of a ready scene (`FrameTimes::ready_at`) not timed: the first
-/// frames after the scene is drawn still upload and fill caches.
+/// Frames of a ready scene (`FrameTimes::ready_at`) not timed (a run of
+/// `--frames N` times N - WARM_UP): the first frames after the scene is
+/// drawn still upload and fill caches.
 const WARM_UP: u32 = 20;
 /// Frames the headless camera holds still at the end.
 const CAMERA_HOLD: u32 = 30;
@@ -596,7 +602,7 @@ fn hud(
     let Ok(mut text) = text.single_mut() else {
         return;
     };
-    let frame_ms = times.wall_ms.last().copied().unwrap_or(0.0);
+    let frame_ms = times.last_ms;
     **text = if args.compare_bevy {
         format!(
             "Bevy's own path: {} entities | frame {frame_ms:.2} ms",
@@ -650,6 +656,7 @@ fn record_frame(
     let drawn = stats.drawn_frames > 0 || args.compare_bevy;
     if times.first_drawn_s.is_none() && drawn {
         times.first_drawn_s = times.started.map(|t| t.elapsed().as_secs_f64());
+        times.first_drawn_frame = Some(times.frames);
     }
     if times.ready_at.is_none() && drawn && settled.get() {
         times.ready_at = Some(times.frames);
@@ -665,11 +672,12 @@ fn record_frame(
         times.stopped_at = Some(stats.render_frame);
     }
     let now = Instant::now();
-    if let Some(last) = times.last
-        && times.ready_at.is_some()
-        && times.frames_ready() > WARM_UP
-    {
-        times.wall_ms.push((now - last).as_secs_f64() * 1e3);
+    if let Some(last) = times.last {
+        times.last_ms = (now - last).as_secs_f64() * 1e3;
+        if times.ready_at.is_some() && times.frames_ready() >= WARM_UP {
+            let ms = times.last_ms;
+            times.wall_ms.push(ms);
+        }
     }
     if times.ready_at.is_some() && times.frames_ready() == WARM_UP {
         times.cpu_start = process_cpu_seconds().map(|s| (s, times.frames));
@@ -698,6 +706,7 @@ fn finish_headless(
     // only the background (for a second or more on lavapipe under load).
     let drawn = args.compare_bevy || stats.drawn_frames >= 2;
     if !times.screenshot_requested
+        && times.ready_at.is_some()
         && times.frames_ready() >= args.frames.saturating_sub(6)
         && drawn
         && let (Some(path), Ok(RenderTarget::Image(target))) = (&args.screenshot, targets.single())
@@ -776,7 +785,7 @@ fn finish_headless(
     };
     let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{s:.1}"));
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} cells={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={} ready_frame={} timed_frames={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} cells={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={} first_drawn_frame={} pipelines_waiting_frames={} ready_frame={} timed_frames={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
@@ -809,6 +818,8 @@ fn finish_headless(
         secs(times.first_drawn_s),
         secs(times.started.map(|t| t.elapsed().as_secs_f64())),
         times.count_wait_frames,
+        times.first_drawn_frame.map_or("n/a".into(), |f| f.to_string()),
+        settled.waiting_frames(),
         times.ready_at.map_or("n/a".into(), |f| f.to_string()),
         times.wall_ms.len(),
     );

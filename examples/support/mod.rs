@@ -15,7 +15,7 @@ use bevy::window::ExitCondition;
 use bevy::winit::WinitPlugin;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// Parses `WxH`.
@@ -93,27 +93,49 @@ pub fn headless_target(images: &mut Assets<Image>, width: u32, height: u32) -> (
     )
 }
 
-/// Whether Bevy's pipeline cache had nothing left to compile in the render
-/// world's latest frame (shared by the main and render worlds of a headless
-/// run). Bevy compiles pipelines in the background and skips what they
-/// draw until they are ready: on a machine whose driver has not cached them
-/// yet that takes a second or more, and frames timed before it measure a
-/// scene that is not drawn (they were in some published frame times).
+/// Whether Bevy's pipeline cache has had nothing left to compile for the
+/// render world's last [`SETTLED_FRAMES`] frames (shared by the main and
+/// render worlds; inserted for windowed runs too). Bevy compiles pipelines
+/// in the background and skips what they draw until they are ready: on a
+/// machine whose driver has not cached them yet that takes a second or
+/// more, and frames timed before it measure a scene that is not drawn
+/// (they were in some published frame times). Several frames, because a
+/// pipeline queued once another is ready (a draw after its cull kernel)
+/// may arrive a frame later.
 #[derive(Resource, Clone, Default)]
-pub struct PipelinesSettled(Arc<AtomicBool>);
+pub struct PipelinesSettled(Arc<SettledState>);
+
+#[derive(Default)]
+struct SettledState {
+    settled_frames: AtomicU32,
+    waiting_frames: AtomicU32,
+}
+
+/// Consecutive frames without a pipeline waiting that make
+/// [`PipelinesSettled::get`] true.
+pub const SETTLED_FRAMES: u32 = 3;
 
 impl PipelinesSettled {
-    /// No pipeline was waiting to compile in the render world's latest frame.
+    /// No pipeline waited to compile in the render world's last
+    /// [`SETTLED_FRAMES`] frames.
     pub fn get(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.settled_frames.load(Ordering::Relaxed) >= SETTLED_FRAMES
+    }
+
+    /// Render-world frames so far in which a pipeline was waiting to compile.
+    pub fn waiting_frames(&self) -> u32 {
+        self.0.waiting_frames.load(Ordering::Relaxed)
     }
 }
 
 fn watch_pipelines(cache: Res<PipelineCache>, settled: Res<PipelinesSettled>) {
-    let waiting = cache.waiting_pipelines().next().is_some();
-    settled
-        .0
-        .store(!waiting && cache.pipelines().next().is_some(), Ordering::Relaxed);
+    let state = &settled.0;
+    if cache.waiting_pipelines().next().is_some() {
+        state.waiting_frames.fetch_add(1, Ordering::Relaxed);
+        state.settled_frames.store(0, Ordering::Relaxed);
+    } else if cache.pipelines().next().is_some() {
+        state.settled_frames.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Frames a headless run lets the GPU fall behind, as a window's swapchain
@@ -231,8 +253,8 @@ pub const TIMING_WARM_UP: u32 = 10;
 pub struct HeadlessRun {
     /// Frames since start.
     pub frames: u32,
-    /// The frame from which the scene was ready: drawn, with no pipeline
-    /// left to compile ([`PipelinesSettled`]).
+    /// The frame (counted from 0) from which the scene was ready: drawn,
+    /// with no pipeline left to compile ([`PipelinesSettled`]).
     ready_at: Option<u32>,
     screenshot_requested: bool,
     screenshot_saved: bool,
@@ -277,7 +299,9 @@ impl HeadlessRun {
     /// compile (`settled`); frames are timed from [`TIMING_WARM_UP`] frames
     /// later. Once the frames asked for have run after that, takes the
     /// screenshot into `target` (when one was asked for) and, once it is
-    /// saved, finishes. Gives up 2,000 frames past the frames asked for.
+    /// saved, finishes. Gives up (an error) 2,000 frames past the frames
+    /// asked for: counted from the start while the scene is not ready, from
+    /// readiness while the screenshot is not saved.
     pub fn step(
         &mut self,
         args: &SceneArgs,
@@ -286,10 +310,10 @@ impl HeadlessRun {
         target: Option<&RenderTarget>,
         commands: &mut Commands,
     ) -> HeadlessStep {
-        self.frames += 1;
         if self.ready_at.is_none() && drawn && settled.get() {
             self.ready_at = Some(self.frames);
         }
+        self.frames += 1;
         let now = std::time::Instant::now();
         if let Some(last) = self.last_frame.replace(now)
             && self.ready_at.is_some()
@@ -313,7 +337,9 @@ impl HeadlessRun {
         let done = ready && (args.screenshot.is_none() || self.screenshot_saved);
         if done {
             HeadlessStep::Finish(AppExit::Success)
-        } else if self.frames >= args.frames + 2000 {
+        } else if (self.ready_at.is_none() && self.frames >= args.frames + 2000)
+            || self.frames_ready() >= args.frames + 2000
+        {
             HeadlessStep::Finish(AppExit::error())
         } else {
             HeadlessStep::Continue

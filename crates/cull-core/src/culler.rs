@@ -168,10 +168,14 @@ impl Culler {
     }
 
     /// Like [`Self::new`], but compiles nothing: a renderer compiles each
-    /// kernel's [`Self::recipe`] itself (asynchronously, in its own pipeline
-    /// cache) and hands the pipelines over with [`Self::provide_pipelines`].
-    /// Until then, culls into targets that need that kernel fail with
-    /// [`CullError::PipelinesNotReady`]. The Bevy plugin works this way.
+    /// kernel's [`Self::recipe`] (or [`Self::recipe_of`] a [`KernelSpec`])
+    /// itself (asynchronously, in its own pipeline cache) and hands the
+    /// pipelines over with [`Self::provide_pipelines`]
+    /// ([`Self::provide_pipelines_of`]). Until then, culls into targets that
+    /// need that kernel fail with [`CullError::PipelinesNotReady`]. The form
+    /// for meshes centred on their origin ([`KernelSpec::for_centred_meshes`])
+    /// is optional: culls of such meshes take it once provided. The Bevy
+    /// plugin works this way.
     pub fn deferred(
         device: &wgpu::Device,
         queue: &wgpu::Queue,
@@ -420,7 +424,9 @@ impl Culler {
     /// The WGSL of this culler's general kernel for a batch that fits one
     /// binding, as compiled (composed, then written out by naga: for
     /// inspection, disassembly, register counts). Meshes centred on their
-    /// origin take another form where the culler compiles its own kernels.
+    /// origin take another form where the culler compiles its own kernels
+    /// or a renderer provided it ([`Self::shader_source_of`] of
+    /// [`KernelSpec::for_centred_meshes`]).
     pub fn shader_source(&self) -> String {
         self.shader_source_for(1, VisibilityTest::Frustum)
             .unwrap_or_else(|e| panic!("one view is always allowed: {e}"))
@@ -524,8 +530,8 @@ impl Culler {
             .is_ok_and(|i| self.compiles || self.kernels.lock().expect("kernel cache poisoned")[i].is_some())
     }
 
-    /// The kernel for (`windows`, `views`, `test`), compiling it when this
-    /// culler compiles its own.
+    /// The kernel `key` names, compiling it when this culler compiles its
+    /// own.
     fn kernel_for(&self, key: KernelSpec) -> Result<Kernel, CullError> {
         let index = self.kernel_index(key)?;
         let mut cache = self.kernels.lock().expect("kernel cache poisoned");
@@ -799,7 +805,11 @@ impl Culler {
                     cells: cells.is_some(),
                     centred: false,
                 };
-                if self.has_pipelines_of(key) {
+                // Either form (a renderer may have provided only the
+                // centred one; the choice between the forms follows).
+                let centred = params.local_bounds.center == glam::Vec3::ZERO;
+                if self.has_pipelines_of(key) || (centred && self.has_pipelines_of(key.for_centred_meshes()))
+                {
                     levels
                 } else {
                     VisibilityTest::Frustum
@@ -997,6 +1007,12 @@ impl Culler {
 /// ([`Culler::recipe_of`]), what it hands over
 /// ([`Culler::provide_pipelines_of`]), what is ready
 /// ([`Culler::has_pipelines_of`]).
+///
+/// Equality is field by field: for a format without a centred form, a spec
+/// with `centred` set and the same spec without it are unequal but name the
+/// same kernel (see [`KernelSpec::centred`]); a renderer that keys its own
+/// caches by spec should ask for the centred form only where
+/// [`InstanceFormat::has_centred_form`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelSpec {
     /// Output windows of its targets ([`CullTarget::windows`]).

@@ -80,7 +80,13 @@ pub(crate) struct CompilingCuller {
     /// Kernels queued in the pipeline cache, by spec (the occlusion
     /// phases, culls by cells and centred meshes have kernels of their own).
     queued: HashMap<KernelSpec, Vec<CachedComputePipelineId>>,
-    /// A kernel failed to compile: a pending culler is then given up.
+    /// Kernels that failed to compile, not asked for again (Bevy keeps a
+    /// failed pipeline failed: queueing its ids again would only repeat the
+    /// error every frame).
+    given_up: bevy::platform::collections::HashSet<KernelSpec>,
+    /// A kernel the culls need failed to compile: a pending culler is then
+    /// given up. (The form for centred meshes is optional: without it the
+    /// general kernel culls them.)
     failed: bool,
 }
 
@@ -90,7 +96,10 @@ impl CompilingCuller {
     /// comes back to a variant) are reused, so switching settings does not
     /// grow Bevy's pipeline cache.
     pub fn request(&mut self, shape: KernelSpec, cache: &PipelineCache, shaders: &mut CullShaders) {
-        if self.culler.has_pipelines_of(shape) || self.queued.contains_key(&shape) {
+        if self.culler.has_pipelines_of(shape)
+            || self.queued.contains_key(&shape)
+            || self.given_up.contains(&shape)
+        {
             return;
         }
         let key = (self.culler.variant(), self.culler.format(), shape);
@@ -143,11 +152,12 @@ impl CompilingCuller {
 
     /// Hands the kernels whose passes are all compiled to the culler. A
     /// kernel that failed to compile (not one whose shaders are still
-    /// loading, which Bevy retries) is dropped with an error and marks the
-    /// culler failed.
+    /// loading, which Bevy retries) is dropped with an error, not asked for
+    /// again, and marks the culler failed unless it was the optional form
+    /// for centred meshes.
     pub fn poll(&mut self, cache: &PipelineCache) {
         let culler = &self.culler;
-        let mut failed = false;
+        let mut failed = Vec::new();
         self.queued.retain(|shape, ids| {
             let mut pipelines = Vec::with_capacity(ids.len());
             for &id in ids.iter() {
@@ -157,10 +167,10 @@ impl CompilingCuller {
                     ) => return true,
                     CachedPipelineState::Err(e) => {
                         error!(
-                            "GPU culling: a {:?} kernel failed to compile: {e}",
+                            "GPU culling: a {:?} kernel ({shape:?}) failed to compile: {e}",
                             culler.variant()
                         );
-                        failed = true;
+                        failed.push(*shape);
                         return false;
                     }
                     _ => match cache.get_compute_pipeline(id) {
@@ -173,12 +183,13 @@ impl CompilingCuller {
                 Ok(()) => debug!("GPU culling: {:?} kernel ready: {shape:?}", culler.variant()),
                 Err(e) => {
                     error!("GPU culling: {e}");
-                    failed = true;
+                    failed.push(*shape);
                 }
             }
             false
         });
-        self.failed |= failed;
+        self.failed |= failed.iter().any(|spec| !spec.centred);
+        self.given_up.extend(failed);
     }
 }
 
@@ -765,6 +776,7 @@ pub(crate) fn prepare_culler(world: &mut World) {
                     culler,
                     settings: settings.clone(),
                     queued: HashMap::default(),
+                    given_up: Default::default(),
                     failed: false,
                 })),
                 Err(e) => error!("GPU culling disabled: {e}"),
@@ -1205,10 +1217,16 @@ pub(crate) fn prepare_targets(
                 && let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views)
             {
                 for &test in group_tests(occluded, group_views, levels) {
-                    let flat = KernelSpec::flat(windows, target_views, test).for_centred_meshes();
+                    let flat = KernelSpec::flat(windows, target_views, test);
                     let by_cells = KernelSpec { cells: true, ..flat };
-                    for spec in std::iter::once(flat).chain(gpu.cells.is_some().then_some(by_cells)) {
-                        culler.inner.request(spec, &pipeline_cache, &mut shaders);
+                    // Each after its general kernel, which the batch needs
+                    // to be drawn at all: not ahead of it in Bevy's queue.
+                    for general in std::iter::once(flat).chain(gpu.cells.is_some().then_some(by_cells)) {
+                        if culler.culler().has_pipelines_of(general) {
+                            culler
+                                .inner
+                                .request(general.for_centred_meshes(), &pipeline_cache, &mut shaders);
+                        }
                     }
                 }
             }
