@@ -15,8 +15,8 @@
 //!
 //! What becomes visible (disocclusion, a camera cut) is drawn in the frame
 //! it does, never a frame late. The test is conservative: the sphere's
-//! screen rectangle bounds its projection (that of its world box, from the
-//! range of the box's clip coordinates, its depth split along `w`,
+//! screen rectangle bounds its projection (from the range of the sphere's
+//! clip coordinates, its depth split along `w`,
 //! widened by [`OCCLUSION_PIXEL_MARGIN`]), the pyramid level read is
 //! the one where that rectangle spans at most 2×2 texels, which cover every
 //! pixel it touches, and the sphere's nearest depth is compared with the
@@ -173,12 +173,14 @@ impl OcclusionCamera {
     fn hiz_visible(&self, relative: DVec3, test: Test, pyramid: &CpuPyramid) -> bool {
         let m = self.clip_from_relative.as_dmat4();
         let base = m * relative.extend(1.0);
-        // As the shader: the box's clip coordinates lie within base ± reach,
-        // and x/w (y/w) over that rectangle of (x, w) is bounded by its
-        // values at the rectangle's corners.
-        let reach = (m.x_axis.abs() + m.y_axis.abs() + m.z_axis.abs()) * test.radius;
+        // As the shader: the sphere's clip coordinates lie within
+        // base ± r·|row| (each row's xyz length), and x/w (y/w) over that
+        // rectangle of (x, w) is bounded by its values at the rectangle's
+        // corners.
+        let reach =
+            (m.x_axis * m.x_axis + m.y_axis * m.y_axis + m.z_axis * m.z_axis).map(f64::sqrt) * test.radius;
         let (near, far) = (base - reach, base + reach);
-        // A box that is not finite may cover anything; as the shader's
+        // A sphere whose range is not finite may cover anything; as the shader's
         // `!(near.w > MIN_W)`, NaN counts as reaching the eye.
         if !(near.is_finite() && far.is_finite())
             || near.w.partial_cmp(&(MIN_W as f64)) != Some(std::cmp::Ordering::Greater)
@@ -188,7 +190,7 @@ impl OcclusionCamera {
         let xy_lo = (near.truncate().truncate() / near.w).min(near.truncate().truncate() / far.w);
         let xy_hi = (far.truncate().truncate() / near.w).max(far.truncate().truncate() / far.w);
         // As the shader: z = a w + e·(p, 1), each term of z/w bounded over
-        // the box's range of w and of e·p.
+        // the sphere's range of w and of e·p.
         let row = |k: usize| DVec4::new(m.x_axis[k], m.y_axis[k], m.z_axis[k], m.w_axis[k]);
         let (row_z, row_w) = (row(2), row(3));
         let ww = row_w.truncate().length_squared();
@@ -199,7 +201,7 @@ impl OcclusionCamera {
         };
         let e = row_z - a * row_w;
         let e_center = e.truncate().dot(relative);
-        let e_reach = test.radius * (e.x.abs() + e.y.abs() + e.z.abs());
+        let e_reach = test.radius * e.truncate().length();
         let over_w = |v: f64| [v / near.w, v / far.w];
         let [b_lo, b_hi] = over_w(e.w);
         let [lo_lo, lo_hi] = over_w(e_center - e_reach);
@@ -248,8 +250,8 @@ impl OcclusionCamera {
     }
 }
 
-/// The least clip `w` of a sphere's box that the late phase projects (the
-/// shader's `MIN_W`): a box nearer the eye plane is kept, as one that
+/// The least clip `w` of a sphere that the late phase projects (the
+/// shader's `MIN_W`): a sphere nearer the eye plane is kept, as one that
 /// reaches it (`1/w` would overflow below `f32`'s normal range).
 pub(crate) const MIN_W: f32 = 1.0e-30;
 

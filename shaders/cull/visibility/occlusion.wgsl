@@ -15,10 +15,10 @@
 // instances that pass with an atomic or, in a half the culler cleared
 // before it, and writes nothing for the others.
 //
-// The test is conservative: the sphere's screen rectangle bounds that of
-// its world-space bounding box (the extremes of x/w and y/w over the box's
-// range of clip coordinates, and of z/w split along w, see hiz_visible),
-// widened by PIXEL_MARGIN; it reads
+// The test is conservative: the sphere's screen rectangle bounds the
+// sphere's projection (the extremes of x/w and y/w over the sphere's range
+// of clip coordinates, and of z/w split along w, see hiz_visible), widened
+// by PIXEL_MARGIN; it reads
 // the level where the rectangle spans at most two texels each way, whose
 // texels cover every pixel the rectangle touches; and it compares the
 // sphere's nearest depth with the farthest there, with DEPTH_TOLERANCE.
@@ -82,14 +82,17 @@ fn hiz_visible(s: WorldSphere) -> bool {
     let m = params.occlusion_clip;
     let relative = s.center - params.occlusion_origin.xyz;
     let base = m * vec4<f32>(relative, 1.0);
-    // Every clip coordinate is affine in the point, so over the sphere's
-    // box it lies within base ± r(|m0| + |m1| + |m2|): a rectangle of
-    // (x, w) (and (y, w)) pairs that holds every corner's.
-    let reach = r * (abs(m[0]) + abs(m[1]) + abs(m[2]));
+    // Every clip coordinate is affine in the point, so over the sphere it
+    // lies within base ± r·|row|, the row's length over its xyz part (the
+    // most a dot product with a vector of length r reaches): a rectangle of
+    // (x, w) (and (y, w)) pairs that holds every point's. (The sphere's box,
+    // base ± r(|m0| + |m1| + |m2|), is up to sqrt(3) wider in a rotated
+    // view, and picked coarser pyramid levels.)
+    let reach = r * sqrt(m[0] * m[0] + m[1] * m[1] + m[2] * m[2]);
     let near_c = base - reach;
     let far_c = base + reach;
-    // An overflowed sphere (kept by the frustum test) or box may cover
-    // anything; a box that reaches the eye (w at or below 0 somewhere, or
+    // An overflowed sphere (kept by the frustum test) or range may cover
+    // anything; a sphere that reaches the eye (w at or below 0 somewhere, or
     // so near 0 that 1 / w would overflow: MIN_W) projects without bound.
     // NaN fails both tests.
     if !(finite(r) & all_finite(near_c) & all_finite(far_c)) || !(near_c.w > MIN_W) {
@@ -98,8 +101,8 @@ fn hiz_visible(s: WorldSphere) -> bool {
     // Over that rectangle, with w > 0, x/w is monotone in x and in w: its
     // extremes are at the rectangle's corners, x at either end over w at
     // either end. Two reciprocals and four products bound x/w and y/w for
-    // the whole box, where projecting its eight corners took eight
-    // divisions of three components each.
+    // the whole sphere, where projecting the eight corners of its box took
+    // eight divisions of three components each.
     let inv_lo = 1.0 / near_c.w;
     let inv_hi = 1.0 / far_c.w;
     let lo_xy = min(near_c.xy * inv_lo, near_c.xy * inv_hi);
@@ -109,7 +112,7 @@ fn hiz_visible(s: WorldSphere) -> bool {
     // with the farthest w. Write z = a w + b + e·p instead (any a: b and e
     // follow from it; a fitted so that e is 0 for a perspective or an
     // orthographic projection, whose depth rows are a w + b): then
-    // z/w = a + b/w + (e·p)/w, each term bounded over the box's range of w
+    // z/w = a + b/w + (e·p)/w, each term bounded over the sphere's range of w
     // and of e·p, which is exact when e is 0.
     let row_z = vec4<f32>(m[0].z, m[1].z, m[2].z, m[3].z);
     let row_w = vec4<f32>(m[0].w, m[1].w, m[2].w, m[3].w);
@@ -120,7 +123,7 @@ fn hiz_visible(s: WorldSphere) -> bool {
     let a = select(0.0, dot(row_z.xyz, row_w.xyz) / ww, ww > FIT_MIN * (ww + row_w.w * row_w.w));
     let e = row_z - a * row_w;
     let e_center = dot(e.xyz, relative);
-    let e_reach = r * (abs(e.x) + abs(e.y) + abs(e.z));
+    let e_reach = r * length(e.xyz);
     let b_lo = e.w * inv_lo;
     let b_hi = e.w * inv_hi;
     let z_lo = a + min(b_lo, b_hi) + min((e_center - e_reach) * inv_lo, (e_center - e_reach) * inv_hi);
