@@ -52,7 +52,7 @@ pub use components::{
     CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCullOcclusion,
     GpuCulledInstances, LodLevel, MAX_LOD_LEVELS,
 };
-pub use cull_core::{Frustum, InstanceFormat, ScanVariant, SizeMetric, cpu};
+pub use cull_core::{Frustum, InstanceFormat, KernelSpec, ScanVariant, SizeMetric, cpu};
 pub use plugin::{CellStats, GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
 
 /// The plugin, its settings and the batch component.

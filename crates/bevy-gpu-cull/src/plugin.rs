@@ -5,7 +5,7 @@ use bevy::diagnostic::{Diagnostic, DiagnosticPath, Diagnostics, RegisterDiagnost
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::shader::ShaderRef;
-use cull_core::{CullTimings, InstanceFormat, ScanVariant};
+use cull_core::{CullTimings, InstanceFormat, KernelSpec, ScanVariant};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -173,6 +173,12 @@ pub struct GpuCullStats {
     /// phase also culls the cells behind its depth pyramid, not counted
     /// here), and whether the latest cull read only those.
     pub cells: HashMap<(Entity, Entity), CellStats>,
+    /// The cull kernels Bevy has compiled for the plugin so far, by variant,
+    /// in the order they became ready: the one-view kernel first, then a
+    /// kernel per view count, visibility test and cull by cells that the
+    /// batches and views need, and the forms for meshes centred on their
+    /// origin (`KernelSpec::centred`), which follow their general kernels.
+    pub kernels: Vec<(ScanVariant, KernelSpec)>,
 }
 
 /// The cells of a batch culled by cells ([`GpuCullStats::cells`]).
@@ -221,6 +227,8 @@ pub(crate) enum StatMessage {
     GpuBytes(u64),
     /// A target's draw arguments were written.
     DrawArgsWritten,
+    /// A cull kernel was compiled and handed to the culler.
+    KernelReady(ScanVariant, KernelSpec),
     /// The cells of a (view, batch) culled by cells.
     Cells {
         view: Entity,
@@ -362,6 +370,11 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             StatMessage::DrawArgsWritten => stats.draw_args_writes += 1,
             StatMessage::Cells { view, batch, cells } => {
                 stats.cells.insert((view, batch), cells);
+            }
+            StatMessage::KernelReady(variant, spec) => {
+                if !stats.kernels.contains(&(variant, spec)) {
+                    stats.kernels.push((variant, spec));
+                }
             }
         }
     }

@@ -303,6 +303,38 @@ fn counts_match_reference_and_pixels_show_instances() {
             drawn(&h) > 0,
             "{variant:?}: instances on screen, but drawn_frames = 0"
         );
+        // The grid's mesh is a sphere centred on its origin and the default
+        // format rotates centers: the plugin compiles the kernel without the
+        // rotation after the general one, and the counts stay the
+        // reference's once it culls with it.
+        let centred = |h: &Harness| {
+            h.app
+                .world()
+                .resource::<GpuCullStats>()
+                .kernels
+                .iter()
+                .any(|(_, spec)| {
+                    spec.centred && spec.views == 1 && spec.test == cull_core::VisibilityTest::Frustum
+                })
+        };
+        for _ in 0..300 {
+            if centred(&h) {
+                break;
+            }
+            h.app.update();
+        }
+        let kernels = h.app.world().resource::<GpuCullStats>().kernels.clone();
+        assert!(
+            centred(&h),
+            "{variant:?}: no kernel for centred meshes: {kernels:?}"
+        );
+        let general = kernels.iter().position(|(_, s)| !s.centred).unwrap();
+        let centred_at = kernels.iter().position(|(_, s)| s.centred).unwrap();
+        assert!(
+            general < centred_at,
+            "{variant:?}: the centred form came first: {kernels:?}"
+        );
+        run_until_counts_match(&mut h, &format!("{variant:?}, centred kernel"));
     }
 }
 

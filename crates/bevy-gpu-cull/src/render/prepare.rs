@@ -88,6 +88,9 @@ pub(crate) struct CompilingCuller {
     /// given up. (The form for centred meshes is optional: without it the
     /// general kernel culls them.)
     failed: bool,
+    /// Kernels handed to the culler since the last frame's report
+    /// (`GpuCullStats::kernels`).
+    ready: Vec<KernelSpec>,
 }
 
 impl CompilingCuller {
@@ -158,6 +161,7 @@ impl CompilingCuller {
     pub fn poll(&mut self, cache: &PipelineCache) {
         let culler = &self.culler;
         let mut failed = Vec::new();
+        let ready = &mut self.ready;
         self.queued.retain(|shape, ids| {
             let mut pipelines = Vec::with_capacity(ids.len());
             for &id in ids.iter() {
@@ -180,7 +184,10 @@ impl CompilingCuller {
                 }
             }
             match culler.provide_pipelines_of(*shape, pipelines) {
-                Ok(()) => debug!("GPU culling: {:?} kernel ready: {shape:?}", culler.variant()),
+                Ok(()) => {
+                    debug!("GPU culling: {:?} kernel ready: {shape:?}", culler.variant());
+                    ready.push(*shape);
+                }
                 Err(e) => {
                     error!("GPU culling: {e}");
                     failed.push(*shape);
@@ -778,6 +785,7 @@ pub(crate) fn prepare_culler(world: &mut World) {
                     queued: HashMap::default(),
                     given_up: Default::default(),
                     failed: false,
+                    ready: Vec::new(),
                 })),
                 Err(e) => error!("GPU culling disabled: {e}"),
             }
@@ -831,6 +839,23 @@ pub(crate) fn prepare_culler(world: &mut World) {
             }
         });
     });
+    // What became ready, for GpuCullStats::kernels.
+    let mut ready = Vec::new();
+    if let Some(mut current) = world.get_resource_mut::<RenderCuller>() {
+        let variant = current.inner.culler.variant();
+        ready.extend(current.inner.ready.drain(..).map(|spec| (variant, spec)));
+    }
+    if let Some(mut pending) = world.get_resource_mut::<PendingCuller>() {
+        let variant = pending.0.culler.variant();
+        ready.extend(pending.0.ready.drain(..).map(|spec| (variant, spec)));
+    }
+    if let Some(sender) = world.get_resource::<StatSender>()
+        && let Ok(sender) = sender.0.lock()
+    {
+        for (variant, spec) in ready {
+            let _ = sender.send(StatMessage::KernelReady(variant, spec));
+        }
+    }
     if world
         .get_resource::<PendingCuller>()
         .is_some_and(|p| p.0.queued.is_empty())
