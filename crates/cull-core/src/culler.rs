@@ -791,6 +791,9 @@ impl Culler {
                 });
             }
         }
+        // A mesh centred on its origin, in a format whose vote rotates the
+        // center: it may take the kernel that leaves the rotation out.
+        let centred_mesh = params.local_bounds.center == glam::Vec3::ZERO && self.format.has_centred_form();
         let test = match &occlusion {
             Some(o) => o.test,
             None => {
@@ -807,8 +810,8 @@ impl Culler {
                 };
                 // Either form (a renderer may have provided only the
                 // centred one; the choice between the forms follows).
-                let centred = params.local_bounds.center == glam::Vec3::ZERO;
-                if self.has_pipelines_of(key) || (centred && self.has_pipelines_of(key.for_centred_meshes()))
+                if self.has_pipelines_of(key)
+                    || (centred_mesh && self.has_pipelines_of(key.for_centred_meshes()))
                 {
                     levels
                 } else {
@@ -850,10 +853,8 @@ impl Culler {
         // that compiles its own kernels, or one whose renderer provided it:
         // KernelSpec::for_centred_meshes); otherwise the general one, which
         // keeps the same instances.
-        let centred = key.for_centred_meshes();
-        let centred_form = params.local_bounds.center == glam::Vec3::ZERO && self.format.has_centred_form();
-        let key = if centred_form && self.has_pipelines_of(centred) {
-            centred
+        let key = if centred_mesh && self.has_pipelines_of(key.for_centred_meshes()) {
+            key.for_centred_meshes()
         } else {
             key
         };

@@ -5,7 +5,9 @@
 //! same exact sets as a culler that compiles its own.
 
 use crate::harness::{self, Camera, Job};
+use cull_core::GpuContext;
 use cull_core::kernel::ShaderDefValue;
+use cull_core::scene::Scene;
 use cull_core::{
     CullError, Culler, CullerDesc, InstanceFormat, KernelRecipe, KernelSpec, OutputKind, ScanVariant,
     VisibilityTest,
@@ -89,6 +91,29 @@ fn compile(device: &wgpu::Device, recipe: KernelRecipe) -> Vec<wgpu::ComputePipe
         .collect()
 }
 
+/// Culls `job` (of `scene`) and checks the survivors against the CPU
+/// reference as an exact set.
+fn assert_culls_exactly(ctx: &GpuContext, culler: &Culler, job: &Job, scene: &Scene, what: &str) {
+    job.cull(ctx, culler);
+    let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+    let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
+    let survivors = harness::survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out);
+    harness::assert_exact(what, &harness::reference(scene, culler.format()), &survivors);
+}
+
+/// Checks that a cull of `job` is refused with a typed error because its
+/// one-window, one-view kernel was not provided (not a panic in wgpu).
+fn assert_not_ready(ctx: &GpuContext, culler: &Culler, job: &Job, what: &str) {
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let err = culler
+        .cull(&mut encoder, &ctx.queue, &job.input, &job.target, &job.params)
+        .unwrap_err();
+    assert!(
+        matches!(err, CullError::PipelinesNotReady { windows: 1, views: 1 }),
+        "{what}: {err}"
+    );
+}
+
 #[test]
 fn kernels_compiled_by_the_renderer_cull_exact_sets() {
     let ctx = harness::gpu();
@@ -105,13 +130,11 @@ fn kernels_compiled_by_the_renderer_cull_exact_sets() {
         let job = Job::new(ctx, &culler, &scene, 10_007);
         // Nothing compiled yet: a typed error, not a panic in wgpu.
         assert!(!culler.has_pipelines(1, 1));
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        let err = culler
-            .cull(&mut encoder, &ctx.queue, &job.input, &job.target, &job.params)
-            .unwrap_err();
-        assert!(
-            matches!(err, CullError::PipelinesNotReady { windows: 1, views: 1 }),
-            "{err}"
+        assert_not_ready(
+            ctx,
+            &culler,
+            &job,
+            &format!("deferred {variant:?}, nothing provided"),
         );
         // Wrong handovers are refused.
         assert!(matches!(
@@ -126,22 +149,20 @@ fn kernels_compiled_by_the_renderer_cull_exact_sets() {
             .provide_pipelines(1, 1, compile_recipe(&ctx.device, &culler))
             .unwrap();
         assert!(culler.has_pipelines(1, 1) && !culler.has_pipelines(0, 1));
-        let check = |job: &Job, scene: &cull_core::scene::Scene, what: &str| {
-            job.cull(ctx, &culler);
-            let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-            let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
-            let survivors = harness::survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out);
-            let reference = harness::reference(scene, InstanceFormat::PosQuat);
-            harness::assert_exact(what, &reference, &survivors);
-        };
-        check(&job, &scene, &format!("deferred {variant:?}"));
+        assert_culls_exactly(ctx, &culler, &job, &scene, &format!("deferred {variant:?}"));
         assert!(ScanVariant::compiled().any(|v| v == culler.variant()));
         // A mesh centred on its origin: a culler that compiles its own
         // kernels would pick the kernel without the rotation; this one has
         // only the general kernel, whose uniform branch skips it.
         let scene = harness::edge_scene_centred(8, 10_007, Camera::Perspective, InstanceFormat::PosQuat);
         let job = Job::new(ctx, &culler, &scene, 10_007);
-        check(&job, &scene, &format!("deferred {variant:?}, centred"));
+        assert_culls_exactly(
+            ctx,
+            &culler,
+            &job,
+            &scene,
+            &format!("deferred {variant:?}, centred"),
+        );
     }
 }
 
@@ -181,24 +202,39 @@ fn centred_kernel_compiled_by_the_renderer_culls_centred_meshes() {
             );
             let scene = harness::edge_scene_centred(9, 4_099, Camera::Perspective, format);
             let job = Job::new(ctx, &culler, &scene, 4_099);
-            job.cull(ctx, &culler);
-            let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-            let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
-            let survivors = harness::survivors_as_indices(format, culler.output(), &job.bytes, &out);
-            harness::assert_exact(&what, &harness::reference(&scene, format), &survivors);
+            assert_culls_exactly(ctx, &culler, &job, &scene, &what);
             // An off-centre mesh needs the general kernel, not provided.
             let scene = harness::edge_scene(9, 4_099, Camera::Perspective, format);
             let job = Job::new(ctx, &culler, &scene, 4_099);
-            let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            let err = culler
-                .cull(&mut encoder, &ctx.queue, &job.input, &job.target, &job.params)
-                .unwrap_err();
-            assert!(
-                matches!(err, CullError::PipelinesNotReady { windows: 1, views: 1 }),
-                "{what}: {err}"
-            );
+            assert_not_ready(ctx, &culler, &job, &what);
         }
     }
+    // Levels of detail of one camera take their own kernel (the frustum
+    // tested once per instance); given only its centred form, a deferred
+    // culler culls a centred mesh's levels with it.
+    let desc = CullerDesc {
+        format: InstanceFormat::PosQuat,
+        output: OutputKind::Indices,
+        max_views: 4,
+        ..Default::default()
+    };
+    let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
+    let scene = harness::edge_scene_centred(10, 4_099, Camera::Perspective, InstanceFormat::PosQuat);
+    let levels = harness::test_levels(&scene.frustum().unwrap());
+    assert_eq!(VisibilityTest::for_views(&levels), VisibilityTest::DetailLevels);
+    let windows = culler.windows_for_views(4_099, 4).unwrap();
+    let spec = KernelSpec::flat(windows, 4, VisibilityTest::DetailLevels).for_centred_meshes();
+    culler
+        .provide_pipelines_of(spec, compile(&ctx.device, culler.recipe_of(spec)))
+        .unwrap();
+    let survivors = harness::run_views(ctx, &culler, &scene, &levels, 4_099, 4);
+    harness::assert_views_exact(
+        "deferred centred levels kernel",
+        &culler,
+        &scene,
+        &levels,
+        &survivors,
+    );
     // The matrix format has no centred form: its spec names the general kernel.
     let desc = CullerDesc {
         format: InstanceFormat::Matrix,
