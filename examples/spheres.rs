@@ -9,6 +9,7 @@
 //! cargo run --release --example spheres -- --occlusion       # occlusion culling (two-phase, on the GPU)
 //! cargo run --release --example spheres -- --count 4e6 --cells  # read only the cells in view
 //! cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png
+//! cargo run --release --example spheres -- --headless --size 1280x720 --count 1e6 --lod --pass-times  # GPU time of each render pass
 //! ```
 //!
 //! Keys (window): `V` next scan variant, `F` next instance format, `L`
@@ -65,11 +66,13 @@ struct Args {
     /// Cull the batch by cells (`GpuCullCells`): sorted into spatially
     /// compact cells, only the cells in view read where that pays off.
     cells: bool,
+    /// Headless: print each render pass's GPU time (`--pass-times`).
+    pass_times: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--occlusion] [--no-cpu-culling] [--cells] [--headless --frames N --screenshot out.png --capture scene.json --size WxH]"
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--occlusion] [--no-cpu-culling] [--cells] [--headless --frames N --screenshot out.png --capture scene.json --size WxH --pass-times]"
     );
     std::process::exit(2)
 }
@@ -90,6 +93,7 @@ fn parse_args() -> Args {
         lod: false,
         occlusion: false,
         no_cpu_culling: false,
+        pass_times: false,
         cells: false,
     };
     let mut it = std::env::args().skip(1);
@@ -104,6 +108,7 @@ fn parse_args() -> Args {
             "--occlusion" => args.occlusion = true,
             "--no-cpu-culling" => args.no_cpu_culling = true,
             "--cells" => args.cells = true,
+            "--pass-times" => args.pass_times = true,
             "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
             "--screenshot" => args.screenshot = Some(value().into()),
             "--capture" => args.capture = Some(value().into()),
@@ -160,8 +165,12 @@ fn main() {
     })
     .add_systems(Startup, setup)
     .add_systems(Update, (fly, keys, hud, draw_frozen_frustum, record_frame))
-    .add_systems(Last, finish_headless.run_if(|args: Res<Args>| args.headless))
-    .run();
+    .add_systems(Last, finish_headless.run_if(|args: Res<Args>| args.headless));
+    if args.pass_times {
+        app.add_plugins(bevy::render::diagnostic::RenderDiagnosticsPlugin)
+            .add_systems(Last, print_pass_times);
+    }
+    app.run();
 }
 
 /// The field: a square grid of spheres on gently rolling ground, colored by position.
@@ -824,4 +833,22 @@ fn finish_headless(
         times.wall_ms.len(),
     );
     exit.write(AppExit::Success);
+}
+
+/// `--pass-times`: Bevy's render diagnostics (`RenderDiagnosticsPlugin`,
+/// averaged over its last frames) once the timed frames are done, a
+/// `pass_time PATH VALUE` line each: every render pass's GPU time in ms
+/// (`…/elapsed_gpu`; the plugin's culls are `render/gpu_cull` and, with
+/// occlusion culling, `render/gpu_cull_late`) and its pipeline statistics
+/// (vertex and fragment shader invocations, primitives).
+fn print_pass_times(times: Res<FrameTimes>, args: Res<Args>, store: Res<bevy::diagnostic::DiagnosticsStore>) {
+    if times.frames_ready() != args.frames {
+        return;
+    }
+    for d in store.iter() {
+        let path = d.path().as_str();
+        if path.starts_with("render/") && !path.ends_with("elapsed_cpu") {
+            println!("pass_time {path} {:.3}", d.average().unwrap_or(f64::NAN));
+        }
+    }
 }

@@ -45,16 +45,28 @@ pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u3
     let settled = PipelinesSettled::default();
     app.insert_resource(settled.clone());
     if headless {
-        app.add_plugins((
-            DefaultPlugins
-                .set(WindowPlugin {
-                    primary_window: None,
-                    exit_condition: ExitCondition::DontExit,
-                    ..default()
-                })
-                .disable::<WinitPlugin>(),
-            ScheduleRunnerPlugin::run_loop(Duration::ZERO),
-        ));
+        let mut plugins = DefaultPlugins
+            .set(WindowPlugin {
+                primary_window: None,
+                exit_condition: ExitCondition::DontExit,
+                ..default()
+            })
+            .disable::<WinitPlugin>();
+        // A headless run draws no HUD and no gizmos: Bevy's UI, text,
+        // sprite and gizmo-drawing plugins would only add systems to every
+        // frame (on an H100 host they were a fifth of the frame of a small
+        // scene: see docs/benchmarks.md, "the frame's floor"). The gizmo
+        // plugin itself stays: without it a system of the default plugins
+        // fails for a missing resource.
+        plugins = plugins
+            .disable::<bevy::text::TextPlugin>()
+            .disable::<bevy::ui::UiPlugin>()
+            .disable::<bevy::ui_render::UiRenderPlugin>()
+            .disable::<bevy::sprite::SpritePlugin>()
+            .disable::<bevy::sprite_render::SpriteRenderPlugin>()
+            .disable::<bevy::gizmos_render::GizmoRenderPlugin>()
+            .disable::<bevy::a11y::AccessibilityPlugin>();
+        app.add_plugins((plugins, ScheduleRunnerPlugin::run_loop(Duration::ZERO)));
         if std::env::var_os("GPU_CULL_UNPACED").is_none()
             && let Some(render_app) = app.get_sub_app_mut(RenderApp)
         {

@@ -1,7 +1,8 @@
 //! Runs the `spheres` example headless (as a user without a display would)
 //! for each compiled-in variant: the printed visible count must equal the
 //! CPU reference for the final camera (with levels of detail in one run:
-//! the sum of the levels' references), and the screenshot must show spheres.
+//! the sum of the levels' references), and the screenshot must show spheres;
+//! one run also prints Bevy's render diagnostics with the plugin's cull.
 
 use std::process::Command;
 
@@ -45,6 +46,9 @@ fn spheres_headless_every_variant() {
             // And one sorted into cells (too small to be culled by cells
             // with the default threshold: it reports its cells, culled flat).
             .args((variant == "subgroup-ballot").then_some("--cells"))
+            // And one with Bevy's render diagnostics, the plugin's cull
+            // among the passes.
+            .args((variant == "ordered").then_some("--pass-times"))
             .arg("--screenshot")
             .arg(&shot)
             .output()
@@ -77,6 +81,25 @@ fn spheres_headless_every_variant() {
             (reference..=reference + borderline).contains(&visible),
             "{variant}: {line}"
         );
+        if variant == "ordered" {
+            // Bevy's main pass and the plugin's cull, both timed on the GPU.
+            for pass in [
+                "render/main_opaque_pass_3d/elapsed_gpu",
+                "render/gpu_cull/elapsed_gpu",
+            ] {
+                let ms: f64 = stdout
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("pass_time ")?
+                            .strip_prefix(pass)?
+                            .trim()
+                            .parse()
+                            .ok()
+                    })
+                    .unwrap_or_else(|| panic!("{variant}: no GPU time of {pass}\n{stdout}"));
+                assert!(ms > 0.0 && ms < 1000.0, "{variant}: {pass} took {ms} ms");
+            }
+        }
         if variant == "subgroup-ballot" {
             let cells = field(line, "cells");
             assert!(cells.ends_with("/20(flat)"), "{variant}: cells {cells}: {line}");

@@ -12,6 +12,7 @@ use bevy::ecs::system::SystemParam;
 use bevy::pbr::{ExtractedPointLight, LightEntity, ViewLightEntities};
 use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
+use bevy::render::diagnostic::RecordDiagnostics;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::{ExtractedView, ViewDepthTexture};
 use cull_core::{
@@ -457,6 +458,11 @@ pub(crate) fn cull_view_late(
         }
     }
     let pyramid = by_view.get(&camera);
+    // The depth pyramid and the late phase, as one span of Bevy's render
+    // diagnostics (RenderDiagnosticsPlugin: render/gpu_cull_late/elapsed_gpu).
+    let diagnostics = ctx.diagnostic_recorder();
+    let diagnostics = diagnostics.as_deref();
+    let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull_late");
     let built = match (&pyramids.builder, pyramid, &occlusion_camera) {
         (Some(builder), Some(pyramid), Ok(_)) => builder
             .build(
@@ -546,6 +552,7 @@ pub(crate) fn cull_view_late(
             resources.frame.0,
         );
     }
+    span.end(ctx.command_encoder());
 }
 
 /// A camera's frustum, from its two matrices where Bevy has them: the planes
@@ -586,6 +593,11 @@ pub(crate) fn cull_view(
     phase.set(DrawPhase::Early);
     let metric = SizeMetric::from_view(extracted.clip_from_view, extracted.world_from_view.to_matrix());
     let is_cascade = |e| matches!(light_views.get(e), Ok((_, LightEntity::Directional { .. })));
+    // The camera's and its cascades' culls, as one span of Bevy's render
+    // diagnostics (RenderDiagnosticsPlugin: render/gpu_cull/elapsed_gpu).
+    let diagnostics = ctx.diagnostic_recorder();
+    let diagnostics = diagnostics.as_deref();
+    let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull");
     for group in camera_groups(camera, lights, is_cascade, occlusion_culled(occlusion)) {
         let frusta: Vec<_> = group
             .iter()
@@ -603,6 +615,7 @@ pub(crate) fn cull_view(
             .collect();
         resources.cull(&group, &frusta, Some(metric), &mut ctx);
     }
+    span.end(ctx.command_encoder());
 }
 
 /// Culls the batches of a point light's six cube faces together, in the run
@@ -675,7 +688,12 @@ pub(crate) fn cull_light_view(
         .filter(|(_, metric)| metric.perspective)
         .min_by_key(|(order, _)| *order)
         .map(|(_, metric)| metric);
+    // Bevy's render diagnostics: render/gpu_cull_light/elapsed_gpu.
+    let diagnostics = ctx.diagnostic_recorder();
+    let diagnostics = diagnostics.as_deref();
+    let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull_light");
     resources.cull(&group, &frusta, metric, &mut ctx);
+    span.end(ctx.command_encoder());
 }
 
 /// The light view groups culled this frame (by first view): a point light's
