@@ -9,16 +9,15 @@
 #import cull::items::{draw_args, count_word}
 
 // One count per view, so no view's count needs resetting. block_base is
-// reused: every thread reads view v's before the first barrier of view
-// v + 1, after which thread 0 writes the next.
+// for one view's reservation (reserve_output, the one-view shuffle kernel).
 var<workgroup> workgroup_count: array<atomic<u32>, VIEWS>;
 var<workgroup> block_base: u32;
 // Every view's range in the output at once (reserve_views).
 var<workgroup> view_bases: array<u32, VIEWS>;
 
 // The slot in `view`'s list where this subgroup's `subgroup_total`
-// survivors start. Every invocation of the workgroup must call it (it has
-// two barriers).
+// survivors start, for a kernel of one view. Every invocation of the
+// workgroup must call it (it has two barriers).
 fn reserve_output(view: u32, lane: u32, lid: u32, subgroup_total: u32) -> u32 {
     var subgroup_base = 0u;
     if lane == 0u {
