@@ -54,8 +54,8 @@ pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u3
             .disable::<WinitPlugin>();
         // A headless run draws no HUD and no gizmos: Bevy's UI, text,
         // sprite and gizmo-drawing plugins would only add systems to every
-        // frame (on an H100 host they were a fifth of the frame of a small
-        // scene: see docs/benchmarks.md, "the frame's floor"). The gizmo
+        // frame (on an H100 host, 7-25% of the frame of a small scene: see
+        // docs/benchmarks.md, "Where the 1M frame goes"). The gizmo
         // plugin itself stays: without it a system of the default plugins
         // fails for a missing resource.
         plugins = plugins
