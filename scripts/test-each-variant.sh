@@ -5,7 +5,7 @@
 # CI runs this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-variants="hillis-steele block-atomic subgroup-ballot subgroup-shuffle ordered"
+variants="hillis-steele block-atomic subgroup-ballot subgroup-shuffle ordered ordered-two-pass"
 for v in $variants; do
     echo "== cull-core with only the $v variant"
     cargo clippy -q -p cull-core --no-default-features --features "$v parallel blocking" -- -D warnings \

@@ -92,11 +92,6 @@ fn emit(view: u32, view_slot: u32, i: u32, inst: InstanceData) {
 #endif
 }
 
-// Chunk-local instance `i` (the caller checks the chunk's end).
-fn load_instance(i: u32) -> InstanceData {
-    return instances[i];
-}
-
 // Whether chunk-local instance `i` is visible in `view`; false past the
 // chunk's end.
 fn vote(i: u32, view: u32) -> bool {
@@ -207,13 +202,26 @@ fn emit_items(view: u32, items: Items, keep: vec4<bool>, slots: vec4<u32>) {
     if keep.w { emit(view, slots.w, items.index.w, items.dw); }
 }
 
+// Writes chunk-local instance `i` to slot `view_slot` of `view`'s list,
+// reading it again only where the output holds its data: an index needs
+// none, and a load whose value goes unused is not reliably dropped by
+// drivers.
+fn emit_reading(view: u32, view_slot: u32, i: u32) {
+#ifdef OUTPUT_INDICES
+    var unread: InstanceData;
+    emit(view, view_slot, i, unread);
+#else
+    emit(view, view_slot, i, instances[i]);
+#endif
+}
+
 // Writes the kept ones of instances `index` to `slots` in `view`'s list,
-// reading them again.
+// reading them again (emit_reading).
 fn emit_again(view: u32, keep: vec4<bool>, index: vec4<u32>, slots: vec4<u32>) {
-    if keep.x { emit(view, slots.x, index.x, instances[index.x]); }
-    if keep.y { emit(view, slots.y, index.y, instances[index.y]); }
-    if keep.z { emit(view, slots.z, index.z, instances[index.z]); }
-    if keep.w { emit(view, slots.w, index.w, instances[index.w]); }
+    if keep.x { emit_reading(view, slots.x, index.x); }
+    if keep.y { emit_reading(view, slots.y, index.y); }
+    if keep.z { emit_reading(view, slots.z, index.z); }
+    if keep.w { emit_reading(view, slots.w, index.w); }
 }
 
 // The four row votes of a thread as the bytes of one u32.

@@ -80,7 +80,9 @@ struct CullParams {
     // Cell culling: the views the cell pass votes, all of the cull's (an
     // ordered cull's entries each take one view in view_count).
     cell_views: u32,
-    pad_e: u32,
+    // OrderedTwoPass: tiles of the largest chunk, rounded up to the gather
+    // pass's blocks (cull::variants::ordered_votes's scratch layout).
+    tile_capacity: u32,
 }
 
 @group(0) @binding(#{BINDING_PARAMS}) var<uniform> params: CullParams;

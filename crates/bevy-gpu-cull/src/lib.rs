@@ -35,8 +35,11 @@
 //!
 //! One per scan variant of `cull-core`, all on by default and forwarded to it:
 //! `hillis-steele`, `block-atomic`, `subgroup-ballot`, `subgroup-shuffle`,
-//! `ordered`. [`GpuCullSettings::variant`] `None` picks the fastest one the
-//! adapter runs; changing the resource takes effect on the next frame.
+//! `ordered`, `ordered-two-pass`. [`GpuCullSettings::variant`] `None` picks
+//! the fastest one the adapter runs; changing the resource takes effect on
+//! the next frame. For survivors drawn in their input order, the plugin
+//! (which writes indices, and culls a light's views together) is best served
+//! by `ScanVariant::OrderedTwoPass`.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Bevy systems take many parameters of long types by nature.

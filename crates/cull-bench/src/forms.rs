@@ -2,9 +2,10 @@
 
 use cull_core::{Culler, ScanVariant, Tuning};
 
-/// Each of `variants` with `tuning`, and the ordered variant also in its
-/// workgroup-memory form where the device has subgroups (it would otherwise
-/// use its subgroup form): the form devices without subgroups get.
+/// Each of `variants` with `tuning`, and the ordered variants also in their
+/// workgroup-memory forms where the device has subgroups (they would
+/// otherwise use their subgroup forms): the forms devices without subgroups
+/// get.
 pub fn forms(
     variants: &[ScanVariant],
     features: wgpu::Features,
@@ -13,7 +14,7 @@ pub fn forms(
     variants
         .iter()
         .flat_map(|&variant| {
-            let both = variant == ScanVariant::Ordered
+            let both = has_two_forms(variant)
                 && features.contains(wgpu::Features::SUBGROUP)
                 && !tuning.workgroup_scan;
             [(variant, tuning)].into_iter().chain(both.then_some((
@@ -27,11 +28,16 @@ pub fn forms(
         .collect()
 }
 
+/// Whether the variant has a subgroup form and a workgroup-memory form.
+fn has_two_forms(variant: ScanVariant) -> bool {
+    matches!(variant, ScanVariant::Ordered | ScanVariant::OrderedTwoPass)
+}
+
 /// A culler's name in the tables: its variant's, with `-workgroup` for the
-/// ordered variant's workgroup-memory form.
+/// ordered variants' workgroup-memory forms.
 pub fn label(culler: &Culler) -> String {
     let variant = culler.variant();
-    if variant == ScanVariant::Ordered && !culler.uses_subgroups() {
+    if has_two_forms(variant) && !culler.uses_subgroups() {
         format!("{}-workgroup", variant.name())
     } else {
         variant.name().into()

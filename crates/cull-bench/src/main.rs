@@ -276,7 +276,7 @@ fn main() {
                         .cull(&mut encoder, &ctx.queue, input, target, &params)
                         .unwrap();
                     ctx.queue.submit([encoder.finish()]);
-                    target.read_timings(&ctx.device).unwrap().total.as_secs_f64() * 1e6
+                    target.read_timings(&ctx.device).unwrap()
                 };
                 let mut timed = Vec::new();
                 for (culler, target) in cullers {
@@ -314,7 +314,7 @@ fn main() {
                         cpu_us,
                         correct,
                     };
-                    timed.push((culler, target, copy, cell, Vec::new(), Vec::new()));
+                    timed.push((culler, target, copy, cell, Vec::new(), Vec::new(), Vec::new()));
                 }
                 // Sustained work first: the GPU's clock drops while the CPU
                 // builds the scene and checks the output (see warm_up).
@@ -325,19 +325,23 @@ fn main() {
                 for round in 0..WARM_UP + args.runs {
                     for j in 0..timed.len() {
                         let k = (j + round) % timed.len();
-                        let (culler, target, copy, cell, cull_us, copy_us) = &mut timed[k];
+                        let (culler, target, copy, cell, cull_us, copy_us, vote_us) = &mut timed[k];
                         if !cell.correct {
                             continue;
                         }
                         let t = run(culler, target);
                         let c = roofline.time_copy(&ctx, copy);
                         if round >= WARM_UP {
-                            cull_us.push(t);
+                            cull_us.push(t.total.as_secs_f64() * 1e6);
                             copy_us.push(c);
+                            // The vote pass of a variant with several passes.
+                            if let Some(vote) = t.vote {
+                                vote_us.push(vote.as_secs_f64() * 1e6);
+                            }
                         }
                     }
                 }
-                for (_, _, _, mut cell, mut cull_us, copy_us) in timed {
+                for (_, _, _, mut cell, mut cull_us, copy_us, vote_us) in timed {
                     if cell.correct {
                         cull_us.sort_by(f64::total_cmp);
                         cell.gpu_us = cull_us[cull_us.len() / 2];
@@ -355,6 +359,13 @@ fn main() {
                         cell.roofline_pct(),
                         cpu_us
                     );
+                    if !vote_us.is_empty() {
+                        eprintln!(
+                            "  {:16} vote pass {:>9.1} us (median)",
+                            cell.variant,
+                            median(vote_us)
+                        );
+                    }
                     cells.push(cell);
                 }
             }

@@ -145,17 +145,22 @@ pub fn plot(
     Ok(())
 }
 
-/// The ordered variant's forms against the best variant that does not keep
+/// The ordered variants' forms against the best variant that does not keep
 /// order, cell by cell. Each variant's speed is taken as its fraction of the
 /// copy over its own buffers (measured in the same rounds), so that a change
 /// of the GPU's speed between rounds weighs on both sides alike. Where the
 /// copies match, this is the instances/s ratio.
 pub fn ordered_summary(cells: &[Cell]) -> String {
     let unordered = ["subgroup-ballot", "subgroup-shuffle", "block-atomic"];
-    let ordered: Vec<&str> = ["ordered", "ordered-workgroup"]
-        .into_iter()
-        .filter(|o| cells.iter().any(|c| c.variant == *o))
-        .collect();
+    let ordered: Vec<&str> = [
+        "ordered",
+        "ordered-workgroup",
+        "ordered-two-pass",
+        "ordered-two-pass-workgroup",
+    ]
+    .into_iter()
+    .filter(|o| cells.iter().any(|c| c.variant == *o))
+    .collect();
     let mut s = String::new();
     if ordered.is_empty() {
         return s;

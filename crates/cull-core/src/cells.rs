@@ -33,7 +33,9 @@
 //! maps them back to the input's): in no particular order from the
 //! unordered variants; `Ordered` keeps the sorted batch's order (its chain
 //! walks the kept cells' tiles in ascending order, listed by a pass of
-//! its own after the cell pass).
+//! its own after the cell pass), and so does `OrderedTwoPass` (its vote
+//! pass takes the kept tiles in any order and its gather writes every
+//! tile in ascending order, a culled cell's tile counting zero).
 //!
 //! A kept cell that lies inside every view with room to spare is
 //! **whole** ([`CellLayout::whole_cells`]): the single-pass variants keep

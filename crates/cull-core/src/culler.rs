@@ -605,10 +605,11 @@ impl Culler {
 
     /// Records the cull of `params.count` instances of `input` against
     /// every frustum of `params.frusta`. The unordered variants do it in one
-    /// pass: each instance is read and its world sphere computed once, then
-    /// voted against each view. The order-preserving ones
-    /// ([`ScanVariant::Ordered`], [`ScanVariant::HillisSteele`]) run their
-    /// passes once per view, reading the instances again each time. Either
+    /// pass, and [`ScanVariant::OrderedTwoPass`] in one vote pass: each
+    /// instance is read and its world sphere computed once, then voted
+    /// against each view. [`ScanVariant::Ordered`] and
+    /// [`ScanVariant::HillisSteele`] run their passes once per view, reading
+    /// the instances again each time. Either
     /// way, view `v`'s survivors go densely to the target's view `v`
     /// ([`CullTarget::view_output_offset`]) and their number to its draw
     /// arguments ([`CullTarget::draw_args_offset`]). The target needs as
@@ -907,6 +908,11 @@ impl Culler {
             base.cell_views = views;
         }
         base.view_stride = target.view_stride();
+        // The scratch's tiles per view, as the target sized them (with_views).
+        let (x, y) = self
+            .dispatch
+            .dims(self.dispatch.groups_for(target.capacity().min(self.window_len)));
+        base.tile_capacity = crate::kernel::ordered_tile_capacity(x as u64 * y as u64);
         if let Some(o) = &occlusion {
             (base.history_read, base.history_write) = o.history.halves();
             if let Some((pyramid, camera)) = o.late {
@@ -1164,7 +1170,7 @@ impl CullTarget {
                     * culler.kernel.params_per_chunk(culler.window_len) as u64,
                 scratch: culler
                     .kernel
-                    .scratch(chunk_len, x as u64 * y as u64, culler.max_views),
+                    .scratch(chunk_len, x as u64 * y as u64, dispatch.per_workgroup, views),
                 // One more for a cull by cells' cell pass.
                 timed_passes: culler
                     .timestamps

@@ -499,7 +499,8 @@ impl Frustum {
     /// from `thresholds[0]` up. `thresholds` descend; past the last, an
     /// instance is culled (a last threshold of 0 keeps every size). Cull
     /// them with `Culler::cull_views`: each level gets its own survivor list
-    /// and draw arguments, and `Ordered` keeps input order within each.
+    /// and draw arguments, and the order-preserving variants keep input
+    /// order within each.
     pub fn detail_levels(&self, metric: SizeMetric, thresholds: &[f32]) -> Result<Vec<Frustum>, CullError> {
         SizeBand::validate_thresholds(thresholds)?;
         if !(metric.scale.is_finite() && metric.origin.is_finite()) {

@@ -61,6 +61,29 @@ pub mod bindings {
     pub const CELL_BOUNDS: u32 = 14;
     /// Cell culling, the cell pass: every chunk's kept cells, written.
     pub const CELL_LISTS: u32 = 15;
+    /// OrderedTwoPass: a bit per instance and view, in index order.
+    pub const VOTE_BITS: u32 = 16;
+    /// OrderedTwoPass: each view's count before the chunk, each tile's
+    /// count and each super-tile's sum.
+    pub const TILE_SUMS: u32 = 17;
+}
+
+/// [`crate::ScanVariant::OrderedTwoPass`]: tiles whose counts one sum adds
+/// up (`SUPER_TILES` in `shaders/cull/variants/ordered_votes.wgsl`), so that
+/// a gather workgroup reads at most this many counts plus a sum per
+/// super-tile before it.
+pub(crate) const ORDERED_SUPER_TILES: u32 = 256;
+/// [`crate::ScanVariant::OrderedTwoPass`]: tiles one gather workgroup writes,
+/// a word of bits per invocation (`GATHER_TILES` in the WGSL: 32 instances
+/// per word over [`ITEMS_PER_THREAD`] per invocation in a tile of one row
+/// group, which the variant's `row_groups` keeps).
+pub(crate) const ORDERED_GATHER_TILES: u32 = 32 / ITEMS_PER_THREAD;
+
+/// [`crate::ScanVariant::OrderedTwoPass`]: the tiles its scratch holds per
+/// view for a chunk dispatched as `workgroups` vote workgroups, rounded up
+/// to whole gather blocks (`params.tile_capacity`).
+pub(crate) fn ordered_tile_capacity(workgroups: u64) -> u32 {
+    (workgroups as u32).next_multiple_of(ORDERED_GATHER_TILES)
 }
 
 /// Byte offset of `instance_count` (the visible count the cull writes) in
@@ -101,7 +124,9 @@ pub(crate) struct GpuParams {
     /// Cell culling: the views the cell pass votes, every view of the cull
     /// (the ordered variant's entries each hold one in `view_count`).
     pub cell_views: u32,
-    pub _pad: u32,
+    /// [`crate::ScanVariant::OrderedTwoPass`]: tiles of the largest chunk,
+    /// rounded up to its gather blocks ([`ordered_tile_capacity`]).
+    pub tile_capacity: u32,
 }
 
 /// One chunk of a batch: the instances one set of bindings covers.

@@ -45,14 +45,15 @@
 //! | `subgroup-ballot` | [`ScanVariant::SubgroupBallot`] | one | `Features::SUBGROUP` |
 //! | `subgroup-shuffle` | [`ScanVariant::SubgroupShuffle`] | one | `Features::SUBGROUP` |
 //! | `ordered` | [`ScanVariant::Ordered`] | one, order preserved | — (uses subgroups where present) |
+//! | `ordered-two-pass` | [`ScanVariant::OrderedTwoPass`] | vote, gather; order preserved | — (uses subgroups where present) |
 //!
 //! [`CullerDesc::variant`] `None` (the default) picks the fastest compiled-in
 //! variant the device runs ([`ScanVariant::best_available`]). Asking for a
 //! subgroup variant on a device without subgroups falls back with a logged
 //! warning, or fails with [`CullError::MissingFeature`] when
 //! [`CullerDesc::allow_fallback`] is false. The subgroup variants are
-//! correct for any subgroup size from 4 to 128. Only `HillisSteele` and
-//! `Ordered` keep the survivors in their original order.
+//! correct for any subgroup size from 4 to 128. Only `HillisSteele`,
+//! `Ordered` and `OrderedTwoPass` keep the survivors in their original order.
 //!
 //! # Instance formats
 //!
@@ -85,11 +86,12 @@
     feature = "block-atomic",
     feature = "subgroup-ballot",
     feature = "subgroup-shuffle",
-    feature = "ordered"
+    feature = "ordered",
+    feature = "ordered-two-pass"
 )))]
 compile_error!(
     "cull-core needs at least one scan-variant feature: hillis-steele, block-atomic, subgroup-ballot, \
-     subgroup-shuffle or ordered (all are on by default)"
+     subgroup-shuffle, ordered or ordered-two-pass (all are on by default)"
 );
 
 // Layers, bottom up (each imports only those below it; docs/architecture.md

@@ -43,7 +43,12 @@ pub fn library() -> Vec<ShaderModule> {
 pub fn entry_modules() -> Vec<ShaderModule> {
     let mut modules: Vec<ShaderModule> = ScanVariant::compiled()
         .filter_map(ScanVariant::kernel)
-        .flat_map(|k| [k.entry(false), k.entry(true)])
+        .flat_map(|k| {
+            // Both forms' entry modules, and the modules of passes that
+            // have one of their own.
+            let passes = k.passes(1).into_iter().filter_map(|p| p.module);
+            [k.entry(false), k.entry(true)].into_iter().chain(passes)
+        })
         .collect();
     modules.dedup();
     modules.push(crate::cells::PASS_MODULE);
@@ -60,7 +65,7 @@ pub(crate) struct ModuleShape {
     pub visibility: &'static VisibilityKernel,
     /// Output bindings.
     pub windows: u32,
-    /// Views the kernel loops over (`VIEWS`): its culler's `max_views`.
+    /// Views the kernel votes in (`VIEWS`): its target's view count.
     pub views: u32,
     /// Threads per workgroup (`WORKGROUP_SIZE`).
     pub workgroup_size: u32,
@@ -166,6 +171,9 @@ impl ModuleShape {
             ("BINDING_KEPT_CELLS", UInt(bindings::KEPT_CELLS)),
             ("BINDING_CELL_BOUNDS", UInt(bindings::CELL_BOUNDS)),
             ("BINDING_CELL_LISTS", UInt(bindings::CELL_LISTS)),
+            ("BINDING_VOTE_BITS", UInt(bindings::VOTE_BITS)),
+            ("BINDING_TILE_SUMS", UInt(bindings::TILE_SUMS)),
+            ("ORDERED_SUPER_TILES", UInt(crate::kernel::ORDERED_SUPER_TILES)),
             ("CELL_RECORD_WORDS", UInt(crate::cells::CELL_RECORD_WORDS)),
         ];
         if self.cells {
@@ -390,7 +398,13 @@ mod tests {
     fn every_module_validates() {
         let shapes = every_shape();
         let expected: usize = ScanVariant::compiled()
-            .map(|v| if v == ScanVariant::Ordered { 2 } else { 1 })
+            .map(|v| {
+                if matches!(v, ScanVariant::Ordered | ScanVariant::OrderedTwoPass) {
+                    2
+                } else {
+                    1
+                }
+            })
             .sum::<usize>()
             // The formats, those with a form for centred meshes twice.
             * InstanceFormat::ALL

@@ -17,7 +17,8 @@ pub enum PassKind {
     Scan,
     /// Compaction and draw arguments (Hillis-Steele).
     Compact,
-    /// Vote, scan and compaction in one pass (the single-pass variants).
+    /// Vote, scan and compaction in one pass (the single-pass variants; the
+    /// vote and gather dispatches of the two-pass ordered variant).
     Fused,
     /// The cell pass of a cull by cells ([`crate::cells`]).
     Cells,

@@ -29,4 +29,12 @@ pub enum ScanVariant {
     /// subgroup ballots where the device has [`wgpu::Features::SUBGROUP`],
     /// in workgroup memory elsewhere (see [`crate::Tuning::workgroup_scan`]).
     Ordered,
+    /// **Order preserved** in two passes, with no workgroup waiting on
+    /// another: a vote pass writes one bit per instance and view and each
+    /// tile's count, a gather pass writes each tile's survivors after the
+    /// earlier tiles' counts. Several views (and levels of detail) read the
+    /// instances once, where [`Self::Ordered`] reads them once per view.
+    /// An instance copy is read again by the gather; an index is not.
+    /// Needs no device feature (subgroup ballots where present).
+    OrderedTwoPass,
 }

@@ -17,3 +17,32 @@ fn popcount_all(v: vec4<u32>) -> u32 {
     let c = countOneBits(v);
     return c.x + c.y + c.z + c.w;
 }
+
+// The lanes a subgroup reserved in its workgroup (reserve_lanes).
+struct LaneRange {
+    // The subgroup's active lanes.
+    width: u32,
+    // This lane's rank among them.
+    rank: u32,
+    // Where the subgroup's range starts among the workgroup's invocations.
+    first: u32,
+}
+
+var<workgroup> lanes_taken: atomic<u32>;
+
+// Reserves a range of `width` lanes for this subgroup with one shared
+// atomic, so that a kernel can lay its rows out by subgroup (a row is then
+// `width` consecutive instances, in lane order, whatever the subgroup size
+// and however invocations map to subgroups). Ranges partition the
+// workgroup's invocations.
+fn reserve_lanes(lane: u32) -> LaneRange {
+    let below = lanes_below(lane);
+    let members = subgroupBallot(true);
+    let width = popcount_all(members);
+    let rank = popcount_all(members & below);
+    var first = 0u;
+    if rank == 0u {
+        first = atomicAdd(&lanes_taken, width);
+    }
+    return LaneRange(width, rank, subgroupMax(first));
+}

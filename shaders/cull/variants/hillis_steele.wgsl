@@ -9,7 +9,7 @@
 // no instance of a culled cell: their votes are 0.
 
 #import cull::params::{params, WORKGROUP_SIZE, workgroup_index}
-#import cull::items::{draw_args, count_word, vote, emit, load_instance}
+#import cull::items::{draw_args, count_word, vote, emit_reading}
 #ifdef CELLS
 #import cull::params::{TILE, tile_kept}
 #endif
@@ -62,7 +62,7 @@ fn compact(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         // before this dispatch.
         let view = params.first_view;
         let base = atomicLoad(&draw_args[count_word(view)]);
-        emit(view, base + scan_in[i] - 1u, i, load_instance(i));
+        emit_reading(view, base + scan_in[i] - 1u, i);
     }
 }
 

@@ -1,7 +1,7 @@
 // Ordered, with subgroups: a tile's votes are scanned with ballots, as in
 // variants/subgroup_ballot.wgsl, but in index order. Each subgroup reserves a range
-// of lanes with one shared atomic (any subgroup size, any mapping of
-// invocations to subgroups) and takes ITEMS rows of that many consecutive
+// of lanes with one shared atomic (cull::scans::ballot::reserve_lanes: any
+// subgroup size, any mapping of invocations to subgroups) and takes ITEMS rows of that many consecutive
 // instances from ITEMS times the range's start: so the tile's order is
 // subgroup range, then row, then lane, and a survivor's rank in the tile is
 // the survivors of earlier ranges (one shared array, one barrier), then of
@@ -16,12 +16,11 @@
 
 #import cull::params::{params, WORKGROUP_SIZE, ITEMS, ROW_GROUPS, TILE}
 #import cull::items::{Items, load_rows, vote_items, emit_again, row_offsets}
-#import cull::scans::ballot::{lanes_below, popcount_all}
+#import cull::scans::ballot::{lanes_below, popcount_all, reserve_lanes}
 #import cull::variants::ordered_chain::{take_place, surplus, chain_tile, takes_part}
 
 // Survivors of the subgroup whose lane range starts at each index; zero elsewhere.
 var<workgroup> range_counts: array<u32, WORKGROUP_SIZE>;
-var<workgroup> lanes_taken: atomic<u32>;
 
 // One group of ITEMS rows: their votes, each kept item's rank among the
 // group's survivors (by row, then lane), and the group's survivor count.
@@ -55,14 +54,10 @@ fn cull(
     // This subgroup's lanes: how many, this one's rank, and where their
     // range starts in the workgroup (reserved while thread 0 takes the tile).
     let below = lanes_below(lane);
-    let members = subgroupBallot(true);
-    let width = popcount_all(members);
-    let rank = popcount_all(members & below);
-    var first = 0u;
-    if rank == 0u {
-        first = atomicAdd(&lanes_taken, width);
-    }
-    first = subgroupMax(first);
+    let range = reserve_lanes(lane);
+    let width = range.width;
+    let rank = range.rank;
+    let first = range.first;
     let place = take_place(lid);
     if surplus(place) {
         return;

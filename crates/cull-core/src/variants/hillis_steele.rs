@@ -98,7 +98,13 @@ impl ScanKernel for HillisSteele {
         true
     }
 
-    fn scratch(&self, chunk_len: u32, _workgroups: u64, _views: u32) -> Vec<ScratchBuffer> {
+    fn scratch(
+        &self,
+        chunk_len: u32,
+        _workgroups: u64,
+        _per_workgroup: u32,
+        _views: u32,
+    ) -> Vec<ScratchBuffer> {
         ["cull-votes", "cull-scan-a", "cull-scan-b"]
             .map(|label| ScratchBuffer {
                 label,

@@ -17,6 +17,8 @@ mod block_atomic;
 mod hillis_steele;
 #[cfg(feature = "ordered")]
 mod ordered;
+#[cfg(feature = "ordered-two-pass")]
+mod ordered_two_pass;
 #[cfg(feature = "subgroup-ballot")]
 mod subgroup_ballot;
 #[cfg(feature = "subgroup-shuffle")]
@@ -30,11 +32,12 @@ use crate::{CullError, InstanceFormat};
 impl ScanVariant {
     /// Every variant, compiled in or not, fastest first (the order
     /// [`Self::best_available`] prefers; see `docs/benchmarks.md`).
-    pub const ALL: [ScanVariant; 5] = [
+    pub const ALL: [ScanVariant; 6] = [
         Self::SubgroupBallot,
         Self::SubgroupShuffle,
         Self::BlockAtomic,
         Self::Ordered,
+        Self::OrderedTwoPass,
         Self::HillisSteele,
     ];
 
@@ -179,9 +182,16 @@ pub(crate) trait ScanKernel: Sync {
     }
 
     /// Scratch buffers per target: chunks of up to `chunk_len` instances in
-    /// `workgroups` workgroups (both dimensions of the dispatch), for
-    /// kernels compiled for `views` views.
-    fn scratch(&self, _chunk_len: u32, _workgroups: u64, _views: u32) -> Vec<ScratchBuffer> {
+    /// `workgroups` workgroups (both dimensions of the dispatch) of
+    /// `per_workgroup` instances each, for the target's `views` views (its
+    /// kernel's `VIEWS`).
+    fn scratch(
+        &self,
+        _chunk_len: u32,
+        _workgroups: u64,
+        _per_workgroup: u32,
+        _views: u32,
+    ) -> Vec<ScratchBuffer> {
         Vec::new()
     }
 
@@ -227,7 +237,7 @@ macro_rules! compiled {
 /// Every variant, fastest first (the order `ScanVariant::best_available`
 /// prefers; see `docs/benchmarks.md`). Adding a variant: its module pair
 /// and cargo feature, a `ScanVariant` case, and a line here.
-pub(crate) static REGISTRY: [Registration; 5] = [
+pub(crate) static REGISTRY: [Registration; 6] = [
     Registration {
         variant: ScanVariant::SubgroupBallot,
         feature: "subgroup-ballot",
@@ -255,6 +265,13 @@ pub(crate) static REGISTRY: [Registration; 5] = [
         required_features: wgpu::Features::empty(),
         preserves_order: true,
         kernel: compiled!("ordered", ordered::KERNEL),
+    },
+    Registration {
+        variant: ScanVariant::OrderedTwoPass,
+        feature: "ordered-two-pass",
+        required_features: wgpu::Features::empty(),
+        preserves_order: true,
+        kernel: compiled!("ordered-two-pass", ordered_two_pass::KERNEL),
     },
     Registration {
         variant: ScanVariant::HillisSteele,

@@ -65,7 +65,13 @@ impl ScanKernel for Ordered {
     /// Tile counter, chunk base, then a status word per tile of a chunk
     /// (plus the surplus workgroups of a two-dimensional dispatch), reset
     /// before each view's dispatch.
-    fn scratch(&self, _chunk_len: u32, workgroups: u64, _views: u32) -> Vec<ScratchBuffer> {
+    fn scratch(
+        &self,
+        _chunk_len: u32,
+        workgroups: u64,
+        _per_workgroup: u32,
+        _views: u32,
+    ) -> Vec<ScratchBuffer> {
         vec![ScratchBuffer {
             label: "cull-lookback-state",
             size: (2 + workgroups) * 4,

@@ -67,6 +67,20 @@ pub fn run_cells(
     let target = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
     let cells = CellIndex::new(&ctx.device, culler, capacity).unwrap();
     cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+    cull_cells_again(ctx, culler, scene, &job, &target, &cells, frusta)
+}
+
+/// [`run_cells`]'s cull, into a target and cell index made before (and
+/// perhaps culled into already).
+pub fn cull_cells_again(
+    ctx: &cull_core::GpuContext,
+    culler: &Culler,
+    scene: &Scene,
+    job: &Job,
+    target: &CullTarget,
+    cells: &CellIndex,
+    frusta: &[Frustum],
+) -> (Vec<Vec<u32>>, u32) {
     let params = CullViewsParams {
         frusta,
         local_bounds: scene.bounds,
@@ -74,10 +88,10 @@ pub fn run_cells(
     };
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     culler
-        .cull_views_in_cells(&mut encoder, &ctx.queue, &job.input, &target, &params, &cells)
+        .cull_views_in_cells(&mut encoder, &ctx.queue, &job.input, target, &params, cells)
         .unwrap();
     ctx.queue.submit([encoder.finish()]);
-    let survivors = read_views(ctx, culler, &job.bytes, &target, frusta.len(), params.count);
+    let survivors = read_views(ctx, culler, &job.bytes, target, frusta.len(), params.count);
     (survivors, cells.read_kept(&ctx.device, &ctx.queue).unwrap())
 }
 
@@ -619,6 +633,71 @@ fn ordered_by_cells_with_forced_fallback() {
                         layout.cells()
                     );
                 }
+            }
+        }
+    }
+}
+
+/// `OrderedTwoPass` by cells, in both of its forms: tiles of 128 (several
+/// super-tiles of counts), most cells culled (their tiles unvisited must
+/// count zero), chunks (small bindings) and a two-dimensional dispatch with
+/// surplus workgroups, one view and three in a target of four views; each
+/// view exact and in the sorted batch's order.
+#[cfg(feature = "ordered-two-pass")]
+#[test]
+fn ordered_two_pass_by_cells_across_chunks() {
+    let ctx = gpu();
+    for form in two_pass_forms(ctx) {
+        for max_binding_size in [None, Some(64 << 10)] {
+            let tuning = Tuning {
+                workgroup_size: Some(32),
+                max_workgroups_per_dimension: Some(5),
+                max_binding_size,
+                ..form
+            };
+            let culler = views_culler(
+                ctx,
+                ScanVariant::OrderedTwoPass,
+                InstanceFormat::PosQuat,
+                OutputKind::Indices,
+                tuning,
+                4,
+            );
+            // With chunks, the four views' lists must fit four bindings.
+            let n = if max_binding_size.is_some() {
+                culler.chunk_len() - 3
+            } else {
+                100_003
+            };
+            let scene = edge_scene(
+                2026,
+                n as usize,
+                CameraKind::InfiniteReverseZ,
+                InstanceFormat::PosQuat,
+            );
+            let (scene, layout) = sorted(&scene, &culler);
+            let frustum = scene.frustum().unwrap();
+            // One target for every cull: three views (the first turned away
+            // from the camera), then the camera alone, then three again, so
+            // that tiles kept in one cull and culled in the next hold stale
+            // bits of view 0, which must not be gathered.
+            let job = Job::new(ctx, &culler, &scene, n);
+            let target = CullTarget::with_views(&ctx.device, &culler, n, 4).unwrap();
+            let cells = CellIndex::new(&ctx.device, &culler, n).unwrap();
+            cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+            let mut three = view_frusta(&scene, 29, 3);
+            three.rotate_left(1);
+            for (round, frusta) in [three.clone(), vec![frustum], three].into_iter().enumerate() {
+                let what = format!(
+                    "{} n {n} chunk {} views {} round {round}",
+                    form_name(&culler),
+                    culler.chunk_len(),
+                    frusta.len()
+                );
+                let (survivors, kept) =
+                    cull_cells_again(ctx, &culler, &scene, &job, &target, &cells, &frusta);
+                assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
+                assert!(kept < layout.cells(), "{what}: every cell kept");
             }
         }
     }

@@ -36,7 +36,7 @@ fn compile(device: &wgpu::Device, recipe: KernelRecipe) -> Vec<wgpu::ComputePipe
             })
             .unwrap_or_else(|e| panic!("{}: {e:?}", module.path));
     }
-    let shader_defs = recipe
+    let shader_defs: std::collections::HashMap<String, naga_oil::compose::ShaderDefValue> = recipe
         .shader_defs
         .iter()
         .map(|&(name, value)| {
@@ -47,25 +47,33 @@ fn compile(device: &wgpu::Device, recipe: KernelRecipe) -> Vec<wgpu::ComputePipe
             (name.to_owned(), value)
         })
         .collect();
-    let module = composer
-        .make_naga_module(NagaModuleDescriptor {
-            source: recipe.entry.source,
-            file_path: recipe.entry.path,
-            shader_defs,
-            ..Default::default()
+    // Each entry module once (a pass may live in a module of its own).
+    let shaders: Vec<(&str, wgpu::ShaderModule)> = recipe
+        .modules()
+        .into_iter()
+        .map(|entry| {
+            let module = composer
+                .make_naga_module(NagaModuleDescriptor {
+                    source: entry.source,
+                    file_path: entry.path,
+                    shader_defs: shader_defs.clone(),
+                    ..Default::default()
+                })
+                .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&composer)));
+            let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+                .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+                .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+                .validate(&module)
+                .unwrap();
+            let wgsl = naga::back::wgsl::write_string(&module, &info, naga::back::wgsl::WriterFlags::empty())
+                .unwrap();
+            let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("deferred-test"),
+                source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+            });
+            (entry.path, shader)
         })
-        .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&composer)));
-    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
-        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
-        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
-        .validate(&module)
-        .unwrap();
-    let wgsl =
-        naga::back::wgsl::write_string(&module, &info, naga::back::wgsl::WriterFlags::empty()).unwrap();
-    let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("deferred-test"),
-        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-    });
+        .collect();
     recipe
         .passes
         .iter()
@@ -79,10 +87,16 @@ fn compile(device: &wgpu::Device, recipe: KernelRecipe) -> Vec<wgpu::ComputePipe
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: 0,
             });
+            let path = recipe.module_of(pass).path;
+            let shader = &shaders
+                .iter()
+                .find(|(p, _)| *p == path)
+                .expect("composed above")
+                .1;
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(pass.entry_point),
                 layout: Some(&pipeline_layout),
-                module: &shader,
+                module: shader,
                 entry_point: Some(pass.entry_point),
                 compilation_options: Default::default(),
                 cache: None,

@@ -42,24 +42,43 @@ pub fn variants(ctx: &GpuContext) -> Vec<ScanVariant> {
         .collect()
 }
 
+/// The variants that use subgroups where the device has them and
+/// workgroup memory elsewhere: both ordered variants.
+pub const TWO_FORM_VARIANTS: [ScanVariant; 2] = [ScanVariant::Ordered, ScanVariant::OrderedTwoPass];
+
 /// Each available variant with its default tuning, plus the ordered
-/// variant's workgroup-memory form where the device has subgroups (it would
-/// otherwise use its subgroup form), so both forms are tested everywhere.
+/// variants' workgroup-memory forms where the device has subgroups (they
+/// would otherwise use their subgroup forms), so both forms are tested
+/// everywhere.
 pub fn forms(ctx: &GpuContext) -> Vec<(ScanVariant, Tuning)> {
     let mut forms: Vec<_> = variants(ctx)
         .into_iter()
         .map(|v| (v, Tuning::default()))
         .collect();
-    if ScanVariant::Ordered.is_available(ctx.device.features())
-        && ctx.device.features().contains(wgpu::Features::SUBGROUP)
-    {
-        forms.push((ScanVariant::Ordered, workgroup_scan()));
+    if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
+        for variant in TWO_FORM_VARIANTS {
+            if variant.is_available(ctx.device.features()) {
+                forms.push((variant, workgroup_scan()));
+            }
+        }
     }
     forms
 }
 
+/// The two-pass ordered variant's forms of [`forms`] (subgroup form and
+/// workgroup-memory form where the device has subgroups).
+#[cfg(feature = "ordered-two-pass")]
+pub fn two_pass_forms(ctx: &GpuContext) -> Vec<Tuning> {
+    forms(ctx)
+        .into_iter()
+        .filter(|(v, _)| *v == ScanVariant::OrderedTwoPass)
+        .map(|(_, t)| t)
+        .collect()
+}
+
 /// The ordered variant's forms of [`forms`]: its tunings (subgroup form
 /// and workgroup-memory form where the device has subgroups).
+#[cfg(feature = "ordered")]
 pub fn ordered_forms(ctx: &GpuContext) -> Vec<Tuning> {
     forms(ctx)
         .into_iter()
@@ -71,6 +90,7 @@ pub fn ordered_forms(ctx: &GpuContext) -> Vec<Tuning> {
 /// `form` with tiles of 128 instances (32 threads) and the look-back's
 /// fallback forced three ways: never waiting with every other tile silent,
 /// a short wait with two tiles in four silent, the default wait with none.
+#[cfg(feature = "ordered")]
 pub fn forced_fallback_tunings(form: Tuning) -> [Tuning; 3] {
     [(0, 1), (4, 0b101), (256, 0)].map(|(spin, silent)| Tuning {
         workgroup_size: Some(32),
@@ -397,4 +417,20 @@ pub fn test_levels(frustum: &Frustum) -> Vec<Frustum> {
         perspective: true,
     };
     frustum.detail_levels(metric, &[0.2, 0.05, 0.01, 0.0]).unwrap()
+}
+
+/// Asserts `survivors` are exactly the CPU reference's, in input order.
+#[cfg(any(feature = "ordered", feature = "ordered-two-pass"))]
+pub fn assert_ordered(
+    what: &str,
+    scene: &cull_core::scene::Scene,
+    format: InstanceFormat,
+    survivors: &[u32],
+) {
+    let reference = reference(scene, format);
+    assert_exact(what, &reference, survivors);
+    assert!(
+        survivors.windows(2).all(|w| w[0] < w[1]),
+        "{what}: survivors out of order"
+    );
 }

@@ -16,6 +16,8 @@ mod multi_view;
 mod occlusion;
 #[cfg(feature = "ordered")]
 mod ordered;
+#[cfg(feature = "ordered-two-pass")]
+mod ordered_two_pass;
 mod properties;
 mod subgroups;
 mod timing;

@@ -4,15 +4,6 @@
 use crate::harness::*;
 use cull_core::{InstanceFormat, OutputKind, ScanVariant, Tuning};
 
-fn assert_ordered(what: &str, scene: &cull_core::scene::Scene, format: InstanceFormat, survivors: &[u32]) {
-    let reference = reference(scene, format);
-    assert_exact(what, &reference, survivors);
-    assert!(
-        survivors.windows(2).all(|w| w[0] < w[1]),
-        "{what}: survivors out of order"
-    );
-}
-
 /// Workgroups of 32 threads make tiles of 128 instances: 100,003 instances
 /// are 782 tiles racing through the look-back, with spin limits from
 /// "never wait" to the default, and with every other tile (or three in

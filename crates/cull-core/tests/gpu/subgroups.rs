@@ -77,6 +77,8 @@ fn subgroup_variants_at_this_width() {
         (ScanVariant::SubgroupShuffle, Tuning::default()),
         (ScanVariant::Ordered, Tuning::default()),
         (ScanVariant::Ordered, workgroup_scan()),
+        (ScanVariant::OrderedTwoPass, Tuning::default()),
+        (ScanVariant::OrderedTwoPass, workgroup_scan()),
     ];
     let pyramids = cull_core::PyramidBuilder::new(&ctx.device).unwrap();
     for (variant, tuning) in forms {
