@@ -73,11 +73,10 @@ pub mod bindings {
 /// a gather workgroup reads at most this many counts plus a sum per
 /// super-tile before it.
 pub(crate) const ORDERED_SUPER_TILES: u32 = 256;
-/// [`crate::ScanVariant::OrderedTwoPass`]: tiles one gather workgroup writes,
-/// a word of bits per invocation (`GATHER_TILES` in the WGSL: 32 instances
-/// per word over [`ITEMS_PER_THREAD`] per invocation in a tile of one row
-/// group, which the variant's `row_groups` keeps).
-pub(crate) const ORDERED_GATHER_TILES: u32 = 32 / ITEMS_PER_THREAD;
+/// [`crate::ScanVariant::OrderedTwoPass`]: tiles one gather workgroup writes
+/// (`GATHER_TILES` in the WGSL; a power of two dividing
+/// [`ORDERED_SUPER_TILES`]).
+pub(crate) const ORDERED_GATHER_TILES: u32 = 4;
 
 /// [`crate::ScanVariant::OrderedTwoPass`]: the tiles its scratch holds per
 /// view for a chunk dispatched as `workgroups` vote workgroups, rounded up

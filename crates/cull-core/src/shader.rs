@@ -174,6 +174,7 @@ impl ModuleShape {
             ("BINDING_VOTE_BITS", UInt(bindings::VOTE_BITS)),
             ("BINDING_TILE_SUMS", UInt(bindings::TILE_SUMS)),
             ("ORDERED_SUPER_TILES", UInt(crate::kernel::ORDERED_SUPER_TILES)),
+            ("ORDERED_GATHER_TILES", UInt(crate::kernel::ORDERED_GATHER_TILES)),
             ("CELL_RECORD_WORDS", UInt(crate::cells::CELL_RECORD_WORDS)),
         ];
         if self.cells {

@@ -1,32 +1,37 @@
 // OrderedTwoPass's gather pass (see variants/ordered_votes.wgsl): workgroup
 // (block, view) writes the survivors of GATHER_TILES tiles in one view, in
-// index order. Invocation t takes word t of the block's bits; a workgroup
-// scan of the words' set bits gives each word's first slot, and the block's
-// first slot is the chunk's base for the view plus the survivors of the
-// tiles before it. With few survivors, invocation t then writes the
+// index order. The block's words of bits are spread over the invocations;
+// a workgroup scan of their set bits gives each word's first slot, and the
+// block's first slot is the chunk's base for the view plus the survivors of
+// the tiles before it. With few survivors, invocation t then writes the
 // block's survivors t, t + WORKGROUP_SIZE, ..., finding each one's word by a
 // binary search of the words' first survivors and its bit by halving the
 // word, so every lane writes; with many, each invocation tests its bit of
 // each row of WORKGROUP_SIZE instances. Either way a row of lanes fills
-// consecutive slots.
+// consecutive slots. (Small blocks measured fastest: each invocation's
+// serial part is short; docs/benchmarks.md.)
 
 #import cull::params::{params, WORKGROUP_SIZE, TILE}
 #import cull::items::{draw_args, count_word, emit_reading}
-#import cull::variants::ordered_votes::{vote_bits, tile_sums, TILE_WORDS, SUPER_TILES, GATHER_TILES, bits_index, count_index, super_index}
+#import cull::variants::ordered_votes::{vote_bits, tile_sums, TILE_WORDS, SUPER_TILES, BLOCK_WORDS, GATHER_TILES, bits_index, count_index, super_index}
 
-const RAKE_LEN: u32 = 16u;
-const RAKES: u32 = WORKGROUP_SIZE / RAKE_LEN;
-// Up to this many survivors in a block, each invocation searches for its
-// survivors (a few searches each); above it, each tests its bit of every
-// row (32 tests, cheaper than many searches; docs/benchmarks.md has the
-// measurements).
-const SPARSE_SURVIVORS: u32 = 4u * WORKGROUP_SIZE;
+// The words' scan: RAKES invocations each add RAKE_LEN words serially (at
+// most 16 rakes), then one adds the rakes' totals.
+const RAKE_LEN: u32 = (BLOCK_WORDS + 15u) / 16u;
+const RAKES: u32 = BLOCK_WORDS / RAKE_LEN;
+// Rows of WORKGROUP_SIZE instances in a block.
+const BLOCK_ROWS: u32 = BLOCK_WORDS * 32u / WORKGROUP_SIZE;
+// Up to this many survivors in a block (one in eight of its instances),
+// each invocation searches for its survivors (a few searches each); above
+// it, each tests its bit of every row (BLOCK_ROWS tests, cheaper than many
+// searches; docs/benchmarks.md has the measurements).
+const SPARSE_SURVIVORS: u32 = 4u * BLOCK_WORDS;
 
 // The block's words; their set bits scanned within each rake (inclusive),
 // then each word's first survivor in the block (exclusive); each rake's
 // exclusive prefix.
-var<workgroup> words: array<u32, WORKGROUP_SIZE>;
-var<workgroup> word_first: array<u32, WORKGROUP_SIZE>;
+var<workgroup> words: array<u32, BLOCK_WORDS>;
+var<workgroup> word_first: array<u32, BLOCK_WORDS>;
 var<workgroup> rake_prefix: array<u32, RAKES>;
 // Survivors of the chunk before the block (summed by every invocation),
 // then the block's first slot and its survivors.
@@ -38,7 +43,7 @@ var<workgroup> block_total: u32;
 // survivor is at most `j` (words without survivors share the next one's).
 fn word_of(j: u32) -> u32 {
     var w = 0u;
-    for (var step = WORKGROUP_SIZE / 2u; step > 0u; step /= 2u) {
+    for (var step = BLOCK_WORDS / 2u; step > 0u; step /= 2u) {
         if word_first[w + step] <= j {
             w += step;
         }
@@ -88,16 +93,20 @@ fn gather(
     if before != 0u {
         atomicAdd(&block_before, before);
     }
-    // This invocation's word: none for a tile without survivors (whose bits
-    // this cull may not have written: by cells, a culled cell's tile). Both
-    // loads are issued at once (the scratch holds every tile below
-    // params.tile_capacity, a multiple of GATHER_TILES).
-    let tile = first_tile + lid / TILE_WORDS;
-    let count = atomicLoad(&tile_sums[count_index(tile, view)]);
-    let bits = vote_bits[bits_index(tile, view, lid % TILE_WORDS)];
-    let word = select(0u, bits, count != 0u);
-    words[lid] = word;
-    word_first[lid] = countOneBits(word);
+    // The block's words (invocation lid takes word lid, and lid +
+    // WORKGROUP_SIZE... where a block has more): none for a tile without
+    // survivors (whose bits this cull may not have written: by cells, a
+    // culled cell's tile). Count and bits are loaded at once (the scratch
+    // holds every tile below params.tile_capacity, a multiple of
+    // GATHER_TILES).
+    for (var w = lid; w < BLOCK_WORDS; w += WORKGROUP_SIZE) {
+        let tile = first_tile + w / TILE_WORDS;
+        let count = atomicLoad(&tile_sums[count_index(tile, view)]);
+        let bits = vote_bits[bits_index(tile, view, w % TILE_WORDS)];
+        let word = select(0u, bits, count != 0u);
+        words[w] = word;
+        word_first[w] = countOneBits(word);
+    }
     workgroupBarrier();
     if lid < RAKES {
         var sum = 0u;
@@ -122,7 +131,9 @@ fn gather(
         }
     }
     workgroupBarrier();
-    word_first[lid] = rake_prefix[lid / RAKE_LEN] + word_first[lid] - countOneBits(word);
+    for (var w = lid; w < BLOCK_WORDS; w += WORKGROUP_SIZE) {
+        word_first[w] = rake_prefix[w / RAKE_LEN] + word_first[w] - countOneBits(words[w]);
+    }
     workgroupBarrier();
     let slot = block_slot;
     let total = block_total;
@@ -138,7 +149,7 @@ fn gather(
     } else {
         // Many: rows of WORKGROUP_SIZE instances, each invocation testing its
         // bit of each row (a row's survivors go to consecutive slots).
-        for (var r = 0u; r < 32u; r += 1u) {
+        for (var r = 0u; r < BLOCK_ROWS; r += 1u) {
             let at = r * WORKGROUP_SIZE + lid;
             let w = at / 32u;
             let row_bits = words[w];

@@ -28,8 +28,10 @@
 const TILE_WORDS: u32 = TILE / 32u;
 // Tiles whose counts one sum covers (cull_core's ORDERED_SUPER_TILES).
 const SUPER_TILES: u32 = #{ORDERED_SUPER_TILES}u;
-// Tiles one gather workgroup writes: a word of bits per invocation.
-const GATHER_TILES: u32 = WORKGROUP_SIZE / TILE_WORDS;
+// Tiles one gather workgroup writes (cull_core's ORDERED_GATHER_TILES), and
+// their words.
+const GATHER_TILES: u32 = #{ORDERED_GATHER_TILES}u;
+const BLOCK_WORDS: u32 = GATHER_TILES * TILE_WORDS;
 
 // Bit i of word w of (tile, view): instance tile * TILE + 32 * w + i of the
 // chunk is kept in the view. Tiles after each other, views within a tile.
