@@ -36,6 +36,10 @@ struct Args {
     runs: usize,
     /// Milliseconds of sustained copies before each cell's timed rounds.
     warm_ms: u64,
+    /// MiB an untimed copy reads (and writes) between two timed kernels, so
+    /// that each starts with none of its bytes in the L2 cache; 0 keeps
+    /// whatever the kernel before it left there.
+    l2_flush_mib: u64,
     /// Culler tuning for the whole run (`--workgroup-size`).
     tuning: Tuning,
     /// The mesh's bounding sphere is centred on its origin (`--local-center
@@ -57,6 +61,7 @@ fn parse_args() -> Result<Args, String> {
         output: OutputKind::Instances,
         runs: 25,
         warm_ms: 500,
+        l2_flush_mib: roofline::DEFAULT_L2_FLUSH_MIB,
         tuning: Tuning::default(),
         centred: false,
         out: None,
@@ -80,6 +85,7 @@ fn parse_args() -> Result<Args, String> {
             "--output" => args.output = flags::output(&value()?)?,
             "--runs" => args.runs = flags::number("--runs", &value()?)?,
             "--warm-ms" => args.warm_ms = flags::number("--warm-ms", &value()?)?,
+            "--l2-flush-mb" => args.l2_flush_mib = flags::number("--l2-flush-mb", &value()?)?,
             "--workgroup-size" => {
                 args.tuning.workgroup_size = Some(flags::number("--workgroup-size", &value()?)?)
             }
@@ -88,7 +94,7 @@ fn parse_args() -> Result<Args, String> {
             "--replot" => args.replot = Some(value()?.into()),
             "--help" | "-h" => {
                 return Err("usage: cull-bench [--sizes 1e3,1e6] [--fractions 0.05,0.25,1] [--variants all|NAME,..] \
-                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--warm-ms 500] [--workgroup-size 256] [--local-center offset|origin] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
+                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--warm-ms 500] [--l2-flush-mb 128] [--workgroup-size 256] [--local-center offset|origin] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
                     .into());
             }
             other => return Err(format!("unknown argument {other} (try --help)")),
@@ -216,7 +222,7 @@ fn main() {
             .collect();
         setups.push((format, cap, input, cullers));
     }
-    let roofline = Roofline::new(&ctx);
+    let roofline = Roofline::new(&ctx).with_l2_flush(&ctx, args.l2_flush_mib);
     let launch_us = roofline.launch_us(&ctx, 50);
     eprintln!("empty dispatch: {launch_us:.2} us");
 
@@ -329,7 +335,9 @@ fn main() {
                         if !cell.correct {
                             continue;
                         }
+                        roofline.flush_l2(&ctx);
                         let t = run(culler, target);
+                        roofline.flush_l2(&ctx);
                         let c = roofline.time_copy(&ctx, copy);
                         if round >= WARM_UP {
                             cull_us.push(t.total.as_secs_f64() * 1e6);
@@ -372,15 +380,16 @@ fn main() {
         }
     }
     let mesh = local_center::describe(args.centred);
+    let cache = cache_line(args.l2_flush_mib);
     let table = format!(
         "{}\n{}",
-        report::markdown(&cells, &format!("{device_line}; {mesh}"), launch_us),
+        report::markdown(&cells, &format!("{device_line}; {mesh}; {cache}"), launch_us),
         report::ordered_summary(&cells)
     );
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("bench.md"), &table).unwrap();
-        let json = serde_json::json!({ "device": device_line, "launch_us": launch_us, "cells": cells });
+        let json = serde_json::json!({ "device": device_line, "l2_flush_mib": args.l2_flush_mib, "launch_us": launch_us, "cells": cells });
         std::fs::write(
             dir.join("bench.json"),
             serde_json::to_string_pretty(&json).unwrap(),
@@ -445,6 +454,8 @@ fn replot(json: &std::path::Path, dir: &std::path::Path) {
     let value: serde_json::Value = serde_json::from_str(&text).expect("bench.json");
     let cells: Vec<Cell> = serde_json::from_value(value["cells"].clone()).expect("bench.json cells");
     let device = value["device"].as_str().unwrap_or("unknown device");
+    // Runs before the flag (2026-11-24) kept the L2 between timed kernels.
+    let cache = cache_line(value["l2_flush_mib"].as_u64().unwrap_or(0));
     std::fs::create_dir_all(dir).unwrap();
     for format in InstanceFormat::ALL {
         if let Err(e) = report::plot(&cells, format, device, dir) {
@@ -453,7 +464,19 @@ fn replot(json: &std::path::Path, dir: &std::path::Path) {
     }
     println!(
         "{}\n{}",
-        report::markdown(&cells, device, value["launch_us"].as_f64().unwrap_or(f64::NAN)),
+        report::markdown(
+            &cells,
+            &format!("{device}; {cache}"),
+            value["launch_us"].as_f64().unwrap_or(f64::NAN)
+        ),
         report::ordered_summary(&cells)
     );
+}
+
+/// How the timed kernels found the L2 (`--l2-flush-mb`), for the table's header.
+fn cache_line(l2_flush_mib: u64) -> String {
+    match l2_flush_mib {
+        0 => "L2 not flushed between timed kernels".to_string(),
+        mib => format!("L2 flushed before each timed kernel (an untimed copy of {mib} MiB)"),
+    }
 }

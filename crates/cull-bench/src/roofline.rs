@@ -40,6 +40,10 @@ pub fn timed_context() -> GpuContext {
     ctx
 }
 
+/// What `cull-bench` flushes the L2 cache with by default: a copy of
+/// 128 MiB (256 MiB touched), five times the 50 MB L2 of an H100 or H200.
+pub const DEFAULT_L2_FLUSH_MIB: u64 = 128;
+
 /// Timestamped reference kernels.
 pub struct Roofline {
     copy: wgpu::ComputePipeline,
@@ -47,6 +51,9 @@ pub struct Roofline {
     query_set: wgpu::QuerySet,
     resolve: wgpu::Buffer,
     readback: wgpu::Buffer,
+    /// The untimed copy between two timed kernels ([`Self::with_l2_flush`]),
+    /// over buffers of its own.
+    l2_flush: Option<(CopyJob, [wgpu::Buffer; 2])>,
 }
 
 impl Roofline {
@@ -84,7 +91,50 @@ impl Roofline {
             }),
             resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
             readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            l2_flush: None,
         }
+    }
+
+    /// Makes [`Self::flush_l2`] copy `mib` MiB between two buffers of its
+    /// own (0: no flush). Without it, a timed kernel finds in the L2 what
+    /// the kernel before it left: the cull and the copy of one cell then
+    /// start from different caches (the copy reads the start of the
+    /// instances the cull just read), which favours the copy at sizes near
+    /// the L2's. A frame's cull finds its instances evicted by the frame's
+    /// other passes, so the bench starts every timed kernel cold.
+    pub fn with_l2_flush(mut self, ctx: &GpuContext, mib: u64) -> Self {
+        self.l2_flush = (mib > 0).then(|| {
+            let bytes = (mib << 20).min(ctx.device.limits().max_buffer_size) / 16 * 16;
+            let make = || {
+                ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("l2 flush"),
+                    size: bytes,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                })
+            };
+            let buffers = [make(), make()];
+            (self.copy_job(ctx, &buffers[0], &buffers[1], bytes), buffers)
+        });
+        self
+    }
+
+    /// Submits the untimed copy of [`Self::with_l2_flush`], if any: the
+    /// next timed kernel finds none of its own bytes in the L2.
+    pub fn flush_l2(&self, ctx: &GpuContext) {
+        let Some((job, _)) = &self.l2_flush else {
+            return;
+        };
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&self.copy);
+            for (group, x, y) in &job.groups {
+                pass.set_bind_group(0, group, &[]);
+                pass.dispatch_workgroups(*x, *y, 1);
+            }
+        }
+        ctx.queue.submit([encoder.finish()]);
     }
 
     /// GPU microseconds of the compute pass `record` encodes (timestamp queries).
