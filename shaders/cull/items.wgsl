@@ -92,6 +92,36 @@ fn emit(view: u32, view_slot: u32, i: u32, inst: InstanceData) {
 #endif
 }
 
+#ifdef OUTPUT_INSTANCES
+// Writes 16-byte part `part` of the element at slot `view_slot` of `view`'s
+// list (cull::scans::ballot_rows: a subgroup writing its survivors part by
+// part). The windows as in emit().
+fn emit_part(view: u32, view_slot: u32, part: u32, value: vec4<u32>) {
+    let slot = view * params.view_stride + view_slot;
+#if OUTPUT_WINDOWS == 1
+    output_a[slot].parts[part] = value;
+#else
+    let w = slot / params.window_len;
+    let j = slot - w * params.window_len;
+    switch w {
+        case 0u: { output_a[j].parts[part] = value; }
+#if OUTPUT_WINDOWS == 2
+        default: { output_b[j].parts[part] = value; }
+#else
+        case 1u: { output_b[j].parts[part] = value; }
+#endif
+#if OUTPUT_WINDOWS == 3
+        default: { output_c[j].parts[part] = value; }
+#endif
+#if OUTPUT_WINDOWS == 4
+        case 2u: { output_c[j].parts[part] = value; }
+        default: { output_d[j].parts[part] = value; }
+#endif
+    }
+#endif
+}
+#endif
+
 // Whether chunk-local instance `i` is visible in `view`; false past the
 // chunk's end.
 fn vote(i: u32, view: u32) -> bool {

@@ -90,11 +90,21 @@ fn parse_args() -> Result<Args, String> {
                 args.tuning.workgroup_size = Some(flags::number("--workgroup-size", &value()?)?)
             }
             "--local-center" => args.centred = local_center::parse(&value()?)?,
+            // SubgroupBallot's writes of dense rows of wide instance copies
+            // (Tuning::row_writes): on, off, or auto (the default).
+            "--row-writes" => {
+                args.tuning.row_writes = match value()?.as_str() {
+                    "on" => Some(true),
+                    "off" => Some(false),
+                    "auto" => None,
+                    v => return Err(format!("--row-writes {v}: on, off or auto")),
+                }
+            }
             "--out" => args.out = Some(value()?.into()),
             "--replot" => args.replot = Some(value()?.into()),
             "--help" | "-h" => {
                 return Err("usage: cull-bench [--sizes 1e3,1e6] [--fractions 0.05,0.25,1] [--variants all|NAME,..] \
-                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--warm-ms 500] [--l2-flush-mb 128] [--workgroup-size 256] [--local-center offset|origin] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
+                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--warm-ms 500] [--l2-flush-mb 128] [--workgroup-size 256] [--row-writes auto|on|off] [--local-center offset|origin] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
                     .into());
             }
             other => return Err(format!("unknown argument {other} (try --help)")),

@@ -52,6 +52,19 @@ pub struct Tuning {
     /// [`wgpu::Features::SUBGROUP`]), for tests and comparisons. Off by
     /// default: the subgroup form is faster.
     pub workgroup_scan: bool,
+    /// [`ScanVariant::SubgroupBallot`] writing instance copies wider than
+    /// 16 bytes ([`OutputKind::Instances`] of 32 B and 64 B instances): a
+    /// subgroup writes each row in which at least half its lanes keep their
+    /// instance together, every store covering consecutive 16-byte parts,
+    /// instead of each lane storing its own instance in parts that leave
+    /// every store half (32 B) or a quarter (64 B) of each sector. `None`
+    /// (the default): on for 64 B instances, off for 32 B ones. On an H200
+    /// it takes much of the time off fully visible batches and changes
+    /// little at 5-50% visible for 64 B instances; for 32 B instances it
+    /// costs a few percent at 5-50% visible, where its path is rarely taken
+    /// (`docs/bench/h200-row-writes.md`). Batches that are mostly visible (a shadow
+    /// view that covers the whole scene) may turn it on for 32 B instances.
+    pub row_writes: Option<bool>,
 }
 
 /// Default threads per workgroup.
@@ -249,6 +262,7 @@ impl Culler {
                     .lookback_spin_limit
                     .unwrap_or(DEFAULT_LOOKBACK_SPIN_LIMIT),
                 silent_tiles: desc.tuning.lookback_silent_tiles,
+                row_writes: desc.tuning.row_writes.unwrap_or(desc.format.stride() >= 64),
             },
             subgroups,
             tile_len: tile,

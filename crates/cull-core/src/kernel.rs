@@ -78,6 +78,14 @@ pub(crate) const ORDERED_SUPER_TILES: u32 = 256;
 /// [`ORDERED_SUPER_TILES`]).
 pub(crate) const ORDERED_GATHER_TILES: u32 = 4;
 
+/// [`crate::ScanVariant::SubgroupBallot`] writing instance copies wider
+/// than 16 bytes: a subgroup writes a row's survivors together, each store
+/// covering consecutive 16-byte parts, when at least 1 / this of the row's
+/// lanes keep their item (`cull::scans::ballot_rows`); sparser rows are
+/// written lane by lane, where finding each part's lane costs more than the
+/// split stores save.
+pub(crate) const DENSE_ROW_DIVISOR: u32 = 2;
+
 /// [`crate::ScanVariant::OrderedTwoPass`]: the tiles its scratch holds per
 /// view for a chunk dispatched as `workgroups` vote workgroups, rounded up
 /// to whole gather blocks (`params.tile_capacity`).

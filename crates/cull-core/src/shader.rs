@@ -152,6 +152,8 @@ impl ModuleShape {
             (self.output.kernel().shader_def, Bool(true)),
             (self.visibility.shader_def, Bool(true)),
             ("WORKGROUP_SIZE", UInt(self.workgroup_size)),
+            ("INSTANCE_PARTS", UInt((self.format.stride() / 16) as u32)),
+            ("DENSE_ROW_DIVISOR", UInt(crate::kernel::DENSE_ROW_DIVISOR)),
             ("ITEMS", UInt(ITEMS_PER_THREAD)),
             ("ROW_GROUPS", UInt(self.row_groups())),
             ("OUTPUT_WINDOWS", UInt(self.windows)),
@@ -182,6 +184,9 @@ impl ModuleShape {
         }
         if self.centred {
             defs.push(("LOCAL_CENTER_ORIGIN", Bool(true)));
+        }
+        if self.tuning.row_writes {
+            defs.push(("ROW_WRITES", Bool(true)));
         }
         const OUTPUT_DEFS: [&str; MAX_OUTPUT_WINDOWS as usize] = [
             "BINDING_OUTPUT_A",
@@ -359,6 +364,7 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                                 tuning: KernelTuning {
                                     spin_limit: 3,
                                     silent_tiles: 1,
+                                    row_writes: true,
                                 },
                                 subgroups,
                                 cells: false,

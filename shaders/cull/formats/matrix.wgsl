@@ -12,6 +12,12 @@ struct InstanceData {
 
 @group(0) @binding(#{BINDING_INSTANCES}) var<storage, read> instances: array<InstanceData>;
 
+// The instance as its 16-byte parts, bit for bit (cull::outputs::instances).
+fn instance_parts(inst: InstanceData) -> array<vec4<u32>, 4> {
+    let m = inst.world_from_local;
+    return array(bitcast<vec4<u32>>(m[0]), bitcast<vec4<u32>>(m[1]), bitcast<vec4<u32>>(m[2]), bitcast<vec4<u32>>(m[3]));
+}
+
 fn world_sphere(inst: InstanceData) -> WorldSphere {
     let m = inst.world_from_local;
     let finite = all_finite(m[0]) & all_finite(m[1]) & all_finite(m[2]) & all_finite(m[3]);

@@ -13,6 +13,11 @@ struct InstanceData {
 
 @group(0) @binding(#{BINDING_INSTANCES}) var<storage, read> instances: array<InstanceData>;
 
+// The instance as its 16-byte parts (cull::outputs::instances).
+fn instance_parts(inst: InstanceData) -> array<vec4<u32>, 1> {
+    return array(inst.bits);
+}
+
 // Must equal cull_core::instance::PACKED_ROTATION_ERROR_BOUND: the sphere is
 // widened by |center| * this so culling stays conservative for the rotation
 // before quantization.

@@ -12,6 +12,11 @@ struct InstanceData {
 
 @group(0) @binding(#{BINDING_INSTANCES}) var<storage, read> instances: array<InstanceData>;
 
+// The instance as its 16-byte parts, bit for bit (cull::outputs::instances).
+fn instance_parts(inst: InstanceData) -> array<vec4<u32>, 2> {
+    return array(bitcast<vec4<u32>>(inst.position_scale), bitcast<vec4<u32>>(inst.rotation));
+}
+
 fn world_sphere(inst: InstanceData) -> WorldSphere {
     let finite = all_finite(inst.position_scale) & all_finite(inst.rotation);
     let q = inst.rotation;

@@ -1,20 +1,27 @@
 // Survivors are written as copies of their instance data, ready to be read
-// as per-instance vertex data or storage by the draw.
+// as per-instance vertex data or storage by the draw. An element is the
+// instance's 16-byte parts (the same bytes), so that a subgroup can write
+// its survivors part by part, every store covering consecutive parts
+// (cull::scans::ballot_rows).
 #define_import_path cull::outputs::instances
 
 // The format's InstanceData (one line per format, as in items.wgsl).
 #ifdef FORMAT_MATRIX
-#import cull::formats::matrix::InstanceData
+#import cull::formats::matrix::{InstanceData, instance_parts}
 #else ifdef FORMAT_POSQUAT
-#import cull::formats::posquat::InstanceData
+#import cull::formats::posquat::{InstanceData, instance_parts}
 #else ifdef FORMAT_PACKED16
-#import cull::formats::packed16::InstanceData
+#import cull::formats::packed16::{InstanceData, instance_parts}
 #endif
 
+// 16-byte parts per instance: the format's stride / 16 (cull_core's
+// FormatKernel::stride).
+const INSTANCE_PARTS: u32 = #{INSTANCE_PARTS}u;
+
 struct OutputElement {
-    instance: InstanceData,
+    parts: array<vec4<u32>, INSTANCE_PARTS>,
 }
 
 fn output_element(inst: InstanceData) -> OutputElement {
-    return OutputElement(inst);
+    return OutputElement(instance_parts(inst));
 }

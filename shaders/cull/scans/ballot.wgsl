@@ -18,6 +18,42 @@ fn popcount_all(v: vec4<u32>) -> u32 {
     return c.x + c.y + c.z + c.w;
 }
 
+// The lane of the `n`-th set bit (from 0) of a 128-bit ballot: the lane
+// whose rank among the ballot's lanes is `n`. Meaningless (but a lane
+// below 128) when the ballot has no more than `n` bits set.
+fn nth_lane(ballot: vec4<u32>, n: u32) -> u32 {
+    let c = countOneBits(ballot);
+    var k = n;
+    var word = ballot.x;
+    var lane = 0u;
+    if k >= c.x {
+        k -= c.x;
+        word = ballot.y;
+        lane = 32u;
+        if k >= c.y {
+            k -= c.y;
+            word = ballot.z;
+            lane = 64u;
+            if k >= c.z {
+                k -= c.z;
+                word = ballot.w;
+                lane = 96u;
+            }
+        }
+    }
+    // Halve the word's range while the bit lies above the lower half.
+    let below16 = countOneBits(word & 0xffffu);
+    if k >= below16 { k -= below16; word >>= 16u; lane += 16u; }
+    let below8 = countOneBits(word & 0xffu);
+    if k >= below8 { k -= below8; word >>= 8u; lane += 8u; }
+    let below4 = countOneBits(word & 0xfu);
+    if k >= below4 { k -= below4; word >>= 4u; lane += 4u; }
+    let below2 = countOneBits(word & 0x3u);
+    if k >= below2 { k -= below2; word >>= 2u; lane += 2u; }
+    if k >= (word & 1u) { lane += 1u; }
+    return lane;
+}
+
 // The lanes a subgroup reserved in its workgroup (reserve_lanes).
 struct LaneRange {
     // The subgroup's active lanes.

@@ -16,15 +16,18 @@
 #ifdef CELLS
 #import cull::params::NO_TILE
 #endif
-#import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, row_offsets}
+#import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, row_offsets}
 #import cull::scans::reserve::{reserve_in_workgroup, reserve_views, view_base}
 #import cull::scans::ballot::{lanes_below, popcount_all}
+#import cull::scans::ballot_rows::emit_rows
 
 // A view's votes and ranks, held until the workgroup has reserved every
 // view's range (reserve_views).
 struct ViewRanks {
     keep: vec4<bool>,
     ranks: vec4<u32>,
+    // Each row's count (shared by the subgroup).
+    totals: vec4<u32>,
     // Lane 0's: the subgroup's first slot inside the workgroup's range.
     subgroup_base: u32,
 }
@@ -40,12 +43,13 @@ fn rank_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4
     let totals = vec4<u32>(popcount_all(b0), popcount_all(b1), popcount_all(b2), popcount_all(b3));
     let ranks = row_offsets(totals)
         + vec4<u32>(popcount_all(b0 & below), popcount_all(b1 & below), popcount_all(b2 & below), popcount_all(b3 & below));
-    return ViewRanks(v, ranks, reserve_in_workgroup(view, lane, totals.x + totals.y + totals.z + totals.w));
+    return ViewRanks(v, ranks, totals, reserve_in_workgroup(view, lane, totals.x + totals.y + totals.z + totals.w));
 }
 
-// Writes the items `r` keeps in `view`.
-fn emit_view(view: u32, items: Items, r: ViewRanks) {
-    emit_items(view, items, r.keep, vec4<u32>(view_base(view, r.subgroup_base)) + r.ranks);
+// Writes the items `r` keeps in `view` (a subgroup of `width` lanes writes
+// each row together: cull::scans::ballot_rows).
+fn emit_view(view: u32, items: Items, r: ViewRanks, lane: u32, width: u32) {
+    emit_rows(view, items, r.keep, view_base(view, r.subgroup_base), r.ranks, r.totals, lane, width);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -53,6 +57,7 @@ fn cull(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(subgroup_size) width: u32,
 ) {
     let tile = workgroup_tile(wid);
 #ifdef CELLS
@@ -77,15 +82,15 @@ fn cull(
     let r3 = rank_view(3u, items, verdicts, lane, below);
 #endif
     reserve_views(lid, 0u);
-    emit_view(0u, items, r0);
+    emit_view(0u, items, r0, lane, width);
 #if VIEWS >= 2
-    emit_view(1u, items, r1);
+    emit_view(1u, items, r1, lane, width);
 #endif
 #if VIEWS >= 3
-    emit_view(2u, items, r2);
+    emit_view(2u, items, r2, lane, width);
 #endif
 #if VIEWS >= 4
-    emit_view(3u, items, r3);
+    emit_view(3u, items, r3, lane, width);
 #endif
 #if VIEWS >= 5
     let r4 = rank_view(4u, items, verdicts, lane, below);
@@ -101,15 +106,15 @@ fn cull(
 #endif
 #if VIEWS >= 5
     reserve_views(lid, 4u);
-    emit_view(4u, items, r4);
+    emit_view(4u, items, r4, lane, width);
 #endif
 #if VIEWS >= 6
-    emit_view(5u, items, r5);
+    emit_view(5u, items, r5, lane, width);
 #endif
 #if VIEWS >= 7
-    emit_view(6u, items, r6);
+    emit_view(6u, items, r6, lane, width);
 #endif
 #if VIEWS >= 8
-    emit_view(7u, items, r7);
+    emit_view(7u, items, r7, lane, width);
 #endif
 }

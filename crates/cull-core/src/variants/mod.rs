@@ -207,6 +207,9 @@ pub(crate) struct KernelTuning {
     pub spin_limit: u32,
     /// Tiles that publish nothing (testing the fallback).
     pub silent_tiles: u32,
+    /// SubgroupBallot writes dense rows of wide instance copies together
+    /// ([`crate::Tuning::row_writes`], resolved for the format).
+    pub row_writes: bool,
 }
 
 /// A variant, registered: what is known of it whether or not it is
@@ -283,9 +286,10 @@ pub(crate) static REGISTRY: [Registration; 6] = [
 ];
 
 /// The scan building blocks more than one variant imports, in dependency order.
-pub(crate) const SCAN_LIBRARY: [ShaderModule; 3] = [
+pub(crate) const SCAN_LIBRARY: [ShaderModule; 4] = [
     shader_module!("scans/tile_scan.wgsl"),
     shader_module!("scans/ballot.wgsl"),
+    shader_module!("scans/ballot_rows.wgsl"),
     shader_module!("scans/reserve.wgsl"),
 ];
 

@@ -80,6 +80,8 @@ fn subgroup_variants_at_this_width() {
         (ScanVariant::OrderedTwoPass, Tuning::default()),
         (ScanVariant::OrderedTwoPass, workgroup_scan()),
     ];
+    #[cfg(feature = "subgroup-ballot")]
+    ballot_row_writes_at_this_width(ctx, size);
     let pyramids = cull_core::PyramidBuilder::new(&ctx.device).unwrap();
     for (variant, tuning) in forms {
         if !variant.is_compiled() {
@@ -189,5 +191,60 @@ fn subgroup_sizes_4_8_16() {
         );
         assert!(out.status.success(), "width {width}:\n{text}");
         assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+    }
+}
+
+/// SubgroupBallot writing dense rows of wide instance copies together
+/// (`Tuning::row_writes`), at the subgroup width this process has
+/// (subgroup_variants_at_this_width calls it, so it runs at 4, 8 and 16):
+/// exact sets of instance copies for every format, with one view and with
+/// three, with about all, half and a quarter of the instances visible
+/// (rows dense, mixed and sparse), and sizes that leave partial rows and
+/// tiles.
+#[cfg(feature = "subgroup-ballot")]
+fn ballot_row_writes_at_this_width(ctx: &cull_core::GpuContext, size: u32) {
+    let tuning = Tuning {
+        row_writes: Some(true),
+        ..Default::default()
+    };
+    for format in InstanceFormat::ALL {
+        let one = culler(
+            ctx,
+            ScanVariant::SubgroupBallot,
+            format,
+            OutputKind::Instances,
+            tuning,
+        );
+        let three = views_culler(
+            ctx,
+            ScanVariant::SubgroupBallot,
+            format,
+            OutputKind::Instances,
+            tuning,
+            3,
+        );
+        for (seed, visible) in [(1u64, 1.0f32), (2, 0.5), (3, 0.25)] {
+            for n in [1usize, 31, 257, 4099] {
+                let scene = cull_core::scene::Scene::random(
+                    seed + n as u64,
+                    n,
+                    Camera::InfiniteReverseZ,
+                    Some(visible),
+                )
+                .fit(format);
+                let what = format!("row writes {format:?} sg={size} n={n} visible~{visible}");
+                let survivors = run(ctx, &one, &scene, n as u32);
+                assert_exact(&what, &reference(&scene, format), &survivors);
+                let frusta = view_frusta(&scene, seed + 7, 3);
+                let survivors = run_views(ctx, &three, &scene, &frusta, n as u32, 3);
+                assert_views_exact(
+                    &format!("{what} three views"),
+                    &three,
+                    &scene,
+                    &frusta,
+                    &survivors,
+                );
+            }
+        }
     }
 }
