@@ -46,10 +46,11 @@ fn rank_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4
     return ViewRanks(v, ranks, totals, reserve_in_workgroup(view, lane, totals.x + totals.y + totals.z + totals.w));
 }
 
-// Writes the items `r` keeps in `view` (a subgroup of `width` lanes writes
-// each row together: cull::scans::ballot_rows).
-fn emit_view(view: u32, items: Items, r: ViewRanks, lane: u32, width: u32) {
-    emit_rows(view, items, r.keep, view_base(view, r.subgroup_base), r.ranks, r.totals, lane, width);
+// Writes the items `r` keeps in `view` (a subgroup of `width` active
+// lanes, this one at `position` among them, writes each row together:
+// cull::scans::ballot_rows).
+fn emit_view(view: u32, items: Items, r: ViewRanks, position: u32, width: u32) {
+    emit_rows(view, items, r.keep, view_base(view, r.subgroup_base), r.ranks, r.totals, position, width);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -57,7 +58,6 @@ fn cull(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(subgroup_invocation_id) lane: u32,
-    @builtin(subgroup_size) width: u32,
 ) {
     let tile = workgroup_tile(wid);
 #ifdef CELLS
@@ -68,6 +68,12 @@ fn cull(
     let items = load_items(tile * TILE + lid);
     let verdicts = classify_items(items, workgroup_tile_whole(wid));
     let below = lanes_below(lane);
+    // The subgroup's active lanes and this lane's place among them, for
+    // writing rows together (a subgroup may be partly filled: a workgroup
+    // smaller than the device's subgroup).
+    let members = subgroupBallot(true);
+    let width = popcount_all(members);
+    let position = popcount_all(members & below);
     // One block per view of the target, not a loop (see cull::params::VIEWS):
     // views ranked in batches of four (cull::scans::reserve::VIEW_BATCH),
     // one reservation per batch, then the batch written.
@@ -82,15 +88,15 @@ fn cull(
     let r3 = rank_view(3u, items, verdicts, lane, below);
 #endif
     reserve_views(lid, 0u);
-    emit_view(0u, items, r0, lane, width);
+    emit_view(0u, items, r0, position, width);
 #if VIEWS >= 2
-    emit_view(1u, items, r1, lane, width);
+    emit_view(1u, items, r1, position, width);
 #endif
 #if VIEWS >= 3
-    emit_view(2u, items, r2, lane, width);
+    emit_view(2u, items, r2, position, width);
 #endif
 #if VIEWS >= 4
-    emit_view(3u, items, r3, lane, width);
+    emit_view(3u, items, r3, position, width);
 #endif
 #if VIEWS >= 5
     let r4 = rank_view(4u, items, verdicts, lane, below);
@@ -106,15 +112,15 @@ fn cull(
 #endif
 #if VIEWS >= 5
     reserve_views(lid, 4u);
-    emit_view(4u, items, r4, lane, width);
+    emit_view(4u, items, r4, position, width);
 #endif
 #if VIEWS >= 6
-    emit_view(5u, items, r5, lane, width);
+    emit_view(5u, items, r5, position, width);
 #endif
 #if VIEWS >= 7
-    emit_view(6u, items, r6, lane, width);
+    emit_view(6u, items, r6, position, width);
 #endif
 #if VIEWS >= 8
-    emit_view(7u, items, r7, lane, width);
+    emit_view(7u, items, r7, position, width);
 #endif
 }
