@@ -126,14 +126,7 @@ impl Roofline {
             return;
         };
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&self.copy);
-            for (group, x, y) in &job.groups {
-                pass.set_bind_group(0, group, &[]);
-                pass.dispatch_workgroups(*x, *y, 1);
-            }
-        }
+        self.record_copy(&mut encoder.begin_compute_pass(&Default::default()), job);
         ctx.queue.submit([encoder.finish()]);
     }
 
@@ -256,12 +249,8 @@ impl Roofline {
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
-                pass.set_pipeline(&self.copy);
                 for _ in 0..8 {
-                    for (group, x, y) in &job.groups {
-                        pass.set_bind_group(0, group, &[]);
-                        pass.dispatch_workgroups(*x, *y, 1);
-                    }
+                    self.record_copy(&mut pass, job);
                 }
             }
             ctx.queue.submit([encoder.finish()]);
@@ -271,13 +260,16 @@ impl Roofline {
 
     /// Microseconds of one run of a prepared copy (scaled to the bytes asked for).
     pub fn time_copy(&self, ctx: &GpuContext, job: &CopyJob) -> f64 {
-        self.timed(ctx, |pass| {
-            pass.set_pipeline(&self.copy);
-            for (group, x, y) in &job.groups {
-                pass.set_bind_group(0, group, &[]);
-                pass.dispatch_workgroups(*x, *y, 1);
-            }
-        }) * job.scale
+        self.timed(ctx, |pass| self.record_copy(pass, job)) * job.scale
+    }
+
+    /// Records one run of a prepared copy into `pass`.
+    fn record_copy(&self, pass: &mut wgpu::ComputePass, job: &CopyJob) {
+        pass.set_pipeline(&self.copy);
+        for (group, x, y) in &job.groups {
+            pass.set_bind_group(0, group, &[]);
+            pass.dispatch_workgroups(*x, *y, 1);
+        }
     }
 }
 

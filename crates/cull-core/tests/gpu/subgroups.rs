@@ -199,8 +199,8 @@ fn subgroup_sizes_4_8_16() {
 /// (subgroup_variants_at_this_width calls it, so it runs at 4, 8 and 16):
 /// exact sets of instance copies for every format, with one view and with
 /// three, with about all, half and a quarter of the instances visible
-/// (rows dense, mixed and sparse), and sizes that leave partial rows and
-/// tiles.
+/// (rows dense, mixed and sparse), at sizes 0 and 1 and sizes that leave
+/// partial rows and tiles.
 #[cfg(feature = "subgroup-ballot")]
 fn ballot_row_writes_at_this_width(ctx: &cull_core::GpuContext, size: u32) {
     let tuning = Tuning {
@@ -224,7 +224,7 @@ fn ballot_row_writes_at_this_width(ctx: &cull_core::GpuContext, size: u32) {
             3,
         );
         for (seed, visible) in [(1u64, 1.0f32), (2, 0.5), (3, 0.25)] {
-            for n in [1usize, 31, 257, 4099] {
+            for n in [0usize, 1, 31, 257, 4099] {
                 let scene = cull_core::scene::Scene::random(
                     seed + n as u64,
                     n,
@@ -233,10 +233,12 @@ fn ballot_row_writes_at_this_width(ctx: &cull_core::GpuContext, size: u32) {
                 )
                 .fit(format);
                 let what = format!("row writes {format:?} sg={size} n={n} visible~{visible}");
-                let survivors = run(ctx, &one, &scene, n as u32);
+                // A target holds at least one survivor (ZeroCapacity).
+                let capacity = (n as u32).max(1);
+                let survivors = run(ctx, &one, &scene, capacity);
                 assert_exact(&what, &reference(&scene, format), &survivors);
                 let frusta = view_frusta(&scene, seed + 7, 3);
-                let survivors = run_views(ctx, &three, &scene, &frusta, n as u32, 3);
+                let survivors = run_views(ctx, &three, &scene, &frusta, capacity, 3);
                 assert_views_exact(
                     &format!("{what} three views"),
                     &three,
