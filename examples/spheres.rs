@@ -57,8 +57,7 @@ struct Args {
     /// a tetrahedron for the farthest; `N` toggles them.
     lod: bool,
     /// Occlusion culling on the camera: the plugin's (`GpuCullOcclusion`),
-    /// or with `--compare bevy` Bevy's own; both with Bevy's depth prepass
-    /// and no MSAA.
+    /// or with `--compare bevy` Bevy's own; both with Bevy's depth prepass.
     occlusion: bool,
     /// With `--compare bevy`: Bevy's `NoCpuCulling` on the camera, which
     /// skips its CPU frustum culling of every entity (its GPU culling stays).

@@ -244,13 +244,12 @@ impl SceneArgs {
 }
 
 /// What a camera needs for the plugin's occlusion culling: Bevy's depth
-/// prepass and two-phase occlusion culling, which the plugin joins, and no
-/// MSAA (see `GpuCullOcclusion`).
+/// prepass and two-phase occlusion culling, which the plugin joins (with
+/// the camera's MSAA as it is: see `GpuCullOcclusion`).
 pub fn occlusion_culling() -> impl Bundle {
     (
         bevy::core_pipeline::prepass::DepthPrepass,
         bevy::render::occlusion_culling::OcclusionCulling,
-        Msaa::Off,
         bevy_gpu_cull::GpuCullOcclusion,
     )
 }

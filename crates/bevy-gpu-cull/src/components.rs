@@ -384,9 +384,10 @@ impl bevy::render::extract_component::ExtractComponent for CullingFrustumOverrid
 /// instance in the frustum is tested against it, and those that may be
 /// visible are drawn in the late prepass. The main pass draws both. An
 /// instance that comes into view is drawn in the frame it does.
-/// A camera with MSAA (set `Msaa::Off`; Bevy's default is 4 samples),
-/// temporal jitter (TAA), a custom viewport or resolution override is
-/// frustum-culled only, with a warning.
+/// Under MSAA the depth pyramid takes each pixel's farthest sample, so an
+/// instance is hidden only where every sample of its pixels is nearer. A
+/// camera with temporal jitter (TAA), a custom viewport or resolution
+/// override is frustum-culled only, with a warning.
 #[derive(Component, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuCullOcclusion;
 

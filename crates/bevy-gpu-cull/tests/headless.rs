@@ -12,6 +12,7 @@ use bevy::render::render_resource::{AsBindGroup, TextureFormat, TextureUsages};
 use bevy::window::ExitCondition;
 use bevy_gpu_cull::prelude::*;
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 const WIDTH: u32 = 96;
@@ -25,6 +26,22 @@ struct Harness {
     batch: Entity,
     cameras: Vec<Entity>,
     pixels: Arc<Mutex<Option<Vec<u8>>>>,
+}
+
+/// Consecutive render-world frames in which no pipeline waited to compile.
+/// A scene is not what the test set up until every pipeline it draws with
+/// has compiled: Bevy skips the draws of a pipeline still compiling (on
+/// lavapipe, a 4x MSAA prepass pipeline can take longer than a count takes
+/// to look settled).
+#[derive(Resource, Clone, Default)]
+struct PipelinesIdle(Arc<AtomicU32>);
+
+fn watch_pipelines(cache: Res<bevy::render::render_resource::PipelineCache>, idle: Res<PipelinesIdle>) {
+    if cache.waiting_pipelines().next().is_some() {
+        idle.0.store(0, Ordering::Relaxed);
+    } else {
+        idle.0.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// How the cameras render.
@@ -74,6 +91,14 @@ fn harness_with_plugins(
         plugins = plugins.disable::<bevy::render::pipelined_rendering::PipelinedRenderingPlugin>();
     }
     app.add_plugins((plugins, ScheduleRunnerPlugin::run_loop(std::time::Duration::ZERO)));
+    let idle = PipelinesIdle::default();
+    app.insert_resource(idle.clone());
+    if let Some(render_app) = app.get_sub_app_mut(bevy::render::RenderApp) {
+        render_app.insert_resource(idle).add_systems(
+            bevy::render::Render,
+            watch_pipelines.in_set(bevy::render::RenderSystems::Cleanup),
+        );
+    }
     let draw_shader = match setup {
         CameraSetup::CustomShader(source) => bevy::shader::ShaderRef::Handle(
             app.world_mut()
@@ -2549,7 +2574,13 @@ fn settled_count(h: &mut Harness) -> Option<u32> {
         } else {
             (count, 0)
         };
-        if count != u32::MAX && last.1 >= 5 && stats.culled_frames > 5 {
+        let idle = h
+            .app
+            .world()
+            .resource::<PipelinesIdle>()
+            .0
+            .load(Ordering::Relaxed);
+        if count != u32::MAX && last.1 >= 5 && stats.culled_frames > 5 && idle >= 5 {
             return Some(count);
         }
     }
@@ -2600,20 +2631,12 @@ fn occlusion_culling_hides_what_a_wall_covers() {
     occlusion_behind_a_wall(CameraSetup::Plain);
 }
 
-/// With MSAA on the camera, occlusion culling falls back to frustum culling
-/// (documented on `GpuCullOcclusion`): the count is the frustum's and the
-/// frame complete.
+/// Issue 17 with Bevy's default MSAA (4 samples, here on an HDR camera):
+/// the pyramid takes each pixel's farthest sample, and the wall hides as
+/// without MSAA, with nothing visible missing.
 #[test]
-fn occlusion_culling_with_msaa_falls_back_to_frustum_culling() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::HdrMsaa4);
-    h.app.world_mut().entity_mut(h.cameras[0]).insert((
-        bevy::core_pipeline::prepass::DepthPrepass,
-        bevy::render::occlusion_culling::OcclusionCulling,
-        GpuCullOcclusion,
-    ));
-    run_until_counts_match(&mut h, "occlusion culling with MSAA");
-    assert_renders(&mut h, "occlusion culling with MSAA");
+fn occlusion_culling_with_msaa_hides_what_a_wall_covers() {
+    occlusion_behind_a_wall(CameraSetup::HdrMsaa4);
 }
 
 /// Occlusion culling on every camera of `h` (with the Bevy components it
@@ -2646,8 +2669,6 @@ fn occlusion_with_a_wall(h: &mut Harness) -> Entity {
 fn occlusion_behind_a_wall(setup: CameraSetup) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], setup);
-    // Bevy's default MSAA would make occlusion culling fall back.
-    assert!(setup != CameraSetup::HdrMsaa4);
     record_render_errors(&mut h.app);
     let camera = h.cameras[0];
     let wall = occlusion_with_a_wall(&mut h);

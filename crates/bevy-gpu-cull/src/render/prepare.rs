@@ -653,7 +653,6 @@ pub(crate) type OcclusionQueryData = (
     Has<bevy::core_pipeline::prepass::DepthPrepass>,
     Has<bevy::render::occlusion_culling::OcclusionCulling>,
     Option<&'static bevy::render::camera::ExtractedCamera>,
-    Option<&'static Msaa>,
     (
         Has<bevy::render::camera::TemporalJitter>,
         Has<bevy::render::view::NoIndirectDrawing>,
@@ -664,14 +663,12 @@ pub(crate) type OcclusionQueryData = (
 /// Whether a camera with these components is occlusion-culled: it asks for
 /// it ([`crate::GpuCullOcclusion`]) and has what it needs, Bevy's early and
 /// late prepasses (`DepthPrepass` and `OcclusionCulling`, without
-/// `NoIndirectDrawing`), no custom viewport or resolution override, no MSAA
-/// and no temporal jitter (TAA). A camera that asks without them is warned about
-/// once. (With MSAA on lavapipe, the depth the early prepass left read as
-/// empty from the late cull, though a multisampled depth builds its pyramid
-/// in cull-core's tests; until that is understood, such a camera is
-/// frustum-culled.)
+/// `NoIndirectDrawing`), no custom viewport or resolution override and no
+/// temporal jitter (TAA). A camera that asks without them is warned about
+/// once. MSAA needs nothing: the pyramid takes each pixel's farthest sample
+/// (`cull_core::PyramidBuilder`).
 pub(crate) fn occlusion_culled(
-    (asks, depth_prepass, occlusion_culling, camera, msaa, (jitter, no_indirect, resolution_override)): bevy::ecs::query::QueryItem<
+    (asks, depth_prepass, occlusion_culling, camera, (jitter, no_indirect, resolution_override)): bevy::ecs::query::QueryItem<
         '_,
         '_,
         OcclusionQueryData,
@@ -684,12 +681,6 @@ pub(crate) fn occlusion_culled(
         warn_once!(
             "bevy-gpu-cull: GpuCullOcclusion needs Bevy's DepthPrepass and OcclusionCulling on the camera \
              (and no NoIndirectDrawing); its batches are frustum-culled only"
-        );
-        return false;
-    }
-    if msaa.is_some_and(|m| m.samples() > 1) {
-        warn_once!(
-            "bevy-gpu-cull: occlusion culling needs Msaa::Off on the camera; its batches are frustum-culled only"
         );
         return false;
     }
