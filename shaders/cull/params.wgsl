@@ -83,6 +83,10 @@ struct CullParams {
     // OrderedTwoPass: tiles of the largest chunk, rounded up to the gather
     // pass's blocks (cull::variants::ordered_votes's scratch layout).
     tile_capacity: u32,
+    // Occlusion: how far, in pixels, what the pyramid was drawn from may lie
+    // from occlusion_clip's projection (a TAA jitter): the screen rectangle
+    // widens by it.
+    occlusion_jitter: f32,
 }
 
 @group(0) @binding(#{BINDING_PARAMS}) var<uniform> params: CullParams;

@@ -385,9 +385,11 @@ impl bevy::render::extract_component::ExtractComponent for CullingFrustumOverrid
 /// visible are drawn in the late prepass. The main pass draws both. An
 /// instance that comes into view is drawn in the frame it does.
 /// Under MSAA the depth pyramid takes each pixel's farthest sample, so an
-/// instance is hidden only where every sample of its pixels is nearer. A
-/// camera with temporal jitter (TAA), a custom viewport or resolution
-/// override is frustum-culled only, with a warning.
+/// instance is hidden only where every sample of its pixels is nearer.
+/// Under temporal anti-aliasing (`TemporalJitter`) each sphere's screen
+/// rectangle is widened by the jitter's offset. A camera with a custom
+/// viewport or resolution override, or an orthographic one with temporal
+/// jitter, is frustum-culled only, with a warning.
 #[derive(Component, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuCullOcclusion;
 

@@ -55,6 +55,9 @@ enum CameraSetup {
     PlainSynchronous,
     /// Plain, with this WGSL as the plugin's draw shader.
     CustomShader(&'static str),
+    /// Plain, its projection jittered by half a pixel each way, as temporal
+    /// anti-aliasing jitters it (a fixed offset: no TAA pass blends frames).
+    Jittered,
 }
 
 /// A grid of spheres in the XZ plane, and cameras looking at parts of it.
@@ -159,6 +162,12 @@ fn harness_with_plugins(
             CameraSetup::HdrMsaa4 => world
                 .entity_mut(camera)
                 .insert((Msaa::Sample4, bevy::camera::Hdr)),
+            CameraSetup::Jittered => world.entity_mut(camera).insert((
+                Msaa::Off,
+                bevy::render::camera::TemporalJitter {
+                    offset: Vec2::new(0.5, -0.5),
+                },
+            )),
         };
         cameras.push(camera);
         if i == 0 {
@@ -2637,6 +2646,14 @@ fn occlusion_culling_hides_what_a_wall_covers() {
 #[test]
 fn occlusion_culling_with_msaa_hides_what_a_wall_covers() {
     occlusion_behind_a_wall(CameraSetup::HdrMsaa4);
+}
+
+/// Issue 17 with temporal anti-aliasing's jitter on the camera: the late
+/// phase widens each sphere's screen rectangle by the jitter, and the wall
+/// hides as without it, with nothing visible missing.
+#[test]
+fn occlusion_culling_with_temporal_jitter_hides_what_a_wall_covers() {
+    occlusion_behind_a_wall(CameraSetup::Jittered);
 }
 
 /// Occlusion culling on every camera of `h` (with the Bevy components it

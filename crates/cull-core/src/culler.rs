@@ -696,6 +696,7 @@ impl Culler {
         camera: &OcclusionCamera,
         cells: Option<&CellIndex>,
     ) -> Result<(), CullError> {
+        camera.validate()?;
         let occlusion = Occlusion {
             test: VisibilityTest::OcclusionLate,
             history: &*history,
@@ -932,6 +933,7 @@ impl Culler {
             if let Some((pyramid, camera)) = o.late {
                 base.occlusion_clip = camera.clip_from_relative.to_cols_array_2d();
                 base.occlusion_origin = camera.origin.extend(camera.origin_slack()).to_array();
+                base.occlusion_jitter = camera.jitter;
                 base.pyramid_size = [pyramid.width(), pyramid.height()];
                 base.pyramid_levels = pyramid.levels();
                 base.reverse_z = u32::from(pyramid.order() == crate::occlusion::DepthOrder::ReverseZ);

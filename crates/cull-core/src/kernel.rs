@@ -134,6 +134,11 @@ pub(crate) struct GpuParams {
     /// [`crate::ScanVariant::OrderedTwoPass`]: tiles of the largest chunk,
     /// rounded up to its gather blocks ([`ordered_tile_capacity`]).
     pub tile_capacity: u32,
+    /// Occlusion: how far, in pixels, what the pyramid was drawn from may
+    /// lie from `occlusion_clip`'s projection ([`crate::OcclusionCamera::jitter`]).
+    pub occlusion_jitter: f32,
+    /// Up to the WGSL struct's size (a multiple of 16 bytes).
+    pub _padding: [u32; 3],
 }
 
 /// One chunk of a batch: the instances one set of bindings covers.

@@ -86,6 +86,13 @@ pub struct OcclusionCamera {
     pub clip_from_relative: Mat4,
     /// The point positions are taken relative to.
     pub origin: Vec3,
+    /// How far, in pixels of the depth buffer, what was drawn may lie from
+    /// this projection along each axis: the jitter of temporal
+    /// anti-aliasing, which offsets each frame's projection by up to half
+    /// a pixel (Bevy's `TemporalJitter::offset`). The late phase widens
+    /// each sphere's screen rectangle by it; 0 for an unjittered camera
+    /// (the constructors' value; set it with [`Self::with_jitter`]).
+    pub jitter: f32,
 }
 
 impl OcclusionCamera {
@@ -105,6 +112,7 @@ impl OcclusionCamera {
         Ok(Self {
             clip_from_relative: (clip_from_view.as_dmat4() * linear.inverse()).as_mat4(),
             origin: origin.as_vec3(),
+            jitter: 0.0,
         })
     }
 
@@ -119,7 +127,32 @@ impl OcclusionCamera {
         Ok(Self {
             clip_from_relative: relative.as_mat4(),
             origin,
+            jitter: 0.0,
         })
+    }
+
+    /// The camera with its projection jittered by up to `pixels` along each
+    /// axis ([`Self::jitter`]); an error unless `pixels` is finite and not
+    /// negative.
+    pub fn with_jitter(self, pixels: f32) -> Result<Self, CullError> {
+        let jitter = Self {
+            jitter: pixels,
+            ..self
+        };
+        jitter.validate()?;
+        Ok(jitter)
+    }
+
+    /// An error unless [`Self::jitter`] is finite and not negative (the
+    /// late phase checks it: the field is public).
+    pub fn validate(&self) -> Result<(), CullError> {
+        if self.jitter.is_finite() && self.jitter >= 0.0 {
+            Ok(())
+        } else {
+            Err(CullError::InvalidParameter(
+                "OcclusionCamera::jitter must be finite and not negative",
+            ))
+        }
     }
 
     /// The radius slack the shader adds for the rounding of
@@ -151,7 +184,7 @@ impl OcclusionCamera {
         // test is monotone in the rectangle and the tolerances.
         let tight = Test {
             radius: sphere.radius as f64,
-            margin: 0.0,
+            margin: self.jitter as f64,
             tolerance: 0.0,
         };
         if self.hiz_visible(relative, tight, pyramid) {
@@ -159,7 +192,7 @@ impl OcclusionCamera {
         }
         let loose = Test {
             radius: 2.0 * wide as f64 - sphere.radius as f64,
-            margin: 2.0 * OCCLUSION_PIXEL_MARGIN as f64,
+            margin: 2.0 * OCCLUSION_PIXEL_MARGIN as f64 + self.jitter as f64,
             tolerance: 2.0 * OCCLUSION_DEPTH_TOLERANCE as f64,
         };
         if self.hiz_visible(relative, loose, pyramid) {

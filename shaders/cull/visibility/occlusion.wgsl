@@ -132,8 +132,11 @@ fn hiz_visible(s: WorldSphere) -> bool {
     let hi = vec3<f32>(hi_xy, z_hi);
     let size = vec2<f32>(params.pyramid_size);
     // Pixels: x right, y down from the top row.
-    let px_lo = vec2<f32>(lo.x * 0.5 + 0.5, 0.5 - hi.y * 0.5) * size - PIXEL_MARGIN;
-    let px_hi = vec2<f32>(hi.x * 0.5 + 0.5, 0.5 - lo.y * 0.5) * size + PIXEL_MARGIN;
+    // Widened by the rounding's margin and by the camera's jitter: what was
+    // drawn may lie that far from this projection.
+    let margin = PIXEL_MARGIN + params.occlusion_jitter;
+    let px_lo = vec2<f32>(lo.x * 0.5 + 0.5, 0.5 - hi.y * 0.5) * size - margin;
+    let px_hi = vec2<f32>(hi.x * 0.5 + 0.5, 0.5 - lo.y * 0.5) * size + margin;
     let last = size - 1.0;
     let p0 = vec2<u32>(clamp(floor(px_lo), vec2<f32>(0.0), last));
     let p1 = vec2<u32>(clamp(floor(px_hi), vec2<f32>(0.0), last));

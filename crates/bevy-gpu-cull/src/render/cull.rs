@@ -4,7 +4,7 @@
 use super::BatchData;
 use super::prepare::{
     BatchCells, GpuBatch, GroupOcclusion, OcclusionQueryData, RenderCuller, RenderFrame, ViewTargets,
-    camera_groups, occlusion_culled, point_light_faces,
+    camera_groups, occlusion_culled, occlusion_jitter, point_light_faces,
 };
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{CellStats, StatMessage, StatSender};
@@ -415,6 +415,8 @@ pub(crate) fn cull_view_late(
     mut ctx: RenderContext,
 ) {
     let (camera, extracted, depth, frozen, occlusion) = view.into_inner();
+    // The camera's TemporalJitter, for the late phase's screen rectangles.
+    let jitter = occlusion_jitter(occlusion.4.0);
     if !occlusion_culled(occlusion) {
         return;
     }
@@ -437,7 +439,8 @@ pub(crate) fn cull_view_late(
             extracted.clip_from_view,
             extracted.world_from_view.to_matrix(),
         ),
-    };
+    }
+    .and_then(|c| c.with_jitter(jitter));
     // The pyramid of the depth the early prepass left.
     let (width, height) = (depth.texture.width(), depth.texture.height());
     let mut by_view = pyramids.by_view.lock().unwrap_or_else(|e| e.into_inner());

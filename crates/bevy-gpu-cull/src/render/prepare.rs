@@ -654,21 +654,25 @@ pub(crate) type OcclusionQueryData = (
     Has<bevy::render::occlusion_culling::OcclusionCulling>,
     Option<&'static bevy::render::camera::ExtractedCamera>,
     (
-        Has<bevy::render::camera::TemporalJitter>,
+        Option<&'static bevy::render::camera::TemporalJitter>,
         Has<bevy::render::view::NoIndirectDrawing>,
         Has<bevy::camera::MainPassResolutionOverride>,
+        Option<&'static ExtractedView>,
     ),
 );
 
 /// Whether a camera with these components is occlusion-culled: it asks for
 /// it ([`crate::GpuCullOcclusion`]) and has what it needs, Bevy's early and
 /// late prepasses (`DepthPrepass` and `OcclusionCulling`, without
-/// `NoIndirectDrawing`), no custom viewport or resolution override and no
-/// temporal jitter (TAA). A camera that asks without them is warned about
-/// once. MSAA needs nothing: the pyramid takes each pixel's farthest sample
-/// (`cull_core::PyramidBuilder`).
+/// `NoIndirectDrawing`), no custom viewport or resolution override, and no
+/// temporal jitter (TAA) on an orthographic projection, whose jitter Bevy
+/// scales with the view depth. A camera that asks without them is warned
+/// about once. MSAA needs nothing: the pyramid takes each pixel's farthest
+/// sample (`cull_core::PyramidBuilder`); nor does a perspective camera's
+/// jitter, which moves what is drawn by the same offset at every depth:
+/// each sphere's screen rectangle is widened by it ([`occlusion_jitter`]).
 pub(crate) fn occlusion_culled(
-    (asks, depth_prepass, occlusion_culling, camera, (jitter, no_indirect, resolution_override)): bevy::ecs::query::QueryItem<
+    (asks, depth_prepass, occlusion_culling, camera, (jitter, no_indirect, resolution_override, view)): bevy::ecs::query::QueryItem<
         '_,
         '_,
         OcclusionQueryData,
@@ -684,12 +688,12 @@ pub(crate) fn occlusion_culled(
         );
         return false;
     }
-    // Jitter moves what is drawn by up to half a pixel against the
-    // unjittered projection the test uses.
-    if jitter {
+    // Bevy jitters an orthographic projection by an offset that grows with
+    // the view depth (TemporalJitter::jitter_projection): no margin bounds it.
+    if jitter.is_some() && view.is_some_and(|v| v.clip_from_view.w_axis.w == 1.0) {
         warn_once!(
-            "bevy-gpu-cull: occlusion culling of a camera with TemporalJitter (TAA) is not supported; \
-             its batches are frustum-culled only"
+            "bevy-gpu-cull: occlusion culling of an orthographic camera with TemporalJitter (TAA) is not \
+             supported; its batches are frustum-culled only"
         );
         return false;
     }
@@ -701,6 +705,14 @@ pub(crate) fn occlusion_culled(
         return false;
     }
     true
+}
+
+/// How far, in pixels, a camera's temporal jitter moves what it draws from
+/// its unjittered projection (the one the late phase tests with): the
+/// offset's larger component, which Bevy adds to a perspective projection
+/// as the same shift at every depth (`TemporalJitter::jitter_projection`).
+pub(crate) fn occlusion_jitter(jitter: Option<&bevy::render::camera::TemporalJitter>) -> f32 {
+    jitter.map_or(0.0, |j| j.offset.abs().max_element())
 }
 
 /// A point light's cube faces, culled together in one pass: the light's

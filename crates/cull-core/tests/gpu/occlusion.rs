@@ -28,13 +28,17 @@ fn depth_order(camera: CameraKind) -> DepthOrder {
     }
 }
 
-/// The scene's camera, positions taken about its eye.
-fn occlusion_camera(scene: &Scene) -> OcclusionCamera {
+/// The scene's camera, positions taken about its eye, its projection
+/// jittered by up to `jitter` pixels (temporal anti-aliasing's).
+fn occlusion_camera(scene: &Scene, jitter: f32) -> OcclusionCamera {
     let eye = scene
         .clip_from_world
         .inverse()
         .project_point3(Vec3::new(0.0, 0.0, 0.5));
-    OcclusionCamera::from_clip_from_world(scene.clip_from_world, eye).unwrap()
+    OcclusionCamera::from_clip_from_world(scene.clip_from_world, eye)
+        .unwrap()
+        .with_jitter(jitter)
+        .unwrap()
 }
 
 /// A depth buffer of random rectangles (occluders) at depths drawn from the
@@ -226,12 +230,54 @@ pub fn two_frames(
     levels: bool,
     what: &str,
 ) -> usize {
-    two_frames_with(ctx, culler, builder, scene, camera_kind, levels, what, false).0
+    two_frames_with(
+        ctx,
+        culler,
+        builder,
+        scene,
+        camera_kind,
+        levels,
+        what,
+        false,
+        test_jitter(levels),
+    )
+    .0
+}
+
+/// [`two_frames`] with the scene sorted into cells and both phases culled
+/// by cells: also the cells kept in the last late phase, and the cells.
+pub fn two_frames_by_cells(
+    ctx: &GpuContext,
+    culler: &Culler,
+    builder: &PyramidBuilder,
+    scene: &Scene,
+    camera_kind: CameraKind,
+    levels: bool,
+    what: &str,
+) -> (usize, u32, u32) {
+    two_frames_with(
+        ctx,
+        culler,
+        Some(builder),
+        scene,
+        camera_kind,
+        levels,
+        what,
+        true,
+        test_jitter(levels),
+    )
+}
+
+/// The jitter the phases' tests give the camera: half a pixel (TAA's) in
+/// the runs with levels of detail, none in the others, so that both are
+/// checked against the CPU mirror.
+fn test_jitter(levels: bool) -> f32 {
+    if levels { 0.5 } else { 0.0 }
 }
 
 /// [`two_frames`], and with `by_cells` the scene sorted into cells and both
-/// phases culled by cells; also the cells kept in the last late phase and
-/// the cells (zero without cells).
+/// phases culled by cells, the camera jittered by `jitter` pixels; also the
+/// cells kept in the last late phase and the cells (zero without cells).
 #[allow(clippy::too_many_arguments)]
 pub fn two_frames_with(
     ctx: &GpuContext,
@@ -242,6 +288,7 @@ pub fn two_frames_with(
     levels: bool,
     what: &str,
     by_cells: bool,
+    jitter: f32,
 ) -> (usize, u32, u32) {
     let (sorted, layout) = crate::cells::sorted(scene, culler);
     let (scene, cells) = if by_cells {
@@ -285,7 +332,7 @@ pub fn two_frames_with(
     let early = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
     let late = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
     let mut history = OcclusionHistory::new(&ctx.device, capacity).unwrap();
-    let camera = occlusion_camera(scene);
+    let camera = occlusion_camera(scene, jitter);
     let order = depth_order(camera_kind);
     let params = CullViewsParams {
         frusta: &frusta,
@@ -385,7 +432,7 @@ fn early_and_late_phases_by_cells_are_exact_sets() {
                 let what =
                     format!("{variant:?} ({form}) {format:?} {output:?} {camera:?} levels={levels} by cells");
                 let (hidden, kept, cells) =
-                    two_frames_with(ctx, &culler, Some(&builder), &scene, camera, levels, &what, true);
+                    two_frames_by_cells(ctx, &culler, &builder, &scene, camera, levels, &what);
                 assert!(hidden > 0, "{what}: the occluders hide nothing");
                 assert!(kept > 0 && kept < cells, "{what}: kept {kept} of {cells} cells");
             }
@@ -416,7 +463,7 @@ fn phases_by_cells_on_tiny_batches() {
                     "{variant:?} ({}) n={n} levels={levels} by cells",
                     form_name(&culler)
                 );
-                two_frames_with(ctx, &culler, Some(&builder), &scene, camera, levels, &what, true);
+                two_frames_by_cells(ctx, &culler, &builder, &scene, camera, levels, &what);
             }
         }
     }
@@ -465,7 +512,7 @@ fn late_phase_by_cells_clears_the_history_of_culled_cells() {
                 local_bounds: frame.bounds,
                 count,
             };
-            let camera = occlusion_camera(frame);
+            let camera = occlusion_camera(frame, 0.0);
             let depth = occluders(frame, order, 5);
             let (pyramid, cpu_pyramid) = build_pyramid(ctx, Some(&builder), &depth, order);
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
@@ -547,7 +594,7 @@ fn late_phase_by_cells_culls_the_cells_behind_a_wall() {
                 local_bounds: scene.bounds,
                 count,
             };
-            let camera = occlusion_camera(&scene);
+            let camera = occlusion_camera(&scene, 0.0);
             let wall = vec![near; occluders(&scene, order, 1).len()];
             let (pyramid, cpu_pyramid) = build_pyramid(ctx, Some(&builder), &wall, order);
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
@@ -624,6 +671,42 @@ fn early_and_late_phases_are_exact_sets() {
             );
         }
     }
+}
+
+/// A jittered camera (temporal anti-aliasing) widens every sphere's screen
+/// rectangle by its jitter: with a jitter of a few pixels the occluders hide
+/// fewer instances than without, and both phases still equal the CPU
+/// mirror, which widens the same (so a late phase that ignored the jitter
+/// would fail the exact sets).
+#[test]
+fn a_jittered_camera_hides_less() {
+    let ctx = gpu();
+    let builder = PyramidBuilder::new(&ctx.device).unwrap();
+    let format = InstanceFormat::PosQuat;
+    let (variant, tuning) = forms(ctx)[0];
+    let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, 1);
+    let camera = CameraKind::InfiniteReverseZ;
+    let scene = edge_scene(1750, 20_000, camera, format);
+    let hidden = |jitter: f32| {
+        let what = format!("{variant:?} {format:?} jitter {jitter}");
+        two_frames_with(
+            ctx,
+            &culler,
+            Some(&builder),
+            &scene,
+            camera,
+            false,
+            &what,
+            false,
+            jitter,
+        )
+        .0
+    };
+    let (still, jittered) = (hidden(0.0), hidden(4.0));
+    assert!(
+        jittered < still && still > 100,
+        "hidden without jitter: {still}, with 4 pixels: {jittered}"
+    );
 }
 
 /// A depth texture a triangle was drawn into builds the pyramid of its
@@ -758,26 +841,53 @@ fn occlusion_refuses_bad_input() {
     let other = view_frusta(&scene, 3, 2)[1];
     let two_cameras = [frustum, other];
     let mut history = OcclusionHistory::new(&ctx.device, 100).unwrap();
-    let camera = occlusion_camera(&scene);
+    let camera = occlusion_camera(&scene, 0.0);
     let params = CullViewsParams {
         frusta: &two_cameras,
         local_bounds: scene.bounds,
         count: 100,
     };
-    assert!(matches!(
-        culler.cull_views_late(
-            &mut encoder,
-            &ctx.queue,
-            &input,
-            &target,
-            &params,
-            &mut history,
-            &pyramid,
-            &camera,
-            None
-        ),
-        Err(CullError::InvalidParameter(_))
-    ));
+    {
+        let mut late = |params: &CullViewsParams, camera: &OcclusionCamera| {
+            culler.cull_views_late(
+                &mut encoder,
+                &ctx.queue,
+                &input,
+                &target,
+                params,
+                &mut history,
+                &pyramid,
+                camera,
+                None,
+            )
+        };
+        // Two cameras: an occlusion cull's views must be one camera's.
+        assert!(matches!(
+            late(&params, &camera),
+            Err(CullError::InvalidParameter(_))
+        ));
+        // A jitter must be finite and not negative: refused when the camera
+        // is made, and by the late phase when the public field is set.
+        let one = [frustum];
+        let one_camera = CullViewsParams {
+            frusta: &one,
+            ..params
+        };
+        for bad in [-0.5, f32::NAN, f32::INFINITY] {
+            assert!(
+                matches!(camera.with_jitter(bad), Err(CullError::InvalidParameter(_))),
+                "{bad}"
+            );
+            let jittered = OcclusionCamera {
+                jitter: bad,
+                ..camera
+            };
+            assert!(
+                matches!(late(&one_camera, &jittered), Err(CullError::InvalidParameter(_))),
+                "jitter {bad}"
+            );
+        }
+    }
     let small = OcclusionHistory::new(&ctx.device, 50).unwrap();
     let one = [frustum];
     let params = CullViewsParams {
@@ -819,7 +929,7 @@ pub fn refused_on_gl(ctx: &GpuContext, culler: &Culler, scene: &Scene) {
         &params,
         &mut history,
         &pyramid,
-        &occlusion_camera(scene),
+        &occlusion_camera(scene, 0.0),
         None,
     );
     assert!(
