@@ -388,8 +388,9 @@ impl bevy::render::extract_component::ExtractComponent for CullingFrustumOverrid
 /// instance is hidden only where every sample of its pixels is nearer.
 /// Under temporal anti-aliasing (`TemporalJitter`) each sphere's screen
 /// rectangle is widened by the jitter's offset. A camera with a custom
-/// viewport or resolution override, or an orthographic one with temporal
-/// jitter, is frustum-culled only, with a warning.
+/// viewport or resolution override, or with temporal jitter on another
+/// projection than a perspective one, is frustum-culled only, with a
+/// warning.
 #[derive(Component, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuCullOcclusion;
 

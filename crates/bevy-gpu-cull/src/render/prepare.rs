@@ -665,8 +665,8 @@ pub(crate) type OcclusionQueryData = (
 /// it ([`crate::GpuCullOcclusion`]) and has what it needs, Bevy's early and
 /// late prepasses (`DepthPrepass` and `OcclusionCulling`, without
 /// `NoIndirectDrawing`), no custom viewport or resolution override, and no
-/// temporal jitter (TAA) on an orthographic projection, whose jitter Bevy
-/// scales with the view depth. A camera that asks without them is warned
+/// temporal jitter (TAA) but on a perspective projection (w the view
+/// depth), whose jitter moves everything by the same offset. A camera that asks without them is warned
 /// about once. MSAA needs nothing: the pyramid takes each pixel's farthest
 /// sample (`cull_core::PyramidBuilder`); nor does a perspective camera's
 /// jitter, which moves what is drawn by the same offset at every depth:
@@ -688,14 +688,20 @@ pub(crate) fn occlusion_culled(
         );
         return false;
     }
-    // Bevy jitters an orthographic projection by an offset that grows with
-    // the view depth (TemporalJitter::jitter_projection): no margin bounds it.
-    if jitter.is_some() && view.is_some_and(|v| v.clip_from_view.w_axis.w == 1.0) {
-        warn_once!(
-            "bevy-gpu-cull: occlusion culling of an orthographic camera with TemporalJitter (TAA) is not \
-             supported; its batches are frustum-culled only"
-        );
-        return false;
+    // Bevy's jitter (TemporalJitter::jitter_projection) moves what a
+    // projection whose w is the view depth (every perspective one) draws by
+    // the offset, in pixels, at every depth: the late phase widens its
+    // rectangles by that. Another projection's shift scales with its w row,
+    // an orthographic one's with the view depth: no margin bounds them.
+    if let Some(jitter) = jitter {
+        let w_is_depth = view.is_some_and(|v| v.clip_from_view.row(3) == Vec4::new(0.0, 0.0, -1.0, 0.0));
+        if !(w_is_depth && jitter.offset.is_finite()) {
+            warn_once!(
+                "bevy-gpu-cull: occlusion culling with TemporalJitter (TAA) needs a perspective projection \
+                 and a finite offset; the camera's batches are frustum-culled only"
+            );
+            return false;
+        }
     }
     if camera.is_some_and(|c| c.viewport.is_some()) || resolution_override {
         warn_once!(

@@ -709,87 +709,104 @@ fn a_jittered_camera_hides_less() {
     );
 }
 
+/// The pyramid of a depth texture of `samples` samples per pixel into which
+/// one triangle (`corners`, in clip space) was drawn at depth 0.25 over a
+/// clear of 0 (the far depth of reverse-Z).
+fn pyramid_of_triangle(
+    ctx: &GpuContext,
+    builder: &PyramidBuilder,
+    samples: u32,
+    corners: [[f32; 2]; 3],
+) -> CpuPyramid {
+    let texture = test_texture(
+        ctx,
+        wgpu::TextureFormat::Depth32Float,
+        WIDTH,
+        samples,
+        wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::RENDER_ATTACHMENT,
+    );
+    let view = texture.create_view(&Default::default());
+    let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, DepthOrder::ReverseZ).unwrap();
+    let [a, b, c] = corners.map(|[x, y]| format!("vec2<f32>({x:?}, {y:?})"));
+    let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(
+            format!(
+                "@vertex fn main(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {{
+                    let corners = array<vec2<f32>, 3>({a}, {b}, {c});
+                    return vec4<f32>(corners[i], 0.25, 1.0);
+                }}"
+            )
+            .into(),
+        ),
+    });
+    let pipeline = ctx
+        .device
+        .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+            label: None,
+            layout: None,
+            vertex: wgpu::VertexState {
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                buffers: &[],
+            },
+            primitive: Default::default(),
+            depth_stencil: Some(wgpu::DepthStencilState {
+                format: wgpu::TextureFormat::Depth32Float,
+                depth_write_enabled: Some(true),
+                depth_compare: Some(wgpu::CompareFunction::Always),
+                stencil: Default::default(),
+                bias: Default::default(),
+            }),
+            multisample: wgpu::MultisampleState {
+                count: samples,
+                ..Default::default()
+            },
+            fragment: None,
+            multiview_mask: None,
+            cache: None,
+        });
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("draw depth"),
+            color_attachments: &[],
+            depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
+                view: &view,
+                depth_ops: Some(wgpu::Operations {
+                    load: wgpu::LoadOp::Clear(0.0),
+                    store: wgpu::StoreOp::Store,
+                }),
+                stencil_ops: None,
+            }),
+            timestamp_writes: None,
+            occlusion_query_set: None,
+            multiview_mask: None,
+        });
+        pass.set_pipeline(&pipeline);
+        pass.draw(0..3, 0..1);
+    }
+    builder
+        .build(&ctx.device, &mut encoder, &texture, &pyramid)
+        .unwrap();
+    ctx.queue.submit([encoder.finish()]);
+    let got = pyramid.read_back(&ctx.device, &ctx.queue).unwrap();
+    assert_eq!(got.levels.len() as u32, pyramid.levels());
+    got
+}
+
 /// A depth texture a triangle was drawn into builds the pyramid of its
-/// depth, single-sampled and multisampled.
+/// depth, single-sampled and multisampled: a triangle over the whole
+/// screen gives its depth at every level, and a multisampled pixel that a
+/// triangle's edge crosses takes its farthest sample (a pixel is hidden
+/// only where all of its samples are).
 #[test]
 fn pyramid_from_depth_textures() {
     let ctx = gpu();
     let builder = PyramidBuilder::new(&ctx.device).unwrap();
     for samples in [1, 4] {
-        let texture = test_texture(
-            ctx,
-            wgpu::TextureFormat::Depth32Float,
-            WIDTH,
-            samples,
-            wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::RENDER_ATTACHMENT,
-        );
-        let view = texture.create_view(&Default::default());
-        let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, DepthOrder::ReverseZ).unwrap();
-        // A depth-only pipeline drawing one triangle over the screen at
-        // depth 0.25, over a clear of 0.
-        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: None,
-            source: wgpu::ShaderSource::Wgsl(
-                "@vertex fn main(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
-                    let uv = vec2<f32>(f32((i << 1u) & 2u), f32(i & 2u));
-                    return vec4<f32>(uv * 2.0 - 1.0, 0.25, 1.0);
-                }"
-                .into(),
-            ),
-        });
-        let pipeline = ctx
-            .device
-            .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-                label: None,
-                layout: None,
-                vertex: wgpu::VertexState {
-                    module: &module,
-                    entry_point: Some("main"),
-                    compilation_options: Default::default(),
-                    buffers: &[],
-                },
-                primitive: Default::default(),
-                depth_stencil: Some(wgpu::DepthStencilState {
-                    format: wgpu::TextureFormat::Depth32Float,
-                    depth_write_enabled: Some(true),
-                    depth_compare: Some(wgpu::CompareFunction::Always),
-                    stencil: Default::default(),
-                    bias: Default::default(),
-                }),
-                multisample: wgpu::MultisampleState {
-                    count: samples,
-                    ..Default::default()
-                },
-                fragment: None,
-                multiview_mask: None,
-                cache: None,
-            });
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-                label: Some("draw depth"),
-                color_attachments: &[],
-                depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
-                    view: &view,
-                    depth_ops: Some(wgpu::Operations {
-                        load: wgpu::LoadOp::Clear(0.0),
-                        store: wgpu::StoreOp::Store,
-                    }),
-                    stencil_ops: None,
-                }),
-                timestamp_writes: None,
-                occlusion_query_set: None,
-                multiview_mask: None,
-            });
-            pass.set_pipeline(&pipeline);
-            pass.draw(0..3, 0..1);
-        }
-        builder
-            .build(&ctx.device, &mut encoder, &texture, &pyramid)
-            .unwrap();
-        ctx.queue.submit([encoder.finish()]);
-        let got = pyramid.read_back(&ctx.device, &ctx.queue).unwrap();
-        assert_eq!(got.levels.len() as u32, pyramid.levels());
+        let got = pyramid_of_triangle(ctx, &builder, samples, [[-1.0, -1.0], [3.0, -1.0], [-1.0, 3.0]]);
         for (k, level) in got.levels.iter().enumerate() {
             assert!(
                 level.iter().all(|&d| d == 0.25),
@@ -797,6 +814,30 @@ fn pyramid_from_depth_textures() {
             );
         }
     }
+    // Edges at several slopes through the pixels.
+    let triangle = [[-0.9, -0.8], [0.7, -0.3], [-0.2, 0.9]];
+    let centres = &pyramid_of_triangle(ctx, &builder, 1, triangle).levels[0];
+    let farthest = &pyramid_of_triangle(ctx, &builder, 4, triangle).levels[0];
+    assert!(farthest.iter().all(|&d| d == 0.0 || d == 0.25), "{farthest:?}");
+    // Where a pixel's centre is not covered, neither are all its samples.
+    let nearer = centres
+        .iter()
+        .zip(farthest)
+        .filter(|&(&c, &f)| c == 0.0 && f != 0.0)
+        .count();
+    assert_eq!(
+        nearer, 0,
+        "pixels whose farthest sample is nearer than their centre"
+    );
+    // And along the edges some pixels have their centre covered but not
+    // every sample: the farthest sample is the clear.
+    let edge = centres
+        .iter()
+        .zip(farthest)
+        .filter(|&(&c, &f)| c == 0.25 && f == 0.0)
+        .count();
+    let inside = farthest.iter().filter(|&&f| f == 0.25).count();
+    assert!(edge > 0 && inside > 0, "{edge} edge pixels, {inside} inside");
 }
 
 /// Bad input: a pyramid of another size, a texture that is no depth, views
