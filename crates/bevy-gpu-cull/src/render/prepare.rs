@@ -664,13 +664,11 @@ pub(crate) type OcclusionQueryData = (
 /// Whether a camera with these components is occlusion-culled: it asks for
 /// it ([`crate::GpuCullOcclusion`]) and has what it needs, Bevy's early and
 /// late prepasses (`DepthPrepass` and `OcclusionCulling`, without
-/// `NoIndirectDrawing`), no custom viewport or resolution override, and no
-/// temporal jitter (TAA) but on a perspective projection (w the view
-/// depth), whose jitter moves everything by the same offset. A camera that asks without them is warned
-/// about once. MSAA needs nothing: the pyramid takes each pixel's farthest
-/// sample (`cull_core::PyramidBuilder`); nor does a perspective camera's
-/// jitter, which moves what is drawn by the same offset at every depth:
-/// each sphere's screen rectangle is widened by it ([`occlusion_jitter`]).
+/// `NoIndirectDrawing`), no custom viewport or resolution override, and
+/// temporal jitter (TAA) only on a perspective projection, where it moves
+/// everything drawn by the same offset ([`occlusion_jitter`]). A camera
+/// that asks without them is warned about once. MSAA needs nothing: the
+/// pyramid takes each pixel's farthest sample (`cull_core::PyramidBuilder`).
 pub(crate) fn occlusion_culled(
     (asks, depth_prepass, occlusion_culling, camera, (jitter, no_indirect, resolution_override, view)): bevy::ecs::query::QueryItem<
         '_,
