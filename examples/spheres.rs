@@ -54,7 +54,7 @@ struct Args {
     /// too); `L` toggles it.
     shadows: bool,
     /// Levels of detail (`GpuCullLod`): ico-spheres of decreasing detail and
-    /// a tetrahedron for the farthest; `N` toggles them.
+    /// an octahedron and a tetrahedron for the farthest; `N` toggles them.
     lod: bool,
     /// Occlusion culling on the camera: the plugin's (`GpuCullOcclusion`),
     /// or with `--compare bevy` Bevy's own; both with Bevy's depth prepass.
@@ -250,33 +250,70 @@ struct FrameTimes {
     count_wait_frames: u32,
 }
 
-/// The spheres' levels of detail: an ico-sphere of 320, 80 and 20 triangles,
-/// then a tetrahedron of 4 for the farthest (`far_mesh`), each drawn down to this fraction of the
-/// screen height; smaller spheres are not drawn.
-const LOD_SIZES: [f32; 4] = [0.04, 0.015, 0.005, 0.0015];
+/// The spheres' levels of detail, finest first: ico-spheres of 320, 80 and
+/// 20 triangles (`Sphere::mesh().ico(2 | 1 | 0)`), then an octahedron of 8
+/// (`octahedron`) and a tetrahedron of 4 (`tetrahedron`). Each level is drawn
+/// down to the size at which the next, coarser one strays from the sphere by
+/// at most `LOD_ERROR` (`lod_thresholds`); spheres smaller than
+/// `LOD_CUT_OFF` are not drawn. Sizes are fractions of the screen height
+/// (the bounding sphere's diameter, as `GpuCullLod` measures), so the levels
+/// look the same at any resolution.
+const LOD_ERROR: f32 = 0.64 / 720.0;
+/// The smallest size drawn: the bounding sphere a pixel across at 720
+/// pixels (the drawn sphere 0.6 pixels).
+const LOD_CUT_OFF: f32 = 0.0015;
 
-/// The farthest level: a tetrahedron of 4 triangles on 4 shared vertices,
-/// inside the cube of side 1.2 around the sphere, with a sphere's normals
-/// (each vertex's direction from the centre). At the sizes it is drawn (a
-/// few pixels) its shape does not show. Bevy's `Tetrahedron` mesh gives each
-/// face its own 3 vertices (flat normals): 12 vertex shader runs per
-/// instance where this takes 4, and at 1M spheres this level is most of the
-/// frame's vertices.
-fn far_mesh() -> Mesh {
+/// How far a mesh's surface strays from the sphere of radius `r` it stands
+/// for, as a fraction of `r`: its farthest vertex outside the sphere, or its
+/// face nearest the centre inside it, whichever is farther.
+fn sphere_error(mesh: &Mesh, r: f32) -> f32 {
+    use bevy::mesh::VertexAttributeValues;
+    let Some(VertexAttributeValues::Float32x3(positions)) = mesh.attribute(Mesh::ATTRIBUTE_POSITION) else {
+        return f32::INFINITY;
+    };
+    let p: Vec<Vec3> = positions.iter().map(|p| Vec3::from_array(*p)).collect();
+    let outside = p.iter().map(|p| p.length() - r).fold(0.0, f32::max);
+    let indices: Vec<usize> = mesh
+        .indices()
+        .map_or((0..p.len()).collect(), |i| i.iter().collect());
+    let nearest_face = indices
+        .chunks_exact(3)
+        .map(|t| {
+            let (a, b, c) = (p[t[0]], p[t[1]], p[t[2]]);
+            (b - a).cross(c - a).normalize().dot(a).abs()
+        })
+        .fold(f32::INFINITY, f32::min);
+    outside.max(r - nearest_face) / r
+}
+
+/// Each level's smallest size: where the next level's error (`sphere_error`
+/// of a sphere of radius `r`, whose bounding sphere has radius `bound`)
+/// reaches `LOD_ERROR`, then `LOD_CUT_OFF`. A size `s` is a bounding sphere
+/// of radius `s / 2`, and so a drawn sphere of radius `s·r / (2·bound)`.
+fn lod_thresholds(meshes: &[Mesh], r: f32, bound: f32) -> Vec<f32> {
+    meshes
+        .iter()
+        .skip(1)
+        .map(|coarser| 2.0 * bound * LOD_ERROR / (r * sphere_error(coarser, r)))
+        .chain([LOD_CUT_OFF])
+        .collect()
+}
+
+/// A mesh of `positions` shared by its `faces`, each wound
+/// counter-clockwise seen from outside, with a sphere's normals (each
+/// vertex's direction from the centre). At the sizes the coarsest levels are
+/// drawn (a few pixels) their shape does not show, and shared vertices run
+/// the vertex shader once each: Bevy's `Tetrahedron` mesh gives each face
+/// its own 3 vertices (flat normals), 12 vertex shader runs per instance
+/// where 4 do, and at 1M spheres the coarsest level is most of the frame's
+/// vertices.
+fn shared_vertex_mesh(positions: &[Vec3], faces: &[[u32; 3]]) -> Mesh {
     use bevy::asset::RenderAssetUsages;
     use bevy::mesh::{Indices, PrimitiveTopology};
-    let corner = 0.6;
-    let positions = [
-        Vec3::new(corner, corner, corner),
-        Vec3::new(-corner, corner, -corner),
-        Vec3::new(-corner, -corner, corner),
-        Vec3::new(corner, -corner, -corner),
-    ];
-    // Each face, wound counter-clockwise seen from outside (its normal
-    // points away from the opposite vertex, i.e. from the centre).
     let mut indices = Vec::new();
-    for face in [[0u32, 1, 2], [0, 2, 3], [0, 3, 1], [1, 3, 2]] {
+    for &face in faces {
         let [a, b, c] = face.map(|i| positions[i as usize]);
+        // Wound so that the face's normal points away from the centre.
         let outward = (b - a).cross(c - a).dot(a + b + c) > 0.0;
         indices.extend(if outward {
             face
@@ -284,21 +321,60 @@ fn far_mesh() -> Mesh {
             [face[0], face[2], face[1]]
         });
     }
+    let extent = positions
+        .iter()
+        .map(|p| p.abs().max_element())
+        .fold(0.0, f32::max);
     let normals: Vec<[f32; 3]> = positions.iter().map(|p| p.normalize().to_array()).collect();
     let uvs: Vec<[f32; 2]> = positions
         .iter()
         .map(|p| {
             [
                 0.5 + p.x.atan2(p.z) / std::f32::consts::TAU,
-                0.5 - p.y / (2.0 * corner),
+                0.5 - p.y / (2.0 * extent),
             ]
         })
         .collect();
     Mesh::new(PrimitiveTopology::TriangleList, RenderAssetUsages::default())
         .with_inserted_indices(Indices::U32(indices))
-        .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions.map(|p| p.to_array()).to_vec())
+        .with_inserted_attribute(
+            Mesh::ATTRIBUTE_POSITION,
+            positions.iter().map(|p| p.to_array()).collect::<Vec<_>>(),
+        )
         .with_inserted_attribute(Mesh::ATTRIBUTE_NORMAL, normals)
         .with_inserted_attribute(Mesh::ATTRIBUTE_UV_0, uvs)
+}
+
+/// The second coarsest level: an octahedron of 8 triangles on 6 vertices
+/// for a sphere of radius `r`, its vertices at `2r / (1 + 1/√3)` from the
+/// centre so that they stray outside the sphere as far as its faces stray
+/// inside (0.268 r). Within the sphere's bounding sphere (`√3 r`, around
+/// its box), which is what culling tests.
+fn octahedron(r: f32) -> Mesh {
+    let a = 2.0 * r / (1.0 + 1.0 / 3f32.sqrt());
+    let positions = [Vec3::X, -Vec3::X, Vec3::Y, -Vec3::Y, Vec3::Z, -Vec3::Z].map(|p| p * a);
+    let faces: Vec<[u32; 3]> = [0u32, 1]
+        .iter()
+        .flat_map(|&x| [2u32, 3].map(move |y| [x, y]))
+        .flat_map(|[x, y]| [4u32, 5].map(move |z| [x, y, z]))
+        .collect();
+    shared_vertex_mesh(&positions, &faces)
+}
+
+/// The coarsest level: a tetrahedron of 4 triangles on 4 shared vertices,
+/// inside the cube of side 1.2 around the sphere of radius 0.8: its vertices
+/// 0.3 r outside the sphere, its faces 0.567 r inside. (Balancing the two,
+/// vertices at 1.5 r, strays less but covers more pixels: at 1M spheres
+/// that frame was 1-2% slower.)
+fn tetrahedron() -> Mesh {
+    let corner = 0.6;
+    let positions = [
+        Vec3::new(corner, corner, corner),
+        Vec3::new(-corner, corner, -corner),
+        Vec3::new(-corner, -corner, corner),
+        Vec3::new(corner, -corner, -corner),
+    ];
+    shared_vertex_mesh(&positions, &[[0, 1, 2], [0, 2, 3], [0, 3, 1], [1, 3, 2]])
 }
 
 /// The levels, kept to toggle them (`N`).
@@ -352,18 +428,23 @@ fn setup(
                 .collect::<Vec<_>>(),
         );
     } else {
-        let lod = SphereLevels(GpuCullLod::new([
-            (mesh.clone(), LOD_SIZES[0]),
-            (
-                meshes.add(Sphere::new(0.8).mesh().ico(1).expect("a small icosphere")),
-                LOD_SIZES[1],
-            ),
-            (
-                meshes.add(Sphere::new(0.8).mesh().ico(0).expect("a small icosphere")),
-                LOD_SIZES[2],
-            ),
-            (meshes.add(far_mesh()), LOD_SIZES[3]),
-        ]));
+        let ico = |n| Sphere::new(0.8).mesh().ico(n).expect("a small icosphere");
+        let levels = [ico(2), ico(1), ico(0), octahedron(0.8), tetrahedron()];
+        // GpuCullBounds: the sphere around the box around the finest mesh.
+        use bevy::camera::primitives::MeshAabb;
+        let bound = Vec3::from(
+            levels[0]
+                .compute_aabb()
+                .expect("a mesh with positions")
+                .half_extents,
+        )
+        .length();
+        let thresholds = lod_thresholds(&levels, 0.8, bound);
+        let lod = SphereLevels(GpuCullLod::new(
+            std::iter::once(mesh.clone())
+                .chain(levels.into_iter().skip(1).map(|m| meshes.add(m)))
+                .zip(thresholds),
+        ));
         let mut batch = commands.spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)));
         if args.lod {
             batch.insert(lod.0.clone());

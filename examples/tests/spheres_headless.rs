@@ -74,7 +74,7 @@ fn spheres_headless_every_variant() {
                 .split('/')
                 .map(|n| n.parse().unwrap())
                 .collect();
-            assert_eq!(levels.len(), 4, "{variant}: {line}");
+            assert_eq!(levels.len(), 5, "{variant}: {line}");
             assert_eq!(levels.iter().sum::<u32>(), visible, "{variant}: {line}");
         }
         assert!(

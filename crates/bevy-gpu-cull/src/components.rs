@@ -466,9 +466,12 @@ mod tests {
     fn level_of_detail_rules_are_checked() {
         let lod = |sizes: &[f32]| GpuCullLod::new(sizes.iter().map(|s| (Handle::<Mesh>::default(), *s)));
         assert_eq!(lod(&[0.05, 0.01, 0.0]).problem(), None);
+        let most: Vec<f32> = (0..MAX_LOD_LEVELS).map(|k| 0.5 - 0.05 * k as f32).collect();
+        assert_eq!(lod(&most).problem(), None);
+        let too_many: Vec<f32> = (0..=MAX_LOD_LEVELS).map(|k| 0.5 - 0.05 * k as f32).collect();
         for bad in [
             &[][..],
-            &[0.5, 0.4, 0.3, 0.2, 0.1],
+            &too_many,
             &[0.01, 0.05],
             &[0.05, 0.05],
             &[f32::NAN],
@@ -576,9 +579,12 @@ mod tests {
     }
 }
 
-/// The most levels of detail a batch may have: a camera's levels and one
-/// cascade's fit in one multi-view cull (`cull_core::MAX_VIEWS` is 8).
-pub const MAX_LOD_LEVELS: usize = 4;
+/// The most levels of detail a batch may have: one view's levels are culled
+/// together, one list each, in one multi-view cull of at most
+/// `cull_core::MAX_VIEWS` (8) lists. (Views whose levels do not fit one
+/// pass together, such as a camera's 8 levels beside its shadow cascades,
+/// are culled one view at a time.)
+pub const MAX_LOD_LEVELS: usize = cull_core::MAX_VIEWS as usize;
 
 /// Culls a batch by cells (cull-core's `cells` module, issue 19): the
 /// render world sorts the batch's instances into cells of spatially close
@@ -661,7 +667,7 @@ impl GpuCullLod {
     pub fn problem(&self) -> Option<&'static str> {
         let sizes: Vec<f32> = self.levels.iter().map(|l| l.min_screen_size).collect();
         if sizes.is_empty() || sizes.len() > MAX_LOD_LEVELS {
-            Some("a GpuCullLod needs 1 to MAX_LOD_LEVELS (4) levels")
+            Some("a GpuCullLod needs 1 to MAX_LOD_LEVELS (8) levels")
         } else if cull_core::SizeBand::validate_thresholds(&sizes).is_err() {
             Some("GpuCullLod sizes must be finite, non-negative and descending")
         } else {

@@ -10,6 +10,7 @@ use bevy::prelude::*;
 use bevy::render::gpu_readback::{Readback, ReadbackComplete};
 use bevy::render::render_resource::{AsBindGroup, TextureFormat, TextureUsages};
 use bevy::window::ExitCondition;
+use bevy_gpu_cull::MAX_LOD_LEVELS;
 use bevy_gpu_cull::prelude::*;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -1539,29 +1540,74 @@ fn levels_match(
 /// the camera chose (the camera's sizes against the cascade's frustum).
 #[test]
 fn levels_of_detail_split_the_instances_by_screen_size() {
+    // The camera sees the grid from 8 to 100 units away: a sphere of radius
+    // 0.5 covers from about 0.12 to 0.012 of the screen height there.
+    levels_follow_screen_size(|_| vec![0.06, 0.025, 0.012]);
+}
+
+/// The most levels a batch may have (`MAX_LOD_LEVELS`, every list of one
+/// multi-view cull for the camera): each level's count equals the CPU
+/// reference, for the camera and for each cascade, whose 8 levels are
+/// culled cascade by cascade (4 cascades' lists would not fit one pass).
+#[test]
+fn the_most_levels_of_detail_split_the_instances_by_screen_size() {
+    levels_follow_screen_size(|sizes| {
+        // Between the visible instances' sizes at quantiles, so that each
+        // level holds some; the last cuts off the smallest tenth.
+        (0..MAX_LOD_LEVELS)
+            .map(|k| {
+                let q = 0.9 * (k + 1) as f64 / MAX_LOD_LEVELS as f64;
+                let j = ((q * sizes.len() as f64) as usize).min(sizes.len() - 2);
+                (0.5 * (sizes[j] + sizes[j + 1])) as f32
+            })
+            .collect()
+    });
+}
+
+/// Gives the batch of `harness_with`'s grid, seen by `looking_down_grid`,
+/// levels of detail at the thresholds `pick` chooses from the sizes of the
+/// instances in view (largest first), and checks each level's count for the
+/// camera alone, then with shadows for each cascade too.
+fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     record_render_errors(&mut h.app);
-    let world = h.app.world_mut();
-    let mut meshes = world.resource_mut::<Assets<Mesh>>();
-    let fine = meshes.add(Sphere::new(0.5).mesh().ico(1).unwrap());
-    let coarse = meshes.add(Sphere::new(0.5).mesh().ico(0).unwrap());
-    let cube = meshes.add(Cuboid::new(0.8, 0.8, 0.8));
-    // The camera sees the grid from 8 to 100 units away: a sphere of radius
-    // 0.5 covers from about 0.12 to 0.012 of the screen height there.
-    let thresholds = [0.06, 0.025, 0.012];
-    world.entity_mut(h.batch).insert(GpuCullLod::new([
-        (fine, thresholds[0]),
-        (coarse, thresholds[1]),
-        (cube, thresholds[2]),
-    ]));
     let camera = h.cameras[0];
+    // The batch's bounds come from its mesh once the app has run.
+    while h.app.world().get::<GpuCullBounds>(h.batch).is_none() {
+        h.app.update();
+    }
+    let world = h.app.world_mut();
+    let (cam, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    let metric = cull_core::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
+    let frustum = camera_frustum(world, camera);
+    let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+    let mut sizes: Vec<f64> = world
+        .get::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .instances()
+        .iter()
+        .map(|i| (i.position + bounds.center * i.scale, bounds.radius * i.scale))
+        .filter(|(center, radius)| frustum.intersects_sphere(*center, *radius))
+        .map(|(center, radius)| metric.size(center, radius))
+        .collect();
+    sizes.sort_by(|a, b| b.total_cmp(a));
+    let thresholds = pick(&sizes);
+    let mut meshes = world.resource_mut::<Assets<Mesh>>();
+    let level_meshes: Vec<Handle<Mesh>> = (0..thresholds.len())
+        .map(|k| match k % 3 {
+            0 => meshes.add(Sphere::new(0.5).mesh().ico(1).unwrap()),
+            1 => meshes.add(Sphere::new(0.5).mesh().ico(0).unwrap()),
+            _ => meshes.add(Cuboid::new(0.8, 0.8, 0.8)),
+        })
+        .collect();
+    world.entity_mut(h.batch).insert(GpuCullLod::new(
+        level_meshes.into_iter().zip(thresholds.iter().copied()),
+    ));
     let check = |world: &mut World, shadows: bool| -> Result<(), String> {
-        let (cam, transform) = world
-            .query::<(&Camera, &GlobalTransform)>()
-            .get(world, camera)
-            .unwrap();
-        let metric = cull_core::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
         let frustum = camera_frustum(world, camera);
         let levels = frustum.detail_levels(metric, &thresholds).unwrap();
         let format = world.resource::<GpuCullSettings>().format;
