@@ -54,7 +54,7 @@ struct Args {
     /// too); `L` toggles it.
     shadows: bool,
     /// Levels of detail (`GpuCullLod`): ico-spheres of decreasing detail and
-    /// an octahedron and a tetrahedron for the farthest; `N` toggles them.
+    /// an octahedron, and one triangle facing the camera for the farthest; `N` toggles them.
     lod: bool,
     /// Occlusion culling on the camera: the plugin's (`GpuCullOcclusion`),
     /// or with `--compare bevy` Bevy's own; both with Bevy's depth prepass.
@@ -251,27 +251,44 @@ struct FrameTimes {
 }
 
 /// The spheres' levels of detail, finest first: ico-spheres of 320, 80 and
-/// 20 triangles (`Sphere::mesh().ico(2 | 1 | 0)`), then an octahedron of 8
-/// (`octahedron`) and a tetrahedron of 4 (`tetrahedron`). Each level is drawn
-/// down to the size at which the next, coarser one strays from the sphere by
-/// at most `LOD_ERROR` (`lod_thresholds`); spheres smaller than
-/// `LOD_CUT_OFF` are not drawn. Sizes are fractions of the screen height
-/// (the bounding sphere's diameter, as `GpuCullLod` measures), so the levels
-/// look the same at any resolution.
+/// 20 triangles (`Sphere::mesh().ico(2 | 1 | 0)`), an octahedron of 8
+/// (`octahedron`), then an impostor: one triangle facing the camera
+/// (`impostor`, `LodLevel::facing_camera`). Each level is drawn down to the
+/// size at which the next, coarser one strays from the sphere by at most
+/// `LOD_ERROR` (`lod_thresholds`); spheres smaller than `LOD_CUT_OFF` are
+/// not drawn. Sizes are fractions of the screen height (the bounding
+/// sphere's diameter, as `GpuCullLod` measures), so the levels look the
+/// same at any resolution.
 const LOD_ERROR: f32 = 0.64 / 720.0;
 /// The smallest size drawn: the bounding sphere a pixel across at 720
 /// pixels (the drawn sphere 0.6 pixels).
 const LOD_CUT_OFF: f32 = 0.0015;
 
-/// How far a mesh's surface strays from the sphere of radius `r` it stands
-/// for, as a fraction of `r`: its farthest vertex outside the sphere, or its
-/// face nearest the centre inside it, whichever is farther.
-fn sphere_error(mesh: &Mesh, r: f32) -> f32 {
+/// How far a mesh strays from the sphere of radius `r` it stands for, as a
+/// fraction of `r`: its farthest vertex outside the sphere, or its face
+/// nearest the centre inside it, whichever is farther. For a mesh facing the
+/// camera, what shows is its outline against the sphere's disc: its
+/// farthest vertex from the centre in its plane, or its outline's edge
+/// nearest the centre (a convex outline around the centre: its vertices in
+/// order of angle).
+fn sphere_error(mesh: &Mesh, r: f32, facing_camera: bool) -> f32 {
     use bevy::mesh::VertexAttributeValues;
     let Some(VertexAttributeValues::Float32x3(positions)) = mesh.attribute(Mesh::ATTRIBUTE_POSITION) else {
         return f32::INFINITY;
     };
     let p: Vec<Vec3> = positions.iter().map(|p| Vec3::from_array(*p)).collect();
+    if facing_camera {
+        let mut outline: Vec<Vec2> = p.iter().map(|p| p.truncate()).collect();
+        outline.sort_by(|a, b| a.to_angle().total_cmp(&b.to_angle()));
+        let outside = outline.iter().map(|v| v.length() - r).fold(0.0, f32::max);
+        let nearest_edge = (0..outline.len())
+            .map(|i| {
+                let (a, b) = (outline[i], outline[(i + 1) % outline.len()]);
+                (b - a).perp().normalize().dot(a).abs()
+            })
+            .fold(f32::INFINITY, f32::min);
+        return outside.max(r - nearest_edge) / r;
+    }
     let outside = p.iter().map(|p| p.length() - r).fold(0.0, f32::max);
     let indices: Vec<usize> = mesh
         .indices()
@@ -290,23 +307,22 @@ fn sphere_error(mesh: &Mesh, r: f32) -> f32 {
 /// of a sphere of radius `r`, whose bounding sphere has radius `bound`)
 /// reaches `LOD_ERROR`, then `LOD_CUT_OFF`. A size `s` is a bounding sphere
 /// of radius `s / 2`, and so a drawn sphere of radius `s·r / (2·bound)`.
-fn lod_thresholds(meshes: &[Mesh], r: f32, bound: f32) -> Vec<f32> {
-    meshes
+fn lod_thresholds(levels: &[(Mesh, bool)], r: f32, bound: f32) -> Vec<f32> {
+    levels
         .iter()
         .skip(1)
-        .map(|coarser| 2.0 * bound * LOD_ERROR / (r * sphere_error(coarser, r)))
+        .map(|(coarser, facing)| 2.0 * bound * LOD_ERROR / (r * sphere_error(coarser, r, *facing)))
         .chain([LOD_CUT_OFF])
         .collect()
 }
 
 /// A mesh of `positions` shared by its `faces`, each wound
 /// counter-clockwise seen from outside, with a sphere's normals (each
-/// vertex's direction from the centre). At the sizes the coarsest levels are
+/// vertex's direction from the centre). At the sizes the coarse levels are
 /// drawn (a few pixels) their shape does not show, and shared vertices run
-/// the vertex shader once each: Bevy's `Tetrahedron` mesh gives each face
-/// its own 3 vertices (flat normals), 12 vertex shader runs per instance
-/// where 4 do, and at 1M spheres the coarsest level is most of the frame's
-/// vertices.
+/// the vertex shader once each, where Bevy's polyhedra give each face its
+/// own vertices (flat normals): at 1M spheres the coarse levels are most of
+/// the frame's vertices.
 fn shared_vertex_mesh(positions: &[Vec3], faces: &[[u32; 3]]) -> Mesh {
     use bevy::asset::RenderAssetUsages;
     use bevy::mesh::{Indices, PrimitiveTopology};
@@ -361,20 +377,37 @@ fn octahedron(r: f32) -> Mesh {
     shared_vertex_mesh(&positions, &faces)
 }
 
-/// The coarsest level: a tetrahedron of 4 triangles on 4 shared vertices,
-/// inside the cube of side 1.2 around the sphere of radius 0.8: its vertices
-/// 0.3 r outside the sphere, its faces 0.567 r inside. (Balancing the two,
-/// vertices at 1.5 r, strays less but covers more pixels: at 1M spheres
-/// that frame was 1-2% slower.)
-fn tetrahedron() -> Mesh {
-    let corner = 0.6;
-    let positions = [
-        Vec3::new(corner, corner, corner),
-        Vec3::new(-corner, corner, -corner),
-        Vec3::new(-corner, -corner, corner),
-        Vec3::new(corner, -corner, -corner),
-    ];
-    shared_vertex_mesh(&positions, &[[0, 1, 2], [0, 2, 3], [0, 3, 1], [1, 3, 2]])
+/// The coarsest level, an impostor: one triangle in the mesh's XY plane,
+/// drawn facing the camera (`LodLevel::facing_camera`), its corners at
+/// `4r/3` from the centre so that they stray outside the sphere's disc as
+/// far as its edges stray inside (`r/3`). Its normals lean out from the
+/// centre, so that it is lit like the sphere it stands for, brighter on the
+/// side facing the light. It replaced a tetrahedron (4 triangles on 4
+/// vertices, straying 0.567 r): the impostor is drawn from larger sizes
+/// with one triangle and 3 vertices.
+fn impostor(r: f32) -> Mesh {
+    use bevy::asset::RenderAssetUsages;
+    use bevy::mesh::{Indices, PrimitiveTopology};
+    let a = 4.0 * r / 3.0;
+    // Counter-clockwise seen from +Z, the side that faces the camera.
+    let corners: Vec<Vec2> = [90.0f32, 210.0, 330.0]
+        .iter()
+        .map(|deg| Vec2::from_angle(deg.to_radians()))
+        .collect();
+    let positions: Vec<[f32; 3]> = corners.iter().map(|c| (*c * a).extend(0.0).to_array()).collect();
+    let normals: Vec<[f32; 3]> = corners
+        .iter()
+        .map(|c| c.extend(0.5).normalize().to_array())
+        .collect();
+    let uvs: Vec<[f32; 2]> = corners
+        .iter()
+        .map(|c| [0.5 + 0.5 * c.x, 0.5 - 0.5 * c.y])
+        .collect();
+    Mesh::new(PrimitiveTopology::TriangleList, RenderAssetUsages::default())
+        .with_inserted_indices(Indices::U32(vec![0, 1, 2]))
+        .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions)
+        .with_inserted_attribute(Mesh::ATTRIBUTE_NORMAL, normals)
+        .with_inserted_attribute(Mesh::ATTRIBUTE_UV_0, uvs)
 }
 
 /// The levels, kept to toggle them (`N`).
@@ -429,11 +462,18 @@ fn setup(
         );
     } else {
         let ico = |n| Sphere::new(0.8).mesh().ico(n).expect("a small icosphere");
-        let levels = [ico(2), ico(1), ico(0), octahedron(0.8), tetrahedron()];
+        let levels = [
+            (ico(2), false),
+            (ico(1), false),
+            (ico(0), false),
+            (octahedron(0.8), false),
+            (impostor(0.8), true),
+        ];
         // GpuCullBounds: the sphere around the box around the finest mesh.
         use bevy::camera::primitives::MeshAabb;
         let bound = Vec3::from(
             levels[0]
+                .0
                 .compute_aabb()
                 .expect("a mesh with positions")
                 .half_extents,
@@ -441,9 +481,16 @@ fn setup(
         .length();
         let thresholds = lod_thresholds(&levels, 0.8, bound);
         let lod = SphereLevels(GpuCullLod::new(
-            std::iter::once(mesh.clone())
-                .chain(levels.into_iter().skip(1).map(|m| meshes.add(m)))
-                .zip(thresholds),
+            levels
+                .into_iter()
+                .zip(thresholds)
+                .enumerate()
+                .map(|(k, ((level, facing), size))| {
+                    // The finest level is the batch's own mesh.
+                    let handle = if k == 0 { mesh.clone() } else { meshes.add(level) };
+                    let level = LodLevel::new(handle, size);
+                    if facing { level.facing_camera() } else { level }
+                }),
         ));
         let mut batch = commands.spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)));
         if args.lod {

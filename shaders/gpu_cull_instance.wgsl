@@ -8,6 +8,8 @@
 // bindings start at 10.
 #define_import_path bevy_gpu_cull::instance
 
+#import bevy_pbr::mesh_view_bindings::view
+
 // bevy_gpu_cull::CulledInstance: 64 bytes.
 struct CulledInstance {
     position_scale: vec4<f32>,
@@ -48,6 +50,19 @@ const MATERIAL_EMISSIVE_TEXTURED: u32 = 64u;
 // GpuCullMaterial::flags: ambient occlusion from occlusion_texture (red).
 const MATERIAL_OCCLUSION_TEXTURED: u32 = 128u;
 
+// The level of detail a draw draws (bevy_gpu_cull's level uniforms): its
+// flags; all clear for a batch without levels.
+struct GpuCullLevel {
+    flags: u32,
+    pad_a: u32,
+    pad_b: u32,
+    pad_c: u32,
+}
+
+// GpuCullLevel::flags: the level's mesh turns with the view instead of the
+// instance (LodLevel::facing_camera): an impostor.
+const LEVEL_FACING_CAMERA: u32 = 1u;
+
 @group(2) @binding(10) var<storage, read> instances: array<CulledInstance>;
 @group(2) @binding(11) var<storage, read> survivors: array<u32>;
 @group(2) @binding(12) var<uniform> material: GpuCullMaterial;
@@ -61,6 +76,7 @@ const MATERIAL_OCCLUSION_TEXTURED: u32 = 128u;
 @group(2) @binding(16) var metallic_roughness_texture: texture_2d<f32>;
 @group(2) @binding(17) var emissive_texture: texture_2d<f32>;
 @group(2) @binding(18) var occlusion_texture: texture_2d<f32>;
+@group(2) @binding(19) var<uniform> level: GpuCullLevel;
 
 // The material's metallic (x) and perceptual roughness (y) at `uv`.
 fn material_metallic_roughness(uv: vec2<f32>) -> vec2<f32> {
@@ -128,7 +144,24 @@ fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
     return v + 2.0 * cross(q.xyz, cross(q.xyz, v) + q.w * v);
 }
 
+// A mesh-space direction (a normal, a tangent, an offset) turned into the
+// world for this instance: by its rotation, or, for a level facing the
+// camera, like the view (mesh x to the view's right, y up, z toward it).
+// The level's flag is uniform over the draw, so the branch costs no
+// divergence.
+fn instance_rotate(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+    if (level.flags & LEVEL_FACING_CAMERA) != 0u {
+        let turn = mat3x3<f32>(
+            normalize(view.world_from_view[0].xyz),
+            normalize(view.world_from_view[1].xyz),
+            normalize(view.world_from_view[2].xyz),
+        );
+        return turn * v;
+    }
+    return rotate(instance.rotation, v);
+}
+
 // Mesh space to world space for this instance.
 fn instance_to_world(instance: CulledInstance, local: vec3<f32>) -> vec3<f32> {
-    return instance.position_scale.xyz + rotate(instance.rotation, local * instance.position_scale.w);
+    return instance.position_scale.xyz + instance_rotate(instance, local * instance.position_scale.w);
 }

@@ -12,7 +12,7 @@
     view_transformations::position_world_to_clip,
 }
 #import bevy_gpu_cull::instance::{
-    fetch_instance, instance_to_world, rotate, material, material_color, masked_out, mapped_normal,
+    fetch_instance, instance_to_world, instance_rotate, material, material_color, masked_out, mapped_normal,
     material_metallic_roughness, material_emissive, material_occlusion, MATERIAL_UNLIT,
 }
 
@@ -48,13 +48,13 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     var out: VertexOutput;
     out.clip_position = position_world_to_clip(world);
     out.world_position = vec4<f32>(world, 1.0);
-    out.world_normal = rotate(instance.rotation, vertex.normal);
+    out.world_normal = instance_rotate(instance, vertex.normal);
     out.color = instance.color;
 #ifdef VERTEX_UVS_A
     out.uv = vertex.uv;
 #endif
 #ifdef VERTEX_TANGENTS
-    out.world_tangent = vec4<f32>(rotate(instance.rotation, vertex.tangent.xyz), vertex.tangent.w);
+    out.world_tangent = vec4<f32>(instance_rotate(instance, vertex.tangent.xyz), vertex.tangent.w);
 #endif
     return out;
 }

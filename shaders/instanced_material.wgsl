@@ -7,7 +7,7 @@
 // (group 2, binding 0), which holds the batch's flags and material slot.
 
 #import bevy_pbr::{forward_io::VertexOutput, view_transformations::position_world_to_clip}
-#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, rotate}
+#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, instance_rotate}
 
 struct Vertex {
     @builtin(instance_index) instance_index: u32,
@@ -37,7 +37,7 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.position = position_world_to_clip(world);
     out.world_position = vec4<f32>(world, 1.0);
 #ifdef VERTEX_NORMALS
-    out.world_normal = rotate(instance.rotation, vertex.normal);
+    out.world_normal = instance_rotate(instance, vertex.normal);
 #endif
 #ifdef VERTEX_UVS_A
     out.uv = vertex.uv;
@@ -46,7 +46,7 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.uv_b = vertex.uv_b;
 #endif
 #ifdef VERTEX_TANGENTS
-    out.world_tangent = vec4<f32>(rotate(instance.rotation, vertex.tangent.xyz), vertex.tangent.w);
+    out.world_tangent = vec4<f32>(instance_rotate(instance, vertex.tangent.xyz), vertex.tangent.w);
 #endif
     // The instance's color is the vertex color the material sees (the
     // plugin defines VERTEX_COLORS for every material draw).

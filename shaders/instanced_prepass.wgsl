@@ -11,7 +11,7 @@
 #ifdef MOTION_VECTOR_PREPASS
 #import bevy_pbr::prepass_bindings::previous_view_uniforms
 #endif
-#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, rotate}
+#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, instance_rotate}
 #ifdef GPU_CULL_ALPHA_MASK
 #import bevy_gpu_cull::instance::{material_color, masked_out}
 #endif
@@ -50,7 +50,7 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.position = position_world_to_clip(world);
     out.world_position = vec4<f32>(world, 1.0);
 #ifdef NORMAL_PREPASS
-    out.world_normal = rotate(instance.rotation, vertex.normal);
+    out.world_normal = instance_rotate(instance, vertex.normal);
 #endif
 #ifdef UNCLIPPED_DEPTH_ORTHO_EMULATION
     // A directional light's casters between the light and the cascade are

@@ -466,6 +466,18 @@ mod tests {
     fn level_of_detail_rules_are_checked() {
         let lod = |sizes: &[f32]| GpuCullLod::new(sizes.iter().map(|s| (Handle::<Mesh>::default(), *s)));
         assert_eq!(lod(&[0.05, 0.01, 0.0]).problem(), None);
+        // Pairs with literal sizes, or levels, one of them an impostor.
+        let mixed = GpuCullLod::new([
+            LodLevel::new(Handle::default(), 0.05),
+            LodLevel::new(Handle::default(), 0.01).facing_camera(),
+        ]);
+        assert_eq!(mixed.problem(), None);
+        assert_eq!(
+            mixed.levels.iter().map(|l| l.facing_camera).collect::<Vec<_>>(),
+            [false, true]
+        );
+        let pairs = GpuCullLod::new([(Handle::default(), 0.05), (Handle::default(), 0.01)]);
+        assert!(pairs.levels.iter().all(|l| !l.facing_camera));
         let most: Vec<f32> = (0..MAX_LOD_LEVELS).map(|k| 0.5 - 0.05 * k as f32).collect();
         assert_eq!(lod(&most).problem(), None);
         let too_many: Vec<f32> = (0..=MAX_LOD_LEVELS).map(|k| 0.5 - 0.05 * k as f32).collect();
@@ -647,19 +659,49 @@ pub struct LodLevel {
     /// The smallest projected size (fraction of the screen height) drawn at
     /// this level.
     pub min_screen_size: f32,
+    /// An impostor ([`Self::facing_camera`]): the mesh is turned with the
+    /// view that draws it instead of the instance's rotation.
+    pub facing_camera: bool,
+}
+
+impl LodLevel {
+    /// A level drawing `mesh` down to `min_screen_size`, turned by each
+    /// instance's rotation.
+    pub fn new(mesh: Handle<Mesh>, min_screen_size: f32) -> Self {
+        Self {
+            mesh,
+            min_screen_size,
+            facing_camera: false,
+        }
+    }
+
+    /// Makes the level an impostor, as for distant trees or rocks: its mesh
+    /// is drawn turned like the view that draws it (mesh +X to the view's
+    /// right, +Y up, +Z toward the viewer), placed and scaled by each
+    /// instance but not rotated; normals and tangents turn with it. A flat
+    /// mesh in the XY plane then always faces the view. A shadow view turns
+    /// it toward its light, so the impostor casts its full outline. The
+    /// mesh must fit the batch's bounds in every orientation (within the
+    /// bounding sphere's radius of its center).
+    pub fn facing_camera(mut self) -> Self {
+        self.facing_camera = true;
+        self
+    }
+}
+
+impl From<(Handle<Mesh>, f32)> for LodLevel {
+    fn from((mesh, min_screen_size): (Handle<Mesh>, f32)) -> Self {
+        Self::new(mesh, min_screen_size)
+    }
 }
 
 impl GpuCullLod {
-    /// Levels from `(mesh, min_screen_size)` pairs, finest first.
-    pub fn new(levels: impl IntoIterator<Item = (Handle<Mesh>, f32)>) -> Self {
+    /// Levels, finest first, from `(mesh, min_screen_size)` pairs or
+    /// [`LodLevel`]s (`LodLevel::new(mesh, size).facing_camera()` for an
+    /// impostor).
+    pub fn new(levels: impl IntoIterator<Item = impl Into<LodLevel>>) -> Self {
         Self {
-            levels: levels
-                .into_iter()
-                .map(|(mesh, min_screen_size)| LodLevel {
-                    mesh,
-                    min_screen_size,
-                })
-                .collect(),
+            levels: levels.into_iter().map(Into::into).collect(),
         }
     }
 

@@ -1564,6 +1564,66 @@ fn the_most_levels_of_detail_split_the_instances_by_screen_size() {
     });
 }
 
+/// A level facing the camera (`LodLevel::facing_camera`, an impostor) draws
+/// its flat mesh turned toward the view, whatever the instances' rotation:
+/// quads that the instances lay flat on the ground, seen at a grazing
+/// angle, cover several times more pixels once they face the camera; and
+/// back when the level no longer does.
+#[test]
+fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    record_render_errors(&mut h.app);
+    let world = h.app.world_mut();
+    // A quad in the mesh's XY plane; each instance turns it to lie flat.
+    let quad = world.resource_mut::<Assets<Mesh>>().add(Rectangle::new(0.6, 0.6));
+    let flat: Vec<CulledInstance> = world
+        .get::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .instances()
+        .iter()
+        .map(|i| i.with_rotation(Quat::from_rotation_x(-std::f32::consts::FRAC_PI_2)))
+        .collect();
+    world
+        .get_mut::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .replace(flat);
+    let covered = |h: &mut Harness, facing: bool| -> usize {
+        let level = LodLevel::new(quad.clone(), 0.0);
+        let level = if facing { level.facing_camera() } else { level };
+        h.app
+            .world_mut()
+            .entity_mut(h.batch)
+            .insert(GpuCullLod::new([level]));
+        run_until_counts_match(h, "quads");
+        // Some pixels, the same for 10 frames: the draw has settled (the
+        // quad's mesh and pipeline may take frames to be ready).
+        let (mut last, mut same) = (usize::MAX, 0);
+        let start = std::time::Instant::now();
+        while !(last > 0 && same >= 10) && start.elapsed() < SETTLE {
+            h.app.update();
+            let Some(padded) = h.pixels.lock().unwrap().clone() else {
+                continue;
+            };
+            let n = count_pixels(&padded, 0..HEIGHT as usize, is_red);
+            same = if n == last { same + 1 } else { 0 };
+            last = n;
+        }
+        last
+    };
+    let lying = covered(&mut h, false);
+    let facing = covered(&mut h, true);
+    let lying_again = covered(&mut h, false);
+    assert!(lying > 20, "only {lying} pixels show the flat quads");
+    assert!(
+        facing > 2 * lying,
+        "quads facing the camera cover {facing} pixels, lying flat {lying}"
+    );
+    assert_eq!(lying_again, lying, "the level no longer faces the camera");
+    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    assert!(errors.is_empty(), "render errors: {errors:?}");
+}
+
 /// Gives the batch of `harness_with`'s grid, seen by `looking_down_grid`,
 /// levels of detail at the thresholds `pick` chooses from the sizes of the
 /// instances in view (largest first), and checks each level's count for the

@@ -65,7 +65,8 @@ pub(crate) fn init_pipeline(
     // and material slot, for a `Material`'s fragment shader). From 10: the
     // batch's draw records and the view's survivors (vertex), its material
     // uniform, base color texture, sampler, normal map, and
-    // metallic-roughness, emissive and occlusion textures (fragment).
+    // metallic-roughness, emissive and occlusion textures (fragment), and
+    // the drawn level's `GpuCullLevel` (whether it faces the camera).
     let texture = || texture_2d(TextureSampleType::Float { filterable: true });
     let instance_layout = BindGroupLayoutDescriptor::new(
         "gpu_cull_instances",
@@ -82,6 +83,7 @@ pub(crate) fn init_pipeline(
                 (16, texture()),
                 (17, texture()),
                 (18, texture()),
+                (19, uniform_buffer_sized(false, None)),
             ),
         ),
     );

@@ -143,16 +143,60 @@ impl BatchMaterial {
     }
 }
 
+/// `GpuCullLevel::flags` (`shaders/gpu_cull_instance.wgsl`): the level's
+/// mesh turns with the view (`LodLevel::facing_camera`).
+pub(crate) const LEVEL_FACING_CAMERA: u32 = 1;
+
 /// A batch's material uniform, and its entry in Bevy's `mesh` array, on the
 /// GPU, each written when it changes.
 #[derive(Component)]
 pub(crate) struct GpuMaterial {
     pub buffer: wgpu::Buffer,
     written: MaterialUniform,
+    /// One `GpuCullLevel` uniform per level of detail, `level_stride`
+    /// apart (the device's uniform offset alignment), then one for a draw
+    /// without levels ([`Self::level_binding`]).
+    levels: wgpu::Buffer,
+    level_stride: u64,
+    /// `BatchData::lod_facing` as last written.
+    levels_written: u32,
     /// One `MeshUniform` (group 2, binding 0): what a `Material`'s fragment
     /// shader reads of "its mesh" at `mesh[in.instance_index]`.
     pub mesh: wgpu::Buffer,
     mesh_written: BatchMesh,
+}
+
+impl GpuMaterial {
+    /// The `GpuCullLevel` (group 2, binding 19) of a draw's level `level`, or
+    /// of a draw without levels of detail (`None`: the batch's `Mesh3d`,
+    /// turned by each instance).
+    pub fn level_binding(&self, level: Option<u32>) -> wgpu::BufferBinding<'_> {
+        let slot = level.map_or(crate::MAX_LOD_LEVELS as u64, u64::from);
+        wgpu::BufferBinding {
+            buffer: &self.levels,
+            offset: slot * self.level_stride,
+            size: wgpu::BufferSize::new(LEVEL_UNIFORM_SIZE),
+        }
+    }
+}
+
+/// `GpuCullLevel`'s size: its flags, padded to 16 bytes.
+const LEVEL_UNIFORM_SIZE: u64 = 16;
+
+/// The bytes of every level's `GpuCullLevel`, `stride` apart, and the
+/// draw without levels' last (all flags clear).
+fn level_uniforms(facing: u32, stride: u64) -> Vec<u8> {
+    let mut bytes = vec![0u8; (crate::MAX_LOD_LEVELS + 1) * stride as usize];
+    for level in 0..crate::MAX_LOD_LEVELS {
+        let flags = if facing & (1 << level) != 0 {
+            LEVEL_FACING_CAMERA
+        } else {
+            0
+        };
+        let at = level * stride as usize;
+        bytes[at..at + 4].copy_from_slice(&flags.to_le_bytes());
+    }
+    bytes
 }
 
 /// What the batch's `MeshUniform` says that a fragment shader may read: the
@@ -225,6 +269,10 @@ pub(crate) fn prepare_materials(
                     queue.write_buffer(&gpu.mesh, 0, &mesh.uniform_bytes());
                     gpu.mesh_written = mesh;
                 }
+                if gpu.levels_written != data.lod_facing {
+                    queue.write_buffer(&gpu.levels, 0, &level_uniforms(data.lod_facing, gpu.level_stride));
+                    gpu.levels_written = data.lod_facing;
+                }
             }
             None => {
                 let create = |label, size, usage| {
@@ -248,11 +296,23 @@ pub(crate) fn prepare_materials(
                     wgpu::BufferUsages::STORAGE,
                 );
                 queue.write_buffer(&mesh_buffer, 0, &bytes);
+                let level_stride =
+                    u64::from(device.limits().min_uniform_buffer_offset_alignment).max(LEVEL_UNIFORM_SIZE);
+                let level_bytes = level_uniforms(data.lod_facing, level_stride);
+                let levels = create(
+                    "gpu_cull_levels",
+                    level_bytes.len() as u64,
+                    wgpu::BufferUsages::UNIFORM,
+                );
+                queue.write_buffer(&levels, 0, &level_bytes);
                 commands.entity(entity).insert(GpuMaterial {
                     buffer,
                     written: uniform,
                     mesh: mesh_buffer,
                     mesh_written: mesh,
+                    levels,
+                    level_stride,
+                    levels_written: data.lod_facing,
                 });
             }
         }

@@ -58,6 +58,9 @@ pub(crate) struct BatchData {
     /// Levels of detail, finest first: each level's mesh and smallest
     /// screen size; empty without a (usable) `GpuCullLod`.
     pub lod: Vec<(AssetId<Mesh>, f32)>,
+    /// The levels drawn facing the camera (`LodLevel::facing_camera`), bit
+    /// `k` for level `k`.
+    pub lod_facing: u32,
     /// Culled by cells ([`crate::GpuCullCells`]).
     pub cells: Option<GpuCullCells>,
 }
@@ -218,18 +221,27 @@ type MainBatches<'w, 's> = Query<
 /// the size of its edits.
 /// A batch's levels of detail as the render world keeps them; none (with an
 /// error, once) when the component breaks its rules.
-fn lod_levels(lod: Option<&GpuCullLod>) -> Vec<(AssetId<Mesh>, f32)> {
+/// With the levels facing the camera, as `BatchData::lod_facing`.
+fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, u32) {
     let Some(lod) = lod else {
-        return Vec::new();
+        return (Vec::new(), 0);
     };
     if let Some(problem) = lod.problem() {
         error_once!("bevy-gpu-cull: {problem}; the batch is drawn without levels of detail");
-        return Vec::new();
+        return (Vec::new(), 0);
     }
-    lod.levels
+    let facing = lod
+        .levels
+        .iter()
+        .enumerate()
+        .filter(|(_, level)| level.facing_camera)
+        .fold(0, |bits, (k, _)| bits | 1 << k);
+    let levels = lod
+        .levels
         .iter()
         .map(|level| (level.mesh.id(), level.min_screen_size))
-        .collect()
+        .collect();
+    (levels, facing)
 }
 
 fn extract_batches(
@@ -248,7 +260,7 @@ fn extract_batches(
     for (render_entity, mut batch, bounds, not_receiver, layers, material, lod, cells) in &mut main_batches {
         let cells = cells.copied();
         let layers = layers.cloned().unwrap_or_default();
-        let lod = lod_levels(lod);
+        let (lod, lod_facing) = lod_levels(lod);
         materials.push((render_entity.id(), material.map(|m| m.id())));
         let render_entity = render_entity.id();
         live.insert(render_entity);
@@ -266,12 +278,16 @@ fn extract_batches(
                 render_layers: layers,
                 material: material::BatchMaterial::default(),
                 lod,
+                lod_facing,
                 cells,
             });
             continue;
         };
         if data.lod != lod {
             data.lod = lod;
+        }
+        if data.lod_facing != lod_facing {
+            data.lod_facing = lod_facing;
         }
         if data.cells.is_some() != cells.is_some() {
             // Sorted into cells, or back: the whole list goes up again.

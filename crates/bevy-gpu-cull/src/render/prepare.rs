@@ -529,7 +529,8 @@ pub(crate) struct ViewTarget {
     pub bind_groups: Vec<BindGroup>,
     /// What `bind_group` binds: the batch's buffers ([`GpuBatch::buffers_id`])
     /// and its material's textures, when ready.
-    bound: (u64, [Option<AssetId<Image>>; TEXTURES]),
+    /// and whether its levels are the batch's levels of detail.
+    bound: (u64, [Option<AssetId<Image>>; TEXTURES], bool),
     /// The visible count on its way to the CPU, tagged with its render frame.
     pub counts: AsyncReadback,
     /// The latest visible count read back; `u32::MAX` until one arrives.
@@ -1376,6 +1377,9 @@ pub(crate) fn prepare_targets(
                 .as_ref()
                 .map(|o| (o.late.clone(), o.late_draw_args.clone()));
             let key = (view, batch_entity);
+            // Levels drawn with the batch's levels' uniforms (binding 19);
+            // without levels, or where they fell back, the plain one.
+            let uses_levels = !lod.is_empty();
             let fresh = targets.map.get(&key).is_none_or(|t| {
                 !Arc::ptr_eq(&t.target, &shared)
                     || t.slot != slot
@@ -1398,7 +1402,7 @@ pub(crate) fn prepare_targets(
                         lod,
                         draw_args,
                         bind_groups: Vec::new(),
-                        bound: (0, [None; TEXTURES]),
+                        bound: (0, [None; TEXTURES], false),
                         counts,
                         last_count: AtomicU32::new(u32::MAX),
                         main_view,
@@ -1433,7 +1437,7 @@ pub(crate) fn prepare_targets(
                 .map(|id| id.and_then(|id| images.get(id).map(|image| (id, image))));
             let [image, normals, metallic_roughness, emissive, occlusion] =
                 ready.map(|t| t.map_or(&fallback.d2, |(_, image)| image));
-            let bound = (gpu.buffers_id, ready.map(|t| t.map(|(id, _)| id)));
+            let bound = (gpu.buffers_id, ready.map(|t| t.map(|(id, _)| id)), uses_levels);
             if fresh || target.bound != bound {
                 let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
                 let (slot, levels) = (target.slot, target.levels());
@@ -1460,6 +1464,12 @@ pub(crate) fn prepare_targets(
                                     (16, &metallic_roughness.texture_view),
                                     (17, &emissive.texture_view),
                                     (18, &occlusion.texture_view),
+                                    (
+                                        19,
+                                        wgpu::BindingResource::Buffer(
+                                            material.level_binding(uses_levels.then_some(level)),
+                                        ),
+                                    ),
                                 )),
                             )
                         })
