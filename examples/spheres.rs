@@ -308,12 +308,15 @@ fn sphere_error(mesh: &Mesh, r: f32, facing_camera: bool) -> f32 {
 /// reaches `LOD_ERROR`, then `LOD_CUT_OFF`. A size `s` is a bounding sphere
 /// of radius `s / 2`, and so a drawn sphere of radius `s·r / (2·bound)`.
 fn lod_thresholds(levels: &[(Mesh, bool)], r: f32, bound: f32) -> Vec<f32> {
-    levels
+    let sizes: Vec<f32> = levels
         .iter()
         .skip(1)
         .map(|(coarser, facing)| 2.0 * bound * LOD_ERROR / (r * sphere_error(coarser, r, *facing)))
         .chain([LOD_CUT_OFF])
-        .collect()
+        .collect();
+    // Coarser meshes stray more: the sizes descend (GpuCullLod's rule).
+    debug_assert!(sizes.windows(2).all(|w| w[0] > w[1]), "{sizes:?}");
+    sizes
 }
 
 /// A mesh of `positions` shared by its `faces`, each wound

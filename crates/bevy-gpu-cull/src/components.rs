@@ -598,6 +598,9 @@ mod tests {
 /// are culled one view at a time.)
 pub const MAX_LOD_LEVELS: usize = cull_core::MAX_VIEWS as usize;
 
+// The render world keeps the levels facing the camera as bits of a u32.
+const _: () = assert!(MAX_LOD_LEVELS <= 32);
+
 /// Culls a batch by cells (cull-core's `cells` module, issue 19): the
 /// render world sorts the batch's instances into cells of spatially close
 /// instances, each with a bounding sphere, and each frame a cell pass
@@ -637,7 +640,8 @@ impl Default for GpuCullCells {
 /// least `levels[k].min_screen_size` and below level `k - 1`'s; instances
 /// smaller than the last level's are not drawn (a last size of 0 draws
 /// every instance). Shadow views draw each instance at the level the camera
-/// chose, so shadows match what casts them.
+/// chose, so shadows match what casts them (a level facing the camera,
+/// [`LodLevel::facing_camera`], turns toward each shadow view instead).
 ///
 /// The meshes must share the vertex layout of the batch's `Mesh3d` (the
 /// attributes it has; the draw's pipeline is specialized once), and should
@@ -651,8 +655,9 @@ pub struct GpuCullLod {
     pub levels: Vec<LodLevel>,
 }
 
-/// One level of detail of a [`GpuCullLod`].
+/// One level of detail of a [`GpuCullLod`] ([`LodLevel::new`]).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct LodLevel {
     /// The mesh drawn at this level.
     pub mesh: Handle<Mesh>,
@@ -680,9 +685,15 @@ impl LodLevel {
     /// right, +Y up, +Z toward the viewer), placed and scaled by each
     /// instance but not rotated; normals and tangents turn with it. A flat
     /// mesh in the XY plane then always faces the view. A shadow view turns
-    /// it toward its light, so the impostor casts its full outline. The
-    /// mesh must fit the batch's bounds in every orientation (within the
-    /// bounding sphere's radius of its center).
+    /// it toward its light, so the impostor casts its full outline (and
+    /// shades itself where the copy turned toward the light crosses the one
+    /// turned toward the camera, as the far side of a sphere is).
+    ///
+    /// The mesh turns about its origin, while the cull places the batch's
+    /// bounding sphere ([`GpuCullBounds`]) by the instance's rotation: every
+    /// vertex must lie within `radius - |center|` of the mesh's origin, or
+    /// the impostor may be culled while part of it shows. Center the mesh
+    /// on its origin, or make the bounds cover it turned every way.
     pub fn facing_camera(mut self) -> Self {
         self.facing_camera = true;
         self

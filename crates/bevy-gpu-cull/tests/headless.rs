@@ -1565,59 +1565,86 @@ fn the_most_levels_of_detail_split_the_instances_by_screen_size() {
 }
 
 /// A level facing the camera (`LodLevel::facing_camera`, an impostor) draws
-/// its flat mesh turned toward the view, whatever the instances' rotation:
-/// quads that the instances lay flat on the ground, seen at a grazing
-/// angle, cover several times more pixels once they face the camera; and
-/// back when the level no longer does.
+/// its flat mesh turned like the view, whatever the instances' rotation:
+/// quads that the instances lay flat on the ground cover the pixels of
+/// quads each turned by the camera's own rotation (drawn as an ordinary
+/// level), several times what they cover lying flat, seen at a grazing
+/// angle. The facing level is the second of two (its own level uniform),
+/// and the camera has a depth prepass, whose depth the main pass must meet
+/// exactly for the pixels to show.
 #[test]
 fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     record_render_errors(&mut h.app);
+    let camera = h.cameras[0];
     let world = h.app.world_mut();
-    // A quad in the mesh's XY plane; each instance turns it to lie flat.
+    world
+        .entity_mut(camera)
+        .insert(bevy::core_pipeline::prepass::DepthPrepass);
+    let camera_rotation = world.get::<Transform>(camera).unwrap().rotation;
+    let sphere = world.get::<Mesh3d>(h.batch).unwrap().0.clone();
+    // A quad in the mesh's XY plane.
     let quad = world.resource_mut::<Assets<Mesh>>().add(Rectangle::new(0.6, 0.6));
-    let flat: Vec<CulledInstance> = world
+    let grid = world
         .get::<GpuCulledInstances>(h.batch)
         .unwrap()
         .instances()
-        .iter()
-        .map(|i| i.with_rotation(Quat::from_rotation_x(-std::f32::consts::FRAC_PI_2)))
-        .collect();
-    world
-        .get_mut::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .replace(flat);
-    let covered = |h: &mut Harness, facing: bool| -> usize {
+        .to_vec();
+    let turned =
+        |rotation: Quat| -> Vec<CulledInstance> { grid.iter().map(|i| i.with_rotation(rotation)).collect() };
+    let flat = Quat::from_rotation_x(-std::f32::consts::FRAC_PI_2);
+    // Instances turned by `rotation`, drawn at level 1 (level 0, the
+    // sphere, holds nothing that small), facing the camera or not: the
+    // pixels that show the quads once the draw has settled.
+    let pixels = |h: &mut Harness, rotation: Quat, facing: bool| -> Vec<bool> {
         let level = LodLevel::new(quad.clone(), 0.0);
         let level = if facing { level.facing_camera() } else { level };
-        h.app
-            .world_mut()
+        let world = h.app.world_mut();
+        world
+            .get_mut::<GpuCulledInstances>(h.batch)
+            .unwrap()
+            .replace(turned(rotation));
+        world
             .entity_mut(h.batch)
-            .insert(GpuCullLod::new([level]));
+            .insert(GpuCullLod::new([LodLevel::new(sphere.clone(), 10.0), level]));
         run_until_counts_match(h, "quads");
         // Some pixels, the same for 10 frames: the draw has settled (the
         // quad's mesh and pipeline may take frames to be ready).
-        let (mut last, mut same) = (usize::MAX, 0);
+        let (mut last, mut same) = (Vec::new(), 0);
         let start = std::time::Instant::now();
-        while !(last > 0 && same >= 10) && start.elapsed() < SETTLE {
+        while !(last.contains(&true) && same >= 10) && start.elapsed() < SETTLE {
             h.app.update();
             let Some(padded) = h.pixels.lock().unwrap().clone() else {
                 continue;
             };
-            let n = count_pixels(&padded, 0..HEIGHT as usize, is_red);
-            same = if n == last { same + 1 } else { 0 };
-            last = n;
+            let shown: Vec<bool> = frame_rows(&padded, 0..HEIGHT as usize).map(is_red).collect();
+            same = if shown == last { same + 1 } else { 0 };
+            last = shown;
         }
         last
     };
-    let lying = covered(&mut h, false);
-    let facing = covered(&mut h, true);
-    let lying_again = covered(&mut h, false);
-    assert!(lying > 20, "only {lying} pixels show the flat quads");
+    let count = |p: &[bool]| p.iter().filter(|p| **p).count();
+    let lying = pixels(&mut h, flat, false);
+    let facing = pixels(&mut h, flat, true);
+    let turned_like_the_camera = pixels(&mut h, camera_rotation, false);
+    let lying_again = pixels(&mut h, flat, false);
+    let (n_lying, n_facing, n_turned) = (count(&lying), count(&facing), count(&turned_like_the_camera));
+    assert!(n_lying > 20, "only {n_lying} pixels show the flat quads");
     assert!(
-        facing > 2 * lying,
-        "quads facing the camera cover {facing} pixels, lying flat {lying}"
+        n_facing > 2 * n_lying,
+        "quads facing the camera cover {n_facing} pixels, lying flat {n_lying}"
+    );
+    // The same pixels as quads turned like the camera, but for rounding
+    // along their edges (a matrix against a quaternion).
+    let differ = facing
+        .iter()
+        .zip(&turned_like_the_camera)
+        .filter(|(a, b)| a != b)
+        .count();
+    assert!(
+        differ * 50 <= n_turned,
+        "{differ} pixels differ between quads facing the camera ({n_facing}) and quads turned like it ({n_turned})"
     );
     assert_eq!(lying_again, lying, "the level no longer faces the camera");
     let errors = RENDER_ERRORS.lock().unwrap().clone();
