@@ -1555,11 +1555,7 @@ fn the_most_levels_of_detail_split_the_instances_by_screen_size() {
         // Between the visible instances' sizes at quantiles, so that each
         // level holds some; the last cuts off the smallest tenth.
         (0..MAX_LOD_LEVELS)
-            .map(|k| {
-                let q = 0.9 * (k + 1) as f64 / MAX_LOD_LEVELS as f64;
-                let j = ((q * sizes.len() as f64) as usize).min(sizes.len() - 2);
-                (0.5 * (sizes[j] + sizes[j + 1])) as f32
-            })
+            .map(|k| threshold_at(sizes, 0.9 * (k + 1) as f64 / MAX_LOD_LEVELS as f64))
             .collect()
     });
 }
@@ -1651,6 +1647,22 @@ fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
 
+/// The size metric of `camera`'s projection and transform.
+fn camera_metric(world: &mut World, camera: Entity) -> cull_core::SizeMetric {
+    let (cam, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    cull_core::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix())
+}
+
+/// A threshold halfway between two neighbouring sizes at quantile `q` of
+/// `sizes` (largest first), so that no instance sits on it.
+fn threshold_at(sizes: &[f64], q: f64) -> f32 {
+    let j = ((q * sizes.len() as f64) as usize).min(sizes.len() - 2);
+    (0.5 * (sizes[j] + sizes[j + 1])) as f32
+}
+
 /// Gives the batch of `harness_with`'s grid, seen by `looking_down_grid`,
 /// levels of detail at the thresholds `pick` chooses from the sizes of the
 /// instances in view (largest first), and checks each level's count for the
@@ -1665,11 +1677,7 @@ fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
         h.app.update();
     }
     let world = h.app.world_mut();
-    let (cam, transform) = world
-        .query::<(&Camera, &GlobalTransform)>()
-        .get(world, camera)
-        .unwrap();
-    let metric = cull_core::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
+    let metric = camera_metric(world, camera);
     let frustum = camera_frustum(world, camera);
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
     let mut sizes: Vec<f64> = world
@@ -1771,11 +1779,7 @@ fn point_light_faces_take_the_cameras_levels_of_detail() {
     let mut h = shadow_scene("point", true);
     let camera = h.cameras[0];
     let world = h.app.world_mut();
-    let (cam, transform) = world
-        .query::<(&Camera, &GlobalTransform)>()
-        .get(world, camera)
-        .unwrap();
-    let metric = cull_core::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
+    let metric = camera_metric(world, camera);
     // Thresholds between the instances' sizes, so that each level holds some.
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
     let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
@@ -1785,11 +1789,7 @@ fn point_light_faces_take_the_cameras_levels_of_detail() {
         .map(|i| metric.size(i.position + bounds.center * i.scale, bounds.radius * i.scale))
         .collect();
     sizes.sort_by(|a, b| b.total_cmp(a));
-    let pick = |q: f64| {
-        let j = ((q * sizes.len() as f64) as usize).min(sizes.len() - 2);
-        (0.5 * (sizes[j] + sizes[j + 1])) as f32
-    };
-    let thresholds = [pick(0.25), pick(0.6), 0.0];
+    let thresholds = [threshold_at(&sizes, 0.25), threshold_at(&sizes, 0.6), 0.0];
     let mesh = world.get::<Mesh3d>(h.batch).unwrap().0.clone();
     let coarse = world
         .resource_mut::<Assets<Mesh>>()
