@@ -10,10 +10,14 @@ for v in $variants; do
     echo "== cull-core with only the $v variant"
     cargo clippy -q -p cull-core --no-default-features --features "$v parallel blocking" -- -D warnings \
         || { echo "cull-core with only $v has lint warnings (code only the other variants use?)"; exit 1; }
-    cargo test -q -p cull-core --no-default-features --features "$v parallel blocking" 2>&1 \
-        | grep -E "^test result|panicked|FAILED|error" || true
-    cargo test -q -p cull-core --no-default-features --features "$v parallel blocking" >/dev/null 2>&1 \
-        || { echo "cull-core with only $v failed; rerun: cargo test -p cull-core --no-default-features --features \"$v parallel blocking\""; exit 1; }
+    # One run: its summary lines printed, its status kept.
+    status=0
+    out=$(cargo test -q -p cull-core --no-default-features --features "$v parallel blocking" 2>&1) || status=$?
+    grep -E "^test result|panicked|FAILED|error" <<<"$out" || true
+    if [ "$status" -ne 0 ]; then
+        echo "cull-core with only $v failed; rerun: cargo test -p cull-core --no-default-features --features \"$v parallel blocking\""
+        exit 1
+    fi
 done
 echo "== cull-core with no variant must not build"
 if out=$(cargo check -q -p cull-core --no-default-features 2>&1); then

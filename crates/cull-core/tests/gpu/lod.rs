@@ -2,7 +2,8 @@
 //! culled in one pass (`Culler::cull_views`), in every variant (both forms
 //! of the ordered one), format and output kind, with the kernel that
 //! measures the frustum once for all levels and with the one that tests
-//! each view's own frustum. Each level is checked
+//! each view's own frustum, for four levels and for the most one cull
+//! takes ([`MAX_VIEWS`], the plugin's `MAX_LOD_LEVELS`). Each level is checked
 //! against the CPU reference as an exact set, and together the levels keep
 //! every clearly visible sphere above the cut-off at least once: a sphere
 //! within the tolerance of a threshold may be in two levels, never in none.
@@ -10,18 +11,25 @@
 use crate::harness::*;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CullError, CullTarget, CullViewsParams, Frustum, InstanceFormat, OutputKind, SizeBand, SizeMetric,
-    VisibilityTest,
+    CullError, CullTarget, CullViewsParams, Culler, Frustum, GpuContext, InstanceFormat, MAX_VIEWS,
+    OutputKind, SizeBand, SizeMetric, VisibilityTest,
 };
 use glam::Vec3;
 
 const SIZES: [usize; 5] = [0, 1, 257, 4099, 100_003];
-const LEVELS: usize = 4;
+/// Level counts checked: a few, beside a plain view too, and the most one
+/// multi-view cull takes (no room left for a plain view beside them).
+const LEVEL_COUNTS: [usize; 2] = [4, MAX_VIEWS as usize];
 
-/// A metric from a point inside the scene's view, and thresholds at
-/// quantiles of the visible spheres' sizes, so that every level and the
-/// cut-off get instances.
-fn levels(scene: &Scene, format: InstanceFormat, camera: CameraKind) -> (SizeMetric, Vec<Frustum>) {
+/// A metric from a point inside the scene's view, and `count` thresholds at
+/// evenly spaced quantiles of the visible spheres' sizes, so that every
+/// level and the cut-off get instances.
+fn levels(
+    scene: &Scene,
+    format: InstanceFormat,
+    camera: CameraKind,
+    count: usize,
+) -> (SizeMetric, Vec<Frustum>) {
     let frustum = scene.frustum().unwrap();
     let metric = SizeMetric {
         origin: scene
@@ -39,22 +47,38 @@ fn levels(scene: &Scene, format: InstanceFormat, camera: CameraKind) -> (SizeMet
         })
         .map(|s| metric.size(s.center, s.radius))
         .collect();
-    // Distinct sizes, largest first; thresholds halfway between neighbours
-    // at quantiles, so that no sphere sits on one (a packed format's
-    // orthographic view gives one size to all).
+    // Sizes largest first; each threshold in the widest gap between
+    // neighbouring sizes near its quantile, so that no sphere sits within
+    // the reference's tolerance of one. A threshold between two sizes a
+    // dedup had merged could land on a sphere, hence the full list.
     sizes.sort_by(|a, b| b.total_cmp(a));
-    sizes.dedup_by(|a, b| (*a - *b).abs() <= 1e-3 * b.abs());
-    let thresholds: Vec<f32> = if sizes.len() >= 8 {
-        [0.2, 0.45, 0.7, 0.9]
-            .iter()
-            .map(|q| {
-                let j = ((q * sizes.len() as f64) as usize).min(sizes.len() - 2);
+    let mut distinct = sizes.clone();
+    distinct.dedup_by(|a, b| (*a - *b).abs() <= 1e-3 * b.abs());
+    let thresholds: Vec<f32> = if distinct.len() >= 2 * count {
+        let spacing = sizes.len() / (count + 1);
+        (1..=count)
+            .map(|k| {
+                let at = (k * sizes.len() / (count + 1)).min(sizes.len() - 2);
+                let window = at.saturating_sub(spacing / 2)..(at + spacing / 2 + 1).min(sizes.len() - 1);
+                let gap = |j: usize| (sizes[j] - sizes[j + 1]) / sizes[j];
+                let j = window.max_by(|&a, &b| gap(a).total_cmp(&gap(b))).unwrap_or(at);
                 (0.5 * (sizes[j] + sizes[j + 1])) as f32
             })
             .collect()
     } else {
-        let s = sizes.first().copied().unwrap_or(0.1) as f32;
-        vec![4.0 * s, 2.0 * s, 0.5 * s, 0.25 * s]
+        // Too few sizes for quantiles (a packed format's orthographic view
+        // gives one size to all): bands halving, skipping the largest size
+        // itself (4s, 2s, s/2, s/4, ...), so no sphere sits on a threshold.
+        let s = distinct.first().copied().unwrap_or(0.1) as f32;
+        (0..count)
+            .map(|k| {
+                if k < 2 {
+                    4.0 * s / (1u32 << k) as f32
+                } else {
+                    s / (1u32 << (k - 1)) as f32
+                }
+            })
+            .collect()
     };
     (metric, frustum.detail_levels(metric, &thresholds).unwrap())
 }
@@ -64,67 +88,88 @@ fn check(output: OutputKind) {
     let mut runs = 0;
     for (variant, tuning) in forms(ctx) {
         for format in InstanceFormat::ALL {
-            let culler = views_culler(ctx, variant, format, output, tuning, LEVELS as u32 + 1);
-            let form = form_name(&culler);
+            let culler = views_culler(ctx, variant, format, output, tuning, MAX_VIEWS);
             for (s, &size) in SIZES.iter().enumerate() {
-                let camera = Camera::ALL[s % Camera::ALL.len()];
-                let scene = edge_scene(s as u64 + 900, size, camera, format);
-                let (metric, frusta) = levels(&scene, format, camera);
-                let what = format!("{variant:?} ({form}) {format:?} {output:?} n={size} {camera:?}");
-                let capacity = size as u32 + 13;
-                let survivors = run_views(ctx, &culler, &scene, &frusta, capacity, LEVELS as u32);
-                assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
-                // The same levels beside a view without a band are no longer
-                // one camera's: the frustum test's own kernel votes each
-                // level with its frustum (VisibilityTest::Frustum), where the
-                // run above measured the frustum once per instance
-                // (VisibilityTest::DetailLevels). The same reference holds.
-                assert_eq!(VisibilityTest::for_views(&frusta), VisibilityTest::DetailLevels);
-                let mut mixed = frusta.clone();
-                mixed.push(scene.frustum().unwrap());
-                assert_eq!(VisibilityTest::for_views(&mixed), VisibilityTest::Frustum);
-                let mixed_survivors = run_views(ctx, &culler, &scene, &mixed, capacity, LEVELS as u32 + 1);
-                assert_views_exact(
-                    &format!("{what} beside a plain view"),
-                    &culler,
-                    &scene,
-                    &mixed,
-                    &mixed_survivors,
-                );
-                // No gap between levels: every sphere clearly inside the
-                // frustum and clearly above the cut-off is in some level.
-                let bytes = format.encode(&scene.instances).unwrap();
-                let plain = scene.frustum().unwrap();
-                let cut_off = frusta[LEVELS - 1].size_band.unwrap().min as f64 * (1.0 + 1e-3);
-                let mut kept = vec![0u8; size];
-                for level in &survivors {
-                    for &i in level {
-                        kept[i as usize] += 1;
-                    }
+                for count in LEVEL_COUNTS {
+                    check_levels(ctx, &culler, output, (s, size), count);
+                    runs += 1;
                 }
-                for (i, &kept) in kept.iter().enumerate() {
-                    let Some(s) = format.world_sphere(&bytes, i, scene.bounds) else {
-                        continue;
-                    };
-                    let clearly = plain.classify(&s) == cull_core::frustum::SphereClass::Inside;
-                    if clearly && s.radius.is_finite() && metric.size(s.center, s.radius) > cut_off {
-                        assert!(kept >= 1, "{what}: instance {i} is in no level");
-                    }
-                    assert!(kept <= 2, "{what}: instance {i} is in {kept} levels");
-                }
-                if size == 100_003 {
-                    for (k, level) in survivors.iter().enumerate() {
-                        assert!(
-                            !level.is_empty(),
-                            "{what}: level {k} is empty: the test would not see bands ignored"
-                        );
-                    }
-                }
-                runs += 1;
             }
         }
     }
-    assert_eq!(runs, forms(ctx).len() * 3 * SIZES.len());
+    assert_eq!(runs, forms(ctx).len() * 3 * SIZES.len() * LEVEL_COUNTS.len());
+}
+
+/// `count` levels of one camera over the `s`-th edge scene of `size`
+/// instances, against the reference.
+fn check_levels(
+    ctx: &GpuContext,
+    culler: &Culler,
+    output: OutputKind,
+    (s, size): (usize, usize),
+    count: usize,
+) {
+    let format = culler.format();
+    let camera = Camera::ALL[s % Camera::ALL.len()];
+    let scene = edge_scene(s as u64 + 900, size, camera, format);
+    let (metric, frusta) = levels(&scene, format, camera, count);
+    let what = format!(
+        "{:?} ({}) {format:?} {output:?} n={size} {camera:?} {count} levels",
+        culler.variant(),
+        form_name(culler)
+    );
+    let capacity = size as u32 + 13;
+    let survivors = run_views(ctx, culler, &scene, &frusta, capacity, count as u32);
+    assert_views_exact(&what, culler, &scene, &frusta, &survivors);
+    // The same levels beside a view without a band are no longer one
+    // camera's: the frustum test's own kernel votes each level with its
+    // frustum (VisibilityTest::Frustum), where the run above measured the
+    // frustum once per instance (VisibilityTest::DetailLevels). The same
+    // reference holds. At MAX_VIEWS levels there is no room for the plain
+    // view.
+    assert_eq!(VisibilityTest::for_views(&frusta), VisibilityTest::DetailLevels);
+    if count < MAX_VIEWS as usize {
+        let mut mixed = frusta.clone();
+        mixed.push(scene.frustum().unwrap());
+        assert_eq!(VisibilityTest::for_views(&mixed), VisibilityTest::Frustum);
+        let mixed_survivors = run_views(ctx, culler, &scene, &mixed, capacity, count as u32 + 1);
+        assert_views_exact(
+            &format!("{what} beside a plain view"),
+            culler,
+            &scene,
+            &mixed,
+            &mixed_survivors,
+        );
+    }
+    // No gap between levels: every sphere clearly inside the frustum and
+    // clearly above the cut-off is in some level.
+    let bytes = format.encode(&scene.instances).unwrap();
+    let plain = scene.frustum().unwrap();
+    let cut_off = frusta[count - 1].size_band.unwrap().min as f64 * (1.0 + 1e-3);
+    let mut kept = vec![0u8; size];
+    for level in &survivors {
+        for &i in level {
+            kept[i as usize] += 1;
+        }
+    }
+    for (i, &kept) in kept.iter().enumerate() {
+        let Some(s) = format.world_sphere(&bytes, i, scene.bounds) else {
+            continue;
+        };
+        let clearly = plain.classify(&s) == cull_core::frustum::SphereClass::Inside;
+        if clearly && s.radius.is_finite() && metric.size(s.center, s.radius) > cut_off {
+            assert!(kept >= 1, "{what}: instance {i} is in no level");
+        }
+        assert!(kept <= 2, "{what}: instance {i} is in {kept} levels");
+    }
+    if size == 100_003 {
+        for (k, level) in survivors.iter().enumerate() {
+            assert!(
+                !level.is_empty(),
+                "{what}: level {k} of {count} is empty: the test would not see bands ignored"
+            );
+        }
+    }
 }
 
 #[test]
