@@ -6,6 +6,7 @@
 //! cargo run --release --example spheres -- --count 1000000
 //! cargo run --release --example spheres -- --compare bevy    # the same spheres as ordinary Bevy entities
 //! cargo run --release --example spheres -- --count 4e6 --lod  # levels of detail chosen on the GPU
+//! cargo run --release --example spheres -- --lod --cross-fade 0.2  # levels cross-fading, dithered
 //! cargo run --release --example spheres -- --occlusion       # occlusion culling (two-phase, on the GPU)
 //! cargo run --release --example spheres -- --count 4e6 --cells  # read only the cells in view
 //! cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png
@@ -56,6 +57,9 @@ struct Args {
     /// Levels of detail (`GpuCullLod`): ico-spheres of decreasing detail and
     /// an octahedron, and one triangle facing the camera for the farthest; `N` toggles them.
     lod: bool,
+    /// With the levels of detail: the width of their cross-fades
+    /// (`GpuCullLod::with_cross_fade`), 0 to switch at each threshold.
+    cross_fade: f32,
     /// Occlusion culling on the camera: the plugin's (`GpuCullOcclusion`),
     /// or with `--compare bevy` Bevy's own; both with Bevy's depth prepass.
     occlusion: bool,
@@ -71,7 +75,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod] [--occlusion] [--no-cpu-culling] [--cells] [--headless --frames N --screenshot out.png --capture scene.json --size WxH --pass-times]"
+        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod [--cross-fade W]] [--occlusion] [--no-cpu-culling] [--cells] [--headless --frames N --screenshot out.png --capture scene.json --size WxH --pass-times]"
     );
     std::process::exit(2)
 }
@@ -90,6 +94,7 @@ fn parse_args() -> Args {
         height: 720,
         shadows: false,
         lod: false,
+        cross_fade: 0.0,
         occlusion: false,
         no_cpu_culling: false,
         pass_times: false,
@@ -104,6 +109,7 @@ fn parse_args() -> Args {
             "--headless" => args.headless = true,
             "--shadows" => args.shadows = true,
             "--lod" => args.lod = true,
+            "--cross-fade" => args.cross_fade = value().parse().unwrap_or_else(|_| usage()),
             "--occlusion" => args.occlusion = true,
             "--no-cpu-culling" => args.no_cpu_culling = true,
             "--cells" => args.cells = true,
@@ -483,18 +489,17 @@ fn setup(
         )
         .length();
         let thresholds = lod_thresholds(&levels, 0.8, bound);
-        let lod = SphereLevels(GpuCullLod::new(
-            levels
-                .into_iter()
-                .zip(thresholds)
-                .enumerate()
-                .map(|(k, ((level, facing), size))| {
+        let lod = SphereLevels(
+            GpuCullLod::new(levels.into_iter().zip(thresholds).enumerate().map(
+                |(k, ((level, facing), size))| {
                     // The finest level is the batch's own mesh.
                     let handle = if k == 0 { mesh.clone() } else { meshes.add(level) };
                     let level = LodLevel::new(handle, size);
                     if facing { level.facing_camera() } else { level }
-                }),
-        ));
+                },
+            ))
+            .with_cross_fade(args.cross_fade),
+        );
         let mut batch = commands.spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)));
         if args.lod {
             batch.insert(lod.0.clone());
@@ -902,9 +907,10 @@ fn finish_headless(
             let metric = bevy_gpu_cull::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
             bevy_gpu_cull::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None)
                 .and_then(|frustum| match lod {
-                    Some(lod) => frustum.detail_levels(
+                    Some(lod) => frustum.detail_levels_overlapping(
                         metric,
                         &lod.levels.iter().map(|l| l.min_screen_size).collect::<Vec<_>>(),
+                        lod.cross_fade,
                     ),
                     None => Ok(vec![frustum]),
                 })

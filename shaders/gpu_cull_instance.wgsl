@@ -50,18 +50,37 @@ const MATERIAL_EMISSIVE_TEXTURED: u32 = 64u;
 // GpuCullMaterial::flags: ambient occlusion from occlusion_texture (red).
 const MATERIAL_OCCLUSION_TEXTURED: u32 = 128u;
 
-// The level of detail a draw draws (bevy_gpu_cull's level uniforms): its
-// flags; all clear for a batch without levels.
+// The level of detail a draw draws (bevy_gpu_cull's level uniforms); all
+// clear for a batch without levels.
 struct GpuCullLevel {
     flags: u32,
-    pad_a: u32,
-    pad_b: u32,
-    pad_c: u32,
+    // With LEVEL_CROSS_FADE (GpuCullLod::with_cross_fade): how far above a
+    // threshold, as a fraction of it, its two levels cross-fade.
+    fade_width: f32,
+    // The finer level's threshold: this level fades in below
+    // upper * (1 + fade_width), down to upper (a huge value for the finest).
+    upper: f32,
+    // This level's own threshold: it fades out below lower * (1 + fade_width),
+    // down to lower (0: never).
+    lower: f32,
+    // The batch's mesh-space sphere (center, radius) that the cull sizes
+    // instances by.
+    bounds: vec4<f32>,
 }
 
 // GpuCullLevel::flags: the level's mesh turns with the view instead of the
 // instance (LodLevel::facing_camera): an impostor.
 const LEVEL_FACING_CAMERA: u32 = 1u;
+// GpuCullLevel::flags: the level cross-fades with its neighbours.
+const LEVEL_CROSS_FADE: u32 = 2u;
+// GpuCullLevel::flags: sizes scale with the instance's scale (else bounds
+// covers every scale already, as the cull's format measures).
+const LEVEL_SIZE_SCALED: u32 = 4u;
+// The share of a fade's width left at each end where its dither is all one
+// level: the cull's lists change at the ends and its size may differ from
+// the draw's by rounding, so a pixel shows one of two levels there
+// whichever list the instance is in.
+const FADE_MARGIN: f32 = 0.02;
 
 @group(2) @binding(10) var<storage, read> instances: array<CulledInstance>;
 @group(2) @binding(11) var<storage, read> survivors: array<u32>;
@@ -164,4 +183,50 @@ fn instance_rotate(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
 // Mesh space to world space for this instance.
 fn instance_to_world(instance: CulledInstance, local: vec3<f32>) -> vec3<f32> {
     return instance.position_scale.xyz + instance_rotate(instance, local * instance.position_scale.w);
+}
+
+// How far a cross-fade at threshold t has gone at size `size`: 0 at and
+// below t (the coarser level's), 1 from t * (1 + fade_width) (the finer
+// level's), FADE_MARGIN inside both ends.
+fn fade_progress(size: f32, t: f32) -> f32 {
+    let x = (size / t - 1.0) / level.fade_width;
+    return clamp((x - FADE_MARGIN) / (1.0 - 2.0 * FADE_MARGIN), 0.0, 1.0);
+}
+
+// The dither values [first, end) of the pixels this instance shows in the
+// drawn level (faded_out): all of them, but within a cross-fade where the
+// level fades in (the share above the fade's progress) or out (the share
+// below it). Sized as the cull sizes it for the view that chose the level
+// (cull_core::SizeMetric: radius * |clip_from_view[1][1]| / distance, no
+// distance in an orthographic view), so that two levels of one instance
+// split its pixels between them exactly.
+fn level_fade(instance: CulledInstance) -> vec2<f32> {
+    if (level.flags & LEVEL_CROSS_FADE) == 0u {
+        return vec2<f32>(0.0, 2.0);
+    }
+    let scale = select(1.0, instance.position_scale.w, (level.flags & LEVEL_SIZE_SCALED) != 0u);
+    let center = instance.position_scale.xyz + rotate(instance.rotation, level.bounds.xyz * scale);
+    let perspective = view.clip_from_view[3].w == 0.0;
+    let distance = select(1.0, length(center - view.world_position), perspective);
+    // A rotation of length != 1 stretches the mesh; the cull bounds it so.
+    let stretch = max(2.0 * dot(instance.rotation, instance.rotation) - 1.0, 1.0);
+    let size = level.bounds.w * abs(scale) * stretch * abs(view.clip_from_view[1].y) / distance;
+    let first = fade_progress(size, level.upper);
+    let end = select(fade_progress(size, level.lower), 2.0, level.lower == 0.0);
+    return vec2<f32>(first, end);
+}
+
+// A pixel's dither value in [0, 1): interleaved gradient noise of its
+// position, fixed per pixel, so the prepasses and the main pass keep the
+// same pixels of each level.
+fn fade_dither(frag_coord: vec2<f32>) -> f32 {
+    let p = floor(frag_coord);
+    return fract(52.9829189 * fract(dot(p, vec2<f32>(0.06711056, 0.00583715))));
+}
+
+// Whether the pixel at `frag_coord` is not this instance's in the drawn
+// level (`fade`: level_fade's range).
+fn faded_out(frag_coord: vec2<f32>, fade: vec2<f32>) -> bool {
+    let d = fade_dither(frag_coord);
+    return d < fade.x || d >= fade.y;
 }

@@ -15,6 +15,9 @@
     fetch_instance, instance_to_world, instance_rotate, material, material_color, masked_out, mapped_normal,
     material_metallic_roughness, material_emissive, material_occlusion, MATERIAL_UNLIT,
 }
+#ifdef GPU_CULL_CROSS_FADE
+#import bevy_gpu_cull::instance::{level_fade, faded_out}
+#endif
 
 struct Vertex {
     @builtin(instance_index) instance_index: u32,
@@ -39,6 +42,10 @@ struct VertexOutput {
 #ifdef VERTEX_TANGENTS
     @location(4) world_tangent: vec4<f32>,
 #endif
+#ifdef GPU_CULL_CROSS_FADE
+    // The instance's share of the pixels in this level (level_fade).
+    @location(5) @interpolate(flat) fade: vec2<f32>,
+#endif
 }
 
 @vertex
@@ -56,11 +63,19 @@ fn vertex(vertex: Vertex) -> VertexOutput {
 #ifdef VERTEX_TANGENTS
     out.world_tangent = vec4<f32>(instance_rotate(instance, vertex.tangent.xyz), vertex.tangent.w);
 #endif
+#ifdef GPU_CULL_CROSS_FADE
+    out.fade = level_fade(instance);
+#endif
     return out;
 }
 
 @fragment
 fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
+#ifdef GPU_CULL_CROSS_FADE
+    if faded_out(in.clip_position.xy, in.fade) {
+        discard;
+    }
+#endif
     var pbr_input = pbr_input_new();
     // The batch's material, tinted by the instance's color; a mesh without
     // UVs samples the textures' centre.

@@ -15,6 +15,9 @@
 #ifdef GPU_CULL_ALPHA_MASK
 #import bevy_gpu_cull::instance::{material_color, masked_out}
 #endif
+#ifdef GPU_CULL_CROSS_FADE
+#import bevy_gpu_cull::instance::{level_fade, faded_out}
+#endif
 
 struct Vertex {
     @builtin(instance_index) instance_index: u32,
@@ -39,6 +42,10 @@ struct VertexOutput {
 #ifdef GPU_CULL_ALPHA_MASK
     @location(3) color: vec4<f32>,
     @location(4) uv: vec2<f32>,
+#endif
+#ifdef GPU_CULL_CROSS_FADE
+    // The same pixels as the main pass keeps (level_fade).
+    @location(5) @interpolate(flat) fade: vec2<f32>,
 #endif
 }
 
@@ -66,6 +73,22 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.uv = vec2<f32>(0.5);
 #endif
 #endif
+#ifdef GPU_CULL_CROSS_FADE
+    out.fade = level_fade(instance);
+#endif
+    return out;
+}
+
+// Whether the fragment is not drawn: masked out by the material, or the
+// other level's pixel in a cross-fade.
+fn discarded(in: VertexOutput) -> bool {
+    var out = false;
+#ifdef GPU_CULL_ALPHA_MASK
+    out = out || masked_out(material_color(in.color, in.uv));
+#endif
+#ifdef GPU_CULL_CROSS_FADE
+    out = out || faded_out(in.position.xy, in.fade);
+#endif
     return out;
 }
 
@@ -85,11 +108,9 @@ struct FragmentOutput {
 @fragment
 fn fragment(in: VertexOutput) -> FragmentOutput {
     var out: FragmentOutput;
-#ifdef GPU_CULL_ALPHA_MASK
-    if masked_out(material_color(in.color, in.uv)) {
+    if discarded(in) {
         discard;
     }
-#endif
 #ifdef NORMAL_PREPASS
     out.normal = vec4<f32>(normalize(in.world_normal) * 0.5 + vec3<f32>(0.5), 1.0);
 #endif
@@ -106,11 +127,12 @@ fn fragment(in: VertexOutput) -> FragmentOutput {
 #endif
     return out;
 }
-#else ifdef GPU_CULL_ALPHA_MASK
-// Depth only, alpha-masked: the fragment decides coverage, writes nothing.
+#else ifdef GPU_CULL_DISCARDS
+// Depth only, alpha-masked or cross-faded: the fragment decides coverage,
+// writes nothing.
 @fragment
 fn fragment(in: VertexOutput) {
-    if masked_out(material_color(in.color, in.uv)) {
+    if discarded(in) {
         discard;
     }
 }

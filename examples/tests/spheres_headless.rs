@@ -40,9 +40,15 @@ fn spheres_headless_every_variant() {
                 variant,
             ])
             // One run with the light's shadows (4 cascades culled too), one
-            // with levels of detail (the reference is then the levels').
+            // with levels of detail that cross-fade (the reference is then
+            // the sum of the levels', those in a fade in two).
             .args((variant == "block-atomic").then_some("--shadows"))
-            .args((variant == "subgroup-shuffle").then_some("--lod"))
+            .args(
+                (variant == "subgroup-shuffle")
+                    .then_some(["--lod", "--cross-fade", "0.2"])
+                    .into_iter()
+                    .flatten(),
+            )
             // And one sorted into cells (too small to be culled by cells
             // with the default threshold: it reports its cells, culled flat).
             .args((variant == "subgroup-ballot").then_some("--cells"))

@@ -491,6 +491,15 @@ mod tests {
         ] {
             assert!(lod(bad).problem().is_some(), "{bad:?}");
         }
+        assert_eq!(lod(&[0.05, 0.01]).with_cross_fade(0.2).problem(), None);
+        assert_eq!(lod(&[0.05, 0.01]).with_cross_fade(1.0).problem(), None);
+        for bad in [-0.1, 1.5, f32::NAN, f32::INFINITY] {
+            assert!(
+                lod(&[0.05, 0.01]).with_cross_fade(bad).problem().is_some(),
+                "cross-fade {bad}"
+            );
+        }
+        assert!(lod(&[f32::MAX, 0.01]).with_cross_fade(1.0).problem().is_some());
     }
 
     #[test]
@@ -649,10 +658,16 @@ impl Default for GpuCullCells {
 /// Thresholds must descend, finite and non-negative; at most
 /// [`MAX_LOD_LEVELS`] levels. A component that breaks these is reported once
 /// and the batch is drawn without levels.
+///
+/// Levels switch at their thresholds unless [`Self::with_cross_fade`] makes
+/// them cross-fade, dithered, as Bevy's `VisibilityRange` margins do.
 #[derive(Component, Clone, Debug, Default, PartialEq)]
 pub struct GpuCullLod {
     /// Finest first.
     pub levels: Vec<LodLevel>,
+    /// The width of each cross-fade, as a fraction of its threshold: 0 (the
+    /// default) switches at the threshold ([`Self::with_cross_fade`]).
+    pub cross_fade: f32,
 }
 
 /// One level of detail of a [`GpuCullLod`] ([`LodLevel::new`]).
@@ -713,7 +728,33 @@ impl GpuCullLod {
     pub fn new(levels: impl IntoIterator<Item = impl Into<LodLevel>>) -> Self {
         Self {
             levels: levels.into_iter().map(Into::into).collect(),
+            cross_fade: 0.0,
         }
+    }
+
+    /// Cross-fades each level into the next over the sizes from its
+    /// threshold `t` up to `t · (1 + width)` (0 < `width` <= 1; 0 switches
+    /// at the threshold), instead of switching meshes at `t`: across that
+    /// range the cull keeps an instance in both levels, and each pixel of
+    /// it shows one of the two, the finer level on a share of the pixels
+    /// that falls from all at `t · (1 + width)` to none at `t` (a fixed
+    /// per-pixel dither, the same in the prepasses, so depth agrees). The
+    /// last level fades out the same way above its size, rather than
+    /// vanishing at it.
+    ///
+    /// The camera's passes (main and prepasses) dither; shadow views draw
+    /// both levels in full across the fade (one mesh inside the other, for
+    /// levels that approximate the same shape). Costs: the instances in a
+    /// fade are drawn twice, and the batch's draws discard fragments, which
+    /// takes early depth testing from them. With the packed 16-byte format
+    /// the fade follows the draw's sizes, which may differ from the cull's
+    /// by its quantization. Drawn by the plugin's own shader; a custom
+    /// `Material`'s fragment shader does not dither (both levels are
+    /// drawn across the fade), and a custom draw shader can call the shader
+    /// library's `level_fade` and `faded_out`.
+    pub fn with_cross_fade(mut self, width: f32) -> Self {
+        self.cross_fade = width;
+        self
     }
 
     /// Why these levels cannot be used, if they cannot.
@@ -723,6 +764,13 @@ impl GpuCullLod {
             Some("a GpuCullLod needs 1 to MAX_LOD_LEVELS (8) levels")
         } else if cull_core::SizeBand::validate_thresholds(&sizes).is_err() {
             Some("GpuCullLod sizes must be finite, non-negative and descending")
+        } else if !(0.0..=1.0).contains(&self.cross_fade) {
+            Some("a GpuCullLod cross-fade must be from 0 to 1")
+        } else if sizes
+            .first()
+            .is_some_and(|t| !(t * (1.0 + self.cross_fade)).is_finite())
+        {
+            Some("GpuCullLod sizes times 1 + cross_fade must be finite")
         } else {
             None
         }

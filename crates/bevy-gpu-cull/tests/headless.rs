@@ -1605,20 +1605,7 @@ fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
             .entity_mut(h.batch)
             .insert(GpuCullLod::new([LodLevel::new(sphere.clone(), 10.0), level]));
         run_until_counts_match(h, "quads");
-        // Some pixels, the same for 10 frames: the draw has settled (the
-        // quad's mesh and pipeline may take frames to be ready).
-        let (mut last, mut same) = (Vec::new(), 0);
-        let start = std::time::Instant::now();
-        while !(last.contains(&true) && same >= 10) && start.elapsed() < SETTLE {
-            h.app.update();
-            let Some(padded) = h.pixels.lock().unwrap().clone() else {
-                continue;
-            };
-            let shown: Vec<bool> = frame_rows(&padded, 0..HEIGHT as usize).map(is_red).collect();
-            same = if shown == last { same + 1 } else { 0 };
-            last = shown;
-        }
-        last
+        settled_red_pixels(h)
     };
     let count = |p: &[bool]| p.iter().filter(|p| **p).count();
     let lying = pixels(&mut h, flat, false);
@@ -1647,6 +1634,160 @@ fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
 
+/// Issue 17 (cross-fade): levels that cross-fade keep an instance in both
+/// levels across the fade (each level's count equals the CPU reference for
+/// overlapping bands), and split its pixels between the two. With a large
+/// quad as the fine level and a small one as the coarse level, both facing
+/// the camera, under a depth prepass: the frame shows every pixel that the
+/// levels switching at the fade's top end show (no holes where the levels
+/// hand over), none that switching at its bottom end does not show, and
+/// of the pixels between the two a share: the large quads' rings across
+/// the fade are dithered out in part.
+#[test]
+fn levels_that_cross_fade_split_their_pixels_between_them() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut h, metric, bounds, sizes) = grid_sizes();
+    let camera = h.cameras[0];
+    let world = h.app.world_mut();
+    world
+        .entity_mut(camera)
+        .insert(bevy::core_pipeline::prepass::DepthPrepass);
+    const FADE: f32 = 0.5;
+    let threshold = threshold_at(&sizes, 0.6);
+    // Corners within the bounds' radius (0.5): the quads turn about their
+    // centre.
+    let mut meshes = world.resource_mut::<Assets<Mesh>>();
+    let large = meshes.add(Rectangle::new(0.7, 0.7));
+    let small = meshes.add(Rectangle::new(0.35, 0.35));
+    let lod = |threshold: f32, fade: f32| {
+        GpuCullLod::new([
+            LodLevel::new(large.clone(), threshold).facing_camera(),
+            LodLevel::new(small.clone(), 0.0).facing_camera(),
+        ])
+        .with_cross_fade(fade)
+    };
+    // The pixels that show the quads once the draw has settled, after the
+    // counts match the reference for overlapping levels when `check` asks.
+    let shown = |h: &mut Harness, lod: GpuCullLod, check: bool| -> Vec<bool> {
+        h.app.world_mut().entity_mut(h.batch).insert(lod.clone());
+        let start = std::time::Instant::now();
+        if check {
+            loop {
+                h.app.update();
+                let world = h.app.world_mut();
+                let thresholds: Vec<f32> = lod.levels.iter().map(|l| l.min_screen_size).collect();
+                let levels = camera_frustum(world, camera)
+                    .detail_levels_overlapping(metric, &thresholds, lod.cross_fade)
+                    .unwrap();
+                let format = world.resource::<GpuCullSettings>().format;
+                let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+                let stats = world.resource::<GpuCullStats>().clone();
+                match levels_match(
+                    &batch,
+                    bounds,
+                    format,
+                    &levels,
+                    stats.visible_per_level.get(&(camera, h.batch)),
+                ) {
+                    Ok(expected) => {
+                        let plain = batch
+                            .reference_on_cpu(bounds, &camera_frustum(world, camera), format)
+                            .unwrap()
+                            .visible
+                            .len();
+                        // Both levels hold instances of their own, and some
+                        // instances are in both (in the fade).
+                        let both = expected[0] + expected[1] - plain;
+                        assert!(
+                            both > 0 && expected[0] > both && expected[1] > both,
+                            "levels {expected:?} of {plain} instances: none or all in the fade"
+                        );
+                        break;
+                    }
+                    Err(e) if start.elapsed() > SETTLE => panic!("cross-fade counts: {e}"),
+                    Err(_) => {}
+                }
+            }
+        }
+        settled_red_pixels(h)
+    };
+    let count = |p: &[bool]| p.iter().filter(|p| **p).count();
+    let switch_low = shown(&mut h, lod(threshold, 0.0), false);
+    let faded = shown(&mut h, lod(threshold, FADE), true);
+    let switch_high = shown(&mut h, lod(threshold * (1.0 + FADE), 0.0), false);
+    let (low, fade, high) = (count(&switch_low), count(&faded), count(&switch_high));
+    let holes = switch_high
+        .iter()
+        .zip(&faded)
+        .filter(|(h, f)| **h && !**f)
+        .count();
+    let extra = faded.iter().zip(&switch_low).filter(|(f, l)| **f && !**l).count();
+    assert_eq!(
+        holes, 0,
+        "pixels that both levels leave out: {high} shown switching above the fade, {fade} faded"
+    );
+    assert_eq!(
+        extra, 0,
+        "pixels shown only in the fade: {fade} faded, {low} switching below it"
+    );
+    assert!(
+        low > high + 20,
+        "the fade covers too few pixels: {low} switching below it, {high} above"
+    );
+    let share = (fade - high) as f64 / (low - high) as f64;
+    assert!(
+        (0.15..=0.85).contains(&share),
+        "the fade shows {share:.2} of the pixels between switching above it ({high}) and below it ({low}): {fade}"
+    );
+    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    assert!(errors.is_empty(), "render errors: {errors:?}");
+}
+
+/// Which pixels of the frame are red once the draw has settled: some, and
+/// the same for 10 frames (a new mesh and pipeline may take frames to be
+/// ready).
+fn settled_red_pixels(h: &mut Harness) -> Vec<bool> {
+    let (mut last, mut same) = (Vec::new(), 0);
+    let start = std::time::Instant::now();
+    while !(last.contains(&true) && same >= 10) && start.elapsed() < SETTLE {
+        h.app.update();
+        let Some(padded) = h.pixels.lock().unwrap().clone() else {
+            continue;
+        };
+        let shown: Vec<bool> = frame_rows(&padded, 0..HEIGHT as usize).map(is_red).collect();
+        same = if shown == last { same + 1 } else { 0 };
+        last = shown;
+    }
+    last
+}
+
+/// `harness_with`'s grid seen by `looking_down_grid`, once the batch has
+/// its bounds (from its mesh, after the app has run), with the camera's
+/// size metric and the sizes of the instances in its view, largest first.
+fn grid_sizes() -> (Harness, cull_core::SizeMetric, GpuCullBounds, Vec<f64>) {
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    record_render_errors(&mut h.app);
+    let camera = h.cameras[0];
+    while h.app.world().get::<GpuCullBounds>(h.batch).is_none() {
+        h.app.update();
+    }
+    let world = h.app.world_mut();
+    let metric = camera_metric(world, camera);
+    let frustum = camera_frustum(world, camera);
+    let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+    let mut sizes: Vec<f64> = world
+        .get::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .instances()
+        .iter()
+        .map(|i| (i.position + bounds.center * i.scale, bounds.radius * i.scale))
+        .filter(|(center, radius)| frustum.intersects_sphere(*center, *radius))
+        .map(|(center, radius)| metric.size(center, radius))
+        .collect();
+    sizes.sort_by(|a, b| b.total_cmp(a));
+    (h, metric, bounds, sizes)
+}
+
 /// The size metric of `camera`'s projection and transform.
 fn camera_metric(world: &mut World, camera: Entity) -> cull_core::SizeMetric {
     let (cam, transform) = world
@@ -1669,28 +1810,10 @@ fn threshold_at(sizes: &[f64], q: f64) -> f32 {
 /// camera alone, then with shadows for each cascade too.
 fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
-    record_render_errors(&mut h.app);
+    let (mut h, metric, _, sizes) = grid_sizes();
     let camera = h.cameras[0];
-    // The batch's bounds come from its mesh once the app has run.
-    while h.app.world().get::<GpuCullBounds>(h.batch).is_none() {
-        h.app.update();
-    }
-    let world = h.app.world_mut();
-    let metric = camera_metric(world, camera);
-    let frustum = camera_frustum(world, camera);
-    let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
-    let mut sizes: Vec<f64> = world
-        .get::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .instances()
-        .iter()
-        .map(|i| (i.position + bounds.center * i.scale, bounds.radius * i.scale))
-        .filter(|(center, radius)| frustum.intersects_sphere(*center, *radius))
-        .map(|(center, radius)| metric.size(center, radius))
-        .collect();
-    sizes.sort_by(|a, b| b.total_cmp(a));
     let thresholds = pick(&sizes);
+    let world = h.app.world_mut();
     let mut meshes = world.resource_mut::<Assets<Mesh>>();
     let level_meshes: Vec<Handle<Mesh>> = (0..thresholds.len())
         .map(|k| match k % 3 {

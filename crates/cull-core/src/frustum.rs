@@ -502,20 +502,56 @@ impl Frustum {
     /// and draw arguments, and the order-preserving variants keep input
     /// order within each.
     pub fn detail_levels(&self, metric: SizeMetric, thresholds: &[f32]) -> Result<Vec<Frustum>, CullError> {
+        self.detail_levels_overlapping(metric, thresholds, 0.0)
+    }
+
+    /// [`Self::detail_levels`] with each level reaching `overlap` (a
+    /// fraction) above the finer level's threshold: view `k` keeps
+    /// `[thresholds[k], thresholds[k - 1] · (1 + overlap))`. An instance in
+    /// the overlap is in both levels' lists, for a draw that cross-fades
+    /// between them (the Bevy plugin dithers the finer level out and the
+    /// coarser one in across the overlap). `overlap` must be finite and at
+    /// least 0; 0 is [`Self::detail_levels`].
+    pub fn detail_levels_overlapping(
+        &self,
+        metric: SizeMetric,
+        thresholds: &[f32],
+        overlap: f32,
+    ) -> Result<Vec<Frustum>, CullError> {
         SizeBand::validate_thresholds(thresholds)?;
         if !(metric.scale.is_finite() && metric.origin.is_finite()) {
             return Err(CullError::InvalidParameter(
                 "a detail level metric must be finite",
             ));
         }
-        Ok(thresholds
+        if !(overlap.is_finite() && overlap >= 0.0) {
+            return Err(CullError::InvalidParameter(
+                "a detail level overlap must be finite and at least 0",
+            ));
+        }
+        let levels: Vec<Frustum> = thresholds
             .iter()
             .enumerate()
             .map(|(k, &min)| {
-                let max = if k == 0 { f32::INFINITY } else { thresholds[k - 1] };
+                let max = if k == 0 {
+                    f32::INFINITY
+                } else {
+                    thresholds[k - 1] * (1.0 + overlap)
+                };
                 self.with_size_band(SizeBand { metric, min, max })
             })
-            .collect())
+            .collect();
+        // A threshold near f32::MAX times (1 + overlap) overflows, which
+        // would make a coarser level keep every size above its own.
+        if levels[1.min(levels.len())..]
+            .iter()
+            .any(|l| l.size_band.is_some_and(|b| !b.max.is_finite()))
+        {
+            return Err(CullError::InvalidParameter(
+                "a detail level threshold times 1 + overlap must be finite",
+            ));
+        }
+        Ok(levels)
     }
 
     /// The planes in use.
@@ -648,6 +684,53 @@ mod tests {
         let c = Vec3::new(0.0, 0.0, -1.0);
         assert_eq!(levels[0].classify_sphere(c, 0.5), SphereClass::Inside);
         assert_eq!(levels[1].classify_sphere(c, 0.5), SphereClass::Borderline);
+    }
+
+    #[test]
+    fn overlapping_levels_share_the_sizes_above_each_threshold() {
+        let m = SizeMetric {
+            origin: Vec3::ZERO,
+            scale: 1.0,
+            perspective: true,
+        };
+        let levels = Frustum::everything()
+            .detail_levels_overlapping(m, &[0.5, 0.1, 0.02], 0.2)
+            .unwrap();
+        let c = Vec3::new(0.0, 0.0, -1.0);
+        // Sizes (radius at distance 1) and the levels that keep them: within
+        // 20% above a threshold, both sides of it.
+        for (size, expected) in [
+            (1.0, vec![0]),
+            (0.55, vec![0, 1]),
+            (0.25, vec![1]),
+            (0.11, vec![1, 2]),
+            (0.05, vec![2]),
+            (0.022, vec![2]),
+            (0.01, vec![]),
+        ] {
+            let inside: Vec<usize> = (0..3)
+                .filter(|&k| levels[k].classify_sphere(c, size) == SphereClass::Inside)
+                .collect();
+            assert_eq!(inside, expected, "size {size}");
+        }
+        assert_eq!(
+            Frustum::everything()
+                .detail_levels_overlapping(m, &[0.5, 0.1], 0.0)
+                .unwrap(),
+            Frustum::everything().detail_levels(m, &[0.5, 0.1]).unwrap()
+        );
+        for bad in [-0.1, f32::NAN, f32::INFINITY] {
+            assert!(
+                Frustum::everything()
+                    .detail_levels_overlapping(m, &[0.5, 0.1], bad)
+                    .is_err()
+            );
+        }
+        assert!(
+            Frustum::everything()
+                .detail_levels_overlapping(m, &[f32::MAX, 1.0], 1.0)
+                .is_err()
+        );
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl CullResources<'_, '_> {
             let together = together.map(|t| (t, occlusion));
             let alone = alone.map(|t| (t, None));
             for ((target, frusta, lod, members), occlusion) in together.into_iter().chain(alone) {
-                let Some(frusta) = level_frusta(frusta, lod, metric) else {
+                let Some(frusta) = level_frusta(frusta, lod, data.lod_cross_fade, metric) else {
                     self.clear_counts(ctx, target);
                     continue;
                 };
@@ -281,12 +281,15 @@ impl CullResources<'_, '_> {
 }
 
 /// `frusta` with each view's levels of detail in its slots, in order, sized
-/// by `metric`; `frusta` itself without levels. `None` when the batch must
+/// by `metric`, each reaching `cross_fade` above the finer level's threshold
+/// (`GpuCullLod::with_cross_fade`: an instance in a fade is in both lists);
+/// `frusta` itself without levels. `None` when the batch must
 /// draw nothing: levels without a camera to size them (rather than an
 /// earlier frame's lists), or levels the frustum refuses.
 fn level_frusta<'a>(
     frusta: &'a [Frustum],
     lod: &[f32],
+    cross_fade: f32,
     metric: Option<SizeMetric>,
 ) -> Option<std::borrow::Cow<'a, [Frustum]>> {
     if lod.is_empty() {
@@ -295,7 +298,7 @@ fn level_frusta<'a>(
     let metric = metric?;
     match frusta
         .iter()
-        .map(|f| f.detail_levels(metric, lod))
+        .map(|f| f.detail_levels_overlapping(metric, lod, cross_fade))
         .collect::<Result<Vec<_>, _>>()
     {
         Ok(levels) => Some(std::borrow::Cow::Owned(levels.concat())),
@@ -493,8 +496,12 @@ pub(crate) fn cull_view_late(
             continue;
         };
         let local_bounds = data.cull_bounds(culler.culler().format());
-        let Some(frusta) = level_frusta(std::slice::from_ref(&frustum), &view_target.lod, Some(metric))
-        else {
+        let Some(frusta) = level_frusta(
+            std::slice::from_ref(&frustum),
+            &view_target.lod,
+            data.lod_cross_fade,
+            Some(metric),
+        ) else {
             resources.clear_counts(&mut ctx, &late.target);
             continue;
         };

@@ -104,6 +104,8 @@ pub(crate) struct CulledPipelineKey {
     pub mesh: MeshPipelineKey,
     /// Sample the lights' shadow maps (the batch has no `NotShadowReceiver`).
     pub shadow_receiver: bool,
+    /// The batch's levels cross-fade, dithered (`GpuCullLod::with_cross_fade`).
+    pub cross_fade: bool,
 }
 
 impl SpecializedMeshPipeline for CulledPipeline {
@@ -117,10 +119,16 @@ impl SpecializedMeshPipeline for CulledPipeline {
         let mut descriptor = self.mesh_pipeline.specialize(key.mesh, layout)?;
         descriptor.label = Some("gpu_cull_instanced".into());
         descriptor.vertex.shader = self.shader.clone();
+        if key.cross_fade {
+            descriptor.vertex.shader_defs.push("GPU_CULL_CROSS_FADE".into());
+        }
         if let Some(fragment) = descriptor.fragment.as_mut() {
             fragment.shader = self.shader.clone();
             if key.shadow_receiver {
                 fragment.shader_defs.push("GPU_CULL_SHADOW_RECEIVER".into());
+            }
+            if key.cross_fade {
+                fragment.shader_defs.push("GPU_CULL_CROSS_FADE".into());
             }
         }
         // Group 2 holds Bevy's per-mesh uniforms; ours replaces it.
@@ -252,6 +260,7 @@ pub(crate) fn queue_batches(
                     let key = CulledPipelineKey {
                         mesh: *view_key | mesh_bits,
                         shadow_receiver: data.shadow_receiver,
+                        cross_fade: data.cross_fades(),
                     };
                     pipelines
                         .specialize(&pipeline_cache, &pipeline, key, &mesh.layout)

@@ -146,6 +146,89 @@ impl BatchMaterial {
 /// `GpuCullLevel::flags` (`shaders/gpu_cull_instance.wgsl`): the level's
 /// mesh turns with the view (`LodLevel::facing_camera`).
 pub(crate) const LEVEL_FACING_CAMERA: u32 = 1;
+/// `GpuCullLevel::flags`: the level cross-fades with its neighbours
+/// (`GpuCullLod::with_cross_fade`).
+pub(crate) const LEVEL_CROSS_FADE: u32 = 2;
+/// `GpuCullLevel::flags`: sizes scale with each instance's scale (the
+/// culling format carries it; otherwise `bounds` already covers every
+/// scale, as the cull measures).
+pub(crate) const LEVEL_SIZE_SCALED: u32 = 4;
+
+/// `GpuCullLevel`, as `shaders/gpu_cull_instance.wgsl` declares it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct LevelUniform {
+    flags: u32,
+    /// `GpuCullLod::cross_fade`.
+    fade_width: f32,
+    /// The finer level's threshold, above which (times 1 + `fade_width`)
+    /// this level is gone; `f32::MAX` for the finest.
+    upper: f32,
+    /// This level's own threshold, toward which it fades out; 0: none.
+    lower: f32,
+    /// The mesh-space sphere the cull sizes instances by (center, radius).
+    bounds: [f32; 4],
+}
+
+/// What a batch's `GpuCullLevel` uniforms hold, to write them when it
+/// changes. The thresholds and bounds only matter to a cross-fade.
+#[derive(Clone, Debug, PartialEq)]
+struct LevelParams {
+    facing: u32,
+    cross_fade: f32,
+    thresholds: Vec<f32>,
+    bounds: [f32; 4],
+    scaled: bool,
+}
+
+impl LevelParams {
+    fn of(data: &BatchData, format: cull_core::InstanceFormat) -> Self {
+        let fades = data.lod_cross_fade > 0.0 && !data.lod.is_empty();
+        let bounds = data.cull_bounds(format);
+        Self {
+            facing: data.lod_facing,
+            cross_fade: if fades { data.lod_cross_fade } else { 0.0 },
+            thresholds: if fades {
+                data.lod.iter().map(|(_, t)| *t).collect()
+            } else {
+                Vec::new()
+            },
+            bounds: if fades {
+                bounds.center.extend(bounds.radius).to_array()
+            } else {
+                [0.0; 4]
+            },
+            scaled: fades && format.carries_scale(),
+        }
+    }
+
+    /// The bytes of every level's `GpuCullLevel`, `stride` apart, and the
+    /// draw without levels' last (all flags clear).
+    fn uniform_bytes(&self, stride: u64) -> Vec<u8> {
+        let mut bytes = vec![0u8; (crate::MAX_LOD_LEVELS + 1) * stride as usize];
+        for level in 0..crate::MAX_LOD_LEVELS {
+            let mut uniform = LevelUniform::zeroed();
+            if self.facing & (1 << level) != 0 {
+                uniform.flags |= LEVEL_FACING_CAMERA;
+            }
+            if let Some(&lower) = self.thresholds.get(level) {
+                uniform.flags |= LEVEL_CROSS_FADE;
+                if self.scaled {
+                    uniform.flags |= LEVEL_SIZE_SCALED;
+                }
+                uniform.fade_width = self.cross_fade;
+                uniform.upper = level
+                    .checked_sub(1)
+                    .map_or(f32::MAX, |finer| self.thresholds[finer]);
+                uniform.lower = lower;
+                uniform.bounds = self.bounds;
+            }
+            let at = level * stride as usize;
+            bytes[at..at + size_of::<LevelUniform>()].copy_from_slice(bytemuck::bytes_of(&uniform));
+        }
+        bytes
+    }
+}
 
 /// A batch's material uniform, and its entry in Bevy's `mesh` array, on the
 /// GPU, each written when it changes.
@@ -158,8 +241,8 @@ pub(crate) struct GpuMaterial {
     /// without levels ([`Self::level_binding`]).
     levels: wgpu::Buffer,
     level_stride: u64,
-    /// `BatchData::lod_facing` as last written.
-    levels_written: u32,
+    /// What the level uniforms hold.
+    levels_written: LevelParams,
     /// One `MeshUniform` (group 2, binding 0): what a `Material`'s fragment
     /// shader reads of "its mesh" at `mesh[in.instance_index]`.
     pub mesh: wgpu::Buffer,
@@ -180,24 +263,8 @@ impl GpuMaterial {
     }
 }
 
-/// `GpuCullLevel`'s size: its flags, padded to 16 bytes.
-const LEVEL_UNIFORM_SIZE: u64 = 16;
-
-/// The bytes of every level's `GpuCullLevel`, `stride` apart, and the
-/// draw without levels' last (all flags clear).
-fn level_uniforms(facing: u32, stride: u64) -> Vec<u8> {
-    let mut bytes = vec![0u8; (crate::MAX_LOD_LEVELS + 1) * stride as usize];
-    for level in 0..crate::MAX_LOD_LEVELS {
-        let flags = if facing & (1 << level) != 0 {
-            LEVEL_FACING_CAMERA
-        } else {
-            0
-        };
-        let at = level * stride as usize;
-        bytes[at..at + 4].copy_from_slice(&flags.to_le_bytes());
-    }
-    bytes
-}
+/// `GpuCullLevel`'s size.
+const LEVEL_UNIFORM_SIZE: u64 = size_of::<LevelUniform>() as u64;
 
 /// What the batch's `MeshUniform` says that a fragment shader may read: the
 /// flags (shadow receiver) and the material's slot in its bind group.
@@ -248,8 +315,11 @@ pub(crate) fn prepare_materials(
     material_instances: Res<RenderMaterialInstances>,
     materials: Res<ErasedRenderAssets<PreparedMaterial>>,
     mut batches: Query<(Entity, &MainEntity, &BatchData, Option<&mut GpuMaterial>)>,
+    culler: Option<Res<super::prepare::RenderCuller>>,
 ) {
+    let format = culler.map_or(cull_core::InstanceFormat::PosQuat, |c| c.culler().format());
     for (entity, main_entity, data, gpu) in &mut batches {
+        let level_params = LevelParams::of(data, format);
         let uniform = data.material.uniform;
         let mesh = BatchMesh {
             shadow_receiver: data.shadow_receiver,
@@ -269,9 +339,9 @@ pub(crate) fn prepare_materials(
                     queue.write_buffer(&gpu.mesh, 0, &mesh.uniform_bytes());
                     gpu.mesh_written = mesh;
                 }
-                if gpu.levels_written != data.lod_facing {
-                    queue.write_buffer(&gpu.levels, 0, &level_uniforms(data.lod_facing, gpu.level_stride));
-                    gpu.levels_written = data.lod_facing;
+                if gpu.levels_written != level_params {
+                    queue.write_buffer(&gpu.levels, 0, &level_params.uniform_bytes(gpu.level_stride));
+                    gpu.levels_written = level_params;
                 }
             }
             None => {
@@ -298,7 +368,7 @@ pub(crate) fn prepare_materials(
                 queue.write_buffer(&mesh_buffer, 0, &bytes);
                 let level_stride =
                     u64::from(device.limits().min_uniform_buffer_offset_alignment).max(LEVEL_UNIFORM_SIZE);
-                let level_bytes = level_uniforms(data.lod_facing, level_stride);
+                let level_bytes = level_params.uniform_bytes(level_stride);
                 let levels = create(
                     "gpu_cull_levels",
                     level_bytes.len() as u64,
@@ -312,7 +382,7 @@ pub(crate) fn prepare_materials(
                     mesh_written: mesh,
                     levels,
                     level_stride,
-                    levels_written: data.lod_facing,
+                    levels_written: level_params,
                 });
             }
         }

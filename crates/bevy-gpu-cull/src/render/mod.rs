@@ -61,11 +61,18 @@ pub(crate) struct BatchData {
     /// The levels drawn facing the camera (`LodLevel::facing_camera`), bit
     /// `k` for level `k`.
     pub lod_facing: u32,
+    /// `GpuCullLod::cross_fade` (0 without levels).
+    pub lod_cross_fade: f32,
     /// Culled by cells ([`crate::GpuCullCells`]).
     pub cells: Option<GpuCullCells>,
 }
 
 impl BatchData {
+    /// Whether its levels cross-fade (`GpuCullLod::with_cross_fade`).
+    pub fn cross_fades(&self) -> bool {
+        self.lod_cross_fade > 0.0 && !self.lod.is_empty()
+    }
+
     /// The mesh-space sphere the cull tests the instances of `format` with:
     /// the mesh's, or for a format that carries no scale one covering every
     /// scale the draw applies, so that the cull is never less conservative
@@ -221,14 +228,15 @@ type MainBatches<'w, 's> = Query<
 /// the size of its edits.
 /// A batch's levels of detail as the render world keeps them; none (with an
 /// error, once) when the component breaks its rules.
-/// With the levels facing the camera, as `BatchData::lod_facing`.
-fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, u32) {
+/// With the levels facing the camera, as `BatchData::lod_facing`, and the
+/// cross-fade's width.
+fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, u32, f32) {
     let Some(lod) = lod else {
-        return (Vec::new(), 0);
+        return (Vec::new(), 0, 0.0);
     };
     if let Some(problem) = lod.problem() {
         error_once!("bevy-gpu-cull: {problem}; the batch is drawn without levels of detail");
-        return (Vec::new(), 0);
+        return (Vec::new(), 0, 0.0);
     }
     let facing = lod
         .levels
@@ -241,7 +249,7 @@ fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, u32) {
         .iter()
         .map(|level| (level.mesh.id(), level.min_screen_size))
         .collect();
-    (levels, facing)
+    (levels, facing, lod.cross_fade)
 }
 
 fn extract_batches(
@@ -260,7 +268,7 @@ fn extract_batches(
     for (render_entity, mut batch, bounds, not_receiver, layers, material, lod, cells) in &mut main_batches {
         let cells = cells.copied();
         let layers = layers.cloned().unwrap_or_default();
-        let (lod, lod_facing) = lod_levels(lod);
+        let (lod, lod_facing, lod_cross_fade) = lod_levels(lod);
         materials.push((render_entity.id(), material.map(|m| m.id())));
         let render_entity = render_entity.id();
         live.insert(render_entity);
@@ -279,6 +287,7 @@ fn extract_batches(
                 material: material::BatchMaterial::default(),
                 lod,
                 lod_facing,
+                lod_cross_fade,
                 cells,
             });
             continue;
@@ -288,6 +297,9 @@ fn extract_batches(
         }
         if data.lod_facing != lod_facing {
             data.lod_facing = lod_facing;
+        }
+        if data.lod_cross_fade != lod_cross_fade {
+            data.lod_cross_fade = lod_cross_fade;
         }
         if data.cells.is_some() != cells.is_some() {
             // Sorted into cells, or back: the whole list goes up again.

@@ -68,6 +68,9 @@ pub(crate) struct CulledPrepassKey {
     pub mesh: MeshPipelineKey,
     /// The batch's material is alpha-masked: sample it and discard.
     pub alpha_mask: bool,
+    /// The batch's levels cross-fade, dithered (a camera's prepass; shadow
+    /// views draw both levels in full).
+    pub cross_fade: bool,
 }
 
 impl SpecializedMeshPipeline for CulledPrepassPipeline {
@@ -81,6 +84,7 @@ impl SpecializedMeshPipeline for CulledPrepassPipeline {
         let CulledPrepassKey {
             mesh: key,
             alpha_mask,
+            cross_fade,
         } = key;
         let normal = key.contains(MeshPipelineKey::NORMAL_PREPASS);
         let motion = key.contains(MeshPipelineKey::MOTION_VECTOR_PREPASS);
@@ -113,7 +117,14 @@ impl SpecializedMeshPipeline for CulledPrepassPipeline {
         if needs_outputs {
             shader_defs.push("PREPASS_FRAGMENT".into());
         }
-        let fragment_required = needs_outputs || alpha_mask;
+        if cross_fade {
+            shader_defs.push("GPU_CULL_CROSS_FADE".into());
+        }
+        let discards = alpha_mask || cross_fade;
+        if discards {
+            shader_defs.push("GPU_CULL_DISCARDS".into());
+        }
+        let fragment_required = needs_outputs || discards;
         let view_layout = if motion {
             self.view_layout_motion_vectors.clone()
         } else {
@@ -244,6 +255,7 @@ pub(crate) fn queue_prepass_batches(
             let key = CulledPrepassKey {
                 mesh: view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits()),
                 alpha_mask: data.material.alpha_mask(),
+                cross_fade: !shadow && data.cross_fades(),
             };
             let id = match pipelines.specialize(&pipeline_cache, &pipeline, key, &mesh.layout) {
                 Ok(id) => id,
