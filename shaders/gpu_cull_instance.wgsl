@@ -71,11 +71,10 @@ struct GpuCullLevel {
 // GpuCullLevel::flags: the level's mesh turns with the view instead of the
 // instance (LodLevel::facing_camera): an impostor.
 const LEVEL_FACING_CAMERA: u32 = 1u;
-// GpuCullLevel::flags: the level cross-fades with its neighbours.
+// GpuCullLevel::flags: the level cross-fades with its neighbours, dithered
+// (only for the culling formats that carry the instance's scale in f32:
+// the draw sizes instances as their cull does).
 const LEVEL_CROSS_FADE: u32 = 2u;
-// GpuCullLevel::flags: sizes scale with the instance's scale (else bounds
-// covers every scale already, as the cull's format measures).
-const LEVEL_SIZE_SCALED: u32 = 4u;
 // The share of a fade's width left at each end where its dither is all one
 // level: the cull's lists change at the ends and its size may differ from
 // the draw's by rounding, so a pixel shows one of two levels there
@@ -204,14 +203,20 @@ fn level_fade(instance: CulledInstance) -> vec2<f32> {
     if (level.flags & LEVEL_CROSS_FADE) == 0u {
         return vec2<f32>(0.0, 2.0);
     }
-    let scale = select(1.0, instance.position_scale.w, (level.flags & LEVEL_SIZE_SCALED) != 0u);
+    let scale = instance.position_scale.w;
     let center = instance.position_scale.xyz + rotate(instance.rotation, level.bounds.xyz * scale);
     let perspective = view.clip_from_view[3].w == 0.0;
     let distance = select(1.0, length(center - view.world_position), perspective);
     // A rotation of length != 1 stretches the mesh; the cull bounds it so.
     let stretch = max(2.0 * dot(instance.rotation, instance.rotation) - 1.0, 1.0);
     let size = level.bounds.w * abs(scale) * stretch * abs(view.clip_from_view[1].y) / distance;
-    let first = fade_progress(size, level.upper);
+    // A NaN size (a sphere of radius 0 around the camera) keeps every pixel,
+    // as an infinite one (the camera inside the sphere) does in the finest
+    // level, which no finer level fades out of.
+    if size != size {
+        return vec2<f32>(0.0, 2.0);
+    }
+    let first = select(fade_progress(size, level.upper), 0.0, level.upper > 3.0e38);
     let end = select(fade_progress(size, level.lower), 2.0, level.lower == 0.0);
     return vec2<f32>(first, end);
 }

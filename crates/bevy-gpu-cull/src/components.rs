@@ -747,11 +747,11 @@ impl GpuCullLod {
     /// levels that approximate the same shape). Costs: the instances in a
     /// fade are drawn twice, and the batch's draws discard fragments, which
     /// takes early depth testing from them. With the packed 16-byte format
-    /// the fade follows the draw's sizes, which may differ from the cull's
-    /// by its quantization. Drawn by the plugin's own shader; a custom
-    /// `Material`'s fragment shader does not dither (both levels are
-    /// drawn across the fade), and a custom draw shader can call the shader
-    /// library's `level_fade` and `faded_out`.
+    /// both levels are drawn in full across a fade (its cull widens the
+    /// spheres for its quantization, which the draw cannot follow). Drawn by
+    /// the plugin's own shader; a custom `Material`'s fragment shader does
+    /// not dither (both levels are drawn across the fade), and a custom draw
+    /// shader can call the shader library's `level_fade` and `faded_out`.
     pub fn with_cross_fade(mut self, width: f32) -> Self {
         self.cross_fade = width;
         self

@@ -116,7 +116,8 @@ pub struct GpuCullStats {
     pub shadow_visible: HashMap<(ShadowViewId, Entity), u32>,
     /// For a batch with levels of detail ([`crate::GpuCullLod`]): the
     /// instances drawn at each level, finest first, per (camera, batch);
-    /// they sum to its `visible` count.
+    /// they sum to its `visible` count (an instance in a cross-fade,
+    /// [`crate::GpuCullLod::with_cross_fade`], counts in both its levels).
     pub visible_per_level: HashMap<(Entity, Entity), Vec<u32>>,
     /// The same per (shadow view, batch): each instance at the level the
     /// camera chose.

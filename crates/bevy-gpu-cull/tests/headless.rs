@@ -1642,7 +1642,8 @@ fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
 /// levels switching at the fade's top end show (no holes where the levels
 /// hand over), none that switching at its bottom end does not show, and
 /// of the pixels between the two a share: the large quads' rings across
-/// the fade are dithered out in part.
+/// the fade are dithered out in part. Culled in the packed format, both
+/// levels are drawn in full across the fade instead.
 #[test]
 fn levels_that_cross_fade_split_their_pixels_between_them() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1738,6 +1739,19 @@ fn levels_that_cross_fade_split_their_pixels_between_them() {
     assert!(
         (0.15..=0.85).contains(&share),
         "the fade shows {share:.2} of the pixels between switching above it ({high}) and below it ({low}): {fade}"
+    );
+    // Culled in the packed format, whose spheres the draw cannot size, both
+    // levels are drawn in full across the fade: the pixels of switching
+    // below it (the small quads lie inside the large ones).
+    h.app.world_mut().resource_mut::<GpuCullSettings>().format = InstanceFormat::Packed16;
+    let packed_low = shown(&mut h, lod(threshold, 0.0), false);
+    let packed_faded = shown(&mut h, lod(threshold, FADE), true);
+    assert!(count(&packed_low) > high, "packed: {} pixels", count(&packed_low));
+    assert!(
+        packed_faded == packed_low,
+        "packed: the fade dithers ({} pixels, {} switching below it)",
+        count(&packed_faded),
+        count(&packed_low)
     );
     let errors = RENDER_ERRORS.lock().unwrap().clone();
     assert!(errors.is_empty(), "render errors: {errors:?}");

@@ -138,6 +138,19 @@ impl SpecializedMeshPipeline for CulledPipeline {
     }
 }
 
+/// The batch's material when it is of another type than `StandardMaterial`
+/// (a `Material` of the application's, shading with its own fragment
+/// shader).
+pub(crate) fn custom_material<'a>(
+    material_instances: &'a RenderMaterialInstances,
+    main_entity: &MainEntity,
+) -> Option<&'a bevy::pbr::RenderMaterialInstance> {
+    material_instances
+        .instances
+        .get(main_entity)
+        .filter(|instance| instance.asset_id.type_id() != TypeId::of::<StandardMaterial>())
+}
+
 /// Takes the items of `entities` out of `view`'s phase, where it has one.
 pub(crate) fn remove_from_phase<P: BinnedPhaseItem>(
     phases: &mut ViewBinnedRenderPhases<P>,
@@ -236,10 +249,7 @@ pub(crate) fn queue_batches(
             // A material of another type than `StandardMaterial` that Bevy
             // prepared for the batch shades it with its own fragment shader;
             // until it is prepared the batch is not drawn, as Bevy's meshes.
-            let custom = material_instances
-                .instances
-                .get(main_entity)
-                .filter(|instance| instance.asset_id.type_id() != TypeId::of::<StandardMaterial>());
+            let custom = custom_material(&material_instances, main_entity);
             let specialized = match (custom, material_pipeline.as_deref_mut()) {
                 (Some(instance), Some(material_pipeline)) => {
                     let Some(material) = render_materials.get(instance.asset_id) else {

@@ -147,12 +147,8 @@ impl BatchMaterial {
 /// mesh turns with the view (`LodLevel::facing_camera`).
 pub(crate) const LEVEL_FACING_CAMERA: u32 = 1;
 /// `GpuCullLevel::flags`: the level cross-fades with its neighbours
-/// (`GpuCullLod::with_cross_fade`).
+/// (`GpuCullLod::with_cross_fade`), dithered.
 pub(crate) const LEVEL_CROSS_FADE: u32 = 2;
-/// `GpuCullLevel::flags`: sizes scale with each instance's scale (the
-/// culling format carries it; otherwise `bounds` already covers every
-/// scale, as the cull measures).
-pub(crate) const LEVEL_SIZE_SCALED: u32 = 4;
 
 /// `GpuCullLevel`, as `shaders/gpu_cull_instance.wgsl` declares it.
 #[repr(C)]
@@ -178,13 +174,19 @@ struct LevelParams {
     cross_fade: f32,
     thresholds: Vec<f32>,
     bounds: [f32; 4],
-    scaled: bool,
 }
 
 impl LevelParams {
+    /// The levels of `data` as culled in `format`. The draw dithers a
+    /// cross-fade only where it can size each instance as the cull does:
+    /// in the formats that carry the instance's scale and store it in
+    /// `f32`. The packed format culls with spheres widened for its
+    /// quantization, which the draw cannot know per instance (a dither
+    /// from the draw's sizes would leave pixels to neither level), so
+    /// there both levels are drawn in full across a fade.
     fn of(data: &BatchData, format: cull_core::InstanceFormat) -> Self {
-        let fades = data.lod_cross_fade > 0.0 && !data.lod.is_empty();
-        let bounds = data.cull_bounds(format);
+        let fades = data.cross_fades() && format.carries_scale();
+        let bounds = data.bounds;
         Self {
             facing: data.lod_facing,
             cross_fade: if fades { data.lod_cross_fade } else { 0.0 },
@@ -198,7 +200,6 @@ impl LevelParams {
             } else {
                 [0.0; 4]
             },
-            scaled: fades && format.carries_scale(),
         }
     }
 
@@ -213,9 +214,6 @@ impl LevelParams {
             }
             if let Some(&lower) = self.thresholds.get(level) {
                 uniform.flags |= LEVEL_CROSS_FADE;
-                if self.scaled {
-                    uniform.flags |= LEVEL_SIZE_SCALED;
-                }
                 uniform.fade_width = self.cross_fade;
                 uniform.upper = level
                     .checked_sub(1)

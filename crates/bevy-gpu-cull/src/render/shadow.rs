@@ -4,7 +4,7 @@
 //! with a depth-only pipeline, each light view culled on the GPU against its
 //! own frustum.
 
-use super::draw::{CulledPipeline, DrawCulledInstances, remove_from_phase};
+use super::draw::{CulledPipeline, DrawCulledInstances, custom_material, remove_from_phase};
 use super::prepare::{GpuBatch, ViewTargets};
 use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::CORE_3D_DEPTH_FORMAT;
@@ -206,7 +206,10 @@ pub(crate) fn queue_prepass_batches(
     mut prepass_phases: ResMut<ViewBinnedRenderPhases<Opaque3dPrepass>>,
     mut queued: ResMut<QueuedPrepassBatches>,
     views: Query<(Entity, &ExtractedView)>,
-    mut alpha_mask_prepass_phases: ResMut<ViewBinnedRenderPhases<AlphaMask3dPrepass>>,
+    (mut alpha_mask_prepass_phases, material_instances): (
+        ResMut<ViewBinnedRenderPhases<AlphaMask3dPrepass>>,
+        Res<bevy::pbr::RenderMaterialInstances>,
+    ),
 ) {
     for (view, entities) in queued.shadow.drain() {
         remove_from_phase(&mut shadow_phases, &view, entities);
@@ -255,7 +258,11 @@ pub(crate) fn queue_prepass_batches(
             let key = CulledPrepassKey {
                 mesh: view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits()),
                 alpha_mask: data.material.alpha_mask(),
-                cross_fade: !shadow && data.cross_fades(),
+                // A custom Material's main pass does not dither: neither
+                // does its prepass, so that depth matches color.
+                cross_fade: !shadow
+                    && data.cross_fades()
+                    && custom_material(&material_instances, main_entity).is_none(),
             };
             let id = match pipelines.specialize(&pipeline_cache, &pipeline, key, &mesh.layout) {
                 Ok(id) => id,
