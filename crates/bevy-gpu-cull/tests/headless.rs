@@ -957,20 +957,9 @@ fn copy_prepass_depth(
     *probe.0.lock().unwrap() = Some(buffer);
 }
 
-/// Issue 16: a camera with `DepthPrepass` has the instances in its prepass:
-/// the prepass depth (reverse-Z, cleared to 0) is set where the frame shows
-/// instances.
-#[test]
-fn depth_prepass_holds_the_instances() {
+/// Copies the camera's prepass depth every frame (`copy_prepass_depth`).
+fn install_depth_probe(h: &mut Harness) -> DepthProbe {
     use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
-    let camera = h.cameras[0];
-    h.app
-        .world_mut()
-        .entity_mut(camera)
-        .insert(bevy::core_pipeline::prepass::DepthPrepass);
-    record_render_errors(&mut h.app);
     let probe = DepthProbe::default();
     h.app
         .sub_app_mut(bevy::render::RenderApp)
@@ -981,15 +970,12 @@ fn depth_prepass_holds_the_instances() {
                 .after(Core3dSystems::Prepass)
                 .before(Core3dSystems::MainPass),
         );
-    run_until_counts_match(&mut h, "with a depth prepass");
-    let frame = assert_renders(&mut h, "with a depth prepass");
-    let is_instance = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30;
-    let shown: Vec<usize> = frame
-        .chunks(4)
-        .enumerate()
-        .filter(|(_, p)| is_instance(p))
-        .map(|(i, _)| i)
-        .collect();
+    probe
+}
+
+/// The depth `probe` copied last (`copy_prepass_depth`), one value per
+/// pixel, row by row.
+fn prepass_depth(h: &Harness, probe: &DepthProbe) -> Vec<f32> {
     let render_world = h.app.sub_app(bevy::render::RenderApp).world();
     let device = render_world.resource::<bevy::render::renderer::RenderDevice>();
     let queue = render_world.resource::<bevy::render::renderer::RenderQueue>();
@@ -1001,12 +987,40 @@ fn depth_prepass_holds_the_instances() {
         .expect("the prepass depth was copied");
     let bytes =
         cull_core::buffers::read_back(device.wgpu_device(), queue, &buffer, 0, buffer.size()).unwrap();
-    let depth = |i: usize| {
-        let (x, y) = (i % WIDTH as usize, i / WIDTH as usize);
-        let at = y * DEPTH_ROW as usize + x * 4;
-        f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
-    };
-    let in_prepass = shown.iter().filter(|&&i| depth(i) > 0.0).count();
+    (0..(WIDTH * HEIGHT) as usize)
+        .map(|i| {
+            let (x, y) = (i % WIDTH as usize, i / WIDTH as usize);
+            let at = y * DEPTH_ROW as usize + x * 4;
+            f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+        })
+        .collect()
+}
+
+/// Issue 16: a camera with `DepthPrepass` has the instances in its prepass:
+/// the prepass depth (reverse-Z, cleared to 0) is set where the frame shows
+/// instances.
+#[test]
+fn depth_prepass_holds_the_instances() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let camera = h.cameras[0];
+    h.app
+        .world_mut()
+        .entity_mut(camera)
+        .insert(bevy::core_pipeline::prepass::DepthPrepass);
+    record_render_errors(&mut h.app);
+    let probe = install_depth_probe(&mut h);
+    run_until_counts_match(&mut h, "with a depth prepass");
+    let frame = assert_renders(&mut h, "with a depth prepass");
+    let is_instance = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30;
+    let shown: Vec<usize> = frame
+        .chunks(4)
+        .enumerate()
+        .filter(|(_, p)| is_instance(p))
+        .map(|(i, _)| i)
+        .collect();
+    let depth = prepass_depth(&h, &probe);
+    let in_prepass = shown.iter().filter(|&&i| depth[i] > 0.0).count();
     let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     assert!(errors.is_empty(), "render errors: {errors:#?}");
     assert!(
@@ -1642,13 +1656,15 @@ fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
 /// levels switching at the fade's top end show (no holes where the levels
 /// hand over), none that switching at its bottom end does not show, and
 /// of the pixels between the two a share: the large quads' rings across
-/// the fade are dithered out in part. Culled in the packed format, both
+/// the fade are dithered out in part, in the depth prepass as in the main
+/// pass. Culled in the packed format, both
 /// levels are drawn in full across the fade instead.
 #[test]
 fn levels_that_cross_fade_split_their_pixels_between_them() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (mut h, metric, bounds, sizes) = grid_sizes();
     let camera = h.cameras[0];
+    let probe = install_depth_probe(&mut h);
     let world = h.app.world_mut();
     world
         .entity_mut(camera)
@@ -1715,6 +1731,19 @@ fn levels_that_cross_fade_split_their_pixels_between_them() {
     let count = |p: &[bool]| p.iter().filter(|p| **p).count();
     let switch_low = shown(&mut h, lod(threshold, 0.0), false);
     let faded = shown(&mut h, lod(threshold, FADE), true);
+    // The depth prepass keeps the pixels the main pass keeps: depth is set
+    // (reverse-Z, cleared to 0) exactly where the faded frame shows quads.
+    let depth = prepass_depth(&h, &probe);
+    let differ = faded
+        .iter()
+        .zip(&depth)
+        .filter(|(shown, depth)| **shown != (**depth > 0.0))
+        .count();
+    assert!(
+        differ <= 2,
+        "{differ} pixels differ between the prepass depth and the faded frame ({} pixels)",
+        faded.iter().filter(|p| **p).count()
+    );
     let switch_high = shown(&mut h, lod(threshold * (1.0 + FADE), 0.0), false);
     let (low, fade, high) = (count(&switch_low), count(&faded), count(&switch_high));
     let holes = switch_high
