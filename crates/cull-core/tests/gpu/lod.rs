@@ -3,7 +3,8 @@
 //! of the ordered one), format and output kind, with the kernel that
 //! measures the frustum once for all levels and with the one that tests
 //! each view's own frustum, for four levels and for the most one cull
-//! takes ([`MAX_VIEWS`], the plugin's `MAX_LOD_LEVELS`). Each level is checked
+//! takes ([`MAX_VIEWS`], the plugin's `MAX_LOD_LEVELS`), and with levels that
+//! overlap (a cross-fade's: a sphere in two lists). Each level is checked
 //! against the CPU reference as an exact set, and together the levels keep
 //! every clearly visible sphere above the cut-off at least once: a sphere
 //! within the tolerance of a threshold may be in two levels, never in none.
@@ -21,15 +22,25 @@ const SIZES: [usize; 5] = [0, 1, 257, 4099, 100_003];
 /// multi-view cull takes (no room left for a plain view beside them).
 const LEVEL_COUNTS: [usize; 2] = [4, MAX_VIEWS as usize];
 
+/// The middle of the widest gap between neighbouring `sizes` (largest
+/// first) among the pairs starting in `window`: a threshold no sphere sits
+/// within the reference's tolerance of.
+fn widest_gap(sizes: &[f64], window: std::ops::Range<usize>) -> Option<f32> {
+    let gap = |j: usize| (sizes[j] - sizes[j + 1]) / sizes[j];
+    let window = window.start..window.end.min(sizes.len().saturating_sub(1));
+    let j = window.max_by(|&a, &b| gap(a).total_cmp(&gap(b)))?;
+    Some((0.5 * (sizes[j] + sizes[j + 1])) as f32)
+}
+
 /// A metric from a point inside the scene's view, and `count` thresholds at
 /// evenly spaced quantiles of the visible spheres' sizes, so that every
-/// level and the cut-off get instances.
+/// level and the cut-off get instances; and the sizes, largest first.
 fn levels(
     scene: &Scene,
     format: InstanceFormat,
     camera: CameraKind,
     count: usize,
-) -> (SizeMetric, Vec<Frustum>) {
+) -> (SizeMetric, Vec<Frustum>, Vec<f64>) {
     let frustum = scene.frustum().unwrap();
     let metric = SizeMetric {
         origin: scene
@@ -59,10 +70,8 @@ fn levels(
         (1..=count)
             .map(|k| {
                 let at = (k * sizes.len() / (count + 1)).min(sizes.len() - 2);
-                let window = at.saturating_sub(spacing / 2)..(at + spacing / 2 + 1).min(sizes.len() - 1);
-                let gap = |j: usize| (sizes[j] - sizes[j + 1]) / sizes[j];
-                let j = window.max_by(|&a, &b| gap(a).total_cmp(&gap(b))).unwrap_or(at);
-                (0.5 * (sizes[j] + sizes[j + 1])) as f32
+                widest_gap(&sizes, at.saturating_sub(spacing / 2)..at + spacing / 2 + 1)
+                    .expect("a window of sizes")
             })
             .collect()
     } else {
@@ -80,7 +89,31 @@ fn levels(
             })
             .collect()
     };
-    (metric, frustum.detail_levels(metric, &thresholds).unwrap())
+    let levels = frustum.detail_levels(metric, &thresholds).unwrap();
+    (metric, levels, sizes)
+}
+
+/// `levels` with each coarser level reaching about 30% above the finer
+/// level's threshold (as `Frustum::detail_levels_overlapping` makes them
+/// for a cross-fade), each top end in a gap between `sizes`: the spheres
+/// in an overlap are in two levels' lists.
+fn overlapping(levels: &[Frustum], sizes: &[f64]) -> Vec<Frustum> {
+    let mut out = levels.to_vec();
+    for k in 1..levels.len() {
+        let finer = levels[k - 1].size_band.unwrap().min;
+        let band = levels[k].size_band.unwrap();
+        // Sizes are largest first: those within 15-45% above the finer
+        // threshold.
+        let first = sizes.partition_point(|&x| x > finer as f64 * 1.45);
+        let end = sizes.partition_point(|&x| x > finer as f64 * 1.15);
+        let max = if end > first + 1 {
+            widest_gap(sizes, first..end - 1).unwrap()
+        } else {
+            finer * 1.3
+        };
+        out[k] = levels[k].with_size_band(cull_core::SizeBand { max, ..band });
+    }
+    out
 }
 
 fn check(output: OutputKind) {
@@ -112,7 +145,7 @@ fn check_levels(
     let format = culler.format();
     let camera = Camera::ALL[s % Camera::ALL.len()];
     let scene = edge_scene(s as u64 + 900, size, camera, format);
-    let (metric, frusta) = levels(&scene, format, camera, count);
+    let (metric, frusta, sizes) = levels(&scene, format, camera, count);
     let what = format!(
         "{:?} ({}) {format:?} {output:?} n={size} {camera:?} {count} levels",
         culler.variant(),
@@ -129,6 +162,28 @@ fn check_levels(
     // view.
     assert_eq!(VisibilityTest::for_views(&frusta), VisibilityTest::DetailLevels);
     if count < MAX_VIEWS as usize {
+        // Levels that overlap (a cross-fade's): the spheres in an overlap
+        // are in both lists, in every variant.
+        let overlap = overlapping(&frusta, &sizes);
+        assert_eq!(VisibilityTest::for_views(&overlap), VisibilityTest::DetailLevels);
+        let overlap_survivors = run_views(ctx, culler, &scene, &overlap, capacity, count as u32);
+        assert_views_exact(
+            &format!("{what} overlapping"),
+            culler,
+            &scene,
+            &overlap,
+            &overlap_survivors,
+        );
+        if size == 100_003 {
+            let both: usize = (1..count)
+                .map(|k| {
+                    let finer: std::collections::HashSet<u32> =
+                        overlap_survivors[k - 1].iter().copied().collect();
+                    overlap_survivors[k].iter().filter(|i| finer.contains(i)).count()
+                })
+                .sum();
+            assert!(both > 0, "{what}: no instance in two overlapping levels");
+        }
         let mut mixed = frusta.clone();
         mixed.push(scene.frustum().unwrap());
         assert_eq!(VisibilityTest::for_views(&mixed), VisibilityTest::Frustum);
