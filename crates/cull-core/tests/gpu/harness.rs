@@ -408,15 +408,20 @@ pub fn assert_exact(what: &str, reference: &Reference, survivors: &[u32]) {
 pub use cull_core::scene::CameraKind as Camera;
 
 /// Four levels of detail of `frustum`, sized from the world origin with
-/// scale 1 (sizes radius / distance), the last keeping every size: for
-/// checking level bands beside views on any device.
+/// scale 1 (sizes radius / distance), overlapping as a cross-fade's do, the
+/// last keeping every size: for checking level bands beside views, with
+/// occlusion and by cells, on any device.
 pub fn test_levels(frustum: &Frustum) -> Vec<Frustum> {
     let metric = cull_core::SizeMetric {
         origin: Vec3::ZERO,
         scale: 1.0,
         perspective: true,
     };
-    frustum.detail_levels(metric, &[0.2, 0.05, 0.01, 0.0]).unwrap()
+    // Overlapping as a cross-fade's levels are: a sphere within 50% above a
+    // threshold is in both levels' lists.
+    frustum
+        .detail_levels_overlapping(metric, &[0.2, 0.05, 0.01, 0.0], 0.5)
+        .unwrap()
 }
 
 /// Asserts `survivors` are exactly the CPU reference's, in input order.
