@@ -896,7 +896,7 @@ impl Culler {
             1
         };
         let mut base = GpuParams::zeroed();
-        // Unused planes keep everything: the shader tests all six.
+        // Unused planes keep everything; the shader skips an unused sixth.
         base.planes = [[[0.0, 0.0, 0.0, 1.0]; 6]; MAX_VIEWS as usize];
         for (view, frustum) in base.planes.iter_mut().zip(params.frusta) {
             for (dst, p) in view.iter_mut().zip(frustum.planes()) {

@@ -22,16 +22,29 @@ fn plane_distance(p: vec4<f32>, center: vec3<f32>) -> f32 {
     return fma(p.x, center.x, fma(p.y, center.y, fma(p.z, center.z, p.w)));
 }
 
-// All six planes of `view` with constant indices (unused ones are (0, 0, 0, 1), which
-// keeps everything): no loop, and constant indices let the compiler read the
-// uniforms directly instead of with indexed loads. The sphere touches every
-// plane's inner side when the least of the distances is at least -r: a
-// minimum per plane and one comparison, instead of a comparison and a
-// logical and per plane.
+// Whether `view` uses its sixth plane. Infinite reverse-Z projections
+// (Bevy's perspective cameras, a point light's faces) and a directional
+// light's cascades (no near plane toward the light) have five, and the
+// unused slot holds (0, 0, 0, 1), which keeps everything.
+fn has_sixth_plane(view: u32) -> bool {
+    return any(params.planes[view][5] != vec4<f32>(0.0, 0.0, 0.0, 1.0));
+}
+
+// The planes of `view` with constant indices (unused ones are (0, 0, 0, 1),
+// which keeps everything): no loop, and constant indices let the compiler
+// read the uniforms directly instead of with indexed loads. The sixth is
+// tested only where the view has one: a branch on a uniform, taken alike by
+// every thread, that skips three multiply-adds and a minimum per instance
+// for five-plane views. The sphere touches every plane's inner side when
+// the least of the distances is at least -r: a minimum per plane and one
+// comparison, instead of a comparison and a logical and per plane.
 fn sphere_visible(view: u32, center: vec3<f32>, r: f32) -> bool {
     let near = min(min(plane_distance(params.planes[view][0], center), plane_distance(params.planes[view][1], center)),
                    min(plane_distance(params.planes[view][2], center), plane_distance(params.planes[view][3], center)));
-    let nearest = min(near, min(plane_distance(params.planes[view][4], center), plane_distance(params.planes[view][5], center)));
+    var nearest = min(near, plane_distance(params.planes[view][4], center));
+    if has_sixth_plane(view) {
+        nearest = min(nearest, plane_distance(params.planes[view][5], center));
+    }
     return nearest >= -r;
 }
 
