@@ -203,8 +203,11 @@ fn level_fade(instance: CulledInstance) -> vec2<f32> {
     if (level.flags & LEVEL_CROSS_FADE) == 0u {
         return vec2<f32>(0.0, 2.0);
     }
+    // In the cull's order of operations (cull::formats::posquat: rotate,
+    // then scale, then add), so that far from the world's origin both round
+    // the center alike rather than an ulp of the position apart.
     let scale = instance.position_scale.w;
-    let center = instance.position_scale.xyz + rotate(instance.rotation, level.bounds.xyz * scale);
+    let center = instance.position_scale.xyz + rotate(instance.rotation, level.bounds.xyz) * scale;
     let perspective = view.clip_from_view[3].w == 0.0;
     let distance = select(1.0, length(center - view.world_position), perspective);
     // A rotation of length != 1 stretches the mesh; the cull bounds it so.
