@@ -18,15 +18,15 @@
 #endif
 
 // Every test has the same two steps (see sphere_frustum.wgsl): classify()
-// once per instance, keeps() per view.
+// once per instance, keeps() per view (keeps_rows() for four items).
 #ifdef VISIBILITY_SPHERE_FRUSTUM
-#import cull::visibility::sphere_frustum::{Verdict, classify, keeps}
+#import cull::visibility::sphere_frustum::{Verdict, classify, keeps, keeps_rows}
 #else ifdef VISIBILITY_DETAIL_LEVELS
-#import cull::visibility::sphere_frustum::{Verdict, classify, keeps}
+#import cull::visibility::sphere_frustum::{Verdict, classify, keeps, keeps_rows}
 #else ifdef VISIBILITY_OCCLUSION_EARLY
-#import cull::visibility::occlusion::{Verdict, classify, keeps}
+#import cull::visibility::occlusion::{Verdict, classify, keeps, keeps_rows}
 #else ifdef VISIBILITY_OCCLUSION_LATE
-#import cull::visibility::occlusion::{Verdict, classify, keeps}
+#import cull::visibility::occlusion::{Verdict, classify, keeps, keeps_rows}
 #endif
 
 #ifdef OUTPUT_INSTANCES
@@ -204,8 +204,7 @@ fn vote_verdicts(items: Items, verdicts: Verdicts, view: u32) -> vec4<bool> {
     if verdicts.whole {
         return inside;
     }
-    return inside & vec4<bool>(keeps(verdicts.vx, view), keeps(verdicts.vy, view),
-                               keeps(verdicts.vz, view), keeps(verdicts.vw, view));
+    return inside & keeps_rows(verdicts.vx, verdicts.vy, verdicts.vz, verdicts.vw, view);
 }
 
 // Whether loaded item `d` (chunk-local index `i`) is visible in `view`;

@@ -178,7 +178,8 @@ pub struct GpuCullStats {
     /// in the order they became ready: the one-view kernel first, then a
     /// kernel per view count, visibility test and cull by cells that the
     /// batches and views need, and the forms for meshes centred on their
-    /// origin (`KernelSpec::centred`), which follow their general kernels.
+    /// origin (`KernelSpec::centred`) and for plain views
+    /// (`KernelSpec::plain_views`), which follow their general kernels.
     pub kernels: Vec<(ScanVariant, KernelSpec)>,
 }
 

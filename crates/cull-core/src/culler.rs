@@ -65,6 +65,16 @@ pub struct Tuning {
     /// (`docs/bench/h200-row-writes.md`). Batches that are mostly visible (a shadow
     /// view that covers the whole scene) may turn it on for 32 B instances.
     pub row_writes: Option<bool>,
+    /// Culls of plain views ([`KernelSpec::plain_views`]: five planes and no
+    /// size band, as Bevy's perspective cameras, spot lights, point-light
+    /// faces and directional cascades have) take a kernel with the sixth
+    /// plane and the band compiled out, where the general kernel branches
+    /// on them per view for every instance. `None` (the default): on,
+    /// except for [`ScanVariant::BlockAtomic`] kernels of two to four views
+    /// (one scan batch), which measured slower in that form on an H100
+    /// (`docs/benchmarks.md`, "Plain views"). `Some(true)` or
+    /// `Some(false)`: always or never.
+    pub plain_views: Option<bool>,
 }
 
 /// Default threads per workgroup.
@@ -158,6 +168,8 @@ pub struct Culler {
     dispatch: DispatchShape,
     workgroup_size: u32,
     tuning: KernelTuning,
+    /// [`Tuning::plain_views`], as given.
+    plain_views: Option<bool>,
     subgroups: bool,
     /// Instances per workgroup of the single-pass variants.
     tile_len: u32,
@@ -166,8 +178,9 @@ pub struct Culler {
     max_views: u32,
     /// Compile kernels here when first needed (`false`: they are handed in).
     compiles: bool,
-    /// Kernels by form (general or for centred meshes), visibility test,
-    /// by cells or not, views and output windows (`kernel_index`).
+    /// Kernels by form (general or for plain views, general or for centred
+    /// meshes), visibility test, by cells or not, views and output windows
+    /// (`kernel_index`).
     kernels: Mutex<Vec<Option<Kernel>>>,
 }
 
@@ -187,7 +200,8 @@ impl Culler {
     /// ([`Self::provide_pipelines_of`]). Until then, culls into targets that
     /// need that kernel fail with [`CullError::PipelinesNotReady`]. The form
     /// for meshes centred on their origin ([`KernelSpec::for_centred_meshes`])
-    /// is optional: culls of such meshes take it once provided. The Bevy
+    /// is optional: culls of such meshes take it once provided; so is the
+    /// form for plain views ([`KernelSpec::for_plain_views`]). The Bevy
     /// plugin works this way.
     pub fn deferred(
         device: &wgpu::Device,
@@ -264,20 +278,32 @@ impl Culler {
                 silent_tiles: desc.tuning.lookback_silent_tiles,
                 row_writes: desc.tuning.row_writes.unwrap_or(desc.format.stride() >= 64),
             },
+            plain_views: desc.tuning.plain_views,
             subgroups,
             tile_len: tile,
             timestamps,
             timestamp_period: queue.get_timestamp_period(),
             max_views: desc.max_views,
             compiles,
-            // Per (centred or not, test, by cells or not, views, windows).
+            // Per (plain views or not, centred or not, test, by cells or
+            // not, views, windows).
             kernels: Mutex::new(vec![
                 None;
-                2 * VisibilityTest::ALL.len()
+                2 * 2
+                    * VisibilityTest::ALL.len()
                     * 2
                     * (MAX_OUTPUT_WINDOWS * desc.max_views) as usize
             ]),
         })
+    }
+
+    /// Whether culls of plain views ([`KernelSpec::plain_views`]) into
+    /// targets of `views` views take the plain form of their kernel
+    /// ([`Tuning::plain_views`]), so that a renderer compiles it only where
+    /// it is used.
+    pub fn takes_plain_form(&self, views: u32) -> bool {
+        self.plain_views
+            .unwrap_or(!(self.variant == ScanVariant::BlockAtomic && (2..=4).contains(&views)))
     }
 
     /// The variant in use (after any fallback).
@@ -367,6 +393,7 @@ impl Culler {
             test,
             cells,
             centred,
+            plain_views,
         } = self.normalized(key);
         ModuleShape {
             variant: self.variant,
@@ -381,6 +408,7 @@ impl Culler {
             subgroups: self.subgroups,
             cells,
             centred,
+            plain_views,
         }
     }
 
@@ -417,6 +445,7 @@ impl Culler {
             test,
             cells,
             centred,
+            plain_views,
         } = self.normalized(key);
         if !(1..=MAX_OUTPUT_WINDOWS).contains(&windows) {
             return Err(CullError::InvalidParameter(
@@ -430,7 +459,8 @@ impl Culler {
             });
         }
         let per_test = (self.max_views * MAX_OUTPUT_WINDOWS) as usize;
-        let forms = usize::from(centred) * VisibilityTest::ALL.len() + test.index();
+        let forms =
+            (usize::from(plain_views) * 2 + usize::from(centred)) * VisibilityTest::ALL.len() + test.index();
         Ok((forms * 2 + usize::from(cells)) * per_test
             + ((views - 1) * MAX_OUTPUT_WINDOWS + windows - 1) as usize)
     }
@@ -497,9 +527,9 @@ impl Culler {
     }
 
     /// [`Self::provide_pipelines`] for [`Self::recipe_of`]`(spec)`. A
-    /// kernel for centred meshes ([`KernelSpec::centred`]) is an addition:
-    /// culls of such meshes take it once provided, the general kernel
-    /// otherwise.
+    /// kernel for centred meshes ([`KernelSpec::centred`]) or for plain
+    /// views ([`KernelSpec::plain_views`]) is an addition: culls it serves
+    /// take it once provided, the general kernel otherwise.
     pub fn provide_pipelines_of(
         &self,
         key: KernelSpec,
@@ -542,6 +572,28 @@ impl Culler {
     pub fn has_pipelines_of(&self, key: KernelSpec) -> bool {
         self.kernel_index(key)
             .is_ok_and(|i| self.compiles || self.kernels.lock().expect("kernel cache poisoned")[i].is_some())
+    }
+
+    /// The form of the general kernel `key` that a cull of `frusta` takes,
+    /// where one is at hand (a culler that compiles its own kernels, or one
+    /// whose renderer provided it), the fastest first: for a mesh centred on
+    /// its origin (`centred_mesh`) the form that leaves the rotation of its
+    /// center out ([`KernelSpec::for_centred_meshes`]), for plain views the
+    /// form that tests no sixth plane and no band
+    /// ([`KernelSpec::for_plain_views`], where [`Self::takes_plain_form`]),
+    /// both together, then the general kernel. Every form keeps the same
+    /// instances. `None`: none is ready.
+    fn ready_form(&self, key: KernelSpec, centred_mesh: bool, frusta: &[Frustum]) -> Option<KernelSpec> {
+        let plain = crate::visibility::views_are_plain(frusta, key.test) && self.takes_plain_form(key.views);
+        [
+            (centred_mesh && plain).then(|| key.for_centred_meshes().for_plain_views()),
+            plain.then(|| key.for_plain_views()),
+            centred_mesh.then(|| key.for_centred_meshes()),
+            Some(key),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|form| self.has_pipelines_of(*form))
     }
 
     /// The kernel `key` names, compiling it when this culler compiles its
@@ -823,12 +875,12 @@ impl Culler {
                     test: levels,
                     cells: cells.is_some(),
                     centred: false,
+                    plain_views: false,
                 };
-                // Either form (a renderer may have provided only the
-                // centred one; the choice between the forms follows).
-                if self.has_pipelines_of(key)
-                    || (centred_mesh && self.has_pipelines_of(key.for_centred_meshes()))
-                {
+                // Any of its forms (a renderer may have provided only the
+                // centred or the plain one; the choice between the forms
+                // follows).
+                if self.ready_form(key, centred_mesh, params.frusta).is_some() {
                     levels
                 } else {
                     VisibilityTest::Frustum
@@ -863,17 +915,11 @@ impl Culler {
             test,
             cells: cells.is_some(),
             centred: false,
+            plain_views: false,
         };
-        // A mesh centred on its origin takes the kernel that leaves the
-        // rotation of its center out, where that kernel is at hand (a culler
-        // that compiles its own kernels, or one whose renderer provided it:
-        // KernelSpec::for_centred_meshes); otherwise the general one, which
-        // keeps the same instances.
-        let key = if centred_mesh && self.has_pipelines_of(key.for_centred_meshes()) {
-            key.for_centred_meshes()
-        } else {
-            key
-        };
+        // The fastest form at hand (ready_form), or the general kernel,
+        // which kernel_for compiles or reports as not ready.
+        let key = self.ready_form(key, centred_mesh, params.frusta).unwrap_or(key);
         let kernel = self.kernel_for(key)?;
         let chunks: Vec<Chunk> = (0..count.div_ceil(self.window_len))
             .map(|index| {
@@ -1054,6 +1100,17 @@ pub struct KernelSpec {
     /// general one otherwise (both keep the same instances). For a format
     /// without that form it names the general kernel.
     pub centred: bool,
+    /// Whether it serves only culls of plain views: no view has a sixth
+    /// plane (infinite reverse-Z projections, as Bevy's perspective cameras,
+    /// spot lights and point-light faces have, and a directional light's
+    /// cascades have five) and, under [`VisibilityTest::Frustum`], none has
+    /// a size band. Its vote then tests neither a sixth plane nor a band,
+    /// where the general kernel branches on each view's for every instance.
+    /// A cull of plain views takes this kernel where it is ready and the
+    /// culler takes the plain form for its view count
+    /// ([`Culler::takes_plain_form`], [`Tuning::plain_views`]), the general
+    /// one otherwise (both keep the same instances).
+    pub plain_views: bool,
 }
 
 impl KernelSpec {
@@ -1065,6 +1122,7 @@ impl KernelSpec {
             test,
             cells: false,
             centred: false,
+            plain_views: false,
         }
     }
 
@@ -1080,6 +1138,14 @@ impl KernelSpec {
     pub fn for_centred_meshes(self) -> Self {
         Self {
             centred: true,
+            ..self
+        }
+    }
+
+    /// The same kernel's form for plain views ([`Self::plain_views`]).
+    pub fn for_plain_views(self) -> Self {
+        Self {
+            plain_views: true,
             ..self
         }
     }

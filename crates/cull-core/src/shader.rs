@@ -80,6 +80,10 @@ pub(crate) struct ModuleShape {
     /// local center, which then moves nothing. Only for formats with a
     /// `centred_form`.
     pub centred: bool,
+    /// Whether it serves only plain views (`PLAIN_VIEWS`, see
+    /// [`crate::culler::KernelSpec::plain_views`]): no sixth plane, and
+    /// under the frustum test no size band.
+    pub plain_views: bool,
 }
 
 impl std::fmt::Debug for ModuleShape {
@@ -94,6 +98,7 @@ impl std::fmt::Debug for ModuleShape {
             .field("subgroups", &self.subgroups)
             .field("cells", &self.cells)
             .field("centred", &self.centred)
+            .field("plain_views", &self.plain_views)
             .finish()
     }
 }
@@ -184,6 +189,9 @@ impl ModuleShape {
         }
         if self.centred {
             defs.push(("LOCAL_CENTER_ORIGIN", Bool(true)));
+        }
+        if self.plain_views {
+            defs.push(("PLAIN_VIEWS", Bool(true)));
         }
         if self.tuning.row_writes {
             defs.push(("ROW_WRITES", Bool(true)));
@@ -369,21 +377,31 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                                 subgroups,
                                 cells: false,
                                 centred: false,
+                                plain_views: false,
                             };
-                            shapes.push(shape);
-                            // By cells.
-                            shapes.push(ModuleShape { cells: true, ..shape });
-                            // For meshes centred on their origin.
-                            if format.kernel().centred_form {
-                                shapes.push(ModuleShape {
-                                    centred: true,
+                            // General and for plain views.
+                            for shape in [
+                                shape,
+                                ModuleShape {
+                                    plain_views: true,
                                     ..shape
-                                });
-                                shapes.push(ModuleShape {
-                                    centred: true,
-                                    cells: true,
-                                    ..shape
-                                });
+                                },
+                            ] {
+                                shapes.push(shape);
+                                // By cells.
+                                shapes.push(ModuleShape { cells: true, ..shape });
+                                // For meshes centred on their origin.
+                                if format.kernel().centred_form {
+                                    shapes.push(ModuleShape {
+                                        centred: true,
+                                        ..shape
+                                    });
+                                    shapes.push(ModuleShape {
+                                        centred: true,
+                                        cells: true,
+                                        ..shape
+                                    });
+                                }
                             }
                         }
                     }
@@ -423,8 +441,8 @@ mod tests {
                 .iter()
                 .map(|&v| test_shapes(v).len())
                 .sum::<usize>();
-        // Each shape again by cells.
-        assert_eq!(shapes.len(), 2 * expected);
+        // Each shape again by cells, and both for plain views.
+        assert_eq!(shapes.len(), 2 * 2 * expected);
         for shape in &shapes {
             for entry in shape.recipe().modules() {
                 let src = wgsl(shape, entry).unwrap_or_else(|e| panic!("{e}"));

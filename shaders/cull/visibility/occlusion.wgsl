@@ -27,7 +27,7 @@
 #import cull::params::params
 #import cull::math::{WorldSphere, all_finite, finite}
 #import cull::visibility::sphere_frustum::{in_frustum, wide_radius}
-#import cull::visibility::screen_size::{level_terms, terms_in_band}
+#import cull::visibility::screen_size::{level_terms, rows_in_band}
 
 // Must equal cull_core::occlusion::OCCLUSION_PIXEL_MARGIN (a test holds them
 // equal): covers the rounding of the projection, in pixels.
@@ -203,5 +203,11 @@ fn classify(s: WorldSphere, i: u32) -> Verdict {
 }
 
 fn keeps(v: Verdict, view: u32) -> bool {
-    return v.kept & (v.overflow | terms_in_band(view, v.terms));
+    return keeps_rows(v, v, v, v, view).x;
+}
+
+// keeps() for a thread's four items (the band looked up once per level).
+fn keeps_rows(a: Verdict, b: Verdict, c: Verdict, d: Verdict, view: u32) -> vec4<bool> {
+    return rows_in_band(view, vec4<bool>(a.kept, b.kept, c.kept, d.kept),
+                        vec4<bool>(a.overflow, b.overflow, c.overflow, d.overflow), a.terms, b.terms, c.terms, d.terms);
 }

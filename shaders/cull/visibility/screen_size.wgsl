@@ -13,9 +13,19 @@
 #import cull::params::params
 
 // Whether `view` has a band at all: a uniform, so that branches on it are
-// taken alike by every thread and plain culls pay nothing for the band.
+// taken alike by every thread. A frustum test's kernel for plain views
+// (PLAIN_VIEWS: cull_core's KernelSpec::plain_views) serves only views
+// without one, and compiles the band out.
 fn has_band(view: u32) -> bool {
+#ifdef PLAIN_VIEWS
+#ifdef VISIBILITY_SPHERE_FRUSTUM
+    return false;
+#else
     return params.size_bands[view][1].w != 0.0;
+#endif
+#else
+    return params.size_bands[view][1].w != 0.0;
+#endif
 }
 
 // The sphere's size under `view`'s metric as a fraction, (numerator,
@@ -29,21 +39,32 @@ fn size_terms(view: u32, center: vec3<f32>, radius: f32) -> vec2<f32> {
     return vec2<f32>(radius * origin_scale.w, distance);
 }
 
-// Whether a size (size_terms) falls in `view`'s band; every size does in a
-// view without one. Compared by multiplying, so that a camera inside the
-// sphere (distance 0) counts as infinitely large.
+// Whether a size (size_terms) falls in `view`'s band, for a view that has
+// one (callers test has_band first).
+// Compared by multiplying, so that a camera inside the sphere (distance 0)
+// counts as infinitely large.
 fn terms_in_band(view: u32, terms: vec2<f32>) -> bool {
     let band = params.size_bands[view][1];
-    if band.w == 0.0 {
-        return true;
-    }
     let above_min = terms.x >= band.x * terms.y;
     // An infinite max (the nearest level) keeps everything above min.
     let below_max = (band.y > 3.0e38) | (terms.x < band.y * terms.y);
     return above_min & below_max;
 }
 
-// Whether the sphere (center, radius) falls in `view`'s size band.
+// Which of a thread's four items are kept in `view`: those `kept` by the
+// tests that came before whose size (size_terms: `a` to `d`) falls in the
+// view's band, or that `overflow`ed (in every band). Whether the view has
+// a band is looked up once, not per item.
+fn rows_in_band(view: u32, kept: vec4<bool>, overflow: vec4<bool>, a: vec2<f32>, b: vec2<f32>, c: vec2<f32>, d: vec2<f32>) -> vec4<bool> {
+    if !has_band(view) {
+        return kept;
+    }
+    return kept & (overflow | vec4<bool>(terms_in_band(view, a), terms_in_band(view, b),
+                                         terms_in_band(view, c), terms_in_band(view, d)));
+}
+
+// Whether the sphere (center, radius) falls in `view`'s size band; every
+// size does in a view without one.
 fn in_size_band(view: u32, center: vec3<f32>, radius: f32) -> bool {
     if !has_band(view) {
         return true;

@@ -4,7 +4,7 @@
 
 #import cull::params::params
 #import cull::math::{WorldSphere, finite}
-#import cull::visibility::screen_size::{in_size_band, level_terms, terms_in_band}
+#import cull::visibility::screen_size::{in_size_band, level_terms, rows_in_band}
 
 // Must equal cull_core::frustum::PLANE_TOLERANCE (2^-18, a test holds them
 // equal): a few ulps of slack so that mathematically tangent spheres survive
@@ -25,9 +25,17 @@ fn plane_distance(p: vec4<f32>, center: vec3<f32>) -> f32 {
 // Whether `view` uses its sixth plane. Infinite reverse-Z projections
 // (Bevy's perspective cameras, a point light's faces) and a directional
 // light's cascades (no near plane toward the light) have five, and the
-// unused slot holds (0, 0, 0, 1), which keeps everything.
+// unused slot holds (0, 0, 0, 1), which keeps everything. A kernel for
+// plain views (PLAIN_VIEWS, cull_core's KernelSpec::plain_views) serves
+// only views of five: the test is compiled out rather than branched on per
+// instance, which costs each view's vote instructions even where the
+// branch is never taken.
 fn has_sixth_plane(view: u32) -> bool {
+#ifdef PLAIN_VIEWS
+    return false;
+#else
     return any(params.planes[view][5] != vec4<f32>(0.0, 0.0, 0.0, 1.0));
+#endif
 }
 
 // The planes of `view` with constant indices (unused ones are (0, 0, 0, 1),
@@ -76,7 +84,8 @@ fn visible(s: WorldSphere, view: u32) -> bool {
 
 // A test's vote comes in two steps (the interface of every visibility
 // test, imported by cull::items): classify() does once per instance what no
-// view changes, keeps() what each view adds. `i` is the chunk-local index,
+// view changes, keeps() what each view adds, and keeps_rows() the same for
+// a thread's four items (where a test can look up what a view needs once). `i` is the chunk-local index,
 // for tests that keep per-instance state (occlusion); this one keeps none.
 #ifdef VISIBILITY_DETAIL_LEVELS
 // The views are one camera's levels of detail (the same planes and size
@@ -99,7 +108,13 @@ fn classify(s: WorldSphere, i: u32) -> Verdict {
 }
 
 fn keeps(v: Verdict, view: u32) -> bool {
-    return v.in_frustum & (v.overflow | terms_in_band(view, v.terms));
+    return keeps_rows(v, v, v, v, view).x;
+}
+
+// keeps() for a thread's four items (the band looked up once per level).
+fn keeps_rows(a: Verdict, b: Verdict, c: Verdict, d: Verdict, view: u32) -> vec4<bool> {
+    return rows_in_band(view, vec4<bool>(a.in_frustum, b.in_frustum, c.in_frustum, d.in_frustum),
+                        vec4<bool>(a.overflow, b.overflow, c.overflow, d.overflow), a.terms, b.terms, c.terms, d.terms);
 }
 #else
 // Views with frusta of their own: each view tests the sphere.
@@ -113,5 +128,15 @@ fn classify(s: WorldSphere, i: u32) -> Verdict {
 
 fn keeps(v: Verdict, view: u32) -> bool {
     return visible(v.sphere, view);
+}
+
+// keeps() for a thread's four items. In the general form each item tests
+// the view's sixth plane and band under uniform branches of its own: one
+// branch per view around the four items' tests, and the widened radius
+// computed once per item rather than per view, were both slower on an
+// H100 (docs/benchmarks.md, "Plain views"). Views that have neither take
+// the form that compiles both out (PLAIN_VIEWS).
+fn keeps_rows(a: Verdict, b: Verdict, c: Verdict, d: Verdict, view: u32) -> vec4<bool> {
+    return vec4<bool>(keeps(a, view), keeps(b, view), keeps(c, view), keeps(d, view));
 }
 #endif

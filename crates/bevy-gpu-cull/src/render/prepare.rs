@@ -1240,13 +1240,18 @@ pub(crate) fn prepare_targets(
                     );
                 }
             }
-            // A mesh centred on its origin (most meshes) is culled with the
-            // kernel that leaves the rotation of its center out, once Bevy
-            // has compiled it; until then with the general one, which keeps
-            // the same instances (cull-core picks: KernelSpec::centred).
+            // Faster forms of the group's kernels, each culled with once
+            // Bevy has compiled it and with the general kernel until then
+            // (both keep the same instances; cull-core picks): for a mesh
+            // centred on its origin (most meshes), the form that leaves the
+            // rotation of its center out (KernelSpec::centred); for plain
+            // views (Bevy's perspective cameras and lights' views, without
+            // a level's band), the form without a sixth plane or a band
+            // (KernelSpec::plain_views); and both together.
             let format = culler.culler().format();
-            if format.has_centred_form()
-                && batch.cull_bounds(format).center == Vec3::ZERO
+            let centred = format.has_centred_form() && batch.cull_bounds(format).center == Vec3::ZERO;
+            let plain = culler.culler().takes_plain_form(target_views);
+            if (centred || plain)
                 && let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views)
             {
                 for &test in group_tests(occluded, group_views, levels) {
@@ -1255,10 +1260,20 @@ pub(crate) fn prepare_targets(
                     // Each after its general kernel, which the batch needs
                     // to be drawn at all: not ahead of it in Bevy's queue.
                     for general in std::iter::once(flat).chain(gpu.cells.is_some().then_some(by_cells)) {
-                        if culler.culler().has_pipelines_of(general) {
-                            culler
-                                .inner
-                                .request(general.for_centred_meshes(), &pipeline_cache, &mut shaders);
+                        if !culler.culler().has_pipelines_of(general) {
+                            continue;
+                        }
+                        // Several views' levels under the frustum test (a
+                        // light's views taking the camera's levels) have
+                        // bands: never plain.
+                        let plain = plain && !(test == VisibilityTest::Frustum && levels > 1);
+                        let forms = [
+                            centred.then(|| general.for_centred_meshes()),
+                            plain.then(|| general.for_plain_views()),
+                            (centred && plain).then(|| general.for_centred_meshes().for_plain_views()),
+                        ];
+                        for form in forms.into_iter().flatten() {
+                            culler.inner.request(form, &pipeline_cache, &mut shaders);
                         }
                     }
                 }

@@ -11,6 +11,8 @@
 //! `--views` lists view counts (default 1): each count above one is compiled
 //! as several views' kernel and as one camera's levels of detail
 //! (`VisibilityTest::DetailLevels`), which hold more in registers.
+//! `--centred` compiles the forms for meshes centred on their origin, and
+//! `--plain` each kernel's form for plain views too (`KernelSpec`).
 //!
 //! Each culler's WGSL ([`Culler::shader_source`], as wgpu compiles it for the
 //! device wgpu picks) is translated to SPIR-V by naga and compiled again on a
@@ -22,7 +24,8 @@ mod forms;
 
 use ash::vk;
 use cull_core::{
-    Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant, Tuning, VisibilityTest,
+    Culler, CullerDesc, GpuContext, InstanceFormat, KernelSpec, OutputKind, ScanVariant, Tuning,
+    VisibilityTest,
 };
 use std::ffi::CStr;
 
@@ -38,9 +41,15 @@ struct Args {
     files: Vec<std::path::PathBuf>,
     /// `--unchecked`: SPIR-V without bounds checks.
     unchecked: bool,
+    /// `--centred`: the kernels' forms for meshes centred on their origin
+    /// (`KernelSpec::centred`), where the format has one.
+    centred: bool,
+    /// `--plain`: each kernel's form for plain views as well
+    /// (`KernelSpec::plain_views`: five planes, no size band).
+    plain: bool,
 }
 
-const USAGE: &str = "usage: cull-registers [--views 1,2,4,8] [--unchecked] [--dump DIR | --wgsl FILE...]";
+const USAGE: &str = "usage: cull-registers [--views 1,2,4,8] [--centred] [--plain] [--unchecked] [--dump DIR | --wgsl FILE...]";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -48,6 +57,8 @@ fn parse_args() -> Result<Args, String> {
         dump: None,
         files: Vec::new(),
         unchecked: false,
+        centred: false,
+        plain: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -67,6 +78,8 @@ fn parse_args() -> Result<Args, String> {
             }
             "--dump" => args.dump = Some(it.next().ok_or(USAGE)?.into()),
             "--unchecked" => args.unchecked = true,
+            "--centred" => args.centred = true,
+            "--plain" => args.plain = true,
             "--wgsl" => {
                 args.files.extend(it.by_ref().map(Into::into));
                 if args.files.is_empty() {
@@ -169,23 +182,34 @@ fn main() {
                     ]
                 };
                 for &(test, test_name) in tests {
-                    let source = culler.shader_source_for(count, test).unwrap();
-                    let Some(vulkan) = &vulkan else {
-                        let dir = args.dump.as_ref().unwrap();
-                        let path = dir.join(format!("{label}-{}-{count}-{test_name}.wgsl", format.name()));
-                        std::fs::write(&path, source).unwrap_or_else(|e| {
-                            eprintln!("{}: {e}", path.display());
-                            std::process::exit(1)
-                        });
-                        continue;
-                    };
-                    for (entry, stats) in vulkan.statistics(&source, args.unchecked) {
-                        let count = count.to_string();
-                        print_row(
-                            &mut header,
-                            &[&label, format.name(), &count, test_name, &entry],
-                            &stats,
-                        );
+                    let mut spec = KernelSpec::flat(1, count, test);
+                    if args.centred {
+                        spec = spec.for_centred_meshes();
+                    }
+                    let mut forms = vec![(spec, test_name.to_string())];
+                    if args.plain {
+                        forms.push((spec.for_plain_views(), format!("{test_name}, plain")));
+                    }
+                    for (spec, form) in forms {
+                        let source = culler.shader_source_of(spec).unwrap();
+                        let Some(vulkan) = &vulkan else {
+                            let dir = args.dump.as_ref().unwrap();
+                            let name = form.replace(", ", "-");
+                            let path = dir.join(format!("{label}-{}-{count}-{name}.wgsl", format.name()));
+                            std::fs::write(&path, source).unwrap_or_else(|e| {
+                                eprintln!("{}: {e}", path.display());
+                                std::process::exit(1)
+                            });
+                            continue;
+                        };
+                        for (entry, stats) in vulkan.statistics(&source, args.unchecked) {
+                            let count = count.to_string();
+                            print_row(
+                                &mut header,
+                                &[&label, format.name(), &count, &form, &entry],
+                                &stats,
+                            );
+                        }
                     }
                 }
             }

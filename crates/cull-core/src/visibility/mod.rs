@@ -86,6 +86,17 @@ pub(crate) fn views_share_camera(frusta: &[Frustum]) -> bool {
     })
 }
 
+/// Whether a cull of `frusta` with `test` may take the kernel for plain
+/// views ([`crate::KernelSpec::plain_views`]): no view has a sixth plane
+/// (its slot keeps everything, and the plain kernel does not read it) and,
+/// under [`VisibilityTest::Frustum`], none has a size band (the other tests
+/// apply their bands whatever the form).
+pub(crate) fn views_are_plain(frusta: &[Frustum], test: VisibilityTest) -> bool {
+    frusta
+        .iter()
+        .all(|f| f.planes().len() <= 5 && (test != VisibilityTest::Frustum || f.size_band.is_none()))
+}
+
 /// One visibility test, described.
 pub(crate) struct VisibilityKernel {
     /// A short name.
@@ -93,8 +104,9 @@ pub(crate) struct VisibilityKernel {
     /// The shader def that selects it in `items.wgsl`.
     pub shader_def: &'static str,
     /// Its WGSL: a `Verdict` struct, `classify(WorldSphere, i: u32) ->
-    /// Verdict` (once per instance: what no view changes) and
-    /// `keeps(Verdict, view: u32) -> bool` (per view).
+    /// Verdict` (once per instance: what no view changes),
+    /// `keeps(Verdict, view: u32) -> bool` (per view) and `keeps_rows` (the
+    /// same for a thread's four items).
     pub module: ShaderModule,
     /// What it binds beyond the uniforms, in every pass that
     /// votes (`crate::passes::EncodeContext::chunk_entries` binds them).

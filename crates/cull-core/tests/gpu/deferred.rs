@@ -180,6 +180,84 @@ fn kernels_compiled_by_the_renderer_cull_exact_sets() {
     }
 }
 
+/// The kernel for plain views, compiled by the renderer
+/// (`KernelSpec::for_plain_views`: no sixth plane, no size band): a deferred
+/// culler given only that kernel culls a five-plane view with it (exact
+/// sets, for a mesh off its origin and, through its centred form, one
+/// centred on it), and refuses with a typed error the views it would cull
+/// wrongly, a sixth plane's or a band's, rather than take it for them. With
+/// `Tuning::plain_views` off it takes the plain kernel for no view.
+#[test]
+fn plain_kernel_compiled_by_the_renderer_culls_only_plain_views() {
+    let ctx = harness::gpu();
+    let general = KernelSpec::flat(1, 1, VisibilityTest::Frustum);
+    let plain = general.for_plain_views();
+    for variant in harness::variants(ctx) {
+        let format = InstanceFormat::Packed16;
+        let desc = CullerDesc {
+            variant: Some(variant),
+            allow_fallback: false,
+            format,
+            output: OutputKind::Indices,
+            ..Default::default()
+        };
+        let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
+        let what = format!("deferred plain kernel, {variant:?}");
+        assert!(culler.takes_plain_form(1), "{what}");
+        assert_ne!(
+            culler.recipe_of(plain).shader_defs,
+            culler.recipe_of(general).shader_defs,
+            "{what}"
+        );
+        for spec in [plain, plain.for_centred_meshes()] {
+            culler
+                .provide_pipelines_of(spec, compile(&ctx.device, culler.recipe_of(spec)))
+                .unwrap();
+        }
+        assert!(
+            culler.has_pipelines_of(plain) && !culler.has_pipelines_of(general),
+            "{what}"
+        );
+        // Five planes (an infinite reverse-Z camera), no band.
+        for centred in [false, true] {
+            let scene = if centred {
+                harness::edge_scene_centred(12, 4_099, Camera::InfiniteReverseZ, format)
+            } else {
+                harness::edge_scene(12, 4_099, Camera::InfiniteReverseZ, format)
+            };
+            assert_eq!(scene.frustum().unwrap().planes().len(), 5);
+            let job = Job::new(ctx, &culler, &scene, 4_099);
+            assert_culls_exactly(ctx, &culler, &job, &scene, &format!("{what}, centred: {centred}"));
+        }
+        // A sixth plane (a finite far plane) needs the general kernel.
+        let scene = harness::edge_scene(12, 4_099, Camera::Perspective, format);
+        assert_eq!(scene.frustum().unwrap().planes().len(), 6);
+        let job = Job::new(ctx, &culler, &scene, 4_099);
+        assert_not_ready(ctx, &culler, &job, &format!("{what}, six planes"));
+        // So does a view with a size band.
+        let scene = harness::edge_scene(12, 4_099, Camera::InfiniteReverseZ, format);
+        let mut job = Job::new(ctx, &culler, &scene, 4_099);
+        job.params.frustum = harness::test_levels(&job.params.frustum).remove(1);
+        assert!(job.params.frustum.size_band.is_some());
+        assert_not_ready(ctx, &culler, &job, &format!("{what}, a band"));
+        // Turned off, the plain form is never taken.
+        let off = CullerDesc {
+            tuning: cull_core::Tuning {
+                plain_views: Some(false),
+                ..Default::default()
+            },
+            ..desc
+        };
+        let culler = Culler::deferred(&ctx.device, &ctx.queue, &off).unwrap();
+        assert!(!culler.takes_plain_form(1));
+        culler
+            .provide_pipelines_of(plain, compile(&ctx.device, culler.recipe_of(plain)))
+            .unwrap();
+        let job = Job::new(ctx, &culler, &scene, 4_099);
+        assert_not_ready(ctx, &culler, &job, &format!("{what}, turned off"));
+    }
+}
+
 /// The kernel for meshes centred on their origin, compiled by the renderer
 /// (`KernelSpec::for_centred_meshes`): a deferred culler given only that
 /// kernel culls a centred mesh with it (exact sets; the general kernel is

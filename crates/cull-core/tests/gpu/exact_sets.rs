@@ -84,3 +84,46 @@ fn every_variant_matches_reference_for_meshes_centred_on_their_origin() {
         }
     }
 }
+
+/// Views with five planes and no band take the kernel for plain views by
+/// default (the infinite reverse-Z camera above does); here the same culls
+/// with that form turned off (`Tuning::plain_views`), so that the general
+/// kernel's untaken branches on a sixth plane and a band, which a renderer
+/// runs until its plain form compiles and `BlockAtomic` runs for two to
+/// four views, are checked as exact sets too: one view, and four in one
+/// pass.
+#[test]
+fn every_variant_matches_reference_without_the_plain_form() {
+    let ctx = gpu();
+    for (variant, tuning) in forms(ctx) {
+        let tuning = cull_core::Tuning {
+            plain_views: Some(false),
+            ..tuning
+        };
+        for format in InstanceFormat::ALL {
+            let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, 4);
+            assert!(!culler.takes_plain_form(1) && !culler.takes_plain_form(4));
+            let form = form_name(&culler);
+            for (s, size) in [257usize, 100_003].into_iter().enumerate() {
+                let scene = edge_scene(s as u64 + 40, size, Camera::InfiniteReverseZ, format);
+                let what = format!("{variant:?} ({form}) {format:?} n={size}, plain form off");
+                let survivors = run(ctx, &culler, &scene, size as u32);
+                assert_exact(&what, &reference(&scene, format), &survivors);
+                // The scene's view and three turned about its vertical,
+                // each of five planes.
+                let clip_from_world = scene.clip_from_world;
+                let projection = Camera::InfiniteReverseZ.projection();
+                let view = projection.inverse() * clip_from_world;
+                let frusta: Vec<cull_core::Frustum> = (0..4)
+                    .map(|i| {
+                        let turn = glam::Mat4::from_rotation_y(i as f32 * 0.3);
+                        cull_core::Frustum::from_clip_from_world(projection * turn * view, None).unwrap()
+                    })
+                    .collect();
+                assert!(frusta.iter().all(|f| f.planes().len() == 5));
+                let views = run_views(ctx, &culler, &scene, &frusta, size as u32, 4);
+                assert_views_exact(&what, &culler, &scene, &frusta, &views);
+            }
+        }
+    }
+}
