@@ -167,12 +167,17 @@ struct LevelUniform {
 }
 
 /// What a batch's `GpuCullLevel` uniforms hold, to write them when it
-/// changes. The thresholds and bounds only matter to a cross-fade.
-#[derive(Clone, Debug, PartialEq)]
+/// changes. The thresholds and bounds only matter to a cross-fade. Built
+/// for every batch every frame, so it holds its thresholds inline rather
+/// than in an allocation.
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct LevelParams {
     facing: u32,
     cross_fade: f32,
-    thresholds: Vec<f32>,
+    /// The first `fading` entries: each level's threshold.
+    thresholds: [f32; crate::MAX_LOD_LEVELS],
+    /// The levels that cross-fade (0: none do).
+    fading: usize,
     bounds: [f32; 4],
 }
 
@@ -187,14 +192,19 @@ impl LevelParams {
     fn of(data: &BatchData, format: cull_core::InstanceFormat) -> Self {
         let fades = data.cross_fades() && format.carries_scale();
         let bounds = data.bounds;
+        let mut thresholds = [0.0; crate::MAX_LOD_LEVELS];
+        let mut fading = 0;
+        if fades {
+            for (slot, (_, t)) in thresholds.iter_mut().zip(&data.lod) {
+                *slot = *t;
+                fading += 1;
+            }
+        }
         Self {
             facing: data.lod_facing,
             cross_fade: if fades { data.lod_cross_fade } else { 0.0 },
-            thresholds: if fades {
-                data.lod.iter().map(|(_, t)| *t).collect()
-            } else {
-                Vec::new()
-            },
+            thresholds,
+            fading,
             bounds: if fades {
                 bounds.center.extend(bounds.radius).to_array()
             } else {
@@ -212,7 +222,7 @@ impl LevelParams {
             if self.facing & (1 << level) != 0 {
                 uniform.flags |= LEVEL_FACING_CAMERA;
             }
-            if let Some(&lower) = self.thresholds.get(level) {
+            if let Some(&lower) = self.thresholds[..self.fading].get(level) {
                 uniform.flags |= LEVEL_CROSS_FADE;
                 uniform.fade_width = self.cross_fade;
                 uniform.upper = level
