@@ -85,8 +85,9 @@ fn visible(s: WorldSphere, view: u32) -> bool {
 // A test's vote comes in two steps (the interface of every visibility
 // test, imported by cull::items): classify() does once per instance what no
 // view changes, keeps() what each view adds, and keeps_rows() the same for
-// a thread's four items (where a test can look up what a view needs once). `i` is the chunk-local index,
-// for tests that keep per-instance state (occlusion); this one keeps none.
+// a thread's four items (where a test can look up what a view needs once).
+// `i` is the chunk-local index, for tests that keep per-instance state
+// (occlusion); this one keeps none.
 #ifdef VISIBILITY_DETAIL_LEVELS
 // The views are one camera's levels of detail (the same planes and size
 // metric, cull_core's VisibilityTest::DetailLevels): the frustum test and the
@@ -130,12 +131,12 @@ fn keeps(v: Verdict, view: u32) -> bool {
     return visible(v.sphere, view);
 }
 
-// keeps() for a thread's four items. In the general form each item tests
-// the view's sixth plane and band under uniform branches of its own: one
-// branch per view around the four items' tests, and the widened radius
-// computed once per item rather than per view, were both slower on an
-// H100 (docs/benchmarks.md, "Plain views"). Views that have neither take
-// the form that compiles both out (PLAIN_VIEWS).
+// keeps() for a thread's four items: each item tests the view's sixth plane
+// and band under uniform branches of its own. Tried and slower on an H100
+// (docs/benchmarks.md, "Plain views"): one branch per view around the four
+// items' tests, and the widened radius computed once per item rather than
+// per view. Views that have neither take the form that compiles both out
+// (PLAIN_VIEWS).
 fn keeps_rows(a: Verdict, b: Verdict, c: Verdict, d: Verdict, view: u32) -> vec4<bool> {
     return vec4<bool>(keeps(a, view), keeps(b, view), keeps(c, view), keeps(d, view));
 }

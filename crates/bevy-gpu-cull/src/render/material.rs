@@ -192,13 +192,14 @@ impl LevelParams {
     fn of(data: &BatchData, format: cull_core::InstanceFormat) -> Self {
         let fades = data.cross_fades() && format.carries_scale();
         let bounds = data.bounds;
+        let fading = if fades {
+            data.lod.len().min(crate::MAX_LOD_LEVELS)
+        } else {
+            0
+        };
         let mut thresholds = [0.0; crate::MAX_LOD_LEVELS];
-        let mut fading = 0;
-        if fades {
-            for (slot, (_, t)) in thresholds.iter_mut().zip(&data.lod) {
-                *slot = *t;
-                fading += 1;
-            }
+        for (slot, (_, t)) in thresholds.iter_mut().zip(&data.lod[..fading]) {
+            *slot = *t;
         }
         Self {
             facing: data.lod_facing,

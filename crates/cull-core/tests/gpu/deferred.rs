@@ -128,6 +128,26 @@ fn assert_not_ready(ctx: &GpuContext, culler: &Culler, job: &Job, what: &str) {
     );
 }
 
+/// A deferred culler's description: `variant` (no fallback), `format`,
+/// index output.
+fn deferred_desc(variant: ScanVariant, format: InstanceFormat) -> CullerDesc {
+    CullerDesc {
+        variant: Some(variant),
+        allow_fallback: false,
+        format,
+        output: OutputKind::Indices,
+        ..Default::default()
+    }
+}
+
+/// Compiles the kernel `spec` names as a renderer would and hands it to
+/// `culler`.
+fn provide(ctx: &GpuContext, culler: &Culler, spec: KernelSpec) {
+    culler
+        .provide_pipelines_of(spec, compile(&ctx.device, culler.recipe_of(spec)))
+        .unwrap();
+}
+
 #[test]
 fn kernels_compiled_by_the_renderer_cull_exact_sets() {
     let ctx = harness::gpu();
@@ -194,13 +214,7 @@ fn plain_kernel_compiled_by_the_renderer_culls_only_plain_views() {
     let plain = general.for_plain_views();
     for variant in harness::variants(ctx) {
         let format = InstanceFormat::Packed16;
-        let desc = CullerDesc {
-            variant: Some(variant),
-            allow_fallback: false,
-            format,
-            output: OutputKind::Indices,
-            ..Default::default()
-        };
+        let desc = deferred_desc(variant, format);
         let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
         let what = format!("deferred plain kernel, {variant:?}");
         assert!(culler.takes_plain_form(1), "{what}");
@@ -210,9 +224,7 @@ fn plain_kernel_compiled_by_the_renderer_culls_only_plain_views() {
             "{what}"
         );
         for spec in [plain, plain.for_centred_meshes()] {
-            culler
-                .provide_pipelines_of(spec, compile(&ctx.device, culler.recipe_of(spec)))
-                .unwrap();
+            provide(ctx, &culler, spec);
         }
         assert!(
             culler.has_pipelines_of(plain) && !culler.has_pipelines_of(general),
@@ -250,9 +262,7 @@ fn plain_kernel_compiled_by_the_renderer_culls_only_plain_views() {
         };
         let culler = Culler::deferred(&ctx.device, &ctx.queue, &off).unwrap();
         assert!(!culler.takes_plain_form(1));
-        culler
-            .provide_pipelines_of(plain, compile(&ctx.device, culler.recipe_of(plain)))
-            .unwrap();
+        provide(ctx, &culler, plain);
         let job = Job::new(ctx, &culler, &scene, 4_099);
         assert_not_ready(ctx, &culler, &job, &format!("{what}, turned off"));
     }
@@ -271,13 +281,7 @@ fn centred_kernel_compiled_by_the_renderer_culls_centred_meshes() {
     for variant in harness::variants(ctx) {
         for format in [InstanceFormat::PosQuat, InstanceFormat::Packed16] {
             assert!(format.has_centred_form());
-            let desc = CullerDesc {
-                variant: Some(variant),
-                allow_fallback: false,
-                format,
-                output: OutputKind::Indices,
-                ..Default::default()
-            };
+            let desc = deferred_desc(variant, format);
             let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
             let what = format!("deferred centred kernel, {variant:?}, {format:?}");
             assert_ne!(
@@ -285,9 +289,7 @@ fn centred_kernel_compiled_by_the_renderer_culls_centred_meshes() {
                 culler.recipe_of(general).shader_defs,
                 "{what}"
             );
-            culler
-                .provide_pipelines_of(centred, compile(&ctx.device, culler.recipe_of(centred)))
-                .unwrap();
+            provide(ctx, &culler, centred);
             assert!(
                 culler.has_pipelines_of(centred) && !culler.has_pipelines_of(general),
                 "{what}"
@@ -316,9 +318,7 @@ fn centred_kernel_compiled_by_the_renderer_culls_centred_meshes() {
     assert_eq!(VisibilityTest::for_views(&levels), VisibilityTest::DetailLevels);
     let windows = culler.windows_for_views(4_099, 4).unwrap();
     let spec = KernelSpec::flat(windows, 4, VisibilityTest::DetailLevels).for_centred_meshes();
-    culler
-        .provide_pipelines_of(spec, compile(&ctx.device, culler.recipe_of(spec)))
-        .unwrap();
+    provide(ctx, &culler, spec);
     let survivors = harness::run_views(ctx, &culler, &scene, &levels, 4_099, 4);
     harness::assert_views_exact(
         "deferred centred levels kernel",
