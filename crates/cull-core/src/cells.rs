@@ -87,6 +87,7 @@ pub(crate) fn cell_pass() -> PassLayout {
         module: Some(PASS_MODULE),
         entry_point: "cull_cells",
         kind: PassKind::Cells,
+        zeroed_workgroup_memory: true,
         bindings: vec![
             (bindings::PARAMS, Slot::Params),
             (bindings::CELL_BOUNDS, Slot::Read),

@@ -86,6 +86,11 @@ pub(crate) const ORDERED_GATHER_TILES: u32 = 4;
 /// split stores save.
 pub(crate) const DENSE_ROW_DIVISOR: u32 = 2;
 
+/// Views whose index output a staging kernel holds in workgroup memory at
+/// once (`STAGED_VIEWS`, cull::scans::staged): a tile's indices per view,
+/// so at most 8 KiB at the largest tile, within WebGPU's 16 KiB.
+pub(crate) const STAGED_VIEWS: u32 = 2;
+
 /// [`crate::ScanVariant::OrderedTwoPass`]: the tiles its scratch holds per
 /// view for a chunk dispatched as `workgroups` vote workgroups, rounded up
 /// to whole gather blocks (`params.tile_capacity`).
@@ -216,6 +221,10 @@ pub struct PassLayout {
     pub kind: PassKind,
     /// `(binding, slot)` of group 0.
     pub bindings: Vec<(u32, Slot)>,
+    /// Whether the pass relies on its workgroup memory starting zeroed
+    /// (wgpu's `zero_initialize_workgroup_memory`, for the pipeline).
+    /// Passes that stage their output there zero what they need themselves.
+    pub zeroed_workgroup_memory: bool,
 }
 
 impl PassLayout {

@@ -44,7 +44,10 @@ impl CompiledPass {
             layout: Some(&pipeline_layout),
             module,
             entry_point: Some(pass.entry_point),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                zero_initialize_workgroup_memory: pass.zeroed_workgroup_memory,
+                ..Default::default()
+            },
             cache: None,
         });
         Ok(Self {

@@ -8,7 +8,7 @@
 
 use crate::kernel::{
     DRAW_ARGS_WORDS, INSTANCE_COUNT_OFFSET, ITEMS_PER_THREAD, MAX_OUTPUT_WINDOWS, MAX_VIEWS, PassLayout,
-    ShaderDefValue, ShaderModule, Slot, bindings, shader_module,
+    STAGED_VIEWS, ShaderDefValue, ShaderModule, Slot, bindings, shader_module,
 };
 use crate::timing::PassKind;
 use crate::variants::{KernelTuning, SCAN_LIBRARY, ScanKernel};
@@ -143,6 +143,13 @@ impl KernelRecipe {
 }
 
 impl ModuleShape {
+    /// Whether its index output is staged in workgroup memory
+    /// (`STAGED_INDICES`, cull::scans::staged): a kernel that can, writing
+    /// indices, with the tuning on.
+    pub fn stages_indices(&self) -> bool {
+        self.output == OutputKind::Indices && self.kernel.stages_indices() && self.tuning.staged_indices
+    }
+
     /// Groups of `ITEMS` rows each thread takes (`ROW_GROUPS`).
     pub fn row_groups(&self) -> u32 {
         self.kernel.row_groups(self.format, self.subgroups)
@@ -196,6 +203,10 @@ impl ModuleShape {
         if self.tuning.row_writes {
             defs.push(("ROW_WRITES", Bool(true)));
         }
+        if self.stages_indices() {
+            defs.push(("STAGED_INDICES", Bool(true)));
+        }
+        defs.push(("STAGED_VIEWS", UInt(self.views.min(STAGED_VIEWS))));
         const OUTPUT_DEFS: [&str; MAX_OUTPUT_WINDOWS as usize] = [
             "BINDING_OUTPUT_A",
             "BINDING_OUTPUT_B",
@@ -213,7 +224,12 @@ impl ModuleShape {
     /// each pass that votes (a vote pass or a fused one).
     pub fn passes(&self) -> Vec<PassLayout> {
         let mut passes = self.kernel.passes(self.windows);
+        let staged = self.stages_indices();
         for pass in &mut passes {
+            if staged && pass.kind == PassKind::Fused {
+                // It zeroes its counts itself (cull::scans::staged).
+                pass.zeroed_workgroup_memory = false;
+            }
             if matches!(pass.kind, PassKind::Vote | PassKind::Fused) {
                 pass.bindings.extend_from_slice(self.visibility.bindings);
             }
@@ -373,6 +389,7 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                                     spin_limit: 3,
                                     silent_tiles: 1,
                                     row_writes: true,
+                                    staged_indices: true,
                                 },
                                 subgroups,
                                 cells: false,
@@ -388,6 +405,16 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
                                 },
                             ] {
                                 shapes.push(shape);
+                                // Index output the lanes store themselves.
+                                if shape.stages_indices() {
+                                    shapes.push(ModuleShape {
+                                        tuning: KernelTuning {
+                                            staged_indices: false,
+                                            ..shape.tuning
+                                        },
+                                        ..shape
+                                    });
+                                }
                                 // By cells.
                                 shapes.push(ModuleShape { cells: true, ..shape });
                                 // For meshes centred on their origin.
@@ -441,8 +468,19 @@ mod tests {
                 .iter()
                 .map(|&v| test_shapes(v).len())
                 .sum::<usize>();
-        // Each shape again by cells, and both for plain views.
-        assert_eq!(shapes.len(), 2 * 2 * expected);
+        // Each shape again by cells, and both for plain views; staging
+        // kernels once more without staging.
+        let unstaged = shapes
+            .iter()
+            .filter(|s| {
+                s.output == OutputKind::Indices && s.kernel.stages_indices() && !s.tuning.staged_indices
+            })
+            .count();
+        assert_eq!(
+            unstaged > 0,
+            ScanVariant::compiled().any(|v| v.kernel().unwrap().stages_indices())
+        );
+        assert_eq!(shapes.len(), 2 * 2 * expected + unstaged);
         for shape in &shapes {
             for entry in shape.recipe().modules() {
                 let src = wgsl(shape, entry).unwrap_or_else(|e| panic!("{e}"));
@@ -451,6 +489,54 @@ mod tests {
                 assert!(!src.contains("enable subgroups"), "{shape:?}");
             }
         }
+    }
+
+    /// A kernel that stages its index output clears its counts itself and
+    /// asks wgpu not to zero its workgroup memory; every other pass keeps
+    /// wgpu's zeroing. And at the largest workgroup, with the most views,
+    /// the staging rows fit WebGPU's 16 KiB of workgroup memory.
+    #[test]
+    fn staged_kernels_zero_their_own_counts_within_webgpu_limits() {
+        let mut staged = 0;
+        for shape in every_shape() {
+            for pass in shape.passes() {
+                let expected = !(shape.stages_indices() && pass.kind == PassKind::Fused);
+                assert_eq!(
+                    pass.zeroed_workgroup_memory, expected,
+                    "{shape:?} {}",
+                    pass.entry_point
+                );
+            }
+            if !shape.stages_indices() || shape.cells {
+                continue;
+            }
+            staged += 1;
+            let widest = ModuleShape {
+                workgroup_size: crate::culler::DEFAULT_WORKGROUP_SIZE,
+                views: MAX_VIEWS,
+                ..shape
+            };
+            let entry = widest.recipe().modules()[0];
+            let src = wgsl(&widest, entry).unwrap_or_else(|e| panic!("{e}"));
+            assert!(src.contains("clear_counts"), "{widest:?}");
+            let (module, _) = compose(&widest, entry).unwrap_or_else(|e| panic!("{e}"));
+            let mut layouter = naga::proc::Layouter::default();
+            layouter.update(module.to_ctx()).unwrap();
+            let bytes: u32 = module
+                .global_variables
+                .iter()
+                .filter(|(_, g)| g.space == naga::AddressSpace::WorkGroup)
+                .map(|(_, g)| layouter[g.ty].size)
+                .sum();
+            assert!(
+                bytes <= 16 * 1024,
+                "{widest:?}: {bytes} bytes of workgroup memory"
+            );
+        }
+        assert_eq!(
+            staged > 0,
+            ScanVariant::compiled().any(|v| v.kernel().unwrap().stages_indices())
+        );
     }
 
     /// Every library module names itself, and imports only modules listed

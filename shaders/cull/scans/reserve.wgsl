@@ -35,13 +35,14 @@ fn reserve_output(view: u32, lane: u32, lid: u32, subgroup_total: u32) -> u32 {
     return block_base + subgroup_base;
 }
 
-// The two steps of reserve_output for a batch of up to VIEW_BATCH views at
-// once, so that a workgroup waits on one round of global atomics per batch,
-// not on one per view: reserve_in_workgroup per view (lane 0's shared
-// atomic, no barrier), then reserve_views once for the batch starting at
-// `first_view` (every invocation calls it: two barriers, view v's global
-// atomic taken by invocation v), then view_base per view. Batches of four:
-// eight views ranked before any is written held too many registers.
+// The two steps of reserve_output for a batch of views at once, so that a
+// workgroup waits on one round of global atomics per batch, not on one per
+// view: reserve_in_workgroup per view (lane 0's shared atomic, no barrier),
+// then reserve_views once for the `batch` views starting at `first_view`
+// (every invocation calls it: two barriers, view v's global atomic taken by
+// invocation v), then view_base per view. Batches of VIEW_BATCH: eight
+// views ranked before any is written held too many registers. (Index output
+// staged in workgroup memory goes in pairs: cull::scans::staged.)
 const VIEW_BATCH: u32 = 4u;
 
 fn reserve_in_workgroup(view: u32, lane: u32, subgroup_total: u32) -> u32 {
@@ -52,9 +53,9 @@ fn reserve_in_workgroup(view: u32, lane: u32, subgroup_total: u32) -> u32 {
     return subgroup_base;
 }
 
-fn reserve_views(lid: u32, first_view: u32) {
+fn reserve_views(lid: u32, first_view: u32, batch: u32) {
     workgroupBarrier();
-    if lid >= first_view && lid < min(first_view + VIEW_BATCH, VIEWS) {
+    if lid >= first_view && lid < min(first_view + batch, VIEWS) {
         let total = atomicLoad(&workgroup_count[lid]);
         view_bases[lid] = select(0u, atomicAdd(&draw_args[count_word(lid)], total), total > 0u);
     }

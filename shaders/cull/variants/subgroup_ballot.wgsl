@@ -9,17 +9,23 @@
 // With several views, the items are read and classified once (see
 // cull::items::classify_items), then voted and ranked per view, up to four
 // views before one reservation for all of them (two barriers and one round
-// of global atomics per batch of views, not per view), then written.
+// of global atomics per batch of views, not per view), then written. Index
+// output is staged in workgroup memory instead, two views at a time, and
+// written by the workgroup in whole rows (cull::scans::staged): the same
+// slots, fewer instructions per view.
 // Output order is not preserved.
 
-#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile, workgroup_tile_whole}
+#import cull::params::{params, WORKGROUP_SIZE, TILE, VIEWS, workgroup_tile, workgroup_tile_whole}
 #ifdef CELLS
 #import cull::params::NO_TILE
 #endif
 #import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, row_offsets}
-#import cull::scans::reserve::{reserve_in_workgroup, reserve_views, view_base}
+#import cull::scans::reserve::{reserve_in_workgroup, reserve_views, view_base, VIEW_BATCH}
 #import cull::scans::ballot::{lanes_below, popcount_all}
 #import cull::scans::ballot_rows::emit_rows
+#ifdef STAGED_INDICES
+#import cull::scans::staged::{STAGED_VIEWS, clear_counts, stage_items, emit_staged}
+#endif
 
 // A view's votes and ranks, held until the workgroup has reserved every
 // view's range (reserve_views).
@@ -46,6 +52,26 @@ fn rank_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4
     return ViewRanks(v, ranks, totals, reserve_in_workgroup(view, lane, totals.x + totals.y + totals.z + totals.w));
 }
 
+#ifdef STAGED_INDICES
+// Votes and ranks the items in `view` and stages the indices it keeps
+// (cull::scans::staged): nothing is held for the write.
+fn stage_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4<u32>) {
+    let r = rank_view(view, items, verdicts, lane, below);
+    stage_items(view, r.keep, items.index, vec4<u32>(subgroupBroadcast(r.subgroup_base, 0u)) + r.ranks);
+}
+
+// Reserves the ranges of the pair of views from `first` (one view where
+// the kernel has no more) and writes their staged survivors. Every
+// invocation calls it.
+fn write_pair(first: u32, lid: u32) {
+    reserve_views(lid, first, STAGED_VIEWS);
+    emit_staged(first, lid);
+    if first + 1u < VIEWS {
+        emit_staged(first + 1u, lid);
+    }
+}
+#endif
+
 // Writes the items `r` keeps in `view` (a subgroup of `width` active
 // lanes, this one at `position` among them, writes each row together:
 // cull::scans::ballot_rows).
@@ -66,6 +92,10 @@ fn cull(
     }
 #endif
     let items = load_items(tile * TILE + lid);
+#ifdef STAGED_INDICES
+    // After the loads are issued, so that they are in flight meanwhile.
+    clear_counts(lid);
+#endif
     let verdicts = classify_items(items, workgroup_tile_whole(wid));
     let below = lanes_below(lane);
     // The subgroup's active lanes and this lane's place among them, for
@@ -74,6 +104,40 @@ fn cull(
     let members = subgroupBallot(true);
     let width = popcount_all(members);
     let position = popcount_all(members & below);
+#ifdef STAGED_INDICES
+    // Views in pairs: each pair staged, reserved and written; the next
+    // pair's staging waits at a barrier until every invocation has written
+    // the rows out.
+    stage_view(0u, items, verdicts, lane, below);
+#if VIEWS >= 2
+    stage_view(1u, items, verdicts, lane, below);
+#endif
+    write_pair(0u, lid);
+#if VIEWS >= 3
+    workgroupBarrier();
+    stage_view(2u, items, verdicts, lane, below);
+#if VIEWS >= 4
+    stage_view(3u, items, verdicts, lane, below);
+#endif
+    write_pair(2u, lid);
+#endif
+#if VIEWS >= 5
+    workgroupBarrier();
+    stage_view(4u, items, verdicts, lane, below);
+#if VIEWS >= 6
+    stage_view(5u, items, verdicts, lane, below);
+#endif
+    write_pair(4u, lid);
+#endif
+#if VIEWS >= 7
+    workgroupBarrier();
+    stage_view(6u, items, verdicts, lane, below);
+#if VIEWS >= 8
+    stage_view(7u, items, verdicts, lane, below);
+#endif
+    write_pair(6u, lid);
+#endif
+#else
     // One block per view of the target, not a loop (see cull::params::VIEWS):
     // views ranked in batches of four (cull::scans::reserve::VIEW_BATCH),
     // one reservation per batch, then the batch written.
@@ -87,7 +151,7 @@ fn cull(
 #if VIEWS >= 4
     let r3 = rank_view(3u, items, verdicts, lane, below);
 #endif
-    reserve_views(lid, 0u);
+    reserve_views(lid, 0u, VIEW_BATCH);
     emit_view(0u, items, r0, position, width);
 #if VIEWS >= 2
     emit_view(1u, items, r1, position, width);
@@ -111,7 +175,7 @@ fn cull(
     let r7 = rank_view(7u, items, verdicts, lane, below);
 #endif
 #if VIEWS >= 5
-    reserve_views(lid, 4u);
+    reserve_views(lid, 4u, VIEW_BATCH);
     emit_view(4u, items, r4, position, width);
 #endif
 #if VIEWS >= 6
@@ -122,5 +186,6 @@ fn cull(
 #endif
 #if VIEWS >= 8
     emit_view(7u, items, r7, position, width);
+#endif
 #endif
 }

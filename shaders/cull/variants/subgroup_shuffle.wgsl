@@ -16,7 +16,7 @@
 #import cull::params::NO_TILE
 #endif
 #import cull::items::{Items, Verdicts, load_items, classify_items, vote_verdicts, emit_items, pack_votes, unpack_bytes, row_offsets}
-#import cull::scans::reserve::{reserve_output, reserve_in_workgroup, reserve_views, view_base}
+#import cull::scans::reserve::{reserve_output, reserve_in_workgroup, reserve_views, view_base, VIEW_BATCH}
 
 // One shuffle-up step of the scan, taken where the subgroup is wider than `d`.
 fn scan_step(x: u32, d: u32, lane: u32, lanes: u32) -> u32 {
@@ -110,7 +110,7 @@ fn cull(
 #if VIEWS >= 4
     let s3 = scan_view(3u, items, verdicts, lane, lanes);
 #endif
-    reserve_views(lid, 0u);
+    reserve_views(lid, 0u, VIEW_BATCH);
     emit_view(0u, items, s0);
 #if VIEWS >= 2
     emit_view(1u, items, s1);
@@ -134,7 +134,7 @@ fn cull(
     let s7 = scan_view(7u, items, verdicts, lane, lanes);
 #endif
 #if VIEWS >= 5
-    reserve_views(lid, 4u);
+    reserve_views(lid, 4u, VIEW_BATCH);
     emit_view(4u, items, s4);
 #endif
 #if VIEWS >= 6

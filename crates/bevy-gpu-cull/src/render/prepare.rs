@@ -145,7 +145,7 @@ impl CompilingCuller {
                     shader,
                     shader_defs: shader_defs.clone(),
                     entry_point: Some(pass.entry_point.into()),
-                    zero_initialize_workgroup_memory: true,
+                    zero_initialize_workgroup_memory: pass.zeroed_workgroup_memory,
                 })
             })
             .collect();

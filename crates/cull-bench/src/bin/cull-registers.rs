@@ -12,13 +12,17 @@
 //! as several views' kernel and as one camera's levels of detail
 //! (`VisibilityTest::DetailLevels`), which hold more in registers.
 //! `--centred` compiles the forms for meshes centred on their origin, and
-//! `--plain` each kernel's form for plain views too (`KernelSpec`).
+//! `--plain` each kernel's form for plain views too (`KernelSpec`), and
+//! `--output indices` the kernels that write indices (what `cull-views`
+//! times) rather than instance copies.
 //!
 //! Each culler's WGSL ([`Culler::shader_source`], as wgpu compiles it for the
 //! device wgpu picks) is translated to SPIR-V by naga and compiled again on a
 //! Vulkan device of the first physical device, with statistics capture on.
 //! Prints a markdown table.
 
+#[path = "../flags.rs"]
+mod flags;
 #[path = "../forms.rs"]
 mod forms;
 
@@ -47,9 +51,12 @@ struct Args {
     /// `--plain`: each kernel's form for plain views as well
     /// (`KernelSpec::plain_views`: five planes, no size band).
     plain: bool,
+    /// `--output instances|indices`: what the kernels write (default
+    /// instance copies).
+    output: OutputKind,
 }
 
-const USAGE: &str = "usage: cull-registers [--views 1,2,4,8] [--centred] [--plain] [--unchecked] [--dump DIR | --wgsl FILE...]";
+const USAGE: &str = "usage: cull-registers [--views 1,2,4,8] [--centred] [--plain] [--unchecked] [--output instances|indices] [--dump DIR | --wgsl FILE...]";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -59,6 +66,7 @@ fn parse_args() -> Result<Args, String> {
         unchecked: false,
         centred: false,
         plain: false,
+        output: OutputKind::Instances,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -79,6 +87,7 @@ fn parse_args() -> Result<Args, String> {
             "--dump" => args.dump = Some(it.next().ok_or(USAGE)?.into()),
             "--unchecked" => args.unchecked = true,
             "--centred" => args.centred = true,
+            "--output" => args.output = flags::output(&it.next().ok_or(USAGE)?)?,
             "--plain" => args.plain = true,
             "--wgsl" => {
                 args.files.extend(it.by_ref().map(Into::into));
@@ -165,7 +174,7 @@ fn main() {
                 variant: Some(variant),
                 allow_fallback: false,
                 format,
-                output: OutputKind::Instances,
+                output: args.output,
                 tuning,
                 max_views,
                 ..Default::default()
@@ -290,6 +299,11 @@ impl Vulkan {
         };
         let options = naga::back::spv::Options {
             lang_version: (1, 3),
+            // wgpu zeroes workgroup memory natively where the Vulkan device
+            // can (the driver does it, outside these statistics), and not
+            // at all for passes that ask it not to (a staging kernel). naga's
+            // polyfill, one invocation storing every word, is neither.
+            zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
             bounds_check_policies: naga::proc::BoundsCheckPolicies {
                 index: policy,
                 buffer: policy,

@@ -20,6 +20,9 @@ use crate::timing::PassKind;
 pub(super) struct FusedKernel {
     pub entry: crate::kernel::ShaderModule,
     pub subgroups: bool,
+    /// Whether its index output can be staged in workgroup memory
+    /// (`STAGED_INDICES`, [`crate::Tuning::staged_indices`]).
+    pub stages_indices: bool,
 }
 
 #[cfg(any(
@@ -34,6 +37,10 @@ impl super::ScanKernel for FusedKernel {
 
     fn subgroup_form(&self, _available: bool) -> bool {
         self.subgroups
+    }
+
+    fn stages_indices(&self) -> bool {
+        self.stages_indices
     }
 
     fn passes(&self, windows: u32) -> Vec<PassLayout> {
@@ -55,6 +62,7 @@ pub(super) fn passes(windows: u32, lookback: bool) -> Vec<PassLayout> {
         module: None,
         entry_point: ENTRY_POINT,
         kind: PassKind::Fused,
+        zeroed_workgroup_memory: true,
         bindings: chunk_slots(windows)
             .chain(lookback.then_some((bindings::SCAN_STATE, Slot::ReadWrite)))
             .collect(),

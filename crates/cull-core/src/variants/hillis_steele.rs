@@ -42,6 +42,7 @@ impl ScanKernel for HillisSteele {
             module: None,
             entry_point,
             kind,
+            zeroed_workgroup_memory: true,
             bindings,
         };
         vec![

@@ -152,6 +152,13 @@ pub(crate) trait ScanKernel: Sync {
     /// (`available`): the subgroup variants always need them.
     fn subgroup_form(&self, available: bool) -> bool;
 
+    /// Whether its index output can be staged in workgroup memory and
+    /// written by the workgroup in whole rows (`STAGED_INDICES`,
+    /// [`crate::Tuning::staged_indices`]).
+    fn stages_indices(&self) -> bool {
+        false
+    }
+
     /// Groups of item rows per thread (`ROW_GROUPS`).
     fn row_groups(&self, _format: InstanceFormat, _subgroups: bool) -> u32 {
         1
@@ -210,6 +217,9 @@ pub(crate) struct KernelTuning {
     /// SubgroupBallot writes dense rows of wide instance copies together
     /// ([`crate::Tuning::row_writes`], resolved for the format).
     pub row_writes: bool,
+    /// Index output staged in workgroup memory where the kernel can
+    /// ([`crate::Tuning::staged_indices`], resolved).
+    pub staged_indices: bool,
 }
 
 /// A variant, registered: what is known of it whether or not it is
@@ -286,11 +296,12 @@ pub(crate) static REGISTRY: [Registration; 6] = [
 ];
 
 /// The scan building blocks more than one variant imports, in dependency order.
-pub(crate) const SCAN_LIBRARY: [ShaderModule; 4] = [
+pub(crate) const SCAN_LIBRARY: [ShaderModule; 5] = [
     shader_module!("scans/tile_scan.wgsl"),
     shader_module!("scans/ballot.wgsl"),
     shader_module!("scans/ballot_rows.wgsl"),
     shader_module!("scans/reserve.wgsl"),
+    shader_module!("scans/staged.wgsl"),
 ];
 
 #[cfg(test)]

@@ -61,6 +61,7 @@ impl ScanKernel for OrderedTwoPass {
                 module: None,
                 entry_point: "vote_bits",
                 kind: PassKind::Vote,
+                zeroed_workgroup_memory: true,
                 bindings: [
                     (bindings::PARAMS, Slot::Params),
                     (bindings::INSTANCES, Slot::Read),
@@ -73,6 +74,7 @@ impl ScanKernel for OrderedTwoPass {
                 module: Some(GATHER),
                 entry_point: "gather",
                 kind: PassKind::Compact,
+                zeroed_workgroup_memory: true,
                 bindings: chunk_slots(windows).chain(scratch).collect(),
             },
         ]
