@@ -79,10 +79,11 @@ pub struct Tuning {
     /// ([`OutputKind::Indices`]): each lane stages the indices it keeps in
     /// workgroup memory, and the workgroup writes each view's survivors out
     /// in whole rows, two views at a time: the same slots, and on an NVIDIA
-    /// H200 up to a fifth less time for six to eight views and 7% less for
-    /// four levels of detail (`docs/benchmarks.md`, "Index output staged in
-    /// workgroup memory"). `None` (the default): on. `Some(false)`: each
-    /// lane stores its own survivors.
+    /// H200 (centred meshes, plain views) a fifth less time for six to eight
+    /// views of 32 B instances and 7-12% less for four levels of detail
+    /// (`docs/benchmarks.md`, "Index output staged in workgroup memory").
+    /// `None` (the default): on. `Some(false)`: each lane stores its own
+    /// survivors.
     pub staged_indices: Option<bool>,
 }
 

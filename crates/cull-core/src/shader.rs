@@ -99,6 +99,7 @@ impl std::fmt::Debug for ModuleShape {
             .field("cells", &self.cells)
             .field("centred", &self.centred)
             .field("plain_views", &self.plain_views)
+            .field("tuning", &self.tuning)
             .finish()
     }
 }
@@ -108,7 +109,9 @@ impl std::fmt::Debug for ModuleShape {
 /// composed against [`library`] with `shader_defs`, and one compute
 /// pipeline per pass, in order, each with its group 0 layout, from the
 /// entry module or the pass's own ([`PassLayout::module`], composed with
-/// the same defs).
+/// the same defs), and with wgpu's zeroing of workgroup memory where the
+/// pass asks for it ([`PassLayout::zeroed_workgroup_memory`]: zeroing it
+/// anyway is correct, only slower).
 #[derive(Clone, Debug)]
 pub struct KernelRecipe {
     /// The entry module (it imports the library).

@@ -54,7 +54,10 @@ fn rank_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4
 
 #ifdef STAGED_INDICES
 // Votes and ranks the items in `view` and stages the indices it keeps
-// (cull::scans::staged): nothing is held for the write.
+// (cull::scans::staged): nothing is held for the write. Lane 0's base is
+// broadcast as soon as the subgroup is back together after the branch
+// that took its atomic (as cull::scans::ballot::reserve_lanes does), not
+// after the reservation's barriers: the rows are written before them.
 fn stage_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4<u32>) {
     let r = rank_view(view, items, verdicts, lane, below);
     stage_items(view, r.keep, items.index, vec4<u32>(subgroupBroadcast(r.subgroup_base, 0u)) + r.ranks);
@@ -98,12 +101,6 @@ fn cull(
 #endif
     let verdicts = classify_items(items, workgroup_tile_whole(wid));
     let below = lanes_below(lane);
-    // The subgroup's active lanes and this lane's place among them, for
-    // writing rows together (a subgroup may be partly filled: a workgroup
-    // smaller than the device's subgroup).
-    let members = subgroupBallot(true);
-    let width = popcount_all(members);
-    let position = popcount_all(members & below);
 #ifdef STAGED_INDICES
     // Views in pairs: each pair staged, reserved and written; the next
     // pair's staging waits at a barrier until every invocation has written
@@ -138,6 +135,12 @@ fn cull(
     write_pair(6u, lid);
 #endif
 #else
+    // The subgroup's active lanes and this lane's place among them, for
+    // writing rows together (a subgroup may be partly filled: a workgroup
+    // smaller than the device's subgroup).
+    let members = subgroupBallot(true);
+    let width = popcount_all(members);
+    let position = popcount_all(members & below);
     // One block per view of the target, not a loop (see cull::params::VIEWS):
     // views ranked in batches of four (cull::scans::reserve::VIEW_BATCH),
     // one reservation per batch, then the batch written.

@@ -299,10 +299,12 @@ impl Vulkan {
         };
         let options = naga::back::spv::Options {
             lang_version: (1, 3),
-            // wgpu zeroes workgroup memory natively where the Vulkan device
-            // can (the driver does it, outside these statistics), and not
-            // at all for passes that ask it not to (a staging kernel). naga's
-            // polyfill, one invocation storing every word, is neither.
+            // No zeroing of workgroup memory: wgpu has the driver zero it
+            // where the Vulkan device can (code these statistics leave out)
+            // and does not zero it at all for a pass that asks it not to (a
+            // staging kernel). naga's polyfill, one invocation storing every
+            // word, is what runs on neither; statistics before 2026-11-25
+            // included it.
             zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
             bounds_check_policies: naga::proc::BoundsCheckPolicies {
                 index: policy,

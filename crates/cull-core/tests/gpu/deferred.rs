@@ -98,7 +98,12 @@ fn compile(device: &wgpu::Device, recipe: KernelRecipe) -> Vec<wgpu::ComputePipe
                 layout: Some(&pipeline_layout),
                 module: shader,
                 entry_point: Some(pass.entry_point),
-                compilation_options: Default::default(),
+                // As the recipe asks: a kernel that stages its output
+                // clears its counts itself.
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    zero_initialize_workgroup_memory: pass.zeroed_workgroup_memory,
+                    ..Default::default()
+                },
                 cache: None,
             })
         })
