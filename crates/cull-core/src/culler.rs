@@ -75,8 +75,8 @@ pub struct Tuning {
     /// (`docs/benchmarks.md`, "Plain views"). `Some(true)` or
     /// `Some(false)`: always or never.
     pub plain_views: Option<bool>,
-    /// [`ScanVariant::SubgroupBallot`] writing indices
-    /// ([`OutputKind::Indices`]): each lane stages the indices it keeps in
+    /// [`ScanVariant::SubgroupBallot`] and [`ScanVariant::SubgroupShuffle`]
+    /// writing indices ([`OutputKind::Indices`]): each lane stages the indices it keeps in
     /// workgroup memory, and the workgroup writes each view's survivors out
     /// in whole rows, two views at a time: the same slots, and on an NVIDIA
     /// H200 (centred meshes, plain views) a fifth less time for six to eight

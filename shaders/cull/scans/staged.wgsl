@@ -17,7 +17,7 @@
 
 #import cull::params::{TILE, WORKGROUP_SIZE, VIEWS}
 #import cull::items::emit_reading
-#import cull::scans::reserve::{workgroup_count, view_bases}
+#import cull::scans::reserve::{workgroup_count, view_bases, reserve_views}
 
 // Views staged at once: a pair, or one for a one-view kernel.
 const STAGED_VIEWS: u32 = #{STAGED_VIEWS}u;
@@ -56,5 +56,16 @@ fn emit_staged(view: u32, lid: u32) {
     let base = view_bases[view];
     for (var k = lid; k < count; k += WORKGROUP_SIZE) {
         emit_reading(view, base + k, staged[row][k]);
+    }
+}
+
+// Reserves the ranges of the pair of views from `first` (one view where
+// the kernel has no more) and writes their staged survivors. Every
+// invocation calls it, after staging the pair.
+fn write_pair(first: u32, lid: u32) {
+    reserve_views(lid, first, STAGED_VIEWS);
+    emit_staged(first, lid);
+    if first + 1u < VIEWS {
+        emit_staged(first + 1u, lid);
     }
 }

@@ -15,7 +15,7 @@
 // slots, fewer instructions per view.
 // Output order is not preserved.
 
-#import cull::params::{params, WORKGROUP_SIZE, TILE, VIEWS, workgroup_tile, workgroup_tile_whole}
+#import cull::params::{params, WORKGROUP_SIZE, TILE, workgroup_tile, workgroup_tile_whole}
 #ifdef CELLS
 #import cull::params::NO_TILE
 #endif
@@ -24,7 +24,7 @@
 #import cull::scans::ballot::{lanes_below, popcount_all}
 #import cull::scans::ballot_rows::emit_rows
 #ifdef STAGED_INDICES
-#import cull::scans::staged::{STAGED_VIEWS, clear_counts, stage_items, emit_staged}
+#import cull::scans::staged::{clear_counts, stage_items, write_pair}
 #endif
 
 // A view's votes and ranks, held until the workgroup has reserved every
@@ -61,17 +61,6 @@ fn rank_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4
 fn stage_view(view: u32, items: Items, verdicts: Verdicts, lane: u32, below: vec4<u32>) {
     let r = rank_view(view, items, verdicts, lane, below);
     stage_items(view, r.keep, items.index, vec4<u32>(subgroupBroadcast(r.subgroup_base, 0u)) + r.ranks);
-}
-
-// Reserves the ranges of the pair of views from `first` (one view where
-// the kernel has no more) and writes their staged survivors. Every
-// invocation calls it.
-fn write_pair(first: u32, lid: u32) {
-    reserve_views(lid, first, STAGED_VIEWS);
-    emit_staged(first, lid);
-    if first + 1u < VIEWS {
-        emit_staged(first + 1u, lid);
-    }
 }
 #endif
 

@@ -8,5 +8,5 @@ use crate::kernel::shader_module;
 pub(super) static KERNEL: FusedKernel = FusedKernel {
     entry: shader_module!("variants/subgroup_shuffle.wgsl"),
     subgroups: true,
-    stages_indices: false,
+    stages_indices: true,
 };

@@ -77,45 +77,46 @@ fn every_variant_matches_reference_per_view_instance_copies() {
     check_all(OutputKind::Instances);
 }
 
-/// `SubgroupBallot` stages index output in workgroup memory by default
-/// (what the tests above run, in a target of eight views); here each
-/// kernel from one view to eight (`VIEWS`: one row, pairs, an odd last
+/// The subgroup variants stage index output in workgroup memory by
+/// default (what the tests above run, in a target of eight views); here
+/// each kernel from one view to eight (`VIEWS`: one row, pairs, an odd last
 /// view) with staging and without (`Tuning::staged_indices: Some(false)`,
 /// each lane storing its own survivors), at the default workgroup and at
 /// 32 invocations (tiles of 128), across tiles.
 #[test]
-#[cfg(feature = "subgroup-ballot")]
-fn ballot_index_output_matches_reference_with_and_without_staging() {
+fn subgroup_index_output_matches_reference_with_and_without_staging() {
     let ctx = gpu();
-    if !cull_core::ScanVariant::SubgroupBallot.is_available(ctx.device.features()) {
-        panic!("the test adapter has no subgroups: install Mesa's lavapipe (see README)");
-    }
-    for workgroup_size in [None, Some(32)] {
-        for staged in [false, true] {
-            let tuning = Tuning {
-                staged_indices: Some(staged),
-                workgroup_size,
-                ..Tuning::default()
-            };
-            for format in InstanceFormat::ALL {
-                let culler = views_culler(
-                    ctx,
-                    cull_core::ScanVariant::SubgroupBallot,
-                    format,
-                    OutputKind::Indices,
-                    tuning,
-                    MAX_VIEWS,
-                );
-                for (s, &size) in [1usize, 1025, 20_011].iter().enumerate() {
-                    let camera = Camera::ALL[s % Camera::ALL.len()];
-                    let scene = edge_scene(s as u64 + 900, size, camera, format);
-                    for k in 1..=MAX_VIEWS {
-                        let frusta = view_frusta(&scene, s as u64 + 31 * k as u64, k as usize);
-                        let what = format!(
-                            "SubgroupBallot {format:?} staged={staged} workgroup={workgroup_size:?} n={size} views={k}"
-                        );
-                        let survivors = run_views(ctx, &culler, &scene, &frusta, size as u32, k);
-                        assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
+    let staging: Vec<_> = [
+        cull_core::ScanVariant::SubgroupBallot,
+        cull_core::ScanVariant::SubgroupShuffle,
+    ]
+    .into_iter()
+    .filter(|v| v.is_compiled())
+    .collect();
+    for variant in staging {
+        if !variant.is_available(ctx.device.features()) {
+            panic!("the test adapter has no subgroups: install Mesa's lavapipe (see README)");
+        }
+        for workgroup_size in [None, Some(32)] {
+            for staged in [false, true] {
+                let tuning = Tuning {
+                    staged_indices: Some(staged),
+                    workgroup_size,
+                    ..Tuning::default()
+                };
+                for format in InstanceFormat::ALL {
+                    let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, MAX_VIEWS);
+                    for (s, &size) in [1usize, 1025, 20_011].iter().enumerate() {
+                        let camera = Camera::ALL[s % Camera::ALL.len()];
+                        let scene = edge_scene(s as u64 + 900, size, camera, format);
+                        for k in 1..=MAX_VIEWS {
+                            let frusta = view_frusta(&scene, s as u64 + 31 * k as u64, k as usize);
+                            let what = format!(
+                                "{variant:?} {format:?} staged={staged} workgroup={workgroup_size:?} n={size} views={k}"
+                            );
+                            let survivors = run_views(ctx, &culler, &scene, &frusta, size as u32, k);
+                            assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
+                        }
                     }
                 }
             }
