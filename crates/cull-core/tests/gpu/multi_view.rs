@@ -82,7 +82,7 @@ fn every_variant_matches_reference_per_view_instance_copies() {
 /// each kernel from one view to eight (`VIEWS`: one row, pairs, an odd last
 /// view) with staging and without (`Tuning::staged_indices: Some(false)`,
 /// each lane storing its own survivors), at the default workgroup and at
-/// 32 invocations (tiles of 128), across tiles.
+/// 32 invocations (tiles of 128), empty, one instance and across tiles.
 #[test]
 fn subgroup_index_output_matches_reference_with_and_without_staging() {
     let ctx = gpu();
@@ -106,7 +106,7 @@ fn subgroup_index_output_matches_reference_with_and_without_staging() {
                 };
                 for format in InstanceFormat::ALL {
                     let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, MAX_VIEWS);
-                    for (s, &size) in [1usize, 1025, 20_011].iter().enumerate() {
+                    for (s, &size) in [0usize, 1, 1025, 20_011].iter().enumerate() {
                         let camera = Camera::ALL[s % Camera::ALL.len()];
                         let scene = edge_scene(s as u64 + 900, size, camera, format);
                         for k in 1..=MAX_VIEWS {
@@ -114,7 +114,7 @@ fn subgroup_index_output_matches_reference_with_and_without_staging() {
                             let what = format!(
                                 "{variant:?} {format:?} staged={staged} workgroup={workgroup_size:?} n={size} views={k}"
                             );
-                            let survivors = run_views(ctx, &culler, &scene, &frusta, size as u32, k);
+                            let survivors = run_views(ctx, &culler, &scene, &frusta, (size as u32).max(1), k);
                             assert_views_exact(&what, &culler, &scene, &frusta, &survivors);
                         }
                     }

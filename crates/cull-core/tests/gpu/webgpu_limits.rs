@@ -100,13 +100,12 @@ fn every_portable_variant_is_exact_within_webgpu_limits() {
     }
 }
 
-/// WebGPU's limits with its `subgroups` extension: `SubgroupBallot` stages
-/// index output in workgroup memory (two views' rows of a tile), which must
-/// fit the 16 KiB a browser grants at the largest workgroup, with every
-/// view a target can have.
+/// WebGPU's limits with its `subgroups` extension: the subgroup variants
+/// stage index output in workgroup memory (two views' rows of a tile),
+/// which must fit the 16 KiB a browser grants at the largest workgroup,
+/// with every view a target can have.
 #[test]
-#[cfg(feature = "subgroup-ballot")]
-fn staged_ballot_fits_webgpu_workgroup_memory() {
+fn staged_subgroup_variants_fit_webgpu_workgroup_memory() {
     let ctx = GpuContext::with_limits(
         wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
         !wgpu::Features::SUBGROUP,
@@ -114,26 +113,32 @@ fn staged_ballot_fits_webgpu_workgroup_memory() {
     )
     .unwrap_or_else(|e| panic!("a device with WebGPU's default limits: {e}"));
     assert_eq!(ctx.device.limits().max_compute_workgroup_storage_size, 16 * 1024);
-    assert!(
-        ScanVariant::SubgroupBallot.is_available(ctx.device.features()),
-        "the test adapter has no subgroups: install Mesa's lavapipe (see README)"
-    );
-    for format in InstanceFormat::ALL {
-        let views = cull_core::MAX_VIEWS;
-        let many = views_culler(
-            &ctx,
-            ScanVariant::SubgroupBallot,
-            format,
-            OutputKind::Indices,
-            Tuning::default(),
-            views,
+    let staging: Vec<ScanVariant> = [ScanVariant::SubgroupBallot, ScanVariant::SubgroupShuffle]
+        .into_iter()
+        .filter(|v| ScanVariant::compiled().any(|c| c == *v))
+        .collect();
+    for variant in staging {
+        assert!(
+            variant.is_available(ctx.device.features()),
+            "the test adapter has no subgroups: install Mesa's lavapipe (see README)"
         );
-        for n in [1usize, 4099] {
-            let scene = edge_scene(n as u64 + 13, n, Camera::Perspective, format);
-            let frusta = view_frusta(&scene, n as u64 + 1, views as usize);
-            let survivors = run_views(&ctx, &many, &scene, &frusta, n as u32, views);
-            let what = format!("SubgroupBallot {format:?} n={n} {views} views, staged (WebGPU limits)");
-            assert_views_exact(&what, &many, &scene, &frusta, &survivors);
+        for format in InstanceFormat::ALL {
+            let views = cull_core::MAX_VIEWS;
+            let many = views_culler(
+                &ctx,
+                variant,
+                format,
+                OutputKind::Indices,
+                Tuning::default(),
+                views,
+            );
+            for n in [0usize, 1, 4099] {
+                let scene = edge_scene(n as u64 + 13, n, Camera::Perspective, format);
+                let frusta = view_frusta(&scene, n as u64 + 1, views as usize);
+                let survivors = run_views(&ctx, &many, &scene, &frusta, (n as u32).max(1), views);
+                let what = format!("{variant:?} {format:?} n={n} {views} views, staged (WebGPU limits)");
+                assert_views_exact(&what, &many, &scene, &frusta, &survivors);
+            }
         }
     }
 }
