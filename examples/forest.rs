@@ -8,6 +8,8 @@
 //! cargo run --release --example forest -- --count 200000
 //! cargo run --release --example forest -- --occlusion       # trees hidden behind trees are not drawn
 //! cargo run --release --example forest -- --count 4e6 --cells  # read only the cells of the forest in view
+//! cargo run --release --example forest -- --lod             # coarser trees and rocks far away, flat trees farthest
+//! cargo run --release --example forest -- --compare bevy    # the same forest as ordinary Bevy entities
 //! cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png
 //! ```
 
@@ -28,8 +30,12 @@ fn main() {
     let args = support::SceneArgs::parse(
         40_000,
         60,
-        "usage: forest [--count N] [--occlusion] [--cells] [--headless --frames N --screenshot out.png --size WxH]",
+        "usage: forest [--count N] [--occlusion] [--cells] [--lod] [--compare bevy [--no-cpu-culling]] [--headless --frames N --screenshot out.png --size WxH]",
     );
+    if args.no_cpu_culling && !args.compare_bevy || args.lod && args.compare_bevy {
+        eprintln!("forest: --no-cpu-culling goes with --compare bevy, --lod without it");
+        std::process::exit(2);
+    }
     if !args.headless {
         support::require_display(
             "forest",
@@ -122,22 +128,19 @@ fn setup(
             CulledInstance::from_transform(&transform, Color::srgb(0.8 + 0.2 * s.fract(), 1.0, 0.85))
         })
         .collect();
-    let mut forest = commands.spawn((
-        Mesh3d(meshes.add(Cone::new(0.9, 3.0).mesh().resolution(8))),
-        MeshMaterial3d(materials.add(StandardMaterial {
-            base_color_texture: Some(images.add(streaks([40, 120, 50]))),
-            perceptual_roughness: 0.9,
-            ..default()
-        })),
-        GpuCulledInstances::new(trees),
-        Trees,
-    ));
-    // Sorted into cells (spatially compact runs of trees), the forest is
-    // culled reading only the cells in view where that leaves enough unread.
-    if args.cells {
-        forest.insert(GpuCullCells::default());
-    }
-    // Rocks between them.
+    let cone = |resolution| Cone::new(0.9, 3.0).mesh().resolution(resolution).build();
+    let tree_mesh = meshes.add(cone(8));
+    let tree_material = materials.add(StandardMaterial {
+        base_color_texture: Some(images.add(streaks([40, 120, 50]))),
+        perceptual_roughness: 0.9,
+        ..default()
+    });
+    let rock_mesh = meshes.add(Sphere::new(0.6).mesh().ico(1).expect("a small icosphere"));
+    let rock_material = materials.add(StandardMaterial {
+        base_color_texture: Some(images.add(streaks([130, 125, 120]))),
+        perceptual_roughness: 1.0,
+        ..default()
+    });
     let rock_list: Vec<CulledInstance> = (0..args.count / 4)
         .map(|i| {
             let (p, s, turn) = scatter(i, args.count / 4, radius, 2);
@@ -147,19 +150,137 @@ fn setup(
             CulledInstance::from_transform(&transform, Color::WHITE)
         })
         .collect();
+    if args.compare_bevy {
+        // Bevy's own path: an entity per tree and rock (sharing one mesh and
+        // material per kind, so without the instances' tints), batched,
+        // culled and shadowed by Bevy.
+        let entities = |list: &[CulledInstance], mesh: &Handle<Mesh>, material: &Handle<StandardMaterial>| {
+            list.iter()
+                .map(|i| {
+                    (
+                        Mesh3d(mesh.clone()),
+                        MeshMaterial3d(material.clone()),
+                        Transform::from_translation(i.position)
+                            .with_rotation(i.rotation)
+                            .with_scale(Vec3::splat(i.scale)),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        commands.spawn_batch(entities(&trees, &tree_mesh, &tree_material));
+        commands.spawn_batch(entities(&rock_list, &rock_mesh, &rock_material));
+    } else {
+        spawn_batches(
+            &mut commands,
+            &args,
+            &mut meshes,
+            trees,
+            tree_mesh,
+            tree_material,
+            rock_list,
+            rock_mesh,
+            rock_material,
+        );
+    }
+    ground_light_and_camera(
+        &mut commands,
+        &args,
+        &mut meshes,
+        &mut materials,
+        &mut images,
+        radius,
+    );
+}
+
+/// The trees' and the rocks' batches, with levels of detail (`--lod`) and
+/// cells (`--cells`).
+fn spawn_batches(
+    commands: &mut Commands,
+    args: &Args,
+    meshes: &mut Assets<Mesh>,
+    trees: Vec<CulledInstance>,
+    tree_mesh: Handle<Mesh>,
+    tree_material: Handle<StandardMaterial>,
+    rock_list: Vec<CulledInstance>,
+    rock_mesh: Handle<Mesh>,
+    rock_material: Handle<StandardMaterial>,
+) {
+    let mut forest = commands.spawn((
+        Mesh3d(tree_mesh.clone()),
+        MeshMaterial3d(tree_material),
+        GpuCulledInstances::new(trees),
+        Trees,
+    ));
+    // Levels of detail: the cone of eight sides down to a tenth of the
+    // screen's height (bounding sphere across), one of four down to a
+    // fiftieth, then a flat tree turned toward the camera; rocks: the
+    // icosphere, then its coarsest form. Every instance stays drawn (the
+    // last size is 0).
+    if args.lod {
+        forest.insert(GpuCullLod::new([
+            LodLevel::new(tree_mesh, 0.1),
+            LodLevel::new(meshes.add(Cone::new(0.9, 3.0).mesh().resolution(4).build()), 0.02),
+            LodLevel::new(meshes.add(flat_tree()), 0.0).facing_camera(),
+        ]));
+    }
+    // Sorted into cells (spatially compact runs of trees), the forest is
+    // culled reading only the cells in view where that leaves enough unread.
+    if args.cells {
+        forest.insert(GpuCullCells::default());
+    }
+    // Rocks between them.
     let mut rocks = commands.spawn((
-        Mesh3d(meshes.add(Sphere::new(0.6).mesh().ico(1).expect("a small icosphere"))),
-        MeshMaterial3d(materials.add(StandardMaterial {
-            base_color_texture: Some(images.add(streaks([130, 125, 120]))),
-            perceptual_roughness: 1.0,
-            ..default()
-        })),
+        Mesh3d(rock_mesh.clone()),
+        MeshMaterial3d(rock_material),
         GpuCulledInstances::new(rock_list),
         Rocks,
     ));
+    if args.lod {
+        rocks.insert(GpuCullLod::new([
+            LodLevel::new(rock_mesh, 0.03),
+            LodLevel::new(
+                meshes.add(Sphere::new(0.6).mesh().ico(0).expect("an icosahedron")),
+                0.0,
+            ),
+        ]));
+    }
     if args.cells {
         rocks.insert(GpuCullCells::default());
     }
+}
+
+/// A tree's outline as one triangle in the XY plane, facing +Z (the
+/// camera, drawn with `LodLevel::facing_camera`), as tall and wide as the
+/// cone, with normals leaning out so that it shades like a cone.
+fn flat_tree() -> Mesh {
+    use bevy::asset::RenderAssetUsages;
+    use bevy::mesh::{Indices, PrimitiveTopology};
+    let positions = vec![[-0.9, -1.5, 0.0], [0.9, -1.5, 0.0], [0.0, 1.5, 0.0]];
+    let normals: Vec<[f32; 3]> = [
+        Vec3::new(-1.0, 0.3, 1.0),
+        Vec3::new(1.0, 0.3, 1.0),
+        Vec3::new(0.0, 0.3, 1.0),
+    ]
+    .iter()
+    .map(|n| n.normalize().to_array())
+    .collect();
+    let uvs = vec![[0.0, 1.0], [1.0, 1.0], [0.5, 0.0]];
+    Mesh::new(PrimitiveTopology::TriangleList, RenderAssetUsages::default())
+        .with_inserted_indices(Indices::U32(vec![0, 1, 2]))
+        .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions)
+        .with_inserted_attribute(Mesh::ATTRIBUTE_NORMAL, normals)
+        .with_inserted_attribute(Mesh::ATTRIBUTE_UV_0, uvs)
+}
+
+/// The ground, the sun and the camera.
+fn ground_light_and_camera(
+    commands: &mut Commands,
+    args: &Args,
+    meshes: &mut Assets<Mesh>,
+    materials: &mut Assets<StandardMaterial>,
+    images: &mut Assets<Image>,
+    radius: f32,
+) {
     // The ground: an ordinary Bevy mesh that receives the instances' shadows.
     commands.spawn((
         Mesh3d(meshes.add(Plane3d::default().mesh().size(radius * 2.5, radius * 2.5))),
@@ -175,10 +296,15 @@ fn setup(
     ));
     let mut camera = commands.spawn((Camera3d::default(), Transform::default()));
     if args.occlusion {
+        // With --compare bevy, Bevy's own two-phase occlusion culling of its
+        // entities (GpuCullOcclusion has no batch to act on).
         camera.insert(support::occlusion_culling());
     }
+    if args.no_cpu_culling {
+        camera.insert(bevy::camera::visibility::NoCpuCulling);
+    }
     if args.headless {
-        camera.insert(support::headless_target(&mut images, args.width, args.height));
+        camera.insert(support::headless_target(images, args.width, args.height));
     } else {
         commands.spawn((
             Text::new(""),
@@ -266,19 +392,44 @@ fn finish_headless(
     if !args.headless {
         return;
     }
-    let ready = stats.drawn_frames >= 2 && !stats.shadow_visible.is_empty();
+    // Bevy's path has no counts to wait for: a few frames for its meshes'
+    // and materials to be prepared, then the pipelines settled.
+    let ready = if args.compare_bevy {
+        run.frames >= 10
+    } else {
+        stats.drawn_frames >= 2 && !stats.shadow_visible.is_empty()
+    };
     let support::HeadlessStep::Finish(exit_code) =
         run.step(&args, ready, &settled, targets.single().ok(), &mut commands)
     else {
         return;
     };
-    let visible = |batch: Option<Entity>| -> u32 {
-        stats
-            .visible
-            .iter()
-            .filter(|((_, b), _)| Some(*b) == batch)
-            .map(|(_, n)| n)
-            .sum()
+    // "n/a" on Bevy's path (--compare bevy), which has no batches.
+    let visible = |batch: Option<Entity>| -> String {
+        batch.map_or("n/a".into(), |batch| {
+            stats
+                .visible
+                .iter()
+                .filter(|((_, b), _)| *b == batch)
+                .map(|(_, n)| n)
+                .sum::<u32>()
+                .to_string()
+        })
+    };
+    // Per level, finest first, summed over the cameras ("n/a" without --lod).
+    let per_level = |batch: Option<Entity>| -> String {
+        let mut sums: Vec<u32> = Vec::new();
+        for ((_, b), levels) in &stats.visible_per_level {
+            if Some(*b) == batch {
+                sums.resize(sums.len().max(levels.len()), 0);
+                sums.iter_mut().zip(levels).for_each(|(s, n)| *s += n);
+            }
+        }
+        if sums.is_empty() {
+            "n/a".into()
+        } else {
+            sums.iter().map(u32::to_string).collect::<Vec<_>>().join("/")
+        }
     };
     let shadow_views = stats
         .shadow_visible
@@ -297,15 +448,21 @@ fn finish_headless(
             format!("{}/{}{}", c.kept, c.cells, if c.by_cells { "" } else { "(flat)" })
         });
     println!(
-        "forest: frames={} median_frame_ms={:.2} trees_visible={} rocks_visible={} shadow_views={} shadow_casters={} variant={} occlusion={} cells={cells} ready_frame={}",
+        "forest: frames={} median_frame_ms={:.2} count={} path={} trees_visible={} rocks_visible={} trees_per_level={} rocks_per_level={} shadow_views={} shadow_casters={} variant={} lod={} occlusion={} no_cpu_culling={} cells={cells} ready_frame={}",
         run.frames,
         run.median_frame_ms(),
+        args.count,
+        if args.compare_bevy { "bevy" } else { "gpu-cull" },
         visible(trees.single().ok()),
         visible(rocks.single().ok()),
+        per_level(trees.single().ok()),
+        per_level(rocks.single().ok()),
         shadow_views,
         stats.shadow_visible.values().sum::<u32>(),
         stats.variant.map_or("-", |v| v.name()),
+        args.lod,
         args.occlusion,
+        args.no_cpu_culling,
         run.ready_frame().map_or("n/a".into(), |f| f.to_string()),
     );
     exit.write(exit_code);

@@ -55,7 +55,7 @@ pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u3
         // A headless run draws no HUD and no gizmos: Bevy's UI, text,
         // sprite and gizmo-drawing plugins would only add systems to every
         // frame (on an H100 host, 7-25% of the frame of a small scene: see
-        // docs/benchmarks.md, "Where the 1M frame goes"). The gizmo
+        // docs/bench/spheres-frame-log.md, "Where the 1M frame goes"). The gizmo
         // plugin itself stays: without it a system of the default plugins
         // fails for a missing resource.
         plugins = plugins
@@ -196,6 +196,15 @@ pub struct SceneArgs {
     /// The batches sorted into cells and culled by cells where that pays
     /// off (`--cells`, `GpuCullCells`).
     pub cells: bool,
+    /// Levels of detail on the batches (`--lod`, `GpuCullLod`), in the
+    /// examples that have them.
+    pub lod: bool,
+    /// The same scene as ordinary Bevy entities, culled and drawn by Bevy
+    /// (`--compare bevy`), in the examples that have it.
+    pub compare_bevy: bool,
+    /// With `--compare bevy`: Bevy's `NoCpuCulling` on the camera
+    /// (`--no-cpu-culling`), which leaves the culling to Bevy's GPU.
+    pub no_cpu_culling: bool,
 }
 
 impl SceneArgs {
@@ -217,6 +226,9 @@ impl SceneArgs {
             height: 720,
             occlusion: false,
             cells: false,
+            lod: false,
+            compare_bevy: false,
+            no_cpu_culling: false,
         };
         let mut it = std::env::args().skip(1);
         let mut sized = false;
@@ -229,6 +241,11 @@ impl SceneArgs {
                 "--screenshot" => args.screenshot = Some(value().into()),
                 "--occlusion" => args.occlusion = true,
                 "--cells" => args.cells = true,
+                "--lod" if usage.contains("--lod") => args.lod = true,
+                "--compare" if usage.contains("--compare bevy") => {
+                    args.compare_bevy = value() == "bevy" || fail()
+                }
+                "--no-cpu-culling" if usage.contains("--no-cpu-culling") => args.no_cpu_culling = true,
                 "--size" => {
                     (args.width, args.height) = parse_size(&value()).unwrap_or_else(|| fail());
                     sized = true;

@@ -1,7 +1,8 @@
 //! Runs the `spheres` example headless (as a user without a display would)
 //! for each compiled-in variant: the printed visible count must equal the
 //! CPU reference for the final camera (with levels of detail in one run:
-//! the sum of the levels' references), and the screenshot must show spheres;
+//! the sum of the levels' references; occlusion-culled in another: at most
+//! the reference), and the screenshot must show spheres;
 //! one run also prints Bevy's render diagnostics with the plugin's cull.
 
 use std::process::Command;
@@ -54,7 +55,10 @@ fn spheres_headless_every_variant() {
             .args((variant == "subgroup-ballot").then_some("--cells"))
             // And one with Bevy's render diagnostics, the plugin's cull
             // among the passes.
-            .args((variant == "ordered").then_some("--pass-times"))
+            .args((variant == "ordered" || variant == "hillis-steele").then_some("--pass-times"))
+            // And one occlusion-culled (issue 17): two phases around Bevy's
+            // prepasses, the reference an upper bound (what spheres hide).
+            .args((variant == "hillis-steele").then_some("--occlusion"))
             .arg("--screenshot")
             .arg(&shot)
             .output()
@@ -83,10 +87,25 @@ fn spheres_headless_every_variant() {
             assert_eq!(levels.len(), 5, "{variant}: {line}");
             assert_eq!(levels.iter().sum::<u32>(), visible, "{variant}: {line}");
         }
-        assert!(
-            (reference..=reference + borderline).contains(&visible),
-            "{variant}: {line}"
-        );
+        if variant == "hillis-steele" {
+            // Occlusion culling keeps what the frustum keeps and passes the
+            // depth pyramid: at most the frustum's reference.
+            assert_eq!(field(line, "occlusion"), "true", "{variant}: {line}");
+            assert!(visible <= reference + borderline, "{variant}: {line}");
+            // The late phase ran (its pass timed), not a fallback to the
+            // frustum alone.
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with("pass_time render/gpu_cull_late/elapsed_gpu")),
+                "{variant}: no late phase\n{stdout}"
+            );
+        } else {
+            assert!(
+                (reference..=reference + borderline).contains(&visible),
+                "{variant}: {line}"
+            );
+        }
         if variant == "ordered" {
             // Bevy's main pass and the plugin's cull, both timed on the GPU.
             for pass in [

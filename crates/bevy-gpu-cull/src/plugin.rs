@@ -181,6 +181,12 @@ pub struct GpuCullStats {
     /// origin (`KernelSpec::centred`) and for plain views
     /// (`KernelSpec::plain_views`), which follow their general kernels.
     pub kernels: Vec<(ScanVariant, KernelSpec)>,
+    /// Why this device cannot occlusion-cull (it cannot build depth
+    /// pyramids on the GPU: wgpu's GL backend), or `None` where it can.
+    /// Cameras with [`crate::GpuCullOcclusion`] are then frustum-culled
+    /// only, as if they had no such component; the plugin logs a warning
+    /// once when it starts.
+    pub occlusion_unavailable: Option<String>,
 }
 
 /// The cells of a batch culled by cells ([`GpuCullStats::cells`]).
@@ -227,6 +233,8 @@ pub(crate) enum StatMessage {
     Drawn,
     /// The plugin's GPU buffers changed size.
     GpuBytes(u64),
+    /// The device cannot build depth pyramids ([`GpuCullStats::occlusion_unavailable`]).
+    OcclusionUnavailable(Option<String>),
     /// A target's draw arguments were written.
     DrawArgsWritten,
     /// A cull kernel was compiled and handed to the culler.
@@ -369,6 +377,7 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             }
             StatMessage::Drawn => stats.drawn_frames += 1,
             StatMessage::GpuBytes(bytes) => stats.gpu_buffer_bytes = bytes,
+            StatMessage::OcclusionUnavailable(why) => stats.occlusion_unavailable = why,
             StatMessage::DrawArgsWritten => stats.draw_args_writes += 1,
             StatMessage::Cells { view, batch, cells } => {
                 stats.cells.insert((view, batch), cells);

@@ -2477,6 +2477,31 @@ fn gl_backend_child() {
         "{variant:?} needs subgroups"
     );
     assert_renders(&mut h, "GL backend");
+    // Issue 17: occlusion culling asked for where the device cannot build
+    // depth pyramids falls back to frustum culling, says why, and still
+    // draws every instance in the frustum.
+    let camera = h.cameras[0];
+    h.app.world_mut().entity_mut(camera).insert((
+        bevy::core_pipeline::prepass::DepthPrepass,
+        bevy::render::occlusion_culling::OcclusionCulling,
+        GpuCullOcclusion,
+    ));
+    let why = h
+        .app
+        .world()
+        .resource::<GpuCullStats>()
+        .occlusion_unavailable
+        .clone()
+        .expect("GL reports that it cannot occlusion-cull");
+    assert!(why.contains("depth pyramid"), "{why}");
+    // Frames for the components to reach the render world, so that the
+    // counts compared are culled with them.
+    for _ in 0..20 {
+        h.app.update();
+    }
+    run_until_counts_match(&mut h, "GL backend with GpuCullOcclusion");
+    assert_renders(&mut h, "GL backend with GpuCullOcclusion");
+    run_until_counts_match(&mut h, "GL backend with GpuCullOcclusion, rendered");
     let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     assert!(
         errors.iter().all(|e| e.contains("textureGatherOffset")),

@@ -109,11 +109,14 @@ impl OcclusionCamera {
         if linear.determinant() == 0.0 {
             return Err(CullError::DegenerateFrustum("world_from_view is singular"));
         }
-        Ok(Self {
+        let camera = Self {
             clip_from_relative: (clip_from_view.as_dmat4() * linear.inverse()).as_mat4(),
             origin: origin.as_vec3(),
             jitter: 0.0,
-        })
+        };
+        // The product, rounded to f32, may still overflow.
+        camera.validate()?;
+        Ok(camera)
     }
 
     /// The camera of a `clip_from_world` matrix, positions taken relative
@@ -124,16 +127,18 @@ impl OcclusionCamera {
             return Err(CullError::DegenerateFrustum("the matrix is not finite"));
         }
         let relative = clip_from_world.as_dmat4() * DMat4::from_translation(origin.as_dvec3());
-        Ok(Self {
+        let camera = Self {
             clip_from_relative: relative.as_mat4(),
             origin,
             jitter: 0.0,
-        })
+        };
+        camera.validate()?;
+        Ok(camera)
     }
 
     /// The camera with its projection jittered by up to `pixels` along each
     /// axis ([`Self::jitter`]); an error unless `pixels` is finite and not
-    /// negative.
+    /// negative (and the camera passes [`Self::validate`]).
     pub fn with_jitter(self, pixels: f32) -> Result<Self, CullError> {
         let jitter = Self {
             jitter: pixels,
@@ -143,9 +148,13 @@ impl OcclusionCamera {
         Ok(jitter)
     }
 
-    /// An error unless [`Self::jitter`] is finite and not negative (the
-    /// late phase checks it: the field is public).
+    /// An error unless [`Self::jitter`] is finite and not negative and the
+    /// matrix and origin are finite (the late phase and [`Self::classify`]
+    /// check it: the fields are public).
     pub fn validate(&self) -> Result<(), CullError> {
+        if !(self.clip_from_relative.is_finite() && self.origin.is_finite()) {
+            return Err(CullError::DegenerateFrustum("the matrix is not finite"));
+        }
         if self.jitter.is_finite() && self.jitter >= 0.0 {
             Ok(())
         } else {
@@ -170,8 +179,15 @@ impl OcclusionCamera {
     /// be visible), `Outside` when it must be culled (hidden behind what the
     /// pyramid holds), `Borderline` when rounding may decide either way. A
     /// sphere that overflowed `f32` is kept. Frustum and level-of-detail
-    /// band are [`crate::Frustum::classify`]'s.
-    pub fn classify(&self, sphere: &WorldSphere, pyramid: &CpuPyramid) -> SphereClass {
+    /// band are [`crate::Frustum::classify`]'s. An error where the camera
+    /// does not pass [`Self::validate`] (as the late phase refuses it).
+    pub fn classify(&self, sphere: &WorldSphere, pyramid: &CpuPyramid) -> Result<SphereClass, CullError> {
+        self.validate()?;
+        Ok(self.classify_valid(sphere, pyramid))
+    }
+
+    /// [`Self::classify`] of a camera already validated.
+    fn classify_valid(&self, sphere: &WorldSphere, pyramid: &CpuPyramid) -> SphereClass {
         let c = sphere.center;
         let magnitude = c.x.abs() + c.y.abs() + c.z.abs() + sphere.radius + sphere.terms;
         let wide = sphere.radius + PLANE_TOLERANCE * magnitude + self.origin_slack();
@@ -969,25 +985,60 @@ mod tests {
         let p = CpuPyramid::build(w, h, &vec![wall; (w * h) as usize], DepthOrder::ReverseZ).unwrap();
         let cam = camera();
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -10.0), 1.0), &p),
+            cam.classify(&sphere(Vec3::new(0.0, 0.0, -10.0), 1.0), &p)
+                .unwrap(),
             SphereClass::Outside
         );
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -3.0), 1.0), &p),
+            cam.classify(&sphere(Vec3::new(0.0, 0.0, -3.0), 1.0), &p).unwrap(),
             SphereClass::Inside
         );
         // Reaching through the wall: kept.
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -6.0), 1.5), &p),
+            cam.classify(&sphere(Vec3::new(0.0, 0.0, -6.0), 1.5), &p).unwrap(),
             SphereClass::Inside
         );
         // Around the camera: kept.
-        assert_eq!(cam.classify(&sphere(Vec3::ZERO, 0.5), &p), SphereClass::Inside);
-        // Overflowed: kept.
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -10.0), f32::INFINITY), &p),
+            cam.classify(&sphere(Vec3::ZERO, 0.5), &p).unwrap(),
             SphereClass::Inside
         );
+        // Overflowed: kept.
+        assert_eq!(
+            cam.classify(&sphere(Vec3::new(0.0, 0.0, -10.0), f32::INFINITY), &p)
+                .unwrap(),
+            SphereClass::Inside
+        );
+    }
+
+    #[test]
+    fn a_camera_with_bad_fields_is_refused_not_classified() {
+        let p = CpuPyramid::build(4, 4, &[0.5; 16], DepthOrder::ReverseZ).unwrap();
+        let s = sphere(Vec3::new(0.0, 0.0, -10.0), 1.0);
+        for jitter in [f32::NAN, -1.0, f32::INFINITY] {
+            let cam = OcclusionCamera { jitter, ..camera() };
+            assert!(
+                matches!(cam.classify(&s, &p), Err(CullError::InvalidParameter(_))),
+                "jitter {jitter}"
+            );
+        }
+        let mut cam = camera();
+        cam.clip_from_relative.x_axis.x = f32::NAN;
+        assert!(matches!(
+            cam.classify(&s, &p),
+            Err(CullError::DegenerateFrustum(_))
+        ));
+        let cam = OcclusionCamera {
+            origin: Vec3::new(f32::INFINITY, 0.0, 0.0),
+            ..camera()
+        };
+        assert!(matches!(
+            cam.classify(&s, &p),
+            Err(CullError::DegenerateFrustum(_))
+        ));
+        // An origin so far that the matrix overflows is refused too.
+        let far = OcclusionCamera::from_clip_from_world(camera().clip_from_relative, Vec3::splat(3.0e38));
+        assert!(matches!(far, Err(CullError::DegenerateFrustum(_))), "{far:?}");
     }
 
     #[test]
@@ -1001,12 +1052,14 @@ mod tests {
         let cam = camera();
         // Far behind, but its rectangle covers the hole's pixel.
         assert_ne!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -50.0), 2.0), &p),
+            cam.classify(&sphere(Vec3::new(0.0, 0.0, -50.0), 2.0), &p)
+                .unwrap(),
             SphereClass::Outside
         );
         // Off to the side, behind solid wall.
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(-20.0, -20.0, -50.0), 1.0), &p),
+            cam.classify(&sphere(Vec3::new(-20.0, -20.0, -50.0), 1.0), &p)
+                .unwrap(),
             SphereClass::Outside
         );
     }
@@ -1026,11 +1079,13 @@ mod tests {
         // At 10^7 from the origin, f32 positions are a unit apart: the
         // slack makes the sphere about 60 units wide, still behind the wall.
         assert_eq!(
-            cam.classify(&sphere(origin + Vec3::new(0.0, 0.0, -500.0), 1.0), &p),
+            cam.classify(&sphere(origin + Vec3::new(0.0, 0.0, -500.0), 1.0), &p)
+                .unwrap(),
             SphereClass::Outside
         );
         assert_eq!(
-            cam.classify(&sphere(origin + Vec3::new(0.0, 0.0, -3.0), 1.0), &p),
+            cam.classify(&sphere(origin + Vec3::new(0.0, 0.0, -3.0), 1.0), &p)
+                .unwrap(),
             SphereClass::Inside
         );
     }

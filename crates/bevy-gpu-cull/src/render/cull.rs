@@ -30,6 +30,7 @@ pub(crate) struct CullResources<'w, 's> {
     frame: Res<'w, RenderFrame>,
     culled: Res<'w, CulledThisFrame>,
     sender: Res<'w, StatSender>,
+    pyramids: Res<'w, Pyramids>,
 }
 
 /// Set when any view culled a batch this render frame; reported once per
@@ -371,12 +372,30 @@ pub(crate) struct Pyramids {
     by_view: std::sync::Mutex<bevy::platform::collections::HashMap<Entity, cull_core::DepthPyramid>>,
 }
 
+impl Pyramids {
+    /// Whether this device builds depth pyramids: without them every
+    /// camera is frustum-culled only ([`crate::render::prepare::occlusion_culled`]).
+    pub(crate) fn available(&self) -> bool {
+        self.builder.is_some()
+    }
+}
+
 impl FromWorld for Pyramids {
     fn from_world(world: &mut World) -> Self {
         let device = world.resource::<RenderDevice>();
-        let builder = cull_core::PyramidBuilder::new(device.wgpu_device())
-            .map_err(|e| warn!("bevy-gpu-cull: {e}; occlusion culling falls back to frustum culling"))
-            .ok();
+        let built = cull_core::PyramidBuilder::new(device.wgpu_device());
+        let why = built.as_ref().err().map(|e| {
+            warn!("bevy-gpu-cull: {e}; cameras with GpuCullOcclusion are frustum-culled only");
+            e.to_string()
+        });
+        // Sent either way: a device made again after a loss may differ.
+        if let Some(sender) = world.get_resource::<StatSender>() {
+            let _ = sender
+                .0
+                .lock()
+                .map(|s| s.send(StatMessage::OcclusionUnavailable(why)));
+        }
+        let builder = built.ok();
         Self {
             builder,
             by_view: Default::default(),
@@ -420,7 +439,7 @@ pub(crate) fn cull_view_late(
     let (camera, extracted, depth, frozen, occlusion) = view.into_inner();
     // The camera's TemporalJitter, for the late phase's screen rectangles.
     let jitter = occlusion_jitter(occlusion.4.0);
-    if !occlusion_culled(occlusion) {
+    if !occlusion_culled(occlusion, &pyramids) {
         return;
     }
     let Some(culler) = &resources.culler else {
@@ -608,7 +627,12 @@ pub(crate) fn cull_view(
     let diagnostics = ctx.diagnostic_recorder();
     let diagnostics = diagnostics.as_deref();
     let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull");
-    for group in camera_groups(camera, lights, is_cascade, occlusion_culled(occlusion)) {
+    for group in camera_groups(
+        camera,
+        lights,
+        is_cascade,
+        occlusion_culled(occlusion, &resources.pyramids),
+    ) {
         let frusta: Vec<_> = group
             .iter()
             .map(|&member| {

@@ -670,14 +670,18 @@ pub(crate) type OcclusionQueryData = (
 /// everything drawn by the same offset ([`occlusion_jitter`]). A camera
 /// that asks without them is warned about once. MSAA needs nothing: the
 /// pyramid takes each pixel's farthest sample (`cull_core::PyramidBuilder`).
+/// On a device that cannot build depth pyramids (wgpu's GL backend) no
+/// camera is: [`crate::GpuCullStats::occlusion_unavailable`] says why, and
+/// a warning was logged when the plugin started.
 pub(crate) fn occlusion_culled(
     (asks, depth_prepass, occlusion_culling, camera, (jitter, no_indirect, resolution_override, view)): bevy::ecs::query::QueryItem<
         '_,
         '_,
         OcclusionQueryData,
     >,
+    pyramids: &crate::render::cull::Pyramids,
 ) -> bool {
-    if !asks {
+    if !asks || !pyramids.available() {
         return false;
     }
     if !(depth_prepass && occlusion_culling) || no_indirect {
@@ -1084,6 +1088,7 @@ pub(crate) fn prepare_targets(
     pipeline: Option<Res<CulledPipeline>>,
     pipeline_cache: Res<PipelineCache>,
     sender: Res<StatSender>,
+    pyramids: Res<crate::render::cull::Pyramids>,
 ) {
     let (Some(mut culler), Some(pipeline)) = (culler, pipeline) else {
         return;
@@ -1107,7 +1112,7 @@ pub(crate) fn prepare_targets(
     for (view, _, main_view, _, lights, light, occlusion) in &views {
         let groups = match light {
             None if main_view.is_some() => {
-                camera_groups(view, lights, is_cascade, occlusion_culled(occlusion))
+                camera_groups(view, lights, is_cascade, occlusion_culled(occlusion, &pyramids))
             }
             Some(LightEntity::Point { light_entity, .. }) if !grouping.contains_key(&view) => {
                 vec![point_light_faces(*light_entity, light_views())]
@@ -1123,7 +1128,7 @@ pub(crate) fn prepare_targets(
     for (view, extracted, main_view, view_layers, _, light, occlusion) in &views {
         // A camera culled in two phases: its lists in an early and a late
         // target (it is a group of its own).
-        let occluded = light.is_none() && main_view.is_some() && occlusion_culled(occlusion);
+        let occluded = light.is_none() && main_view.is_some() && occlusion_culled(occlusion, &pyramids);
         // A camera (it has a main-world entity) or a light's shadow view.
         let (main_view, shadow) = match (main_view, light.is_some()) {
             (_, true) => {

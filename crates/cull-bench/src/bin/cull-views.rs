@@ -671,7 +671,7 @@ impl Occluded {
             if f == SphereClass::Outside {
                 continue;
             }
-            match (f, self.camera.classify(&s, &self.cpu)) {
+            match (f, self.camera.classify(&s, &self.cpu).expect("a valid camera")) {
                 (_, SphereClass::Outside) => {}
                 (SphereClass::Inside, SphereClass::Inside) => inside += 1,
                 _ => border += 1,
