@@ -2978,10 +2978,13 @@ fn next_frame(h: &mut Harness) -> Vec<u8> {
 /// the instances behind it: the camera's count (early + late phases) falls
 /// well below the frustum's; along a sweep of the camera every frame equals
 /// the frame rendered with occlusion culling off; and when the wall moves
-/// away the very next frame shows what it hid.
+/// away the very next frame shows what it hid. Rendered without pipelining,
+/// so that the test can copy the prepass depth (`install_depth_probe`): the
+/// count equals the CPU mirror's against a pyramid built from it. (The
+/// other occlusion tests render pipelined.)
 #[test]
 fn occlusion_culling_hides_what_a_wall_covers() {
-    occlusion_behind_a_wall(CameraSetup::Plain);
+    occlusion_behind_a_wall(CameraSetup::PlainSynchronous);
 }
 
 /// Issue 17 with Bevy's default MSAA (4 samples, here on an HDR camera):
@@ -3027,14 +3030,86 @@ fn occlusion_with_a_wall(h: &mut Harness) -> Entity {
         .id()
 }
 
+/// The occlusion culling reference of the first camera against a pyramid
+/// built on the CPU from `depth` (its prepass depth, reverse-Z): how many
+/// instances it must keep (in the frustum and past the pyramid however the
+/// GPU rounds) and how many it may keep or cull (borderline in either).
+fn occlusion_reference(h: &mut Harness, depth: &[f32]) -> (u32, u32) {
+    use cull_core::frustum::SphereClass;
+    let world = h.app.world_mut();
+    let camera = h.cameras[0];
+    let frustum = camera_frustum(world, camera);
+    let (cam, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    // As the plugin's late phase: the unjittered projection about the
+    // camera's position.
+    let occlusion =
+        cull_core::OcclusionCamera::from_view(cam.clip_from_view(), transform.to_matrix()).unwrap();
+    let pyramid =
+        cull_core::CpuPyramid::build(WIDTH, HEIGHT, depth, cull_core::DepthOrder::ReverseZ).unwrap();
+    let format = world.resource::<GpuCullSettings>().format;
+    let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+    let instances: Vec<cull_core::Instance> = world
+        .get::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .instances()
+        .iter()
+        .map(|i| {
+            format.fit(cull_core::Instance {
+                position: i.position,
+                rotation: i.rotation,
+                scale: i.scale,
+            })
+        })
+        .collect();
+    let bytes = format.encode(&instances).unwrap();
+    let local = cull_core::Sphere::new(bounds.center, bounds.radius);
+    let (mut must, mut may) = (0, 0);
+    for i in 0..instances.len() {
+        let Some(sphere) = format.world_sphere(&bytes, i, local) else {
+            continue;
+        };
+        match (
+            frustum.classify(&sphere),
+            occlusion.classify(&sphere, &pyramid).unwrap(),
+        ) {
+            (SphereClass::Outside, _) | (_, SphereClass::Outside) => {}
+            (SphereClass::Inside, SphereClass::Inside) => must += 1,
+            _ => may += 1,
+        }
+    }
+    (must, may)
+}
+
 fn occlusion_behind_a_wall(setup: CameraSetup) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], setup);
     record_render_errors(&mut h.app);
     let camera = h.cameras[0];
     let wall = occlusion_with_a_wall(&mut h);
+    // Single-sampled depth is copied where the prepass left it, for the
+    // CPU reference (a multisampled one cannot be copied to a buffer).
+    let probe = (setup == CameraSetup::PlainSynchronous).then(|| install_depth_probe(&mut h));
     let occluded = settled_count(&mut h).expect("the count settles");
     let in_frustum = expected_visible(&mut h.app, camera, h.batch);
+    if let Some(probe) = &probe {
+        // Settled, the early phase draws what passed last frame and the
+        // late phase adds nothing: the prepass depth is the one the
+        // pyramid was built from, and the count is the CPU's reference.
+        let depth = prepass_depth(&h, probe);
+        assert_eq!(settled_count(&mut h), Some(occluded), "the count moved");
+        let (must, may) = occlusion_reference(&mut h, &depth);
+        assert!(
+            (must..=must + may).contains(&occluded),
+            "occlusion culling kept {occluded}; the CPU reference keeps {must} and {may} borderline ({in_frustum} in the frustum)"
+        );
+        assert!(
+            must < in_frustum,
+            "the CPU reference hides nothing: {must} of {in_frustum}"
+        );
+    }
     // At most three quarters kept; a jittered camera's rectangles, widened
     // by its offset, read coarser pyramid levels and hide fewer.
     let (kept, of) = if setup == CameraSetup::Jittered {
