@@ -267,6 +267,21 @@ impl GpuCulledInstances {
         cull_core::cpu::classify(format, &bytes, sphere, frustum)
     }
 
+    /// Each instance's world sphere as the plugin's cull sees it (`None`
+    /// for an instance it hides: a zero or non-finite rotation), for CPU
+    /// references of other visibility tests, such as
+    /// `cull_core::OcclusionCamera::classify`.
+    pub fn world_spheres(
+        &self,
+        bounds: GpuCullBounds,
+        format: cull_core::InstanceFormat,
+    ) -> Result<Vec<Option<cull_core::WorldSphere>>, cull_core::CullError> {
+        let (bytes, sphere) = self.cull_input(bounds, format)?;
+        Ok((0..self.instances.len())
+            .map(|i| format.world_sphere(&bytes, i, sphere))
+            .collect())
+    }
+
     /// The batch encoded in `format` and the bounds the plugin culls it with.
     fn cull_input(
         &self,

@@ -3051,29 +3051,16 @@ fn occlusion_reference(h: &mut Harness, depth: &[f32]) -> (u32, u32) {
         cull_core::CpuPyramid::build(WIDTH, HEIGHT, depth, cull_core::DepthOrder::ReverseZ).unwrap();
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
-    let instances: Vec<cull_core::Instance> = world
+    let spheres = world
         .get::<GpuCulledInstances>(h.batch)
         .unwrap()
-        .instances()
-        .iter()
-        .map(|i| {
-            format.fit(cull_core::Instance {
-                position: i.position,
-                rotation: i.rotation,
-                scale: i.scale,
-            })
-        })
-        .collect();
-    let bytes = format.encode(&instances).unwrap();
-    let local = cull_core::Sphere::new(bounds.center, bounds.radius);
+        .world_spheres(bounds, format)
+        .unwrap();
     let (mut must, mut may) = (0, 0);
-    for i in 0..instances.len() {
-        let Some(sphere) = format.world_sphere(&bytes, i, local) else {
-            continue;
-        };
+    for sphere in spheres.iter().flatten() {
         match (
-            frustum.classify(&sphere),
-            occlusion.classify(&sphere, &pyramid).unwrap(),
+            frustum.classify(sphere),
+            occlusion.classify(sphere, &pyramid).unwrap(),
         ) {
             (SphereClass::Outside, _) | (_, SphereClass::Outside) => {}
             (SphereClass::Inside, SphereClass::Inside) => must += 1,
