@@ -11,6 +11,7 @@
 //! cargo run --release --example forest -- --lod             # coarser trees and rocks far away, flat trees farthest
 //! cargo run --release --example forest -- --compare bevy    # the same forest as ordinary Bevy entities
 //! cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png
+//! cargo run --release --example forest -- --headless --size 1280x720 --pass-times  # GPU time of each render pass
 //! ```
 
 // Bevy systems take many parameters by design.
@@ -30,7 +31,7 @@ fn main() {
     let args = support::SceneArgs::parse(
         40_000,
         60,
-        "usage: forest [--count N] [--occlusion] [--cells] [--lod] [--compare bevy [--no-cpu-culling]] [--headless --frames N --screenshot out.png --size WxH]",
+        "usage: forest [--count N] [--occlusion] [--cells] [--lod] [--compare bevy [--no-cpu-culling]] [--headless --frames N --screenshot out.png --size WxH --pass-times]",
     );
     if args.no_cpu_culling && !args.compare_bevy || args.lod && args.compare_bevy {
         eprintln!("forest: --no-cpu-culling goes with --compare bevy, --lod without it");
@@ -50,6 +51,9 @@ fn main() {
         args.width,
         args.height,
     );
+    if args.pass_times {
+        support::add_pass_times(&mut app);
+    }
     app.add_plugins(GpuCullPlugin::default())
         .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
         .insert_resource(args)
@@ -388,6 +392,7 @@ fn finish_headless(
     cameras: Query<Entity, With<Camera3d>>,
     mut commands: Commands,
     mut exit: MessageWriter<AppExit>,
+    diagnostics: Option<Res<bevy::diagnostic::DiagnosticsStore>>,
 ) {
     if !args.headless {
         return;
@@ -447,6 +452,9 @@ fn finish_headless(
         .map_or("n/a".into(), |c| {
             format!("{}/{}{}", c.kept, c.cells, if c.by_cells { "" } else { "(flat)" })
         });
+    if let Some(store) = diagnostics.filter(|_| args.pass_times) {
+        support::print_pass_times(&store);
+    }
     println!(
         "forest: frames={} median_frame_ms={:.2} count={} path={} trees_visible={} rocks_visible={} trees_per_level={} rocks_per_level={} shadow_views={} shadow_casters={} variant={} lod={} occlusion={} no_cpu_culling={} cells={cells} ready_frame={}",
         run.frames,

@@ -172,8 +172,8 @@ fn main() {
     .add_systems(Update, (fly, keys, hud, draw_frozen_frustum, record_frame))
     .add_systems(Last, finish_headless.run_if(|args: Res<Args>| args.headless));
     if args.pass_times {
-        app.add_plugins(bevy::render::diagnostic::RenderDiagnosticsPlugin)
-            .add_systems(Last, print_pass_times);
+        support::add_pass_times(&mut app);
+        app.add_systems(Last, print_pass_times);
     }
     app.run();
 }
@@ -971,20 +971,10 @@ fn finish_headless(
     exit.write(AppExit::Success);
 }
 
-/// `--pass-times`: Bevy's render diagnostics (`RenderDiagnosticsPlugin`,
-/// averaged over its last frames) once the timed frames are done, a
-/// `pass_time PATH VALUE` line each: every render pass's GPU time in ms
-/// (`…/elapsed_gpu`; the plugin's culls are `render/gpu_cull` and, with
-/// occlusion culling, `render/gpu_cull_late`) and its pipeline statistics
-/// (vertex and fragment shader invocations, primitives).
+/// `--pass-times`: once the timed frames are done, every render pass's
+/// times ([`support::print_pass_times`]).
 fn print_pass_times(times: Res<FrameTimes>, args: Res<Args>, store: Res<bevy::diagnostic::DiagnosticsStore>) {
-    if times.frames_ready() != args.frames {
-        return;
-    }
-    for d in store.iter() {
-        let path = d.path().as_str();
-        if path.starts_with("render/") && !path.ends_with("elapsed_cpu") {
-            println!("pass_time {path} {:.3}", d.average().unwrap_or(f64::NAN));
-        }
+    if times.frames_ready() == args.frames {
+        support::print_pass_times(&store);
     }
 }

@@ -85,9 +85,14 @@ fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
     let uv = vec2<f32>(0.5);
 #endif
     let color = material_color(in.color, uv);
+#ifdef GPU_CULL_ALPHA_MASK
+    // Only an alpha-masked batch's shader may discard (the plugin sets the
+    // def): a discard anywhere in the shader costs every opaque batch the
+    // early depth test.
     if masked_out(color) {
         discard;
     }
+#endif
     pbr_input.material.base_color = color;
     pbr_input.material.emissive = material_emissive(uv);
     let metallic_roughness = material_metallic_roughness(uv);

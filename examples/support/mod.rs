@@ -205,6 +205,9 @@ pub struct SceneArgs {
     /// With `--compare bevy`: Bevy's `NoCpuCulling` on the camera
     /// (`--no-cpu-culling`), which leaves the culling to Bevy's GPU.
     pub no_cpu_culling: bool,
+    /// Headless: each render pass's GPU time at the end (`--pass-times`,
+    /// [`add_pass_times`]), in the examples that have it.
+    pub pass_times: bool,
 }
 
 impl SceneArgs {
@@ -229,6 +232,7 @@ impl SceneArgs {
             lod: false,
             compare_bevy: false,
             no_cpu_culling: false,
+            pass_times: false,
         };
         let mut it = std::env::args().skip(1);
         let mut sized = false;
@@ -246,6 +250,7 @@ impl SceneArgs {
                     args.compare_bevy = value() == "bevy" || fail()
                 }
                 "--no-cpu-culling" if usage.contains("--no-cpu-culling") => args.no_cpu_culling = true,
+                "--pass-times" if usage.contains("--pass-times") => args.pass_times = true,
                 "--size" => {
                     (args.width, args.height) = parse_size(&value()).unwrap_or_else(|| fail());
                     sized = true;
@@ -257,6 +262,34 @@ impl SceneArgs {
             (args.width, args.height) = (480, 270);
         }
         args
+    }
+}
+
+/// `--pass-times`: Bevy's render diagnostics (`RenderDiagnosticsPlugin`),
+/// which time every render pass on the GPU and its encoding on the CPU;
+/// [`print_pass_times`] prints them.
+pub fn add_pass_times(app: &mut App) {
+    app.add_plugins(bevy::render::diagnostic::RenderDiagnosticsPlugin);
+}
+
+/// Prints Bevy's render diagnostics (averaged over their last frames), a
+/// line each: `pass_time PATH VALUE` for every render pass's GPU time in ms
+/// (`…/elapsed_gpu`; the plugin's culls are `render/gpu_cull` and, with
+/// occlusion culling, `render/gpu_cull_late`) and its pipeline statistics
+/// (vertex and fragment shader invocations, primitives), and `pass_cpu PATH
+/// VALUE` for the CPU time of its encoding (`…/elapsed_cpu`, ms).
+pub fn print_pass_times(store: &bevy::diagnostic::DiagnosticsStore) {
+    for d in store.iter() {
+        let path = d.path().as_str();
+        if !path.starts_with("render/") {
+            continue;
+        }
+        let kind = if path.ends_with("elapsed_cpu") {
+            "pass_cpu"
+        } else {
+            "pass_time"
+        };
+        println!("{kind} {path} {:.3}", d.average().unwrap_or(f64::NAN));
     }
 }
 

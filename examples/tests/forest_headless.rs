@@ -9,6 +9,12 @@ mod common;
 /// Runs the example headless with `extra` arguments; its summary line and
 /// screenshot.
 fn run_forest(extra: &[&str], shot_name: &str) -> (String, image::RgbaImage) {
+    let (line, img, _) = run_forest_output(extra, shot_name);
+    (line, img)
+}
+
+/// [`run_forest`], with everything it printed.
+fn run_forest_output(extra: &[&str], shot_name: &str) -> (String, image::RgbaImage, String) {
     let shot = std::env::temp_dir().join(shot_name);
     let _ = std::fs::remove_file(&shot);
     let out = Command::new(common::example("forest"))
@@ -37,7 +43,7 @@ fn run_forest(extra: &[&str], shot_name: &str) -> (String, image::RgbaImage) {
     let img = image::open(&shot)
         .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
         .to_rgba8();
-    (line, img)
+    (line, img, stdout.into_owned())
 }
 
 /// With `--occlusion`, what nearer trees hide (seen across the forest at
@@ -96,7 +102,7 @@ fn forest_headless() {
     // Issue 17: with levels of detail the same instances are in view, each
     // at one level (two within the bands' tolerance of a threshold), the
     // near trees at the finest and the farther at the next.
-    let (lod, lod_img) = run_forest(&["--lod"], "forest-lod.png");
+    let (lod, lod_img, lod_out) = run_forest_output(&["--lod", "--pass-times"], "forest-lod.png");
     let levels = |name: &str| -> Vec<u32> {
         common::field(&lod, name)
             .split('/')
@@ -117,6 +123,17 @@ fn forest_headless() {
     }
     assert!(trees[0] > 0 && trees[1] > 0, "{lod}");
     assert_green(&lod_img, &lod);
+    // --pass-times: the GPU time of Bevy's main pass and of the plugin's
+    // culls (the camera's and its cascades'), and the culls' encoding.
+    for (kind, pass) in [
+        ("pass_time", "render/main_opaque_pass_3d/elapsed_gpu"),
+        ("pass_time", "render/gpu_cull/elapsed_gpu"),
+        ("pass_cpu", "render/gpu_cull/elapsed_cpu"),
+    ] {
+        let ms =
+            common::pass_value(&lod_out, kind, pass).unwrap_or_else(|| panic!("no {kind} {pass}\n{lod_out}"));
+        assert!(ms > 0.0 && ms < 1000.0, "{pass} took {ms} ms\n{lod_out}");
+    }
     // And Bevy's own path draws the same forest (the comparison the
     // benchmarks make): green trees, no batches.
     let (bevy, bevy_img) = run_forest(&["--compare", "bevy"], "forest-bevy.png");

@@ -112,15 +112,7 @@ fn spheres_headless_every_variant() {
                 "render/main_opaque_pass_3d/elapsed_gpu",
                 "render/gpu_cull/elapsed_gpu",
             ] {
-                let ms: f64 = stdout
-                    .lines()
-                    .find_map(|l| {
-                        l.strip_prefix("pass_time ")?
-                            .strip_prefix(pass)?
-                            .trim()
-                            .parse()
-                            .ok()
-                    })
+                let ms = common::pass_value(&stdout, "pass_time", pass)
                     .unwrap_or_else(|| panic!("{variant}: no GPU time of {pass}\n{stdout}"));
                 assert!(ms > 0.0 && ms < 1000.0, "{variant}: {pass} took {ms} ms");
             }

@@ -23,3 +23,15 @@ pub fn field(line: &str, key: &str) -> String {
         .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
         .to_string()
 }
+
+/// The value of a `--pass-times` line, `KIND PATH VALUE` (`KIND` is
+/// `pass_time` or `pass_cpu`), for the render pass diagnostic `path`.
+// Not every test binary that includes this module reads pass times.
+#[allow(dead_code)]
+pub fn pass_value(stdout: &str, kind: &str, path: &str) -> Option<f64> {
+    stdout.lines().find_map(|l| {
+        let (k, rest) = l.split_once(' ')?;
+        let (p, value) = rest.split_once(' ')?;
+        (k == kind && p == path).then(|| value.trim().parse().ok())?
+    })
+}

@@ -106,6 +106,11 @@ pub(crate) struct CulledPipelineKey {
     pub shadow_receiver: bool,
     /// The batch's levels cross-fade, dithered (`GpuCullLod::with_cross_fade`).
     pub cross_fade: bool,
+    /// The batch's material is alpha-masked (`AlphaMode::Mask`). Only then
+    /// does the fragment shader hold the mask's `discard`: a shader that
+    /// may discard loses the GPU's early depth test and write, and every
+    /// hidden fragment of an opaque batch would be shaded.
+    pub alpha_mask: bool,
 }
 
 impl SpecializedMeshPipeline for CulledPipeline {
@@ -129,6 +134,9 @@ impl SpecializedMeshPipeline for CulledPipeline {
             }
             if key.cross_fade {
                 fragment.shader_defs.push("GPU_CULL_CROSS_FADE".into());
+            }
+            if key.alpha_mask {
+                fragment.shader_defs.push("GPU_CULL_ALPHA_MASK".into());
             }
         }
         // Group 2 holds Bevy's per-mesh uniforms; ours replaces it.
@@ -271,6 +279,7 @@ pub(crate) fn queue_batches(
                         mesh: *view_key | mesh_bits,
                         shadow_receiver: data.shadow_receiver,
                         cross_fade: data.cross_fades(),
+                        alpha_mask: data.material.alpha_mask(),
                     };
                     pipelines
                         .specialize(&pipeline_cache, &pipeline, key, &mesh.layout)

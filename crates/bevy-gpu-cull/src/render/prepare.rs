@@ -30,7 +30,7 @@ use bevy::shader::ShaderCacheError;
 use bevy::shader::{Shader, ShaderDefVal};
 use cull_core::{
     AsyncReadback, CellIndex, CellLayout, CullInput, CullTarget, Culler, CullerDesc, Instance,
-    InstanceFormat, KernelSpec, MAX_VIEWS, OcclusionHistory, OutputKind, ScanVariant, Sphere, VisibilityTest,
+    InstanceFormat, KernelSpec, MAX_VIEWS, OcclusionHistory, OutputKind, Sphere, VisibilityTest,
 };
 use std::ops::Range;
 use std::sync::Arc;
@@ -49,8 +49,45 @@ pub(crate) struct CullShaders {
     /// Held so that the library stays loaded.
     _library: Vec<Handle<Shader>>,
     entries: HashMap<&'static str, Handle<Shader>>,
-    /// Pipeline ids of every kernel queued, by variant, format and shape.
-    kernels: HashMap<(ScanVariant, InstanceFormat, KernelSpec), Vec<CachedComputePipelineId>>,
+    /// Pipeline ids of every kernel queued, by what it is compiled from.
+    kernels: HashMap<KernelKey, Vec<CachedComputePipelineId>>,
+}
+
+/// What a kernel's pipelines are compiled from: each pass's entry module,
+/// entry point, bindings and workgroup-memory zeroing, and the shader defs.
+/// Two cullers share a kernel's pipelines only where these agree, so that
+/// settings the kernel's shape does not name (the variant, the format, the
+/// culler's `Tuning`: its workgroup size, staging, row writes) never hand
+/// one culler pipelines compiled for another.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct KernelKey {
+    passes: Vec<(
+        &'static str,
+        &'static str,
+        Vec<(u32, cull_core::kernel::Slot)>,
+        bool,
+    )>,
+    shader_defs: Vec<(&'static str, cull_core::kernel::ShaderDefValue)>,
+}
+
+impl KernelKey {
+    pub(crate) fn of(recipe: &cull_core::shader::KernelRecipe) -> Self {
+        Self {
+            passes: recipe
+                .passes
+                .iter()
+                .map(|pass| {
+                    (
+                        recipe.module_of(pass).path,
+                        pass.entry_point,
+                        pass.bindings.clone(),
+                        pass.zeroed_workgroup_memory,
+                    )
+                })
+                .collect(),
+            shader_defs: recipe.shader_defs.clone(),
+        }
+    }
 }
 
 impl CullShaders {
@@ -95,7 +132,7 @@ pub(crate) struct CompilingCuller {
 
 impl CompilingCuller {
     /// Queues the kernel of `shape`, once: the pipeline ids of a kernel
-    /// queued before (for the same variant, format and shape, e.g. when `V`
+    /// queued before from the same recipe ([`KernelKey`]: e.g. when `V`
     /// comes back to a variant) are reused, so switching settings does not
     /// grow Bevy's pipeline cache.
     pub fn request(&mut self, shape: KernelSpec, cache: &PipelineCache, shaders: &mut CullShaders) {
@@ -105,12 +142,12 @@ impl CompilingCuller {
         {
             return;
         }
-        let key = (self.culler.variant(), self.culler.format(), shape);
+        let recipe = self.culler.recipe_of(shape);
+        let key = KernelKey::of(&recipe);
         if let Some(ids) = shaders.kernels.get(&key) {
             self.queued.insert(shape, ids.clone());
             return;
         }
-        let recipe = self.culler.recipe_of(shape);
         // Each pass's entry module: the kernel's, or its own (the cell pass).
         let mut pass_shaders = Vec::with_capacity(recipe.passes.len());
         for pass in &recipe.passes {
@@ -1063,6 +1100,26 @@ pub(crate) fn prepare_batches(
     }
 }
 
+/// The material textures a batch's draw binds: the prepared images, and
+/// Bevy's fallback for those not loaded yet. Grouped, like [`BatchMeshes`],
+/// so that [`prepare_targets`] stays under Bevy's limit of sixteen system
+/// parameters.
+#[derive(bevy::ecs::system::SystemParam)]
+pub(crate) struct MaterialTextures<'w> {
+    images: Res<'w, RenderAssets<GpuImage>>,
+    fallback: Res<'w, FallbackImage>,
+}
+
+/// Where a batch's meshes are: Bevy's render-world entry for the batch
+/// entity, the prepared meshes of its levels, and their places in the mesh
+/// allocator's buffers.
+#[derive(bevy::ecs::system::SystemParam)]
+pub(crate) struct BatchMeshes<'w> {
+    mesh_instances: Res<'w, RenderMeshInstances>,
+    meshes: Res<'w, RenderAssets<RenderMesh>>,
+    allocator: Res<'w, MeshAllocator>,
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_targets(
     device: Res<RenderDevice>,
@@ -1080,16 +1137,19 @@ pub(crate) fn prepare_targets(
         OcclusionQueryData,
     )>,
     batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData, Option<&GpuMaterial>)>,
-    images: Res<RenderAssets<GpuImage>>,
-    fallback: Res<FallbackImage>,
-    mesh_instances: Res<RenderMeshInstances>,
-    meshes: Res<RenderAssets<RenderMesh>>,
-    allocator: Res<MeshAllocator>,
+    textures: MaterialTextures,
+    batch_meshes: BatchMeshes,
     pipeline: Option<Res<CulledPipeline>>,
     pipeline_cache: Res<PipelineCache>,
     sender: Res<StatSender>,
     pyramids: Res<crate::render::cull::Pyramids>,
 ) {
+    let MaterialTextures { images, fallback } = textures;
+    let BatchMeshes {
+        mesh_instances,
+        meshes,
+        allocator,
+    } = batch_meshes;
     let (Some(mut culler), Some(pipeline)) = (culler, pipeline) else {
         return;
     };
@@ -1535,6 +1595,53 @@ pub(crate) fn report_gpu_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Cullers that differ in nothing but their tuning compile different
+    /// kernels for one shape: the key under which Bevy's pipeline cache
+    /// keeps a kernel's pipelines tells them apart, and two cullers of the
+    /// same settings share them.
+    #[test]
+    fn kernel_keys_follow_the_tuning() {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::VULKAN,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter =
+            bevy::tasks::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+                .expect("no Vulkan adapter: install Mesa's lavapipe (scripts/install-deps.sh)");
+        let (device, queue) = bevy::tasks::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            required_features: adapter.features() & wgpu::Features::SUBGROUP,
+            ..Default::default()
+        }))
+        .expect("a device on the adapter");
+        let key = |tuning: cull_core::Tuning| {
+            let desc = cull_core::CullerDesc {
+                output: OutputKind::Indices,
+                tuning,
+                ..Default::default()
+            };
+            let culler = Culler::deferred(&device, &queue, &desc).expect("a culler");
+            let spec = KernelSpec::flat(1, 1, VisibilityTest::Frustum);
+            (culler.variant(), KernelKey::of(&culler.recipe_of(spec)))
+        };
+        let (variant, default) = key(cull_core::Tuning::default());
+        assert_eq!(key(cull_core::Tuning::default()).1, default);
+        let narrow = cull_core::Tuning {
+            workgroup_size: Some(64),
+            ..Default::default()
+        };
+        assert_ne!(key(narrow).1, default, "the workgroup size is compiled in");
+        if matches!(
+            variant,
+            cull_core::ScanVariant::SubgroupBallot | cull_core::ScanVariant::SubgroupShuffle
+        ) {
+            let unstaged = cull_core::Tuning {
+                staged_indices: Some(false),
+                ..Default::default()
+            };
+            assert_ne!(key(unstaged).1, default, "staging is compiled in");
+        }
+    }
 
     /// A camera comes first in its group, then its cascades in order, cut
     /// into groups of at most `MAX_VIEWS`; other light views stay out.
