@@ -30,8 +30,10 @@ pub fn field(line: &str, key: &str) -> String {
 #[allow(dead_code)]
 pub fn pass_value(stdout: &str, kind: &str, path: &str) -> Option<f64> {
     stdout.lines().find_map(|l| {
+        // A pass's path may hold spaces ("render/early prepass/..."); the
+        // value never does.
         let (k, rest) = l.split_once(' ')?;
-        let (p, value) = rest.split_once(' ')?;
+        let (p, value) = rest.rsplit_once(' ')?;
         (k == kind && p == path).then(|| value.trim().parse().ok())?
     })
 }
