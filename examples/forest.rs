@@ -10,6 +10,7 @@
 //! cargo run --release --example forest -- --count 4e6 --cells  # read only the cells of the forest in view
 //! cargo run --release --example forest -- --lod             # coarser trees and rocks far away, flat trees farthest
 //! cargo run --release --example forest -- --compare bevy    # the same forest as ordinary Bevy entities
+//! cargo run --release --example forest -- --depth-prepass    # a depth prepass: the main pass shades each pixel once
 //! cargo run --release --example forest -- --headless --frames 60 --screenshot forest.png
 //! cargo run --release --example forest -- --headless --size 1280x720 --pass-times  # GPU time of each render pass
 //! ```
@@ -31,7 +32,7 @@ fn main() {
     let args = support::SceneArgs::parse(
         40_000,
         60,
-        "usage: forest [--count N] [--occlusion] [--cells] [--lod] [--compare bevy [--no-cpu-culling]] [--headless --frames N --screenshot out.png --size WxH --pass-times]",
+        "usage: forest [--count N] [--occlusion] [--cells] [--lod] [--compare bevy [--no-cpu-culling]] [--depth-prepass] [--headless --frames N --screenshot out.png --size WxH --pass-times]",
     );
     if args.no_cpu_culling && !args.compare_bevy || args.lod && args.compare_bevy {
         eprintln!("forest: --no-cpu-culling goes with --compare bevy, --lod without it");
@@ -307,6 +308,11 @@ fn ground_light_and_camera(
     if args.no_cpu_culling {
         camera.insert(bevy::camera::visibility::NoCpuCulling);
     }
+    if args.depth_prepass {
+        // The batches draw after Bevy's meshes (the ground): with the
+        // prepass's depth the main pass shades only what is in front.
+        camera.insert(bevy::core_pipeline::prepass::DepthPrepass);
+    }
     if args.headless {
         camera.insert(support::headless_target(images, args.width, args.height));
     } else {
@@ -456,7 +462,7 @@ fn finish_headless(
         support::print_pass_times(&store);
     }
     println!(
-        "forest: frames={} median_frame_ms={:.2} count={} path={} trees_visible={} rocks_visible={} trees_per_level={} rocks_per_level={} shadow_views={} shadow_casters={} variant={} lod={} occlusion={} no_cpu_culling={} cells={cells} ready_frame={}",
+        "forest: frames={} median_frame_ms={:.2} count={} path={} trees_visible={} rocks_visible={} trees_per_level={} rocks_per_level={} shadow_views={} shadow_casters={} variant={} lod={} occlusion={} no_cpu_culling={} depth_prepass={} cells={cells} ready_frame={}",
         run.frames,
         run.median_frame_ms(),
         args.count,
@@ -471,6 +477,7 @@ fn finish_headless(
         args.lod,
         args.occlusion,
         args.no_cpu_culling,
+        args.depth_prepass,
         run.ready_frame().map_or("n/a".into(), |f| f.to_string()),
     );
     exit.write(exit_code);

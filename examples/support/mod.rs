@@ -208,6 +208,9 @@ pub struct SceneArgs {
     /// Headless: each render pass's GPU time at the end (`--pass-times`,
     /// [`add_pass_times`]), in the examples that have it.
     pub pass_times: bool,
+    /// Bevy's `DepthPrepass` on the camera (`--depth-prepass`), in the
+    /// examples that have it: the main pass then shades each pixel once.
+    pub depth_prepass: bool,
 }
 
 impl SceneArgs {
@@ -233,6 +236,7 @@ impl SceneArgs {
             compare_bevy: false,
             no_cpu_culling: false,
             pass_times: false,
+            depth_prepass: false,
         };
         let mut it = std::env::args().skip(1);
         let mut sized = false;
@@ -251,6 +255,7 @@ impl SceneArgs {
                 }
                 "--no-cpu-culling" if usage.contains("--no-cpu-culling") => args.no_cpu_culling = true,
                 "--pass-times" if usage.contains("--pass-times") => args.pass_times = true,
+                "--depth-prepass" if usage.contains("--depth-prepass") => args.depth_prepass = true,
                 "--size" => {
                     (args.width, args.height) = parse_size(&value()).unwrap_or_else(|| fail());
                     sized = true;

@@ -50,12 +50,16 @@ fn run_forest_output(extra: &[&str], shot_name: &str) -> (String, image::RgbaIma
 /// tree height) is not drawn: fewer instances visible than without, none of
 /// the batches empty. (Mostly rocks: a tree's bounding sphere reaches past
 /// the trees in front of it into the sky.) With `--cells`, the batches are
-/// sorted into cells and the same instances are in view; the camera keeps
-/// some of the trees' cells, and (a small forest) the pick culls flat.
+/// sorted into cells and the same instances are in view (with
+/// `--depth-prepass` too); the camera keeps some of the trees' cells, and
+/// (a small forest) the pick culls flat.
 #[test]
 fn forest_headless_occlusion_and_cells() {
     let (plain, _) = run_forest(&[], "forest-plain.png");
-    let (cells, _) = run_forest(&["--cells"], "forest-cells.png");
+    // With a depth prepass too (the batches are drawn into it): the same
+    // instances in view.
+    let (cells, _) = run_forest(&["--cells", "--depth-prepass"], "forest-cells.png");
+    assert_eq!(common::field(&cells, "depth_prepass"), "true", "{cells}");
     for name in ["trees_visible", "rocks_visible"] {
         assert_eq!(
             common::field(&cells, name),
