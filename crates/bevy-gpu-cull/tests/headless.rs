@@ -1180,7 +1180,9 @@ fn bevy_occlusion_culling_keeps_the_batch() {
 
 /// Issue 16: an alpha-masked material (`AlphaMode::Mask`) discards what its
 /// texture's alpha masks: a fully transparent texture hides the instances
-/// although they are culled, counted and drawn.
+/// although they are culled, counted and drawn. The same material opaque
+/// shows them (an opaque batch's shader has no discard), and switching its
+/// alpha mode at run time re-specializes the draw.
 #[test]
 fn an_alpha_masked_material_discards_masked_fragments() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1191,25 +1193,41 @@ fn an_alpha_masked_material_discards_masked_fragments() {
         .resource_mut::<Assets<StandardMaterial>>()
         .add(StandardMaterial {
             base_color_texture: Some(texture),
-            alpha_mode: AlphaMode::Mask(0.5),
+            alpha_mode: AlphaMode::Opaque,
             ..default()
         });
-    world.entity_mut(h.batch).insert(MeshMaterial3d(material));
-    run_until_counts_match(&mut h, "alpha-masked material");
-    let start = std::time::Instant::now();
-    while h.app.world().resource::<GpuCullStats>().drawn_frames < 3 && start.elapsed() < SETTLE {
-        h.app.update();
-    }
-    for _ in 0..5 {
-        h.app.update();
-    }
-    let padded = h.pixels.lock().unwrap().clone().expect("a frame was read back");
-    let shown = count_pixels(&padded, 0..HEIGHT as usize, |p| p[0] as u32 > p[2] as u32 + 30);
-    assert!(
-        h.app.world().resource::<GpuCullStats>().drawn_frames >= 3,
-        "never drawn"
+    world.entity_mut(h.batch).insert(MeshMaterial3d(material.clone()));
+    run_until_counts_match(&mut h, "opaque material");
+    // The instances' pixels in the last frame read back, after `frames`
+    // more frames once three were drawn.
+    let shown_after = |h: &mut Harness, frames: u32| {
+        let start = std::time::Instant::now();
+        while h.app.world().resource::<GpuCullStats>().drawn_frames < 3 && start.elapsed() < SETTLE {
+            h.app.update();
+        }
+        for _ in 0..frames {
+            h.app.update();
+        }
+        assert!(
+            h.app.world().resource::<GpuCullStats>().drawn_frames >= 3,
+            "never drawn"
+        );
+        let padded = h.pixels.lock().unwrap().clone().expect("a frame was read back");
+        count_pixels(&padded, 0..HEIGHT as usize, |p| p[0] as u32 > p[2] as u32 + 30)
+    };
+    let opaque = shown_after(&mut h, 5);
+    assert!(opaque > 0, "the opaque material hides the instances");
+    h.app
+        .world_mut()
+        .resource_mut::<Assets<StandardMaterial>>()
+        .get_mut(&material)
+        .expect("the material")
+        .alpha_mode = AlphaMode::Mask(0.5);
+    let masked = shown_after(&mut h, 10);
+    assert_eq!(
+        masked, 0,
+        "masked instances still cover {masked} pixels (opaque: {opaque})"
     );
-    assert_eq!(shown, 0, "masked instances still cover {shown} pixels");
 }
 
 /// A bindless material of the test's own: its color times the vertex
