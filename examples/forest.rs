@@ -133,14 +133,13 @@ fn setup(
             CulledInstance::from_transform(&transform, Color::srgb(0.8 + 0.2 * s.fract(), 1.0, 0.85))
         })
         .collect();
-    let cone = |resolution| Cone::new(0.9, 3.0).mesh().resolution(resolution).build();
-    let tree_mesh = meshes.add(cone(8));
+    let tree_mesh = meshes.add(tree_cone(8));
     let tree_material = materials.add(StandardMaterial {
         base_color_texture: Some(images.add(streaks([40, 120, 50]))),
         perceptual_roughness: 0.9,
         ..default()
     });
-    let rock_mesh = meshes.add(Sphere::new(0.6).mesh().ico(1).expect("a small icosphere"));
+    let rock_mesh = meshes.add(rock(1));
     let rock_material = materials.add(StandardMaterial {
         base_color_texture: Some(images.add(streaks([130, 125, 120]))),
         perceptual_roughness: 1.0,
@@ -224,7 +223,7 @@ fn spawn_batches(
     if args.lod {
         forest.insert(GpuCullLod::new([
             LodLevel::new(tree_mesh, 0.1),
-            LodLevel::new(meshes.add(Cone::new(0.9, 3.0).mesh().resolution(4).build()), 0.02),
+            LodLevel::new(meshes.add(tree_cone(4)), 0.02),
             LodLevel::new(meshes.add(flat_tree()), 0.0).facing_camera(),
         ]));
     }
@@ -243,15 +242,25 @@ fn spawn_batches(
     if args.lod {
         rocks.insert(GpuCullLod::new([
             LodLevel::new(rock_mesh, 0.03),
-            LodLevel::new(
-                meshes.add(Sphere::new(0.6).mesh().ico(0).expect("an icosahedron")),
-                0.0,
-            ),
+            LodLevel::new(meshes.add(rock(0)), 0.0),
         ]));
     }
     if args.cells {
         rocks.insert(GpuCullCells::default());
     }
+}
+
+/// A tree: a cone of `sides` sides (8 for the finest level, 4 for the next).
+fn tree_cone(sides: u32) -> Mesh {
+    Cone::new(0.9, 3.0).mesh().resolution(sides).build()
+}
+
+/// A rock: an icosphere of `subdivisions` (0: an icosahedron).
+fn rock(subdivisions: u32) -> Mesh {
+    Sphere::new(0.6)
+        .mesh()
+        .ico(subdivisions)
+        .expect("a small icosphere")
 }
 
 /// A tree's outline as one triangle in the XY plane, facing +Z (the

@@ -95,9 +95,7 @@ fn spheres_headless_every_variant() {
             // The late phase ran (its pass timed), not a fallback to the
             // frustum alone.
             assert!(
-                stdout
-                    .lines()
-                    .any(|l| l.starts_with("pass_time render/gpu_cull_late/elapsed_gpu")),
+                common::pass_value(&stdout, "pass_time", "render/gpu_cull_late/elapsed_gpu").is_some(),
                 "{variant}: no late phase\n{stdout}"
             );
         } else {

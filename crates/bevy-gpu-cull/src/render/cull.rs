@@ -445,6 +445,19 @@ pub(crate) fn cull_view_late(
     let Some(culler) = &resources.culler else {
         return;
     };
+    // No batch of this camera has a late phase (none is queued for it):
+    // no pyramid to build. A camera that asks for occlusion culling costs
+    // nothing until it has batches to cull.
+    let has_late = resources.batches.iter().any(|(batch_entity, _, _)| {
+        resources
+            .targets
+            .map
+            .get(&(camera, batch_entity))
+            .is_some_and(|t| t.late.is_some())
+    });
+    if !has_late {
+        return;
+    }
     let frustum = camera_frustum(extracted, frozen).unwrap_or_else(|e| {
         warn_once!("GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled");
         Frustum::everything()
@@ -463,19 +476,6 @@ pub(crate) fn cull_view_late(
         ),
     }
     .and_then(|c| c.with_jitter(jitter));
-    // No batch of this camera has a late phase (none is queued for it):
-    // no pyramid to build. A camera that asks for occlusion culling costs
-    // nothing until it has batches to cull.
-    let has_late = resources.batches.iter().any(|(batch_entity, _, _)| {
-        resources
-            .targets
-            .map
-            .get(&(camera, batch_entity))
-            .is_some_and(|t| t.late.is_some())
-    });
-    if !has_late {
-        return;
-    }
     // The pyramid of the depth the early prepass left.
     let (width, height) = (depth.texture.width(), depth.texture.height());
     let mut by_view = pyramids.by_view.lock().unwrap_or_else(|e| e.into_inner());
