@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Each scan-variant feature of cull-core builds without lint warnings and
-# passes its tests alone (with the `parallel` and `blocking` helpers the
-# tests use), and none at all is a compile error that says what to enable.
+# Each scan-variant feature of cull-core builds without lint warnings
+# (library, tests and examples) and passes its unit tests and its exact-set
+# tests alone (with the `parallel` and `blocking` helpers the tests use), and
+# none at all is a compile error that says what to enable. The whole GPU
+# suite runs once, with every variant, in the README's test command.
 # CI runs this (.ci/run), with clippy-driver compiling the workspace's crates
 # so that one build both lints and tests; run alone, it sets the same.
 set -euo pipefail
@@ -17,7 +19,9 @@ for v in $variants; do
     start=$SECONDS
     # One run: its summary lines printed, its status kept.
     status=0
-    out=$(cargo test -q -p cull-core --no-default-features --features "$v parallel blocking" 2>&1) || status=$?
+    features=(-p cull-core --no-default-features --features "$v parallel blocking")
+    out=$({ cargo test -q "${features[@]}" --lib --examples &&
+        cargo test -q "${features[@]}" --test gpu -- exact_sets::; } 2>&1) || status=$?
     grep -E "^test result|panicked|FAILED|^(error|warning)" <<<"$out" || true
     if [ "$status" -ne 0 ]; then
         tail -n 60 <<<"$out"

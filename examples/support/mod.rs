@@ -54,9 +54,8 @@ pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u3
             .disable::<WinitPlugin>();
         // A headless run draws no HUD and no gizmos: Bevy's UI, text,
         // sprite and gizmo-drawing plugins would only add systems to every
-        // frame (on an H100 host, 7-25% of the frame of a small scene: see
-        // docs/bench/spheres-frame-log.md, "Where the 1M frame goes"). The gizmo
-        // plugin itself stays: without it a system of the default plugins
+        // frame (on an H100 host, 7-25% of the frame of a small scene). The
+        // gizmo plugin itself stays: without it a system of the default plugins
         // fails for a missing resource.
         plugins = plugins
             .disable::<bevy::text::TextPlugin>()

@@ -66,7 +66,7 @@ pub const CELL_RECORD_WORDS: u32 = 1;
 pub const CELL_TOLERANCE: f32 = 1.0 / (1 << 16) as f32;
 
 /// A cull by cells pays for its cell pass and the pass boundary (measured
-/// in `docs/benchmarks.md#culling-by-cells-issue-19`) with the instances it
+/// in `docs/benchmarks.md#culling-by-cells`) with the instances it
 /// does not read: below this many bytes left unread,
 /// [`CellLayout::pays_off`] says the flat cull is faster or about as fast.
 pub const CELLS_MIN_SKIPPED_BYTES: u64 = 64 << 20;

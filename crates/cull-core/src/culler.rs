@@ -62,8 +62,9 @@ pub struct Tuning {
     /// it takes much of the time off fully visible batches and changes
     /// little at 5-50% visible for 64 B instances; for 32 B instances it
     /// costs a few percent at 5-50% visible, where its path is rarely taken
-    /// (`docs/bench/h200-row-writes.md`). Batches that are mostly visible (a shadow
-    /// view that covers the whole scene) may turn it on for 32 B instances.
+    /// (`docs/benchmarks.md#fully-visible-batches-rows-written-together`).
+    /// Batches that are mostly visible (a shadow view that covers the whole
+    /// scene) may turn it on for 32 B instances.
     pub row_writes: Option<bool>,
     /// Culls of plain views ([`KernelSpec::plain_views`]: five planes and no
     /// size band, as Bevy's perspective cameras, spot lights, point-light
@@ -72,7 +73,7 @@ pub struct Tuning {
     /// on them per view for every instance. `None` (the default): on,
     /// except for [`ScanVariant::BlockAtomic`] kernels of two to four views
     /// (one scan batch), which measured slower in that form on an H100
-    /// (`docs/benchmarks.md`, "Plain views"). `Some(true)` or
+    /// (`docs/benchmarks.md#several-views-in-one-pass`). `Some(true)` or
     /// `Some(false)`: always or never.
     pub plain_views: Option<bool>,
     /// [`ScanVariant::SubgroupBallot`] and [`ScanVariant::SubgroupShuffle`]
@@ -81,7 +82,7 @@ pub struct Tuning {
     /// in whole rows, two views at a time: the same slots, and on an NVIDIA
     /// H200 (centred meshes, plain views) a fifth less time for six to eight
     /// views of 32 B instances and 7-12% less for four levels of detail
-    /// (`docs/benchmarks.md`, "Index output staged in workgroup memory").
+    /// (`docs/benchmarks.md#several-views-in-one-pass`).
     /// `None` (the default): on. `Some(false)`: each lane stores its own
     /// survivors.
     pub staged_indices: Option<bool>,

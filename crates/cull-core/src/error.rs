@@ -2,8 +2,10 @@
 
 use crate::{InstanceFormat, ScanVariant};
 
-/// Everything that can go wrong when setting up or running a cull.
+/// Everything that can go wrong when setting up or running a cull. New
+/// kinds of error may be added in minor releases: match with a `_` arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CullError {
     /// More instances were asked for than a buffer holds.
     #[error("{count} instances exceed the capacity of {capacity}")]

@@ -820,7 +820,7 @@ mod tests {
         Mat4::look_at_rh(eye, target, up)
     }
 
-    /// Item 1 of issue 14: a camera 1.2e6 from the origin keeps all its
+    /// A camera 1.2e6 from the origin keeps all its
     /// planes; Bevy's default projection there gives five.
     #[test]
     fn big_world_camera_keeps_its_planes() {
@@ -889,7 +889,7 @@ mod tests {
         );
     }
 
-    /// Item 2 of issue 14: a mirrored view keeps the slab at its near end.
+    /// A mirrored view keeps the slab at its near end.
     #[test]
     fn mirrored_views_keep_the_near_slab() {
         let eye = Vec3::new(3.0, 4.0, 5.0);
@@ -926,7 +926,7 @@ mod tests {
         }
     }
 
-    /// Item 7 of issue 14, on the CPU: a sphere that overflows from finite
+    /// On the CPU, a sphere that overflows from finite
     /// input is kept, whatever overflowed.
     #[test]
     fn overflow_keeps_and_non_finite_input_culls() {
@@ -946,7 +946,7 @@ mod tests {
         assert!(!f.intersects_sphere(Vec3::new(0.0, 0.0, -5.0), f32::NAN));
     }
 
-    /// Item 8 of issue 14: when the position cancels the rotated offset,
+    /// When the position cancels the rotated offset,
     /// the center rounds at the scale of the terms; the slack follows them.
     #[test]
     fn slack_follows_the_terms_not_the_center() {

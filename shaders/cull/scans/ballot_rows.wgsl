@@ -8,10 +8,11 @@
 // a copy's does. A lane writing its own element splits every store into
 // half (32 B) or quarter (64 B) sectors of every element, which is what
 // held fully visible batches well below a copy's speed
-// (docs/bench/h200-row-writes.md). Only rows in which at least half the
-// lanes keep their item, and only where cull_core's Tuning::row_writes
-// asks for it (ROW_WRITES: by default for 64-byte instances): finding each
-// part's lane costs instructions and registers. Indices and 16-byte
+// (docs/benchmarks.md#fully-visible-batches-rows-written-together). Only
+// rows in which at least half the lanes keep their item, and only where
+// cull_core's Tuning::row_writes asks for it (ROW_WRITES: by default for
+// 64-byte instances): finding each part's lane costs instructions and
+// registers. Indices and 16-byte
 // instances keep the lane's own store, which is already whole.
 #define_import_path cull::scans::ballot_rows
 

@@ -6,9 +6,9 @@
 // k + WORKGROUP_SIZE, ...: whole rows of consecutive slots, the same slots
 // the lanes' own stores would take. A lane's own store to a view's list,
 // under a branch per item and view with its 64-bit address and bounds
-// check, was most of a view's instructions besides the vote
-// (docs/benchmarks.md, "Index output staged in workgroup memory"); a store
-// to workgroup memory is a fraction of that, and the ranks need no
+// check, was most of a view's instructions besides the vote; a store
+// to workgroup memory is a fraction of that (what staging saved:
+// docs/benchmarks.md#several-views-in-one-pass), and the ranks need no
 // registers across the barriers. Views go in pairs: two rows of a tile
 // each (8 KiB at the largest tile, within WebGPU's 16 KiB of workgroup
 // memory): rows for four views (16 KiB) made four views a third slower on

@@ -153,8 +153,7 @@ fn cull(
     // views scanned in pairs, one reservation per pair, then the pair
     // written. (Batches of four views, as subgroup_ballot.wgsl takes them,
     // lost and invented survivors on an NVIDIA H200 in kernels of three or
-    // more views, where two held: docs/benchmarks.md, "Index output staged
-    // in workgroup memory".)
+    // more views, where two held.)
     let s0 = scan_view(0u, items, verdicts, lane, lanes);
     let s1 = scan_view(1u, items, verdicts, lane, lanes);
     reserve_views(lid, 0u, 2u);

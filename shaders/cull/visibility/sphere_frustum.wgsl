@@ -132,10 +132,9 @@ fn keeps(v: Verdict, view: u32) -> bool {
 }
 
 // keeps() for a thread's four items: each item tests the view's sixth plane
-// and band under uniform branches of its own. Tried and slower on an H100
-// (docs/benchmarks.md, "Plain views"): one branch per view around the four
-// items' tests, and the widened radius computed once per item rather than
-// per view. Views that have neither take the form that compiles both out
+// and band under uniform branches of its own. Tried and slower on an H100:
+// one branch per view around the four items' tests, and the widened radius
+// computed once per item rather than per view. Views that have neither take the form that compiles both out
 // (PLAIN_VIEWS).
 fn keeps_rows(a: Verdict, b: Verdict, c: Verdict, d: Verdict, view: u32) -> vec4<bool> {
     return vec4<bool>(keeps(a, view), keeps(b, view), keeps(c, view), keeps(d, view));

@@ -252,7 +252,7 @@ mod tests {
         assert!((k.center - u.center).length() <= k.radius - local.radius + 1e-6);
     }
 
-    /// Item 5 of issue 14: the sphere must bound the mesh under any 3x3,
+    /// The sphere must bound the mesh under any 3x3,
     /// sheared ones too (`r * max column length` does not).
     #[test]
     fn matrix_radius_bounds_sheared_transforms() {
@@ -306,7 +306,7 @@ mod tests {
         assert!(s.radius >= stretched, "{s:?} vs {stretched}");
     }
 
-    /// Item 6 of issue 14: one contract for non-unit quaternions: every
+    /// One contract for non-unit quaternions: every
     /// format normalizes on write, so all three cull the same rotation; raw
     /// PosQuat bytes with a non-unit quaternion are bounded as rotate()
     /// stretches them.
@@ -353,7 +353,7 @@ mod tests {
         }
     }
 
-    /// Item 4 of issue 14: a non-finite rotation culls in every format,
+    /// A non-finite rotation culls in every format,
     /// the packed one included (its bits could not hold a NaN).
     #[test]
     fn non_finite_rotation_culls_in_every_format() {
@@ -371,7 +371,7 @@ mod tests {
         }
     }
 
-    /// Item 3 of issue 14, in the core: a format without scale refuses a
+    /// In the core, a format without scale refuses a
     /// scaled instance instead of culling it unscaled.
     #[test]
     fn packed16_refuses_scale() {

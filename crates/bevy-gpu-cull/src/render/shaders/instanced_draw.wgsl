@@ -1,1 +1,0 @@
-../../../../../shaders/instanced_draw.wgsl
