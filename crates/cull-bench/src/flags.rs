@@ -1,9 +1,24 @@
 //! The flag values the bench binaries share (`--sizes`, `--fractions`,
-//! `--variants`, `--formats`, `--output` and plain numbers), parsed alike
-//! by each of them. Each binary takes the flags it needs.
+//! `--variants`, `--formats`, `--output`), parsed alike by each of them
+//! (argh's `from_str_fn`). Each binary takes the flags it needs.
 #![allow(dead_code)]
 
 use cull_core::{InstanceFormat, OutputKind, ScanVariant};
+
+// argh reads a field of type `Vec<T>` as an option given once per item
+// (`--sizes 1e6 --sizes 4e6`). These lists are one comma-separated value
+// (`--sizes 1e6,4e6`), parsed by the functions below (`from_str_fn`), so the
+// fields holding them are typed by these names, which argh takes for single
+// values.
+
+/// `--sizes`.
+pub type Sizes = Vec<usize>;
+/// `--fractions`.
+pub type Fractions = Vec<f32>;
+/// `--variants`.
+pub type Variants = Vec<ScanVariant>;
+/// `--formats`.
+pub type Formats = Vec<InstanceFormat>;
 
 /// A comma-separated list, each item parsed by `parse`.
 pub fn list<T>(value: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
@@ -47,10 +62,11 @@ pub fn output(value: &str) -> Result<OutputKind, String> {
     }
 }
 
-/// The number `value` of `flag` (`--runs 9`).
-pub fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String>
-where
-    T::Err: std::fmt::Display,
-{
-    value.parse().map_err(|e| format!("{flag}: {e}"))
+/// Ends the program on a command line that argh accepts but the binary
+/// does not (`message`), as argh ends it on one it refuses.
+pub fn usage_error(message: &str) -> ! {
+    let program = std::env::args().next().unwrap_or_default();
+    let name = program.rsplit(['/', '\\']).next().unwrap_or(&program);
+    eprintln!("{message}\n\nRun {name} --help for more information.");
+    std::process::exit(1)
 }

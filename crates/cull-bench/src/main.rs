@@ -16,6 +16,7 @@ mod local_center;
 mod report;
 mod roofline;
 
+use argh::FromArgs;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
     CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, Instance, InstanceFormat, OutputKind,
@@ -27,90 +28,142 @@ use roofline::{Roofline, median};
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// Times each compiled-in scan variant, instance format, size and visible
+/// fraction against a copy kernel over the same bytes, measured in the same run.
+#[derive(FromArgs)]
+#[argh(
+    help_triggers("-h", "--help", "help"),
+    example = "{command_name} --out bench-out",
+    example = "{command_name} --sizes 1e3,1e5 --fractions 0.25 --runs 5 --out bench-out",
+    example = "{command_name} --replot bench.json --out DIR",
+    note = "Prints a markdown table last; with --out, writes bench.json, bench.md and one SVG plot per format there."
+)]
 struct Args {
-    sizes: Vec<usize>,
-    fractions: Vec<f32>,
-    variants: Vec<ScanVariant>,
-    formats: Vec<InstanceFormat>,
+    /// instance counts, comma-separated, in any floating-point notation
+    /// (default 1e3,1e4,1e5,1e6,4e6,16e6,32e6)
+    #[argh(
+        option,
+        arg_name = "n,..",
+        from_str_fn(flags::sizes),
+        default = "vec![1_000, 10_000, 100_000, 1_000_000, 4_000_000, 16_000_000, 32_000_000]"
+    )]
+    sizes: flags::Sizes,
+    /// visible fractions, comma-separated (default 0.05,0.25,1)
+    #[argh(
+        option,
+        arg_name = "f,..",
+        from_str_fn(flags::fractions),
+        default = "vec![0.05, 0.25, 1.0]"
+    )]
+    fractions: flags::Fractions,
+    /// scan variants by name, comma-separated, or all (the default: every
+    /// compiled-in one)
+    #[argh(
+        option,
+        arg_name = "all|name,..",
+        from_str_fn(variants),
+        default = "ScanVariant::compiled().collect()"
+    )]
+    variants: flags::Variants,
+    /// instance formats, comma-separated (matrix, posquat, packed16), or all
+    /// (the default)
+    #[argh(
+        option,
+        arg_name = "all|name,..",
+        from_str_fn(formats),
+        default = "InstanceFormat::ALL.to_vec()"
+    )]
+    formats: flags::Formats,
+    /// what the culls write: instances (copies, the default) or indices
+    #[argh(
+        option,
+        arg_name = "instances|indices",
+        from_str_fn(flags::output),
+        default = "OutputKind::Instances"
+    )]
     output: OutputKind,
+    /// timed rounds per cell (default 25)
+    #[argh(option, default = "25")]
     runs: usize,
-    /// Milliseconds of sustained copies before each cell's timed rounds.
+    /// milliseconds of sustained copies before each cell's timed rounds
+    /// (default 500)
+    #[argh(option, arg_name = "ms", default = "500")]
     warm_ms: u64,
-    /// MiB an untimed copy reads (and writes) between two timed kernels, so
+    /// mebibytes an untimed copy reads (and writes) between two timed kernels, so
     /// that each starts with none of its bytes in the L2 cache; 0 keeps
-    /// whatever the kernel before it left there.
+    /// whatever the kernel before it left there (default 128)
+    #[argh(
+        option,
+        long = "l2-flush-mb",
+        arg_name = "mib",
+        default = "roofline::DEFAULT_L2_FLUSH_MIB"
+    )]
     l2_flush_mib: u64,
-    /// Culler tuning for the whole run (`--workgroup-size`).
-    tuning: Tuning,
-    /// The mesh's bounding sphere is centred on its origin (`--local-center
-    /// origin`, the common case, which the formats' votes take a shorter
-    /// path for) or off it (`offset`, the default: every vote rotates it).
+    /// the cullers' threads per workgroup: a power of two from 32 to 256
+    /// (the default)
+    #[argh(option, arg_name = "n")]
+    workgroup_size: Option<u32>,
+    /// whether subgroup-ballot writes instance copies wider than 16 bytes
+    /// a dense row at a time: on, off, or auto (the default: on for 64 B
+    /// instances, off for 32 B ones)
+    #[argh(option, arg_name = "auto|on|off", from_str_fn(row_writes), default = "None")]
+    row_writes: Option<bool>,
+    /// where the mesh's bounding sphere sits in its own space: offset (the
+    /// default: every vote rotates it) or origin (the common case, which the
+    /// formats' votes take a shorter path for)
+    #[argh(
+        option,
+        long = "local-center",
+        arg_name = "offset|origin",
+        from_str_fn(local_center::parse),
+        default = "false"
+    )]
     centred: bool,
+    /// the folder to write bench.json, bench.md and the plots to (with
+    /// --replot, default the current one)
+    #[argh(option, arg_name = "dir")]
     out: Option<PathBuf>,
+    /// plot and tabulate a bench.json again instead of measuring (no GPU
+    /// needed)
+    #[argh(option, arg_name = "bench.json")]
     replot: Option<PathBuf>,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        sizes: vec![
-            1_000, 10_000, 100_000, 1_000_000, 4_000_000, 16_000_000, 32_000_000,
-        ],
-        fractions: vec![0.05, 0.25, 1.0],
-        variants: ScanVariant::compiled().collect(),
-        formats: InstanceFormat::ALL.to_vec(),
-        output: OutputKind::Instances,
-        runs: 25,
-        warm_ms: 500,
-        l2_flush_mib: roofline::DEFAULT_L2_FLUSH_MIB,
-        tuning: Tuning::default(),
-        centred: false,
-        out: None,
-        replot: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--sizes" => args.sizes = flags::sizes(&value()?)?,
-            "--fractions" => args.fractions = flags::fractions(&value()?)?,
-            // `all` (the default) keeps every one.
-            "--variants" => match value()?.as_str() {
-                "all" => {}
-                v => args.variants = flags::variants(v)?,
-            },
-            "--formats" => match value()?.as_str() {
-                "all" => {}
-                f => args.formats = flags::formats(f)?,
-            },
-            "--output" => args.output = flags::output(&value()?)?,
-            "--runs" => args.runs = flags::number("--runs", &value()?)?,
-            "--warm-ms" => args.warm_ms = flags::number("--warm-ms", &value()?)?,
-            "--l2-flush-mb" => args.l2_flush_mib = flags::number("--l2-flush-mb", &value()?)?,
-            "--workgroup-size" => {
-                args.tuning.workgroup_size = Some(flags::number("--workgroup-size", &value()?)?)
-            }
-            "--local-center" => args.centred = local_center::parse(&value()?)?,
-            // SubgroupBallot's writes of dense rows of wide instance copies
-            // (Tuning::row_writes): on, off, or auto (the default).
-            "--row-writes" => {
-                args.tuning.row_writes = match value()?.as_str() {
-                    "on" => Some(true),
-                    "off" => Some(false),
-                    "auto" => None,
-                    v => return Err(format!("--row-writes {v}: on, off or auto")),
-                }
-            }
-            "--out" => args.out = Some(value()?.into()),
-            "--replot" => args.replot = Some(value()?.into()),
-            "--help" | "-h" => {
-                return Err("usage: cull-bench [--sizes 1e3,1e6] [--fractions 0.05,0.25,1] [--variants all|NAME,..] \
-                     [--formats all|matrix,posquat,packed16] [--output instances|indices] [--runs 25] [--warm-ms 500] [--l2-flush-mb 128] [--workgroup-size 256] [--row-writes auto|on|off] [--local-center offset|origin] [--out DIR]\n       cull-bench --replot bench.json --out DIR"
-                    .into());
-            }
-            other => return Err(format!("unknown argument {other} (try --help)")),
+impl Args {
+    /// Culler tuning for the whole run (`--workgroup-size`, `--row-writes`).
+    fn tuning(&self) -> Tuning {
+        Tuning {
+            workgroup_size: self.workgroup_size,
+            row_writes: self.row_writes,
+            ..Tuning::default()
         }
     }
-    Ok(args)
+}
+
+/// `--variants`: names, or `all` for every compiled-in one.
+fn variants(value: &str) -> Result<Vec<ScanVariant>, String> {
+    match value {
+        "all" => Ok(ScanVariant::compiled().collect()),
+        v => flags::variants(v),
+    }
+}
+
+/// `--formats`: names, or `all`.
+fn formats(value: &str) -> Result<Vec<InstanceFormat>, String> {
+    match value {
+        "all" => Ok(InstanceFormat::ALL.to_vec()),
+        f => flags::formats(f),
+    }
+}
+
+/// `--row-writes on|off|auto` ([`Tuning::row_writes`]).
+fn row_writes(value: &str) -> Result<Option<bool>, String> {
+    match value {
+        "on" => Ok(Some(true)),
+        "off" => Ok(Some(false)),
+        "auto" => Ok(None),
+        v => Err(format!("--row-writes {v}: on, off or auto")),
+    }
 }
 
 /// One measured cell of the table.
@@ -178,10 +231,7 @@ fn encode_par(format: InstanceFormat, scene: &Scene) -> Vec<u8> {
 }
 
 fn main() {
-    let args = parse_args().unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(2)
-    });
+    let args: Args = argh::from_env();
     if let Some(json) = &args.replot {
         replot(json, args.out.as_deref().unwrap_or(std::path::Path::new(".")));
         return;
@@ -214,7 +264,7 @@ fn main() {
     for &format in &args.formats {
         let cap = capacity(format);
         let input = CullInput::new(&ctx.device, format, cap).unwrap();
-        let cullers: Vec<(Culler, CullTarget)> = forms(&variants, ctx.device.features(), args.tuning)
+        let cullers: Vec<(Culler, CullTarget)> = forms(&variants, ctx.device.features(), args.tuning())
             .into_iter()
             .map(|(variant, tuning)| {
                 let desc = CullerDesc {

@@ -7,6 +7,7 @@
 //! cargo run -p cull-core --example replay -- --random 1000 > scene.json   # write a random scene
 //! ```
 
+use argh::FromArgs;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
     CullInput, CullParams, CullTarget, Culler, CullerDesc, Frustum, GpuContext, Instance, InstanceFormat,
@@ -14,6 +15,7 @@ use cull_core::{
 };
 use glam::{Mat4, Quat, Vec3};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 #[derive(Serialize, Deserialize)]
 struct SceneFile {
@@ -92,29 +94,115 @@ fn floats<const N: usize>(v: [Num; N]) -> [f32; N] {
     v.map(Num::get)
 }
 
-fn usage() -> ! {
-    eprintln!(
-        "usage: replay SCENE.json [--variant all|{}] [--format all|matrix|posquat|packed16] [--output instances|indices]\n       replay --random N [--camera infinite|perspective|orthographic]",
-        ScanVariant::ALL.map(|v| v.name()).join("|")
-    );
-    std::process::exit(2)
+/// Replays a scene file through the chosen scan variants and formats on the
+/// GPU and prints, as JSON, each one's sorted survivors and whether they equal the CPU reference.
+#[derive(FromArgs)]
+#[argh(
+    help_triggers("-h", "--help", "help"),
+    example = "{command_name} scene.json --variant subgroup-ballot --format packed16",
+    example = "{command_name} --random 1000 --camera orthographic > scene.json",
+    note = "The scene format: docs/scene-format.md."
+)]
+struct Args {
+    /// the scene file to replay
+    #[argh(positional, arg_name = "SCENE.json")]
+    scene: Option<PathBuf>,
+    /// a scan variant by name, or all (the default: every compiled-in one)
+    #[argh(
+        option,
+        arg_name = "all|name",
+        from_str_fn(variants),
+        default = "ScanVariant::compiled().collect()"
+    )]
+    variant: Variants,
+    /// an instance format by name (matrix, posquat, packed16), or all (the
+    /// default)
+    #[argh(
+        option,
+        arg_name = "all|name",
+        from_str_fn(formats),
+        default = "InstanceFormat::ALL.to_vec()"
+    )]
+    format: Formats,
+    /// what the culls write: instances (copies, the default) or indices
+    #[argh(
+        option,
+        arg_name = "instances|indices",
+        from_str_fn(output),
+        default = "OutputKind::Instances"
+    )]
+    output: OutputKind,
+    /// print a random scene of N instances as a scene file instead
+    #[argh(option, arg_name = "N")]
+    random: Option<usize>,
+    /// the random scene's camera: infinite (reverse-Z, the default),
+    /// perspective or orthographic
+    #[argh(
+        option,
+        arg_name = "infinite|perspective|orthographic",
+        from_str_fn(camera),
+        default = "CameraKind::InfiniteReverseZ"
+    )]
+    camera: CameraKind,
+}
+
+// argh reads a field of type `Vec<T>` as an option given once per item; these
+// are single values that stand for one item or all of them, so their fields
+// are typed by these names, which argh takes for single values.
+type Variants = Vec<ScanVariant>;
+type Formats = Vec<InstanceFormat>;
+
+/// `--variant`: one name, or `all` for every compiled-in one.
+fn variants(value: &str) -> Result<Vec<ScanVariant>, String> {
+    match value {
+        "all" => Ok(ScanVariant::compiled().collect()),
+        name => ScanVariant::from_name(name).map(|v| vec![v]).ok_or(format!(
+            "unknown variant {name}: all or one of {}",
+            ScanVariant::ALL.map(|v| v.name()).join(", ")
+        )),
+    }
+}
+
+/// `--format`: one name, or `all`.
+fn formats(value: &str) -> Result<Vec<InstanceFormat>, String> {
+    match value {
+        "all" => Ok(InstanceFormat::ALL.to_vec()),
+        name => InstanceFormat::from_name(name)
+            .map(|f| vec![f])
+            .ok_or(format!("unknown format {name}: all, matrix, posquat or packed16")),
+    }
+}
+
+/// `--output instances|indices`.
+fn output(value: &str) -> Result<OutputKind, String> {
+    match value {
+        "instances" => Ok(OutputKind::Instances),
+        "indices" => Ok(OutputKind::Indices),
+        _ => Err("expected instances or indices".into()),
+    }
+}
+
+/// `--camera infinite|perspective|orthographic`.
+fn camera(value: &str) -> Result<CameraKind, String> {
+    match value {
+        "infinite" => Ok(CameraKind::InfiniteReverseZ),
+        "perspective" => Ok(CameraKind::Perspective),
+        "orthographic" => Ok(CameraKind::Orthographic),
+        _ => Err("expected infinite, perspective or orthographic".into()),
+    }
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .map(|i| args.get(i + 1).cloned().unwrap_or_else(|| usage()))
-    };
-    if let Some(n) = flag("--random") {
-        let camera = match flag("--camera").as_deref() {
-            None | Some("infinite") => CameraKind::InfiniteReverseZ,
-            Some("perspective") => CameraKind::Perspective,
-            Some("orthographic") => CameraKind::Orthographic,
-            Some(_) => usage(),
-        };
-        let scene = Scene::random(1, n.parse().unwrap_or_else(|_| usage()), camera, None);
+    let Args {
+        scene: path,
+        variant: variants,
+        format: formats,
+        output,
+        random,
+        camera,
+    } = argh::from_env();
+    if let Some(n) = random {
+        let scene = Scene::random(1, n, camera, None);
         let file = SceneFile {
             clip_from_world: scene.clip_from_world.to_cols_array(),
             bounds: BoundsFile {
@@ -135,30 +223,21 @@ fn main() {
         println!("{}", serde_json::to_string(&file).unwrap());
         return;
     }
-    let Some(path) = args.first().filter(|a| !a.starts_with("--")) else {
-        usage()
+    let Some(path) = path else {
+        eprintln!("give a SCENE.json to replay, or --random N\n\nRun replay --help for more information.");
+        std::process::exit(1)
     };
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        eprintln!("{path}: {e}");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        eprintln!("{}: {e}", path.display());
         std::process::exit(1)
     });
     let file: SceneFile = serde_json::from_str(&text).unwrap_or_else(|e| {
-        eprintln!("{path}: not a scene file ({e}); see docs/scene-format.md");
+        eprintln!(
+            "{}: not a scene file ({e}); see docs/scene-format.md",
+            path.display()
+        );
         std::process::exit(1)
     });
-    let variants: Vec<ScanVariant> = match flag("--variant").as_deref() {
-        None | Some("all") => ScanVariant::compiled().collect(),
-        Some(name) => vec![ScanVariant::from_name(name).unwrap_or_else(|| usage())],
-    };
-    let formats: Vec<InstanceFormat> = match flag("--format").as_deref() {
-        None | Some("all") => InstanceFormat::ALL.to_vec(),
-        Some(name) => vec![InstanceFormat::from_name(name).unwrap_or_else(|| usage())],
-    };
-    let output = match flag("--output").as_deref() {
-        None | Some("instances") => OutputKind::Instances,
-        Some("indices") => OutputKind::Indices,
-        Some(_) => usage(),
-    };
     let instances: Vec<Instance> = file
         .instances
         .iter()

@@ -38,6 +38,7 @@ mod flags;
 #[allow(dead_code)] // shared with the bench
 mod roofline;
 
+use argh::{FromArgValue, FromArgs};
 use cull_core::cells::CELL_BOUNDS_BYTES;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
@@ -51,64 +52,81 @@ const CAMERA: CameraKind = CameraKind::InfiniteReverseZ;
 /// Frames of a field's camera path.
 const FRAMES: usize = 8;
 
-/// Which scenes to measure.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// Which scenes to measure (`--scene`).
+#[derive(Clone, Copy, PartialEq, Eq, FromArgValue)]
 enum Scenes {
     Random,
     Field,
     All,
 }
 
+/// Times culling by cells against the flat cull of the same instances, in
+/// random scenes and in a field seen by a moving camera.
+#[derive(FromArgs)]
+#[argh(
+    help_triggers("-h", "--help", "help"),
+    example = "{command_name} --sizes 1e6,16e6 --fractions 0.01,0.05",
+    example = "{command_name} --scene field --variants subgroup-ballot,ordered"
+)]
 struct Args {
-    sizes: Vec<usize>,
-    fractions: Vec<f32>,
-    variants: Vec<ScanVariant>,
-    formats: Vec<InstanceFormat>,
+    /// instance counts, comma-separated, in any floating-point notation
+    /// (default 1e6,4e6,16e6,32e6)
+    #[argh(
+        option,
+        arg_name = "n,..",
+        from_str_fn(flags::sizes),
+        default = "vec![1_000_000, 4_000_000, 16_000_000, 32_000_000]"
+    )]
+    sizes: flags::Sizes,
+    /// fractions of the instances in view, comma-separated (default
+    /// 0.01,0.05,0.25,1)
+    #[argh(
+        option,
+        arg_name = "f,..",
+        from_str_fn(flags::fractions),
+        default = "vec![0.01, 0.05, 0.25, 1.0]"
+    )]
+    fractions: flags::Fractions,
+    /// scan variants by name, comma-separated (default subgroup-ballot)
+    #[argh(
+        option,
+        arg_name = "name,..",
+        from_str_fn(flags::variants),
+        default = "vec![ScanVariant::SubgroupBallot]"
+    )]
+    variants: flags::Variants,
+    /// instance formats by name, comma-separated (default posquat)
+    #[argh(
+        option,
+        arg_name = "name,..",
+        from_str_fn(flags::formats),
+        default = "vec![InstanceFormat::PosQuat]"
+    )]
+    formats: flags::Formats,
+    /// what the culls write: indices (the default) or instances (copies)
+    #[argh(
+        option,
+        arg_name = "indices|instances",
+        from_str_fn(flags::output),
+        default = "OutputKind::Indices"
+    )]
     output: OutputKind,
+    /// timed rounds per cell (default 11)
+    #[argh(option, default = "11")]
     runs: usize,
+    /// milliseconds of sustained copies before each cell's timed rounds
+    /// (default 500)
+    #[argh(option, arg_name = "ms", default = "500")]
     warm_ms: u64,
+    /// the scenes to measure: random (sorted and unsorted batches), field
+    /// (a moving camera) or all (the default)
+    #[argh(
+        option,
+        long = "scene",
+        arg_name = "random|field|all",
+        default = "Scenes::All"
+    )]
     scenes: Scenes,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        sizes: vec![1_000_000, 4_000_000, 16_000_000, 32_000_000],
-        fractions: vec![0.01, 0.05, 0.25, 1.0],
-        variants: vec![ScanVariant::SubgroupBallot],
-        formats: vec![InstanceFormat::PosQuat],
-        output: OutputKind::Indices,
-        runs: 11,
-        warm_ms: 500,
-        scenes: Scenes::All,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--sizes" => args.sizes = flags::sizes(&value()?)?,
-            "--fractions" => args.fractions = flags::fractions(&value()?)?,
-            "--variants" => args.variants = flags::variants(&value()?)?,
-            "--formats" => args.formats = flags::formats(&value()?)?,
-            "--output" => args.output = flags::output(&value()?)?,
-            "--runs" => args.runs = flags::number("--runs", &value()?)?,
-            "--warm-ms" => args.warm_ms = flags::number("--warm-ms", &value()?)?,
-            "--scene" => {
-                args.scenes = match value()?.as_str() {
-                    "random" => Scenes::Random,
-                    "field" => Scenes::Field,
-                    "all" => Scenes::All,
-                    o => return Err(format!("--scene {o}: random, field or all")),
-                }
-            }
-            _ => {
-                return Err("usage: cull-cells [--sizes 1e6,4e6,16e6,32e6] [--fractions 0.01,0.05,0.25,1] \
-                     [--variants subgroup-ballot,..] [--formats posquat,packed16] [--output indices|instances] \
-                     [--runs 11] [--warm-ms 500] [--scene random|field|all]"
-                    .into());
-            }
-        }
-    }
-    Ok(args)
 }
 
 /// One layout of the batch on the GPU, culled flat and by cells.
@@ -214,10 +232,7 @@ fn us(d: Option<std::time::Duration>) -> f64 {
 }
 
 fn main() {
-    let args = parse_args().unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(2)
-    });
+    let args: Args = argh::from_env();
     let ctx = timed_context();
     let device_line = ctx.describe();
     eprintln!("device: {device_line}");

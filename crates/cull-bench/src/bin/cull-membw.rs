@@ -24,6 +24,7 @@
 #[allow(dead_code)] // shared with the bench, which uses all of it
 mod roofline;
 
+use argh::{FromArgValue, FromArgs};
 use roofline::{Roofline, median};
 use std::time::{Duration, Instant};
 
@@ -49,22 +50,59 @@ fn chase(@builtin(local_invocation_index) lid: u32) {
 
 const STEPS: u32 = 2048;
 
-fn main() {
-    let mut action = "none".to_string();
-    let mut warm_ms = 0u64;
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().expect("a value");
-        match flag.as_str() {
-            "--cells" => action = value,
-            "--warm-ms" => warm_ms = value.parse().expect("milliseconds"),
-            _ => panic!("usage: cull-membw [--cells write|readback|cpu|idle|none] [--warm-ms 500]"),
+/// Measures whether the GPU keeps its memory speed between the cells of a
+/// benchmark: a copy and dependent random loads, again and again.
+#[derive(FromArgs)]
+#[argh(
+    help_triggers("-h", "--help", "help"),
+    example = "{command_name} --cells cpu",
+    example = "{command_name} --cells cpu --warm-ms 500"
+)]
+struct Args {
+    /// what to do before each measurement, as a bench does between cells:
+    /// write (upload half a buffer), readback (map a quarter back), cpu (2 s
+    /// of busy CPU threads, the GPU idle), idle (sleep 2 s) or none (the
+    /// default)
+    #[argh(option, arg_name = "write|readback|cpu|idle|none", default = "Cells::None")]
+    cells: Cells,
+    /// milliseconds of copies keeping the GPU busy after that, before
+    /// measuring (default 0)
+    #[argh(option, arg_name = "ms", default = "0")]
+    warm_ms: u64,
+}
+
+/// `--cells`: what happens between two measurements.
+#[derive(Clone, Copy, FromArgValue)]
+enum Cells {
+    Write,
+    Readback,
+    Cpu,
+    Idle,
+    None,
+}
+
+impl Cells {
+    fn name(self) -> &'static str {
+        match self {
+            Cells::Write => "write",
+            Cells::Readback => "readback",
+            Cells::Cpu => "cpu",
+            Cells::Idle => "idle",
+            Cells::None => "none",
         }
     }
+}
+
+fn main() {
+    let Args {
+        cells: action,
+        warm_ms,
+    } = argh::from_env();
     let ctx = roofline::timed_context();
     println!(
-        "Device: {}; between cells: {action}; then {warm_ms} ms of copies before measuring\n",
-        ctx.describe()
+        "Device: {}; between cells: {}; then {warm_ms} ms of copies before measuring\n",
+        ctx.describe(),
+        action.name()
     );
     let device = &ctx.device;
     let roofline = Roofline::new(&ctx);
@@ -129,12 +167,12 @@ fn main() {
     println!("| cell | s | copy TB/s | chase ns |");
     println!("|---:|---:|---:|---:|");
     for cell in 0..14 {
-        match action.as_str() {
-            "write" => {
+        match action {
+            Cells::Write => {
                 ctx.queue.write_buffer(&input, 0, &host);
                 ctx.queue.submit([]);
             }
-            "readback" => {
+            Cells::Readback => {
                 let rb = make(
                     size / 4,
                     wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
@@ -153,8 +191,8 @@ fn main() {
                     .sum();
                 std::hint::black_box(sum);
             }
-            "idle" => std::thread::sleep(Duration::from_secs(2)),
-            "cpu" => {
+            Cells::Idle => std::thread::sleep(Duration::from_secs(2)),
+            Cells::Cpu => {
                 let until = Instant::now() + Duration::from_secs(2);
                 std::thread::scope(|s| {
                     for _ in 0..16 {
@@ -170,8 +208,7 @@ fn main() {
                     }
                 });
             }
-            "none" => {}
-            other => panic!("--cells write|readback|idle|cpu|none, not {other}"),
+            Cells::None => {}
         }
         device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
         roofline.warm_up(&ctx, &copy, Duration::from_millis(warm_ms));

@@ -26,6 +26,7 @@ mod flags;
 #[path = "../forms.rs"]
 mod forms;
 
+use argh::FromArgs;
 use ash::vk;
 use cull_core::{
     Culler, CullerDesc, GpuContext, InstanceFormat, KernelSpec, OutputKind, ScanVariant, Tuning,
@@ -33,72 +34,82 @@ use cull_core::{
 };
 use std::ffi::CStr;
 
-/// What to compile, from the command line.
+/// Prints what the driver made of each pass (registers, shared memory,
+/// stack), through Vulkan's VK_KHR_pipeline_executable_properties.
+#[derive(FromArgs)]
+#[argh(
+    help_triggers("-h", "--help", "help"),
+    example = "{command_name} --views 1,2,4,8",
+    example = "{command_name} --dump wgsl-out",
+    example = "{command_name} --unchecked --wgsl wgsl-out/a.wgsl wgsl-out/b.wgsl"
+)]
 struct Args {
-    /// View counts of the culler's kernels (`--views 1,2,4`).
-    views: Vec<u32>,
-    /// `--dump DIR`: write the kernels' WGSL there instead of compiling it
-    /// (any Vulkan device will do, the extension is not needed).
+    /// view counts of the culler's kernels, comma-separated (default 1):
+    /// each count above one is compiled as several views' kernel and as one
+    /// camera's levels of detail
+    #[argh(option, arg_name = "n,..", from_str_fn(views), default = "vec![1]")]
+    views: Views,
+    /// write the kernels' WGSL to this folder instead of compiling it (any
+    /// Vulkan device will do, the extension is not needed)
+    #[argh(option, arg_name = "dir")]
     dump: Option<std::path::PathBuf>,
-    /// `--wgsl FILE...`: compile these files instead of the culler's kernels
-    /// (hand-edited dumps, to see what a change does to registers).
+    /// compile the FILE arguments (hand-edited dumps, to see what a change
+    /// does to registers) instead of the culler's kernels
+    #[argh(switch)]
+    wgsl: bool,
+    /// with --wgsl: the WGSL files to compile
+    #[argh(positional, arg_name = "FILE")]
     files: Vec<std::path::PathBuf>,
-    /// `--unchecked`: SPIR-V without bounds checks.
+    /// SPIR-V without bounds checks
+    #[argh(switch)]
     unchecked: bool,
-    /// `--centred`: the kernels' forms for meshes centred on their origin
-    /// (`KernelSpec::centred`), where the format has one.
+    /// the kernels' forms for meshes centred on their origin, where the
+    /// format has one
+    #[argh(switch)]
     centred: bool,
-    /// `--plain`: each kernel's form for plain views as well
-    /// (`KernelSpec::plain_views`: five planes, no size band).
+    /// each kernel's form for plain views as well (five planes, no size
+    /// band)
+    #[argh(switch)]
     plain: bool,
-    /// `--output instances|indices`: what the kernels write (default
-    /// instance copies).
+    /// what the kernels write: instances (copies, the default) or indices
+    /// (what cull-views times)
+    #[argh(
+        option,
+        arg_name = "instances|indices",
+        from_str_fn(flags::output),
+        default = "OutputKind::Instances"
+    )]
     output: OutputKind,
 }
 
-const USAGE: &str = "usage: cull-registers [--views 1,2,4,8] [--centred] [--plain] [--unchecked] [--output instances|indices] [--dump DIR | --wgsl FILE...]";
+/// `--views`: a comma-separated list, which argh would read as an option
+/// given once per count were it typed `Vec<u32>` (see `flags::Sizes`).
+type Views = Vec<u32>;
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        views: vec![1],
-        dump: None,
-        files: Vec::new(),
-        unchecked: false,
-        centred: false,
-        plain: false,
-        output: OutputKind::Instances,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        match flag.as_str() {
-            "--views" => {
-                let list = it.next().ok_or(USAGE)?;
-                args.views = list
-                    .split(',')
-                    .map(|v| match v.trim().parse::<u32>() {
-                        Ok(n) if (1..=cull_core::MAX_VIEWS).contains(&n) => Ok(n),
-                        _ => Err(format!(
-                            "--views: {v:?} is not a view count from 1 to {}",
-                            cull_core::MAX_VIEWS
-                        )),
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "--dump" => args.dump = Some(it.next().ok_or(USAGE)?.into()),
-            "--unchecked" => args.unchecked = true,
-            "--centred" => args.centred = true,
-            "--output" => args.output = flags::output(&it.next().ok_or(USAGE)?)?,
-            "--plain" => args.plain = true,
-            "--wgsl" => {
-                args.files.extend(it.by_ref().map(Into::into));
-                if args.files.is_empty() {
-                    return Err(USAGE.into());
-                }
-            }
-            _ => return Err(USAGE.into()),
-        }
+/// `--views 1,2,4`: view counts from 1 to [`cull_core::MAX_VIEWS`].
+fn views(list: &str) -> Result<Vec<u32>, String> {
+    list.split(',')
+        .map(|v| match v.trim().parse::<u32>() {
+            Ok(n) if (1..=cull_core::MAX_VIEWS).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "--views: {v:?} is not a view count from 1 to {}",
+                cull_core::MAX_VIEWS
+            )),
+        })
+        .collect()
+}
+
+/// The command line, checked: FILE arguments come with `--wgsl` only.
+fn parse_args() -> Args {
+    let args: Args = argh::from_env();
+    match (args.wgsl, args.files.is_empty()) {
+        (true, true) => flags::usage_error("--wgsl needs the WGSL files to compile"),
+        (false, false) => flags::usage_error(&format!(
+            "unexpected argument {:?}: WGSL files to compile come after --wgsl",
+            args.files[0]
+        )),
+        _ => args,
     }
-    Ok(args)
 }
 
 /// Prints one table row, and the header before the first.
@@ -117,10 +128,7 @@ fn print_row(header: &mut bool, key: &[&str], stats: &[(String, String)]) {
 }
 
 fn main() {
-    let args = parse_args().unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(2)
-    });
+    let args = parse_args();
     let mut header = false;
     if !args.files.is_empty() {
         let vulkan = Vulkan::new().unwrap_or_else(|e| {

@@ -38,6 +38,7 @@ mod local_center;
 #[allow(dead_code)] // shared with the bench
 mod roofline;
 
+use argh::FromArgs;
 use cull_core::frustum::SphereClass;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
@@ -48,73 +49,90 @@ use cull_core::{
 use glam::Mat4;
 use roofline::{Roofline, median, timed_context};
 
+/// `--variants` by default.
+const DEFAULT_VARIANTS: [ScanVariant; 4] = [
+    ScanVariant::SubgroupBallot,
+    ScanVariant::SubgroupShuffle,
+    ScanVariant::BlockAtomic,
+    ScanVariant::Ordered,
+];
 const VIEWS: [u32; 5] = [1, 2, 4, 6, 8];
 const CAMERA: CameraKind = CameraKind::InfiniteReverseZ;
 
+/// Times several views culled in one pass against the same views culled one
+/// after the other, or (--occlusion) occlusion culling's two phases against a plain cull.
+#[derive(FromArgs)]
+#[argh(
+    help_triggers("-h", "--help", "help"),
+    example = "{command_name} --sizes 1e6,4e6,16e6",
+    example = "{command_name} --sizes 4e6 --variants subgroup-ballot --formats posquat --runs 15",
+    example = "{command_name} --occlusion --cells --sizes 4e6,16e6 --variants subgroup-ballot,ordered"
+)]
 struct Args {
-    sizes: Vec<usize>,
-    variants: Vec<ScanVariant>,
-    formats: Vec<InstanceFormat>,
+    /// instance counts, comma-separated, in any floating-point notation
+    /// (default 1e6,4e6,16e6)
+    #[argh(
+        option,
+        arg_name = "n,..",
+        from_str_fn(flags::sizes),
+        default = "vec![1_000_000, 4_000_000, 16_000_000]"
+    )]
+    sizes: flags::Sizes,
+    /// scan variants by name, comma-separated (default
+    /// subgroup-ballot,subgroup-shuffle,block-atomic,ordered)
+    #[argh(
+        option,
+        arg_name = "name,..",
+        from_str_fn(flags::variants),
+        default = "DEFAULT_VARIANTS.to_vec()"
+    )]
+    variants: flags::Variants,
+    /// instance formats by name, comma-separated (default posquat,packed16)
+    #[argh(
+        option,
+        arg_name = "name,..",
+        from_str_fn(flags::formats),
+        default = "vec![InstanceFormat::PosQuat, InstanceFormat::Packed16]"
+    )]
+    formats: flags::Formats,
+    /// the fraction of the instances in view (default 0.25)
+    #[argh(option, arg_name = "f", default = "0.25")]
     fraction: f32,
+    /// what the culls write: indices (the default) or instances (copies)
+    #[argh(
+        option,
+        arg_name = "indices|instances",
+        from_str_fn(flags::output),
+        default = "OutputKind::Indices"
+    )]
     output: OutputKind,
+    /// timed rounds per cell (default 11)
+    #[argh(option, default = "11")]
     runs: usize,
+    /// milliseconds of sustained copies before each cell's timed rounds
+    /// (default 500)
+    #[argh(option, arg_name = "ms", default = "500")]
     warm_ms: u64,
-    /// The views are levels of detail of one camera (`Frustum::detail_levels`)
-    /// rather than turned copies of it.
+    /// the views are levels of detail of one camera rather than turned
+    /// copies of it
+    #[argh(switch)]
     lod: bool,
-    /// Time occlusion culling's phases against a plain cull instead.
+    /// time occlusion culling's phases against a plain cull instead
+    #[argh(switch)]
     occlusion: bool,
-    /// With `occlusion`: the batch sorted into cells, culled by them.
+    /// with --occlusion: the batch sorted into cells, culled by them
+    #[argh(switch)]
     cells: bool,
-    /// `--local-center origin`: the mesh's sphere centred on its origin.
+    /// where the mesh's bounding sphere sits in its own space: offset (the
+    /// default) or origin
+    #[argh(
+        option,
+        long = "local-center",
+        arg_name = "offset|origin",
+        from_str_fn(local_center::parse),
+        default = "false"
+    )]
     centred: bool,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        sizes: vec![1_000_000, 4_000_000, 16_000_000],
-        variants: vec![
-            ScanVariant::SubgroupBallot,
-            ScanVariant::SubgroupShuffle,
-            ScanVariant::BlockAtomic,
-            ScanVariant::Ordered,
-        ],
-        formats: vec![InstanceFormat::PosQuat, InstanceFormat::Packed16],
-        fraction: 0.25,
-        output: OutputKind::Indices,
-        runs: 11,
-        warm_ms: 500,
-        lod: false,
-        occlusion: false,
-        cells: false,
-        centred: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--sizes" => args.sizes = flags::sizes(&value()?)?,
-            "--variants" => args.variants = flags::variants(&value()?)?,
-            "--formats" => args.formats = flags::formats(&value()?)?,
-            "--fraction" => args.fraction = flags::number("--fraction", &value()?)?,
-            "--output" => args.output = flags::output(&value()?)?,
-            "--lod" => args.lod = true,
-            "--local-center" => args.centred = local_center::parse(&value()?)?,
-            "--occlusion" => args.occlusion = true,
-            "--cells" => args.cells = true,
-            "--runs" => args.runs = flags::number("--runs", &value()?)?,
-            "--warm-ms" => args.warm_ms = flags::number("--warm-ms", &value()?)?,
-            _ => {
-                return Err("usage: cull-views [--sizes 1e6,4e6,16e6] [--variants NAME,..] \
-                     [--formats posquat,packed16] [--fraction 0.25] [--output indices|instances] [--runs 11] [--warm-ms 500] [--lod | --occlusion [--cells]] [--local-center offset|origin]"
-                    .into());
-            }
-        }
-    }
-    if args.cells && !args.occlusion {
-        return Err("--cells times occlusion culling by cells: give it with --occlusion".into());
-    }
-    Ok(args)
 }
 
 /// `k` levels of detail of the scene's camera: thresholds at quantiles of
@@ -272,10 +290,10 @@ impl Way {
 }
 
 fn main() {
-    let args = parse_args().unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(2)
-    });
+    let args: Args = argh::from_env();
+    if args.cells && !args.occlusion {
+        flags::usage_error("--cells times occlusion culling by cells: give it with --occlusion");
+    }
     let ctx = timed_context();
     let device_line = format!("{}; {}", ctx.describe(), local_center::describe(args.centred));
     eprintln!("device: {device_line}");
