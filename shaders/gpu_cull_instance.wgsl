@@ -192,13 +192,14 @@ fn fade_progress(size: f32, t: f32) -> f32 {
     return clamp((x - FADE_MARGIN) / (1.0 - 2.0 * FADE_MARGIN), 0.0, 1.0);
 }
 
-// The dither values [first, end) of the pixels this instance shows in the
-// drawn level (faded_out): all of them, but within a cross-fade where the
-// level fades in (the share above the fade's progress) or out (the share
-// below it). Sized as the cull sizes it for the view that chose the level
-// (cull_core::SizeMetric: radius * |clip_from_view[1][1]| / distance, no
-// distance in an orthographic view), so that two levels of one instance
-// split its pixels between them exactly.
+// The share of the dither's pixels this instance shows in the drawn level,
+// as [first, end) of a fade's progress: all of them, but within a
+// cross-fade where the level fades in (the share above the fade's
+// progress) or out (the share below it). Sized as the cull sizes it for the
+// view that chose the level (cull_core::SizeMetric: radius *
+// |clip_from_view[1][1]| / distance, no distance in an orthographic view),
+// so that two levels of one instance split its pixels between them
+// exactly.
 fn level_fade(instance: CulledInstance) -> vec2<f32> {
     if (level.flags & LEVEL_CROSS_FADE) == 0u {
         return vec2<f32>(0.0, 2.0);
@@ -224,17 +225,25 @@ fn level_fade(instance: CulledInstance) -> vec2<f32> {
     return vec2<f32>(first, end);
 }
 
-// A pixel's dither value in [0, 1): interleaved gradient noise of its
-// position, fixed per pixel, so the prepasses and the main pass keep the
-// same pixels of each level.
-fn fade_dither(frag_coord: vec2<f32>) -> f32 {
-    let p = floor(frag_coord);
-    return fract(52.9829189 * fract(dot(p, vec2<f32>(0.06711056, 0.00583715))));
-}
-
-// Whether the pixel at `frag_coord` is not this instance's in the drawn
-// level (`fade`: level_fade's range).
-fn faded_out(frag_coord: vec2<f32>, fade: vec2<f32>) -> bool {
-    let d = fade_dither(frag_coord);
-    return d < fade.x || d >= fade.y;
+// The instance's dither level in the drawn level, as Bevy's visibility
+// ranges take it (`VertexOutput::visibility_range_dither`, applied by
+// `bevy_pbr::pbr_functions::visibility_range_dither` under the
+// VISIBILITY_RANGE_DITHER shader def): 0 shows every pixel, 16 or -16 none;
+// a level fading out keeps the pixels of Bevy's 4x4 pattern whose
+// threshold is below its share (16 - level), the level fading in keeps the
+// others (threshold >= -level). Both levels of an instance round the same
+// progress, so they split its pixels with none left to neither, in the
+// main pass and the prepasses alike. Where two fades overlap (thresholds
+// closer than the fade's width) a level is drawn whole: more, never less.
+fn level_dither(instance: CulledInstance) -> i32 {
+    let fade = level_fade(instance);
+    let fading_out = fade.y < 1.0;
+    let fading_in = fade.x > 0.0;
+    if fading_out && !fading_in {
+        return 16 - i32(round(fade.y * 16.0));
+    }
+    if fading_in && !fading_out {
+        return -i32(round(fade.x * 16.0));
+    }
+    return 0;
 }

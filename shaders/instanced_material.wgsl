@@ -1,13 +1,17 @@
-// The vertex stage of a batch drawn with a `Material` of the application's
-// (anything but `StandardMaterial`, which instanced_draw.wgsl shades): each
-// survivor is fetched through the cull's output and transformed, and the
-// result is Bevy's `forward_io::VertexOutput`, so the material's own
-// fragment shader, written for Bevy's meshes, runs unchanged. Its
+// The vertex stage of every batch's main pass: each survivor is fetched
+// through the cull's output and transformed, and the result is Bevy's
+// `forward_io::VertexOutput`, so the batch's material's own fragment shader
+// (Bevy's for a `StandardMaterial`), written for Bevy's meshes, runs
+// unchanged: fog, ambient occlusion, emissive exposure, every texture and
+// flag as on a mesh. Its
 // `instance_index` is 0: the batch's one entry in Bevy's `mesh` array
 // (group 2, binding 0), which holds the batch's flags and material slot.
 
 #import bevy_pbr::{forward_io::VertexOutput, view_transformations::position_world_to_clip}
 #import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, instance_rotate}
+#ifdef VISIBILITY_RANGE_DITHER
+#import bevy_gpu_cull::instance::level_dither
+#endif
 
 struct Vertex {
     @builtin(instance_index) instance_index: u32,
@@ -59,7 +63,9 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.instance_index = 0u;
 #endif
 #ifdef VISIBILITY_RANGE_DITHER
-    out.visibility_range_dither = 0;
+    // A cross-fade between levels of detail, dithered as Bevy dithers its
+    // visibility ranges (the material's fragment shader discards).
+    out.visibility_range_dither = level_dither(instance);
 #endif
     return out;
 }

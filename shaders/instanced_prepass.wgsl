@@ -1,7 +1,8 @@
 // The Bevy plugin's depth-only draw, for shadow maps and the camera's
-// prepass: the same instance fetch and transform as instanced_draw.wgsl (the
-// main pass tests depth with GreaterEqual against what this writes, so the
-// two must compute identical positions). Group 0 is Bevy's prepass view
+// prepass: the same instance fetch and transform as instanced_material.wgsl
+// (the main pass tests depth with GreaterEqual against what this writes, so
+// the two must compute identical positions), and the same pixels of a
+// cross-fade (Bevy's visibility-range dither). Group 0 is Bevy's prepass view
 // bindings, group 1 empty, group 2 the batch's (bevy_gpu_cull::instance).
 
 #import bevy_pbr::{
@@ -15,8 +16,9 @@
 #ifdef GPU_CULL_ALPHA_MASK
 #import bevy_gpu_cull::instance::{material_color, masked_out}
 #endif
-#ifdef GPU_CULL_CROSS_FADE
-#import bevy_gpu_cull::instance::{level_fade, faded_out}
+#ifdef VISIBILITY_RANGE_DITHER
+#import bevy_gpu_cull::instance::level_dither
+#import bevy_pbr::pbr_functions::visibility_range_dither
 #endif
 
 struct Vertex {
@@ -43,9 +45,9 @@ struct VertexOutput {
     @location(3) color: vec4<f32>,
     @location(4) uv: vec2<f32>,
 #endif
-#ifdef GPU_CULL_CROSS_FADE
-    // The same pixels as the main pass keeps (level_fade).
-    @location(5) @interpolate(flat) fade: vec2<f32>,
+#ifdef VISIBILITY_RANGE_DITHER
+    // The same pixels as the main pass keeps (level_dither).
+    @location(5) @interpolate(flat) dither: i32,
 #endif
 }
 
@@ -73,23 +75,23 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.uv = vec2<f32>(0.5);
 #endif
 #endif
-#ifdef GPU_CULL_CROSS_FADE
-    out.fade = level_fade(instance);
+#ifdef VISIBILITY_RANGE_DITHER
+    out.dither = level_dither(instance);
 #endif
     return out;
 }
 
-// Whether the fragment is not drawn: masked out by the material, or the
-// other level's pixel in a cross-fade.
-fn discarded(in: VertexOutput) -> bool {
-    var out = false;
+// Discards the fragment where it is not drawn: masked out by the
+// material, or the other level's pixel in a cross-fade.
+fn discard_hidden(in: VertexOutput) {
 #ifdef GPU_CULL_ALPHA_MASK
-    out = out || masked_out(material_color(in.color, in.uv));
+    if masked_out(material_color(in.color, in.uv)) {
+        discard;
+    }
 #endif
-#ifdef GPU_CULL_CROSS_FADE
-    out = out || faded_out(in.position.xy, in.fade);
+#ifdef VISIBILITY_RANGE_DITHER
+    visibility_range_dither(in.position, in.dither);
 #endif
-    return out;
 }
 
 #ifdef PREPASS_FRAGMENT
@@ -108,9 +110,7 @@ struct FragmentOutput {
 @fragment
 fn fragment(in: VertexOutput) -> FragmentOutput {
     var out: FragmentOutput;
-    if discarded(in) {
-        discard;
-    }
+    discard_hidden(in);
 #ifdef NORMAL_PREPASS
     out.normal = vec4<f32>(normalize(in.world_normal) * 0.5 + vec3<f32>(0.5), 1.0);
 #endif
@@ -132,8 +132,6 @@ fn fragment(in: VertexOutput) -> FragmentOutput {
 // writes nothing.
 @fragment
 fn fragment(in: VertexOutput) {
-    if discarded(in) {
-        discard;
-    }
+    discard_hidden(in);
 }
 #endif

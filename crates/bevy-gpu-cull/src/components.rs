@@ -3,6 +3,7 @@
 use bevy::camera::primitives::MeshAabb;
 use bevy::camera::visibility::NoFrustumCulling;
 use bevy::prelude::*;
+use bevy::render::extract_component::ExtractComponent;
 use bevy::render::sync_world::SyncToRenderWorld;
 use bytemuck::{Pod, Zeroable};
 use std::ops::Range;
@@ -110,6 +111,11 @@ impl CulledInstance {
 ///
 /// Bevy's own frustum culling of the entity is turned off
 /// ([`NoFrustumCulling`]): the batch's instances are culled one by one instead.
+///
+/// Its `Visibility` is honoured as for a mesh: a hidden batch (or one under
+/// a hidden parent) is neither culled nor drawn, casts no shadow and has no
+/// counts in [`crate::GpuCullStats`]; its instances stay on the GPU, so
+/// showing it again uploads nothing.
 #[derive(Component, Clone, Debug, Default)]
 #[require(Transform, Visibility, NoFrustumCulling, SyncToRenderWorld)]
 pub struct GpuCulledInstances {
@@ -368,31 +374,18 @@ pub(crate) fn compute_bounds(
 
 /// On a camera: cull against this `clip_from_world` instead of the camera's
 /// own, e.g. to freeze culling and fly away to see what was culled.
-#[derive(Component, Clone, Copy, Debug, PartialEq)]
+#[derive(Component, ExtractComponent, Clone, Copy, Debug, PartialEq)]
 pub struct CullingFrustumOverride {
     /// The view-projection to cull with (wgpu clip space).
     pub clip_from_world: Mat4,
 }
 
-impl bevy::render::sync_component::SyncComponent for CullingFrustumOverride {
-    type Target = Self;
-}
-
-impl bevy::render::extract_component::ExtractComponent for CullingFrustumOverride {
-    type QueryData = &'static Self;
-    type QueryFilter = ();
-    type Out = Self;
-
-    fn extract_component(item: bevy::ecs::query::QueryItem<'_, '_, Self::QueryData>) -> Option<Self> {
-        Some(*item)
-    }
-}
-
 /// On a camera: occlusion-cull its batches on the GPU, two-phase Hi-Z
 /// (`cull_core::occlusion`), as part of Bevy's own two-phase occlusion
-/// culling. The camera also needs Bevy's `DepthPrepass` and
-/// `OcclusionCulling` (which give it an early and a late prepass); without
-/// them its batches are frustum-culled only, with a warning.
+/// culling. It brings Bevy's `DepthPrepass` and `OcclusionCulling` with it
+/// (required components: they give the camera an early and a late
+/// prepass); a camera that loses either is frustum-culled only, with a
+/// warning.
 ///
 /// Each frame, the instances visible last frame are drawn in the early
 /// prepass; the depth they leave is reduced to a depth pyramid; every other
@@ -406,22 +399,12 @@ impl bevy::render::extract_component::ExtractComponent for CullingFrustumOverrid
 /// viewport or resolution override, or with temporal jitter on another
 /// projection than a perspective one, is frustum-culled only, with a
 /// warning.
-#[derive(Component, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Component, ExtractComponent, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[require(
+    bevy::core_pipeline::prepass::DepthPrepass,
+    bevy::render::occlusion_culling::OcclusionCulling
+)]
 pub struct GpuCullOcclusion;
-
-impl bevy::render::sync_component::SyncComponent for GpuCullOcclusion {
-    type Target = Self;
-}
-
-impl bevy::render::extract_component::ExtractComponent for GpuCullOcclusion {
-    type QueryData = ();
-    type QueryFilter = With<Self>;
-    type Out = Self;
-
-    fn extract_component(_: bevy::ecs::query::QueryItem<'_, '_, Self::QueryData>) -> Option<Self> {
-        Some(Self)
-    }
-}
 
 /// Sorted, disjoint, non-adjacent ranges of changed instances. Kept short:
 /// past [`DirtyRanges::MAX`] ranges, the two closest merge (uploading the gap
@@ -625,7 +608,7 @@ pub const MAX_LOD_LEVELS: usize = cull_core::MAX_VIEWS as usize;
 // The render world keeps the levels facing the camera as bits of a u32.
 const _: () = assert!(MAX_LOD_LEVELS <= 32);
 
-/// Culls a batch by cells (cull-core's `cells` module, issue 19): the
+/// Culls a batch by cells (cull-core's `cells` module): the
 /// render world sorts the batch's instances into cells of spatially close
 /// instances, each with a bounding sphere, and each frame a cell pass
 /// finds the cells some view may see, so that the cull reads only their
@@ -763,10 +746,13 @@ impl GpuCullLod {
     /// fade are drawn twice, and the batch's draws discard fragments, which
     /// takes early depth testing from them. With the packed 16-byte format
     /// both levels are drawn in full across a fade (its cull widens the
-    /// spheres for its quantization, which the draw cannot follow). Drawn by
-    /// the plugin's own shader; a custom `Material`'s fragment shader does
-    /// not dither (both levels are drawn across the fade), and a custom draw
-    /// shader can call the shader library's `level_fade` and `faded_out`.
+    /// spheres for its quantization, which the draw cannot follow). The
+    /// dither is Bevy's visibility-range dither, applied by Bevy's PBR
+    /// fragment shader (a `StandardMaterial`'s); a `Material` with a
+    /// fragment shader of its own does not dither (both levels are drawn
+    /// across the fade) unless it calls Bevy's `visibility_range_dither`,
+    /// and a custom draw shader gets the level from the shader library's
+    /// `level_dither`.
     pub fn with_cross_fade(mut self, width: f32) -> Self {
         self.cross_fade = width;
         self

@@ -15,8 +15,11 @@ pub struct GpuCullPlugin {
     /// The initial settings (also changeable at run time through the
     /// [`GpuCullSettings`] resource).
     pub settings: GpuCullSettings,
-    /// The draw shader: `ShaderRef::Default` is the plugin's PBR-lit one. A
-    /// custom shader provides `vertex` and `fragment` entry points taking
+    /// The draw shader: `ShaderRef::Default` draws each batch with its
+    /// material's own shaders through Bevy's material pipeline (a white
+    /// `StandardMaterial` for a batch without one), behind the plugin's
+    /// instance-fetching vertex stage. A custom shader replaces both
+    /// stages for every batch: it provides `vertex` and `fragment` entry points taking
     /// Bevy's mesh vertex layout, and fetches instances with
     /// `#import bevy_gpu_cull::instance::fetch_instance` (group 2, bound by
     /// the plugin), e.g. to read [`crate::CulledInstance::user`].
@@ -109,7 +112,11 @@ pub struct ShadowViewId {
 /// What the GPU reported, read back asynchronously (a frame or more late).
 #[derive(Resource, Clone, Debug, Default)]
 pub struct GpuCullStats {
-    /// Visible instances per (camera, batch) entity pair of the main world.
+    /// Visible instances per (camera, batch) entity pair of the main world,
+    /// for the pairs culled now: a despawned or hidden batch, and a camera
+    /// that is gone or no longer sees the batch (its render layers), have
+    /// no entry. [`visible_for`](Self::visible_for) and
+    /// [`visible_in`](Self::visible_in) read it.
     pub visible: HashMap<(Entity, Entity), u32>,
     /// Instances kept per (shadow view, batch): what each light view draws
     /// into its shadow map.
@@ -189,6 +196,43 @@ pub struct GpuCullStats {
     pub occlusion_unavailable: Option<String>,
 }
 
+impl GpuCullStats {
+    /// The instances of `batch` that `camera` sees, as of the latest count
+    /// read back: 0 for a hidden or despawned batch, or a camera that does
+    /// not see it.
+    pub fn visible_for(&self, camera: Entity, batch: Entity) -> u32 {
+        self.visible.get(&(camera, batch)).copied().unwrap_or(0)
+    }
+
+    /// The instances of `batch` visible, summed over the cameras that see
+    /// it: 0 for a hidden or despawned batch.
+    pub fn visible_in(&self, batch: Entity) -> u32 {
+        self.visible
+            .iter()
+            .filter(|((_, b), _)| *b == batch)
+            .map(|(_, &count)| count)
+            .sum()
+    }
+
+    /// Forgets what was reported for a (view, batch) that is no longer
+    /// culled.
+    fn forget(&mut self, view: Entity, shadow: Option<ShadowViewId>, batch: Entity) {
+        match shadow {
+            Some(shadow) => {
+                self.shadow_visible.remove(&(shadow, batch));
+                self.shadow_visible_per_level.remove(&(shadow, batch));
+                self.shadow_timings.remove(&(shadow, batch));
+            }
+            None => {
+                self.visible.remove(&(view, batch));
+                self.visible_per_level.remove(&(view, batch));
+                self.timings.remove(&(view, batch));
+                self.cells.remove(&(view, batch));
+            }
+        }
+    }
+}
+
 /// The cells of a batch culled by cells ([`GpuCullStats::cells`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CellStats {
@@ -244,6 +288,13 @@ pub(crate) enum StatMessage {
         view: Entity,
         batch: Entity,
         cells: CellStats,
+    },
+    /// A (view, batch) is no longer culled (the batch was despawned or
+    /// hidden, the view is gone or no longer sees it).
+    TargetGone {
+        view: Entity,
+        shadow: Option<ShadowViewId>,
+        batch: Entity,
     },
     /// The counts per level of detail of a (view, batch) with levels.
     LevelsVisible {
@@ -320,6 +371,7 @@ impl Plugin for GpuCullPlugin {
 fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, mut diagnostics: Diagnostics) {
     let receiver = receiver.0.lock().expect("stats channel poisoned");
     let mut culled = false;
+    let mut forgot = false;
     while let Ok(message) = receiver.try_recv() {
         match message {
             StatMessage::Visible {
@@ -382,6 +434,10 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             StatMessage::Cells { view, batch, cells } => {
                 stats.cells.insert((view, batch), cells);
             }
+            StatMessage::TargetGone { view, shadow, batch } => {
+                stats.forget(view, shadow, batch);
+                forgot = true;
+            }
             StatMessage::KernelReady(variant, spec) => {
                 if !stats.kernels.contains(&(variant, spec)) {
                     stats.kernels.push((variant, spec));
@@ -389,29 +445,37 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             }
         }
     }
-    if culled {
+    if culled || forgot {
+        // With the last batch hidden or despawned nothing is culled, and
+        // the sum drops to what is left.
         let total: u32 = stats.visible.values().sum();
         diagnostics.add_measurement(&GpuCullPlugin::VISIBLE, || total as f64);
-        if !stats.timings.is_empty() || !stats.shadow_timings.is_empty() {
-            let all = || stats.timings.values().chain(stats.shadow_timings.values());
-            let ms = |f: fn(&CullTimings) -> Option<std::time::Duration>| {
-                all().filter_map(f).map(|d| d.as_secs_f64() * 1e3).sum::<f64>()
-            };
-            let total = ms(|t| Some(t.total));
-            let passes: [(&DiagnosticPath, fn(&CullTimings) -> Option<std::time::Duration>); 4] = [
-                (&GpuCullPlugin::FUSED_TIME, |t| t.fused),
-                (&GpuCullPlugin::VOTE_TIME, |t| t.vote),
-                (&GpuCullPlugin::SCAN_TIME, |t| t.scan),
-                (&GpuCullPlugin::COMPACT_TIME, |t| t.compact),
-            ];
-            for (path, pass) in passes {
-                if all().any(|t| pass(t).is_some()) {
-                    let value = ms(pass);
-                    diagnostics.add_measurement(path, || value);
-                }
-            }
-            stats.gpu_time_ms = Some(total);
-            diagnostics.add_measurement(&GpuCullPlugin::GPU_TIME, || total);
+    }
+    if culled && (!stats.timings.is_empty() || !stats.shadow_timings.is_empty()) {
+        publish_gpu_times(&mut stats, &mut diagnostics);
+    }
+}
+
+/// The GPU times of the latest timed culls, summed into the stats and
+/// Bevy's diagnostics.
+fn publish_gpu_times(stats: &mut GpuCullStats, diagnostics: &mut Diagnostics) {
+    let all = || stats.timings.values().chain(stats.shadow_timings.values());
+    let ms = |f: fn(&CullTimings) -> Option<std::time::Duration>| {
+        all().filter_map(f).map(|d| d.as_secs_f64() * 1e3).sum::<f64>()
+    };
+    let total = ms(|t| Some(t.total));
+    let passes: [(&DiagnosticPath, fn(&CullTimings) -> Option<std::time::Duration>); 4] = [
+        (&GpuCullPlugin::FUSED_TIME, |t| t.fused),
+        (&GpuCullPlugin::VOTE_TIME, |t| t.vote),
+        (&GpuCullPlugin::SCAN_TIME, |t| t.scan),
+        (&GpuCullPlugin::COMPACT_TIME, |t| t.compact),
+    ];
+    for (path, pass) in passes {
+        if all().any(|t| pass(t).is_some()) {
+            let value = ms(pass);
+            diagnostics.add_measurement(path, || value);
         }
     }
+    stats.gpu_time_ms = Some(total);
+    diagnostics.add_measurement(&GpuCullPlugin::GPU_TIME, || total);
 }

@@ -2139,11 +2139,12 @@ fn metallic_roughness_emissive_and_occlusion_textures_shade_the_instances() {
     const WHITE: [u8; 4] = [255; 4];
     const BLACK: [u8; 4] = [0, 0, 0, 255];
     // Emissive red on a black material, scaled by the texture: black turns
-    // the glow off, and the instances are no longer red.
+    // the glow off, and the instances are no longer red. (Bright, not
+    // blinding: tonemapped, a glow far past white turns white.)
     let emissive = |rgba| {
         instance_pixels(&frame_with_material(move |world| StandardMaterial {
             base_color: Color::BLACK,
-            emissive: LinearRgba::rgb(20_000.0, 0.0, 0.0),
+            emissive: LinearRgba::rgb(4.0, 0.0, 0.0),
             emissive_texture: Some(flat_texture(world, rgba, true)),
             ..default()
         }))
@@ -3375,4 +3376,84 @@ fn cells_case(variant: Option<ScanVariant>) {
     run_until_counts_match(&mut h, "a pushed instance");
     let errors = RENDER_ERRORS.lock().unwrap().clone();
     assert!(errors.is_empty(), "render errors: {errors:?}");
+}
+
+/// Runs frames until `done` holds for the stats, or fails with `what`.
+fn run_until_stats(h: &mut Harness, what: &str, done: impl Fn(&GpuCullStats) -> bool) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < SETTLE {
+        h.app.update();
+        if done(h.app.world().resource::<GpuCullStats>()) {
+            return;
+        }
+    }
+    panic!("{what}: {:?}", h.app.world().resource::<GpuCullStats>().visible);
+}
+
+/// The latest value of the plugin's visible-instances diagnostic.
+fn visible_diagnostic(h: &Harness) -> Option<f64> {
+    let store = h.app.world().resource::<bevy::diagnostic::DiagnosticsStore>();
+    store.get(&GpuCullPlugin::VISIBLE).and_then(|d| d.value())
+}
+
+/// The stats tell the truth: a hidden batch is neither culled nor drawn and
+/// has no counts (0 through the accessors); shown again it is culled and
+/// counted as before; a despawned batch leaves nothing in the stats nor in
+/// the visible-instances diagnostic.
+#[test]
+fn stats_hold_only_live_visible_batches() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness(None, &[looking_down_grid()]);
+    let (camera, batch) = (h.cameras[0], h.batch);
+    let counts = run_until_counts_match(&mut h, "before hiding");
+    assert!(counts[0] > 0);
+    let stats = h.app.world().resource::<GpuCullStats>();
+    assert_eq!(stats.visible_for(camera, batch), counts[0]);
+    assert_eq!(stats.visible_in(batch), counts[0]);
+
+    h.app.world_mut().entity_mut(batch).insert(Visibility::Hidden);
+    run_until_stats(&mut h, "hidden batch still counted", |s| {
+        s.visible.is_empty() && s.shadow_visible.is_empty()
+    });
+    // Nothing else is culled: no render frame culls any more.
+    let culled = h.app.world().resource::<GpuCullStats>().culled_frames;
+    for _ in 0..8 {
+        h.app.update();
+    }
+    let stats = h.app.world().resource::<GpuCullStats>();
+    assert_eq!(stats.culled_frames, culled, "a hidden batch is still culled");
+    assert!(
+        stats.visible.is_empty() && stats.timings.is_empty(),
+        "{:?}",
+        stats.visible
+    );
+    assert_eq!(
+        (stats.visible_for(camera, batch), stats.visible_in(batch)),
+        (0, 0)
+    );
+    assert_eq!(visible_diagnostic(&h), Some(0.0));
+    let padded = h.pixels.lock().unwrap().clone().expect("a frame was read back");
+    let shown = count_pixels(&padded, 0..HEIGHT as usize, |p| p[0] as u32 > p[2] as u32 + 30);
+    assert_eq!(shown, 0, "a hidden batch is drawn");
+
+    h.app.world_mut().entity_mut(batch).insert(Visibility::Inherited);
+    assert_eq!(run_until_counts_match(&mut h, "shown again"), counts);
+
+    h.app.world_mut().entity_mut(batch).despawn();
+    run_until_stats(&mut h, "despawned batch still counted", |s| {
+        s.visible.is_empty() && s.shadow_visible.is_empty()
+    });
+    for _ in 0..8 {
+        h.app.update();
+    }
+    let stats = h.app.world().resource::<GpuCullStats>();
+    let of_batch = |b: &Entity| *b == batch;
+    assert!(
+        !stats.visible.keys().any(|(_, b)| of_batch(b))
+            && !stats.visible_per_level.keys().any(|(_, b)| of_batch(b))
+            && !stats.timings.keys().any(|(_, b)| of_batch(b))
+            && !stats.shadow_visible.keys().any(|(_, b)| of_batch(b)),
+        "a despawned batch is still in the stats"
+    );
+    assert_eq!(visible_diagnostic(&h), Some(0.0));
 }

@@ -1,26 +1,128 @@
-//! Any other `Material` on a batch: Bevy's own `MaterialPlugin<M>` prepares
-//! it (bind group, bindless slot, shaders, specialization), and the plugin
-//! draws the batch's survivors with the material's fragment shader and bind
-//! group (group 3) behind its own instance-fetching vertex shader
-//! (`shaders/instanced_material.wgsl`). Nothing here is generic over the
-//! material type: Bevy 0.19's prepared materials are type-erased, so every
-//! material type registered with Bevy works without a plugin of ours.
+//! A batch's material in the main pass: Bevy's own `MaterialPlugin<M>`
+//! prepares it (bind group, bindless slot, shaders, specialization), and the
+//! plugin draws the batch's survivors with the material's fragment shader
+//! and bind group (group 3) behind its own instance-fetching vertex shader
+//! (`shaders/instanced_material.wgsl`). A `StandardMaterial` is shaded by
+//! Bevy's own PBR fragment shader, so every feature of it (fog, ambient
+//! occlusion, emissive and its exposure weight, textures, unlit, ...) works
+//! as on a mesh; a batch without a material gets a white
+//! `StandardMaterial`. Nothing here is generic over the material type: Bevy
+//! 0.19's prepared materials are type-erased, so every material type
+//! registered with Bevy works without a plugin of ours.
 
-use bevy::asset::load_embedded_asset;
+use bevy::asset::{UntypedAssetId, load_embedded_asset, uuid_handle};
+use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::material::key::ErasedMaterialPipelineKey;
 use bevy::material::{MaterialProperties, key::ErasedMeshPipelineKey};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
-    MATERIAL_BIND_GROUP_INDEX, MaterialFragmentShader, MaterialPipeline, MaterialVertexShader, MeshPipeline,
-    MeshPipelineKey, alpha_mode_pipeline_key,
+    MATERIAL_BIND_GROUP_INDEX, MaterialBindGroupAllocators, MaterialFragmentShader, MaterialPipeline,
+    MaterialVertexShader, MeshPipeline, MeshPipelineKey, PreparedMaterial, RenderMaterialInstances,
+    alpha_mode_pipeline_key,
 };
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
+use bevy::render::erased_render_asset::ErasedRenderAssets;
+use bevy::render::render_phase::{PhaseItem, RenderCommand, RenderCommandResult, TrackedRenderPass};
 use bevy::render::render_resource::{
     BindGroupLayoutDescriptor, CachedRenderPipelineId, PipelineCache, RenderPipelineDescriptor,
     SpecializedMeshPipeline, SpecializedMeshPipelineError,
 };
+use bevy::render::sync_world::MainEntity;
 use bevy::shader::{Shader, ShaderDefVal};
+
+/// The material of a batch that has none: white, as Bevy's
+/// `StandardMaterial::default()` (Bevy's own default handle holds a pink
+/// "missing material" one).
+pub(crate) const DEFAULT_MATERIAL: Handle<StandardMaterial> =
+    uuid_handle!("4b0a61d2-6f53-4d3c-9a57-0c3f2d8e91b7");
+
+/// Registers [`DEFAULT_MATERIAL`] with Bevy's `StandardMaterial` assets.
+pub(crate) fn add_default_material(app: &mut App) {
+    if let Some(mut materials) = app.world_mut().get_resource_mut::<Assets<StandardMaterial>>() {
+        let _ = materials.insert(&DEFAULT_MATERIAL, StandardMaterial::default());
+    } else {
+        error!(
+            "bevy-gpu-cull needs Bevy's PbrPlugin (in DefaultPlugins): batches without a material are not drawn"
+        );
+    }
+}
+
+/// The material a batch is drawn with: the one Bevy extracted for its
+/// entity (a `MeshMaterial3d` of any type), else [`DEFAULT_MATERIAL`].
+pub(crate) fn batch_material(
+    instances: &RenderMaterialInstances,
+    main_entity: &MainEntity,
+) -> UntypedAssetId {
+    instances
+        .instances
+        .get(main_entity)
+        .map_or_else(|| DEFAULT_MATERIAL.id().untyped(), |instance| instance.asset_id)
+}
+
+/// Whether a material's main pass dithers a cross-fade: its fragment shader
+/// is Bevy's PBR one (`StandardMaterial`'s, which [`DEFAULT_MATERIAL`] has,
+/// or an extension's that keeps it), which applies the visibility-range
+/// dither. A material of its own fragment shader draws both levels in full
+/// across a fade, and so do its prepasses (depth must match color).
+pub(crate) fn dithers(material: &PreparedMaterial, materials: &ErasedRenderAssets<PreparedMaterial>) -> bool {
+    let own = material.properties.get_shader(MaterialFragmentShader);
+    let pbr = materials
+        .get(DEFAULT_MATERIAL.id().untyped())
+        .map(|standard| standard.properties.get_shader(MaterialFragmentShader));
+    own.is_none() || pbr.is_some_and(|pbr| pbr == own)
+}
+
+/// Whether the camera's prepasses of a batch dither a cross-fade: where its
+/// main pass does, so that depth matches color (an application's draw
+/// shader, `draw_shader_set`, is given the dither; a material's own
+/// fragment shader is not).
+pub(crate) fn prepass_dithers(
+    draw_shader_set: bool,
+    materials: &ErasedRenderAssets<PreparedMaterial>,
+    instances: &RenderMaterialInstances,
+    main_entity: &MainEntity,
+) -> bool {
+    draw_shader_set
+        || materials
+            .get(batch_material(instances, main_entity))
+            .is_some_and(|material| dithers(material, materials))
+}
+
+/// Binds the batch's material at group `I`: Bevy's `SetMaterialBindGroup`,
+/// with [`DEFAULT_MATERIAL`] for a batch that has none.
+pub(crate) struct SetBatchMaterialBindGroup<const I: usize>;
+
+impl<P: PhaseItem, const I: usize> RenderCommand<P> for SetBatchMaterialBindGroup<I> {
+    type Param = (
+        SRes<ErasedRenderAssets<PreparedMaterial>>,
+        SRes<RenderMaterialInstances>,
+        SRes<MaterialBindGroupAllocators>,
+    );
+    type ViewQuery = ();
+    type ItemQuery = ();
+
+    fn render<'w>(
+        item: &P,
+        _view: (),
+        _item_query: Option<()>,
+        (materials, instances, allocators): SystemParamItem<'w, '_, Self::Param>,
+        pass: &mut TrackedRenderPass<'w>,
+    ) -> RenderCommandResult {
+        let (materials, allocators) = (materials.into_inner(), allocators.into_inner());
+        let id = batch_material(&instances, &item.main_entity());
+        let bind_group = allocators
+            .get(&id.type_id())
+            .zip(materials.get(id))
+            .and_then(|(allocator, material)| allocator.get(material.binding.group))
+            .and_then(|group| group.bind_group());
+        let Some(bind_group) = bind_group else {
+            return RenderCommandResult::Skip;
+        };
+        pass.set_bind_group(I, bind_group, &[]);
+        RenderCommandResult::Success
+    }
+}
 
 /// Bevy's mesh pipeline with the instance fetch as its vertex shader, a
 /// material's fragment shader and its bind group layout at group 3.
@@ -48,13 +150,15 @@ pub(crate) fn init_pipeline(
 }
 
 /// The pipeline key of a material drawn by `view_key`'s view with a mesh of
-/// `mesh_key_bits`, as Bevy's `queue_material_meshes` builds it.
+/// `mesh_key_bits`, as Bevy's `queue_material_meshes` builds it, with
+/// Bevy's visibility-range dither for a batch whose levels cross-fade.
 /// Blended alpha modes are drawn opaque (the batch is queued in `Opaque3d`).
 pub(crate) fn material_key(
     view_key: MeshPipelineKey,
     mesh_key_bits: MeshPipelineKey,
     properties: &MaterialProperties,
     type_id: std::any::TypeId,
+    cross_fade: bool,
 ) -> ErasedMaterialPipelineKey {
     let alpha_mode = match properties.alpha_mode {
         mode @ (AlphaMode::Opaque | AlphaMode::Mask(_)) => mode,
@@ -67,7 +171,13 @@ pub(crate) fn material_key(
         }
     };
     let msaa = Msaa::from_samples(view_key.msaa_samples());
+    let dither = if cross_fade {
+        MeshPipelineKey::VISIBILITY_RANGE_DITHER
+    } else {
+        MeshPipelineKey::NONE
+    };
     let mesh_key = view_key
+        | dither
         | mesh_key_bits
         | properties.mesh_pipeline_key_bits.downcast::<MeshPipelineKey>()
         | alpha_mode_pipeline_key(alpha_mode, &msaa);
@@ -79,6 +189,32 @@ pub(crate) fn material_key(
 }
 
 impl CulledMaterialPipeline {
+    /// The pipeline drawing a batch with `material` for a view and mesh of
+    /// `view_and_mesh_key`, dithered where its levels `cross_fade` and the
+    /// material's fragment shader dithers; `None` until Bevy has prepared
+    /// the material (the batch is not drawn until then, as Bevy's meshes
+    /// wait for theirs).
+    pub fn specialize_for(
+        &mut self,
+        cache: &PipelineCache,
+        materials: &ErasedRenderAssets<PreparedMaterial>,
+        material: UntypedAssetId,
+        view_and_mesh_key: MeshPipelineKey,
+        cross_fade: bool,
+        layout: &MeshVertexBufferLayoutRef,
+    ) -> Option<Result<CachedRenderPipelineId, SpecializedMeshPipelineError>> {
+        let prepared = materials.get(material)?;
+        let dither = cross_fade && dithers(prepared, materials);
+        let key = material_key(
+            view_and_mesh_key,
+            MeshPipelineKey::NONE,
+            &prepared.properties,
+            material.type_id(),
+            dither,
+        );
+        Some(self.specialize(cache, key, layout, &prepared.properties))
+    }
+
     /// The pipeline for `key`, queued in `cache` the first time it is asked
     /// for.
     pub fn specialize(

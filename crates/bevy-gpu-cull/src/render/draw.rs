@@ -1,12 +1,14 @@
-//! Drawing the survivors: Bevy's mesh pipeline specialized with a vertex
-//! shader that fetches each instance through the cull's output, lit by
-//! Bevy's PBR lighting, and one indirect draw per (view, batch).
+//! Drawing the survivors: Bevy's material pipeline for the batch's material
+//! (`custom_material`), behind a vertex shader that fetches each instance
+//! through the cull's output, and one indirect draw per (view, batch) and
+//! level of detail. An application's own draw shader
+//! ([`crate::GpuCullPlugin::draw_shader`]) replaces the material's shaders
+//! with the plugin's bindings instead.
 
 use super::cull::{CurrentDrawPhase, DrawPhase};
-use super::custom_material::{CulledMaterialPipeline, material_key};
+use super::custom_material::{CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material};
 use super::prepare::ViewTargets;
 use crate::plugin::{StatMessage, StatSender};
-use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::{
     AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey, Transparent3d,
 };
@@ -15,8 +17,8 @@ use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
     MATERIAL_BIND_GROUP_INDEX, MeshPipeline, MeshPipelineKey, PreparedMaterial, RenderMaterialInstances,
-    RenderMeshInstances, SetMaterialBindGroup, SetMeshViewBindGroup, SetMeshViewBindingArrayBindGroup,
-    Transmissive3d, ViewKeyCache,
+    RenderMeshInstances, SetMeshViewBindGroup, SetMeshViewBindingArrayBindGroup, Transmissive3d,
+    ViewKeyCache,
 };
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -39,14 +41,17 @@ use bevy::render::render_resource::{
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
 use bevy::shader::{Shader, ShaderRef};
-use std::any::TypeId;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Bevy's mesh pipeline with the instance fetch swapped in.
+/// Bevy's mesh pipeline with an application's draw shader
+/// ([`crate::GpuCullPlugin::draw_shader`]), and the batch's bind group
+/// layout every draw of the plugin uses.
 #[derive(Resource)]
 pub(crate) struct CulledPipeline {
     mesh_pipeline: MeshPipeline,
-    shader: Handle<Shader>,
+    /// The application's draw shader; `None` draws every batch with its
+    /// material's shaders.
+    pub shader: Option<Handle<Shader>>,
     /// Group 2: the batch's draw records and the view's survivor indices.
     pub instance_layout: BindGroupLayoutDescriptor,
 }
@@ -90,9 +95,9 @@ pub(crate) fn init_pipeline(
     commands.insert_resource(CulledPipeline {
         mesh_pipeline: mesh_pipeline.clone(),
         shader: match &draw_shader.0 {
-            ShaderRef::Default => load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_draw.wgsl"),
-            ShaderRef::Handle(handle) => handle.clone(),
-            ShaderRef::Path(path) => asset_server.load(path.clone()),
+            ShaderRef::Default => None,
+            ShaderRef::Handle(handle) => Some(handle.clone()),
+            ShaderRef::Path(path) => Some(asset_server.load(path.clone())),
         },
         instance_layout,
     });
@@ -121,19 +126,20 @@ impl SpecializedMeshPipeline for CulledPipeline {
         key: Self::Key,
         layout: &MeshVertexBufferLayoutRef,
     ) -> Result<RenderPipelineDescriptor, SpecializedMeshPipelineError> {
-        let mut descriptor = self.mesh_pipeline.specialize(key.mesh, layout)?;
-        descriptor.label = Some("gpu_cull_instanced".into());
-        descriptor.vertex.shader = self.shader.clone();
+        // A cross-fade takes Bevy's visibility-range dither (the shader
+        // library's `level_dither`, applied by Bevy's `visibility_range_dither`).
+        let mut mesh_key = key.mesh;
         if key.cross_fade {
-            descriptor.vertex.shader_defs.push("GPU_CULL_CROSS_FADE".into());
+            mesh_key |= MeshPipelineKey::VISIBILITY_RANGE_DITHER;
         }
+        let mut descriptor = self.mesh_pipeline.specialize(mesh_key, layout)?;
+        descriptor.label = Some("gpu_cull_instanced".into());
+        let shader = self.shader.clone().unwrap_or_default();
+        descriptor.vertex.shader = shader.clone();
         if let Some(fragment) = descriptor.fragment.as_mut() {
-            fragment.shader = self.shader.clone();
+            fragment.shader = shader;
             if key.shadow_receiver {
                 fragment.shader_defs.push("GPU_CULL_SHADOW_RECEIVER".into());
-            }
-            if key.cross_fade {
-                fragment.shader_defs.push("GPU_CULL_CROSS_FADE".into());
             }
             if key.alpha_mask {
                 fragment.shader_defs.push("GPU_CULL_ALPHA_MASK".into());
@@ -144,19 +150,6 @@ impl SpecializedMeshPipeline for CulledPipeline {
         descriptor.layout.push(self.instance_layout.clone());
         Ok(descriptor)
     }
-}
-
-/// The batch's material when it is of another type than `StandardMaterial`
-/// (a `Material` of the application's, shading with its own fragment
-/// shader).
-pub(crate) fn custom_material<'a>(
-    material_instances: &'a RenderMaterialInstances,
-    main_entity: &MainEntity,
-) -> Option<&'a bevy::pbr::RenderMaterialInstance> {
-    material_instances
-        .instances
-        .get(main_entity)
-        .filter(|instance| instance.asset_id.type_id() != TypeId::of::<StandardMaterial>())
 }
 
 /// Takes the items of `entities` out of `view`'s phase, where it has one.
@@ -254,27 +247,9 @@ pub(crate) fn queue_batches(
                 continue;
             };
             let mesh_bits = MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
-            // A material of another type than `StandardMaterial` that Bevy
-            // prepared for the batch shades it with its own fragment shader;
-            // until it is prepared the batch is not drawn, as Bevy's meshes.
-            let custom = custom_material(&material_instances, main_entity);
-            let specialized = match (custom, material_pipeline.as_deref_mut()) {
-                (Some(instance), Some(material_pipeline)) => {
-                    let Some(material) = render_materials.get(instance.asset_id) else {
-                        continue;
-                    };
-                    let key = material_key(
-                        *view_key,
-                        mesh_bits,
-                        &material.properties,
-                        instance.asset_id.type_id(),
-                    );
-                    material_pipeline
-                        .specialize(&pipeline_cache, key, &mesh.layout, &material.properties)
-                        .map(|id| (id, draw_material))
-                }
-                (Some(_), None) => continue,
-                (None, _) => {
+            let specialized = match (&pipeline.shader, material_pipeline.as_deref_mut()) {
+                // The application's draw shader, with the plugin's bindings.
+                (Some(_), _) => {
                     let key = CulledPipelineKey {
                         mesh: *view_key | mesh_bits,
                         shadow_receiver: data.shadow_receiver,
@@ -285,6 +260,24 @@ pub(crate) fn queue_batches(
                         .specialize(&pipeline_cache, &pipeline, key, &mesh.layout)
                         .map(|id| (id, draw))
                 }
+                // The batch's material (or the plugin's white one), as Bevy
+                // prepared it; until it is prepared the batch is not drawn,
+                // as Bevy's meshes wait for theirs.
+                (None, Some(material_pipeline)) => {
+                    let material = batch_material(&material_instances, main_entity);
+                    let Some(specialized) = material_pipeline.specialize_for(
+                        &pipeline_cache,
+                        &render_materials,
+                        material,
+                        *view_key | mesh_bits,
+                        data.cross_fades(),
+                        &mesh.layout,
+                    ) else {
+                        continue;
+                    };
+                    specialized.map(|id| (id, draw_material))
+                }
+                (None, None) => continue,
             };
             let (id, draw_function) = match specialized {
                 Ok(specialized) => specialized,
@@ -324,13 +317,13 @@ pub(crate) type DrawCulled = (
     DrawCulledInstances,
 );
 
-/// The draw of a batch with a material of the application's: Bevy's
-/// material bind group at group 3.
+/// The draw of a batch with its material: Bevy's material bind group at
+/// group 3.
 pub(crate) type DrawCulledMaterial = (
     SetItemPipeline,
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,
-    SetMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
+    SetBatchMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
     DrawCulledInstances,
 );
 

@@ -314,9 +314,9 @@ impl BatchMesh {
 }
 
 /// Creates each batch's material uniform and mesh entry, and writes them
-/// when they change. A `Material` other than `StandardMaterial` that Bevy
-/// prepared for the batch gives its bind group slot (bindless materials
-/// share a bind group; the fragment shader finds its own by the slot).
+/// when they change. The material Bevy prepared for the batch gives its
+/// bind group slot (bindless materials share a bind group; the fragment
+/// shader finds its own by the slot).
 pub(crate) fn prepare_materials(
     mut commands: Commands,
     device: Res<RenderDevice>,
@@ -332,10 +332,11 @@ pub(crate) fn prepare_materials(
         let uniform = data.material.uniform;
         let mesh = BatchMesh {
             shadow_receiver: data.shadow_receiver,
-            material_slot: material_instances
-                .instances
-                .get(main_entity)
-                .and_then(|instance| materials.get(instance.asset_id))
+            material_slot: materials
+                .get(super::custom_material::batch_material(
+                    &material_instances,
+                    main_entity,
+                ))
                 .map_or(0, |material| material.binding.slot.into()),
         };
         match gpu {

@@ -65,6 +65,9 @@ pub(crate) struct BatchData {
     pub lod_cross_fade: f32,
     /// Culled by cells ([`crate::GpuCullCells`]).
     pub cells: Option<GpuCullCells>,
+    /// Its `InheritedVisibility`: a hidden batch is neither culled nor
+    /// drawn (its instances stay on the GPU, so showing it uploads nothing).
+    pub visible: bool,
 }
 
 impl BatchData {
@@ -90,7 +93,6 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     // The draw shader and the instance-fetch library it imports (which custom
     // shaders can import too), embedded in the binary.
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
-    embedded_asset!(app, "shaders/instanced_draw.wgsl");
     embedded_asset!(app, "shaders/instanced_prepass.wgsl");
     embedded_asset!(app, "shaders/instanced_material.wgsl");
     // cull-core's kernels, compiled by Bevy's PipelineCache.
@@ -199,7 +201,9 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         );
 }
 
-pub(crate) fn finish(_app: &mut App) {}
+pub(crate) fn finish(app: &mut App) {
+    custom_material::add_default_material(app);
+}
 
 fn extract_settings(mut commands: Commands, settings: bevy::render::Extract<Res<GpuCullSettings>>) {
     if settings.is_changed() {
@@ -219,6 +223,7 @@ type MainBatches<'w, 's> = Query<
         Option<&'static MeshMaterial3d<StandardMaterial>>,
         Option<&'static GpuCullLod>,
         Option<&'static GpuCullCells>,
+        &'static InheritedVisibility,
     ),
 >;
 
@@ -265,7 +270,10 @@ fn extract_batches(
     };
     live.clear();
     let mut materials = Vec::new();
-    for (render_entity, mut batch, bounds, not_receiver, layers, material, lod, cells) in &mut main_batches {
+    for (render_entity, mut batch, bounds, not_receiver, layers, material, lod, cells, visibility) in
+        &mut main_batches
+    {
+        let visible = visibility.get();
         let cells = cells.copied();
         let layers = layers.cloned().unwrap_or_default();
         let (lod, lod_facing, lod_cross_fade) = lod_levels(lod);
@@ -289,9 +297,13 @@ fn extract_batches(
                 lod_facing,
                 lod_cross_fade,
                 cells,
+                visible,
             });
             continue;
         };
+        if data.visible != visible {
+            data.visible = visible;
+        }
         if data.lod != lod {
             data.lod = lod;
         }

@@ -1213,9 +1213,9 @@ pub(crate) fn prepare_targets(
             let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_batch) else {
                 continue;
             };
-            // As Bevy does for its meshes: a view sees a batch whose render
-            // layers it shares, and a light draws only shadow casters.
-            if !view_layers.intersects(&batch.render_layers) {
+            // As Bevy does for its meshes: a view sees a visible batch whose
+            // render layers it shares, and a light draws only shadow casters.
+            if !batch.visible || !view_layers.intersects(&batch.render_layers) {
                 continue;
             }
             if shadow.is_some()
@@ -1562,6 +1562,21 @@ pub(crate) fn prepare_targets(
                 target.bound = bound;
             }
             target.live = true;
+        }
+    }
+    retire_stale_targets(targets, &sender);
+}
+
+/// Drops the targets and groups no view culled this frame; a (view, batch)
+/// no longer culled leaves the stats with its target.
+fn retire_stale_targets(targets: &mut ViewTargets, sender: &StatSender) {
+    if let Ok(sender) = sender.0.lock() {
+        for t in targets.map.values().filter(|t| !t.live) {
+            let _ = sender.send(StatMessage::TargetGone {
+                view: t.main_view,
+                shadow: t.shadow,
+                batch: t.main_batch,
+            });
         }
     }
     targets.map.retain(|_, t| t.live);

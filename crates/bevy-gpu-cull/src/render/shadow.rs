@@ -4,7 +4,8 @@
 //! with a depth-only pipeline, each light view culled on the GPU against its
 //! own frustum.
 
-use super::draw::{CulledPipeline, DrawCulledInstances, custom_material, remove_from_phase};
+use super::custom_material::prepass_dithers;
+use super::draw::{CulledPipeline, DrawCulledInstances, remove_from_phase};
 use super::prepare::{GpuBatch, ViewTargets};
 use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::CORE_3D_DEPTH_FORMAT;
@@ -14,11 +15,13 @@ use bevy::core_pipeline::prepass::{
 };
 use bevy::mesh::{Mesh, MeshVertexBufferLayoutRef};
 use bevy::pbr::{
-    LightKeyCache, MeshPipelineKey, PrepassPipeline, RenderMeshInstances, SetPrepassViewBindGroup,
-    SetPrepassViewEmptyBindGroup, Shadow, ShadowBatchSetKey, ShadowBinKey, ViewKeyPrepassCache,
+    LightKeyCache, MeshPipelineKey, PreparedMaterial, PrepassPipeline, RenderMeshInstances,
+    SetPrepassViewBindGroup, SetPrepassViewEmptyBindGroup, Shadow, ShadowBatchSetKey, ShadowBinKey,
+    ViewKeyPrepassCache,
 };
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
+use bevy::render::erased_render_asset::ErasedRenderAssets;
 use bevy::render::mesh::RenderMesh;
 use bevy::render::mesh::allocator::MeshSlabs;
 use bevy::render::render_asset::RenderAssets;
@@ -118,7 +121,9 @@ impl SpecializedMeshPipeline for CulledPrepassPipeline {
             shader_defs.push("PREPASS_FRAGMENT".into());
         }
         if cross_fade {
-            shader_defs.push("GPU_CULL_CROSS_FADE".into());
+            // The main pass's dither (Bevy's visibility ranges'), so that
+            // the prepass keeps exactly the pixels the main pass shades.
+            shader_defs.push("VISIBILITY_RANGE_DITHER".into());
         }
         let discards = alpha_mask || cross_fade;
         if discards {
@@ -206,9 +211,11 @@ pub(crate) fn queue_prepass_batches(
     mut prepass_phases: ResMut<ViewBinnedRenderPhases<Opaque3dPrepass>>,
     mut queued: ResMut<QueuedPrepassBatches>,
     views: Query<(Entity, &ExtractedView)>,
-    (mut alpha_mask_prepass_phases, material_instances): (
+    (mut alpha_mask_prepass_phases, material_instances, render_materials, draw_pipeline): (
         ResMut<ViewBinnedRenderPhases<AlphaMask3dPrepass>>,
         Res<bevy::pbr::RenderMaterialInstances>,
+        Res<ErasedRenderAssets<PreparedMaterial>>,
+        Option<Res<CulledPipeline>>,
     ),
 ) {
     for (view, entities) in queued.shadow.drain() {
@@ -230,6 +237,7 @@ pub(crate) fn queue_prepass_batches(
     let Some(pipeline) = pipeline else {
         return;
     };
+    let draw_shader_set = draw_pipeline.as_ref().is_some_and(|p| p.shader.is_some());
     let shadow_draw = shadow_draw_functions.read().id::<DrawCulledPrepass>();
     let prepass_draw = prepass_draw_functions.read().id::<DrawCulledPrepass>();
     for (view_entity, view) in &views {
@@ -258,11 +266,15 @@ pub(crate) fn queue_prepass_batches(
             let key = CulledPrepassKey {
                 mesh: view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits()),
                 alpha_mask: data.material.alpha_mask(),
-                // A custom Material's main pass does not dither: neither
-                // does its prepass, so that depth matches color.
+                // Shadow views draw both levels of a cross-fade in full.
                 cross_fade: !shadow
                     && data.cross_fades()
-                    && custom_material(&material_instances, main_entity).is_none(),
+                    && prepass_dithers(
+                        draw_shader_set,
+                        &render_materials,
+                        &material_instances,
+                        main_entity,
+                    ),
             };
             let id = match pipelines.specialize(&pipeline_cache, &pipeline, key, &mesh.layout) {
                 Ok(id) => id,
