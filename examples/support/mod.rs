@@ -25,10 +25,19 @@ pub fn parse_size(value: &str) -> Option<(u32, u32)> {
 }
 
 /// Exits with a message pointing to `headless_command` when a window is
-/// asked for and there is no display.
+/// asked for and there is no display: on Linux and the BSDs, where windows
+/// need an X11 or Wayland server (`DISPLAY` or `WAYLAND_DISPLAY`). macOS
+/// and Windows always have one.
 pub fn require_display(name: &str, headless_command: &str) {
+    let needs_server = cfg!(any(
+        target_os = "linux",
+        target_os = "freebsd",
+        target_os = "openbsd",
+        target_os = "netbsd",
+        target_os = "dragonfly"
+    ));
     let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
-    if !has_display {
+    if needs_server && !has_display {
         eprintln!(
             "{name}: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n\
              Run it headless instead: {headless_command}"
