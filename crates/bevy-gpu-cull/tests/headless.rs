@@ -3,6 +3,8 @@
 //! camera, pixels are covered where instances are and background elsewhere,
 //! counts follow edits, and empty batches draw nothing.
 
+mod common;
+
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::{ImageRenderTarget, RenderTarget};
 use bevy::image::Image;
@@ -12,8 +14,9 @@ use bevy::render::render_resource::{AsBindGroup, TextureFormat, TextureUsages};
 use bevy::window::ExitCondition;
 use bevy_gpu_cull::MAX_LOD_LEVELS;
 use bevy_gpu_cull::prelude::*;
+use common::{PipelinesIdle, watch_pipelines};
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 const WIDTH: u32 = 96;
@@ -27,22 +30,6 @@ struct Harness {
     batch: Entity,
     cameras: Vec<Entity>,
     pixels: Arc<Mutex<Option<Vec<u8>>>>,
-}
-
-/// Consecutive render-world frames in which no pipeline waited to compile.
-/// A scene is not what the test set up until every pipeline it draws with
-/// has compiled: Bevy skips the draws of a pipeline still compiling (on
-/// lavapipe, a 4x MSAA prepass pipeline can take longer than a count takes
-/// to look settled).
-#[derive(Resource, Clone, Default)]
-struct PipelinesIdle(Arc<AtomicU32>);
-
-fn watch_pipelines(cache: Res<bevy::render::render_resource::PipelineCache>, idle: Res<PipelinesIdle>) {
-    if cache.waiting_pipelines().next().is_some() {
-        idle.0.store(0, Ordering::Relaxed);
-    } else {
-        idle.0.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// `CameraSetup::Jittered`'s offset, in pixels along x: Bevy's jitter moves

@@ -15,6 +15,8 @@
 //! another color (the fog-less batch cube of a foggy scene differs by about
 //! 90 of 255 in every block it covers).
 
+mod common;
+
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::{Hdr, ImageRenderTarget, RenderTarget};
 use bevy::core_pipeline::prepass::{DepthPrepass, NormalPrepass};
@@ -27,7 +29,8 @@ use bevy::render::gpu_readback::{Readback, ReadbackComplete};
 use bevy::render::render_resource::{TextureFormat, TextureUsages};
 use bevy::window::ExitCondition;
 use bevy_gpu_cull::prelude::*;
-use std::sync::atomic::{AtomicU32, Ordering};
+use common::{PipelinesIdle, watch_pipelines};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 const WIDTH: u32 = 192;
@@ -45,18 +48,6 @@ const LEFT: [Vec3; 6] = [
     Vec3::new(-2.2, 0.5, -15.0),
     Vec3::new(-5.5, 0.5, -22.0),
 ];
-
-/// Render-world frames in a row without a pipeline waiting to compile.
-#[derive(Resource, Clone, Default)]
-struct PipelinesIdle(Arc<AtomicU32>);
-
-fn watch_pipelines(cache: Res<bevy::render::render_resource::PipelineCache>, idle: Res<PipelinesIdle>) {
-    if cache.waiting_pipelines().next().is_some() {
-        idle.0.store(0, Ordering::Relaxed);
-    } else {
-        idle.0.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// Who draws which object.
 #[derive(Clone, Copy, PartialEq)]
