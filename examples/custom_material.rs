@@ -4,7 +4,9 @@
 //! example's fragment shader (`shaders/glowing_veins.wgsl`). Nothing but
 //! Bevy's own `MaterialPlugin` is added for the material: the plugin runs
 //! its fragment shader behind the instance fetch, and each instance's color
-//! tints it as a vertex color would.
+//! tints it as a vertex color would. Each rock's user data says which ore
+//! it holds (none, copper or ice), which the shader reads with
+//! `bevy_gpu_cull::instance::get_instance_user`.
 //!
 //! ```text
 //! cargo run --release --example custom_material
@@ -27,9 +29,10 @@ use bevy_gpu_cull::prelude::*;
 /// The extension: glowing horizontal veins over the standard material.
 #[derive(Asset, TypePath, AsBindGroup, Debug, Clone)]
 struct GlowingVeins {
-    /// The veins' emitted color (linear, added to the lit color).
+    /// The veins' emitted color for each ore (linear, added to the lit
+    /// color): a rock's `user[0]` of 1 takes the first, 2 the second.
     #[uniform(100)]
-    color: LinearRgba,
+    colors: [LinearRgba; 2],
     /// x: the distance between veins, y: the fraction of it a vein covers.
     #[uniform(101)]
     spacing_width: Vec4,
@@ -122,9 +125,12 @@ fn setup(
             let position = Vec3::new(r * angle.cos(), (hash(n, 3) - 0.5) * 6.0, r * angle.sin());
             let rotation = Quat::from_euler(EulerRot::YXZ, hash(n, 4) * 6.3, hash(n, 5) * 6.3, 0.0);
             let grey = 0.4 + 0.6 * hash(n, 6);
+            // Half the rocks hold copper, a quarter ice, the rest nothing.
+            let ore = [1, 1, 2, 0][(hash(n, 8) * 3.999) as usize];
             CulledInstance::new(position, Color::srgb(grey, grey * 0.9, grey * 0.8))
                 .with_rotation(rotation)
                 .with_scale(0.4 + 1.2 * hash(n, 7))
+                .with_user([ore, 0, 0, 0])
         })
         .collect();
     commands.spawn((
@@ -136,7 +142,7 @@ fn setup(
                 ..default()
             },
             extension: GlowingVeins {
-                color: LinearRgba::rgb(3.0, 0.8, 0.1),
+                colors: [LinearRgba::rgb(3.0, 0.8, 0.1), LinearRgba::rgb(0.02, 0.25, 1.2)],
                 spacing_width: Vec4::new(0.6, 0.12, 0.0, 0.0),
             },
         })),

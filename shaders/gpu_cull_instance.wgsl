@@ -9,6 +9,10 @@
 #define_import_path bevy_gpu_cull::instance
 
 #import bevy_pbr::mesh_view_bindings::view
+#import bevy_pbr::mesh_bindings::mesh
+#import bevy_pbr::mesh_types::MESH_FLAGS_SIGN_DETERMINANT_MODEL_3X3_BIT
+#import bevy_pbr::mesh_functions::{mesh_normal_local_to_world, mesh_tangent_local_to_world}
+#import bevy_render::maths::{affine3_to_square, mat2x4_f32_to_mat3x3_unpack}
 
 // bevy_gpu_cull::CulledInstance: 64 bytes.
 struct CulledInstance {
@@ -157,31 +161,191 @@ fn fetch_instance(instance_index: u32) -> CulledInstance {
     return instances[survivors[instance_index]];
 }
 
+// The index in its batch of the survivor drawn as instance
+// `instance_index`: what `get_instance_color` and `get_instance_user` take.
+fn fetch_record(instance_index: u32) -> u32 {
+    return survivors[instance_index];
+}
+
+// The color of the batch's instance `record` (`CulledInstance::color`),
+// for a material's shaders: the main pass passes `record` to the fragment
+// stage as `instance_record` (bevy_gpu_cull::forward_io::VertexOutput),
+// as Bevy's `mesh_functions::get_tag` takes a mesh's `instance_index`.
+fn get_instance_color(record: u32) -> vec4<f32> {
+    return instances[record].color;
+}
+
+// The user data of the batch's instance `record` (`CulledInstance::user`).
+fn get_instance_user(record: u32) -> vec4<u32> {
+    return instances[record].user;
+}
+
 // Rotates `v` by the unit quaternion `q` (x, y, z, w).
 fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
     return v + 2.0 * cross(q.xyz, cross(q.xyz, v) + q.w * v);
 }
 
-// A mesh-space direction (a normal, a tangent, an offset) turned into the
-// world for this instance: by its rotation, or, for a level facing the
-// camera, like the view (mesh x to the view's right, y up, z toward it).
-// The level's flag is uniform over the draw, so the branch costs no
+// The view's orientation in the world (mesh x to the view's right, y up,
+// z toward it): how a level facing the camera is turned.
+fn view_turn() -> mat3x3<f32> {
+    return mat3x3<f32>(
+        normalize(view.world_from_view[0].xyz),
+        normalize(view.world_from_view[1].xyz),
+        normalize(view.world_from_view[2].xyz),
+    );
+}
+
+// Whether the drawn level faces the camera (LodLevel::facing_camera). The
+// level's flag is uniform over the draw, so branches on it cost no
 // divergence.
+fn level_faces_camera() -> bool {
+    return (level.flags & LEVEL_FACING_CAMERA) != 0u;
+}
+
+// A mesh-space direction (a normal, a tangent, an offset) turned by this
+// instance: by its rotation, or, for a level facing the camera, like the
+// view (in the world).
 fn instance_rotate(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
-    if (level.flags & LEVEL_FACING_CAMERA) != 0u {
-        let turn = mat3x3<f32>(
-            normalize(view.world_from_view[0].xyz),
-            normalize(view.world_from_view[1].xyz),
-            normalize(view.world_from_view[2].xyz),
-        );
-        return turn * v;
+    if level_faces_camera() {
+        return view_turn() * v;
     }
     return rotate(instance.rotation, v);
 }
 
-// Mesh space to world space for this instance.
-fn instance_to_world(instance: CulledInstance, local: vec3<f32>) -> vec3<f32> {
-    return instance.position_scale.xyz + instance_rotate(instance, local * instance.position_scale.w);
+// The batch entity's transform (its GlobalTransform, entry 0 of Bevy's
+// `mesh` array): instances are placed relative to it, as a mesh's vertices
+// are relative to its entity.
+fn batch_world_from_local() -> mat4x4<f32> {
+    return affine3_to_square(mesh[0].world_from_local);
+}
+
+// The batch entity's transform last frame (for motion vectors).
+fn batch_previous_world_from_local() -> mat4x4<f32> {
+    return affine3_to_square(mesh[0].previous_world_from_local);
+}
+
+// -1 for an instance with a negative scale (a mirror image), else 1.
+fn instance_handedness(instance: CulledInstance) -> f32 {
+    return select(1.0, -1.0, instance.position_scale.w < 0.0);
+}
+
+// Whether the batch's transform mirrors (its determinant is negative).
+fn batch_mirrors() -> bool {
+    return (mesh[0].flags & MESH_FLAGS_SIGN_DETERMINANT_MODEL_3X3_BIT) == 0u;
+}
+
+// Whether this instance's triangles wind the other way round on screen: a
+// mirror image (negative scale) in a batch that does not mirror, or an
+// instance that is not one in a batch that does. Such instances are drawn
+// with the opposite front face, so that back faces are culled and lit as
+// on a mesh.
+fn instance_winds_backwards(instance: CulledInstance) -> bool {
+    return (instance.position_scale.w < 0.0) != batch_mirrors();
+}
+
+// Whether this main-pass draw leaves the instance to the batch's other one:
+// a batch with instances of both windings is drawn twice, once with each
+// front face (the plugin defines GPU_CULL_FLIPPED_WINDING for the draw
+// whose front face is clockwise), each keeping the instances that wind its
+// way. A custom draw shader should drop such instances too (see
+// `skipped_position`).
+fn drawn_by_other_winding(instance: CulledInstance) -> bool {
+#ifdef GPU_CULL_FLIPPED_WINDING
+    return !instance_winds_backwards(instance);
+#else
+    return instance_winds_backwards(instance);
+#endif
+}
+
+// A clip position for every vertex of a skipped instance: its triangles
+// collapse to a point outside the view and draw nothing.
+fn skipped_position() -> vec4<f32> {
+    return vec4<f32>(0.0, 0.0, -1.0, 1.0);
+}
+
+// The mirror a level facing the camera takes for an instance that winds
+// backwards (across the view's vertical axis), so that the impostor winds
+// as the instance does and the draw of its winding keeps it.
+fn facing_mirror(instance: CulledInstance) -> vec3<f32> {
+    return vec3<f32>(select(1.0, -1.0, instance_winds_backwards(instance)), 1.0, 1.0);
+}
+
+// Mesh space to the batch's space for this instance: rotated, scaled,
+// placed.
+fn instance_to_local(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+    return instance.position_scale.xyz + rotate(instance.rotation, v * instance.position_scale.w);
+}
+
+// Mesh space to world space for this instance under the batch transform
+// `world_from_local` (this frame's or last frame's). A level facing the
+// camera is turned in the world, sized by the instance's scale and the
+// batch's shortest axis (so that it stays within the sphere the cull
+// tests).
+fn instance_to_world_by(world_from_local: mat4x4<f32>, instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+    if level_faces_camera() {
+        let m = world_from_local;
+        let center = (m * vec4<f32>(instance.position_scale.xyz, 1.0)).xyz;
+        let shortest = min(length(m[0].xyz), min(length(m[1].xyz), length(m[2].xyz)));
+        return center + view_turn() * (v * facing_mirror(instance) * abs(instance.position_scale.w) * shortest);
+    }
+    return (world_from_local * vec4<f32>(instance_to_local(instance, v), 1.0)).xyz;
+}
+
+// Mesh space to world space for this instance: its own transform, then the
+// batch's.
+fn instance_to_world(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+    return instance_to_world_by(batch_world_from_local(), instance, v);
+}
+
+// Where this vertex was last frame, had the instance not moved (the batch
+// may have).
+fn instance_to_previous_world(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+    return instance_to_world_by(batch_previous_world_from_local(), instance, v);
+}
+
+// A mesh-space normal in the world for this instance: turned by its
+// rotation (and reversed for a mirror image), then by the batch's
+// transform as Bevy turns a mesh's normals, normalized.
+fn instance_normal_to_world(instance: CulledInstance, n: vec3<f32>) -> vec3<f32> {
+    if level_faces_camera() {
+        return view_turn() * (n * facing_mirror(instance));
+    }
+    let local = rotate(instance.rotation, n) * instance_handedness(instance);
+    return mesh_normal_local_to_world(local, 0u);
+}
+
+// A mesh-space tangent (xyz, and the bitangent's sign in w) in the world
+// for this instance, as Bevy turns a mesh's (the sign flipped for a mirror
+// image, and again for a mirroring batch transform).
+fn instance_tangent_to_world(instance: CulledInstance, t: vec4<f32>) -> vec4<f32> {
+    if level_faces_camera() {
+        let mirror = facing_mirror(instance);
+        return vec4<f32>(view_turn() * (t.xyz * mirror), t.w * mirror.x);
+    }
+    let h = instance_handedness(instance);
+    let local = vec4<f32>(rotate(instance.rotation, t.xyz) * h, t.w * h);
+    return mesh_tangent_local_to_world(batch_world_from_local(), local, 0u);
+}
+
+// The camera's position in the batch's space, where the cull measures the
+// size of levels of detail (cull_core::LocalFrame::size_metric).
+fn batch_view_position() -> vec3<f32> {
+    let local_from_world = transpose(mat2x4_f32_to_mat3x3_unpack(
+        mesh[0].local_from_world_transpose_a,
+        mesh[0].local_from_world_transpose_b,
+    ));
+    return local_from_world * (view.world_position - batch_world_from_local()[3].xyz);
+}
+
+// How much larger sizes look in the world than measured in the batch's
+// space, as the cull takes it: the longest axis over the shortest for a
+// perspective view, the longest axis for an orthographic one.
+fn batch_size_stretch(perspective: bool) -> f32 {
+    let m = batch_world_from_local();
+    let lengths = vec3<f32>(length(m[0].xyz), length(m[1].xyz), length(m[2].xyz));
+    let longest = max(lengths.x, max(lengths.y, lengths.z));
+    let shortest = min(lengths.x, min(lengths.y, lengths.z));
+    return select(longest, longest / shortest, perspective);
 }
 
 // How far a cross-fade at threshold t has gone at size `size`: 0 at and
@@ -210,10 +374,11 @@ fn level_fade(instance: CulledInstance) -> vec2<f32> {
     let scale = instance.position_scale.w;
     let center = instance.position_scale.xyz + rotate(instance.rotation, level.bounds.xyz) * scale;
     let perspective = view.clip_from_view[3].w == 0.0;
-    let distance = select(1.0, length(center - view.world_position), perspective);
+    let distance = select(1.0, length(center - batch_view_position()), perspective);
     // A rotation of length != 1 stretches the mesh; the cull bounds it so.
     let stretch = max(2.0 * dot(instance.rotation, instance.rotation) - 1.0, 1.0);
-    let size = level.bounds.w * abs(scale) * stretch * abs(view.clip_from_view[1].y) / distance;
+    let projection = abs(view.clip_from_view[1].y) * batch_size_stretch(perspective);
+    let size = level.bounds.w * abs(scale) * stretch * projection / distance;
     // A NaN size (a sphere of radius 0 around the camera) keeps every pixel,
     // as an infinite one (the camera inside the sphere) does in the finest
     // level, which no finer level fades out of.

@@ -1,14 +1,20 @@
 // The vertex stage of every batch's main pass: each survivor is fetched
 // through the cull's output and transformed, and the result is Bevy's
-// `forward_io::VertexOutput`, so the batch's material's own fragment shader
+// `forward_io::VertexOutput` (with the instance's record beside it,
+// `bevy_gpu_cull::forward_io`), so the batch's material's own fragment shader
 // (Bevy's for a `StandardMaterial`), written for Bevy's meshes, runs
 // unchanged: fog, ambient occlusion, emissive exposure, every texture and
 // flag as on a mesh. Its
 // `instance_index` is 0: the batch's one entry in Bevy's `mesh` array
-// (group 2, binding 0), which holds the batch's flags and material slot.
+// (group 2, binding 0), which holds the batch entity's transform, flags and
+// material slot.
 
-#import bevy_pbr::{forward_io::VertexOutput, view_transformations::position_world_to_clip}
-#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, instance_rotate}
+#import bevy_pbr::view_transformations::position_world_to_clip
+#import bevy_gpu_cull::forward_io::VertexOutput
+#import bevy_gpu_cull::instance::{
+    fetch_instance, fetch_record, instance_to_world, instance_normal_to_world, instance_tangent_to_world,
+    drawn_by_other_winding, skipped_position,
+}
 #ifdef VISIBILITY_RANGE_DITHER
 #import bevy_gpu_cull::instance::level_dither
 #endif
@@ -36,12 +42,17 @@ struct Vertex {
 @vertex
 fn vertex(vertex: Vertex) -> VertexOutput {
     let instance = fetch_instance(vertex.instance_index);
-    let world = instance_to_world(instance, vertex.position);
     var out: VertexOutput;
+    if drawn_by_other_winding(instance) {
+        out.position = skipped_position();
+        return out;
+    }
+    let world = instance_to_world(instance, vertex.position);
+    out.instance_record = fetch_record(vertex.instance_index);
     out.position = position_world_to_clip(world);
     out.world_position = vec4<f32>(world, 1.0);
 #ifdef VERTEX_NORMALS
-    out.world_normal = instance_rotate(instance, vertex.normal);
+    out.world_normal = instance_normal_to_world(instance, vertex.normal);
 #endif
 #ifdef VERTEX_UVS_A
     out.uv = vertex.uv;
@@ -50,7 +61,7 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.uv_b = vertex.uv_b;
 #endif
 #ifdef VERTEX_TANGENTS
-    out.world_tangent = vec4<f32>(instance_rotate(instance, vertex.tangent.xyz), vertex.tangent.w);
+    out.world_tangent = instance_tangent_to_world(instance, vertex.tangent);
 #endif
     // The instance's color is the vertex color the material sees (the
     // plugin defines VERTEX_COLORS for every material draw).

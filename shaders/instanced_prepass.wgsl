@@ -12,7 +12,10 @@
 #ifdef MOTION_VECTOR_PREPASS
 #import bevy_pbr::prepass_bindings::previous_view_uniforms
 #endif
-#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, instance_rotate}
+#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, instance_normal_to_world}
+#ifdef MOTION_VECTOR_PREPASS
+#import bevy_gpu_cull::instance::instance_to_previous_world
+#endif
 #ifdef GPU_CULL_ALPHA_MASK
 #import bevy_gpu_cull::instance::{material_color, masked_out}
 #endif
@@ -49,6 +52,10 @@ struct VertexOutput {
     // The same pixels as the main pass keeps (level_dither).
     @location(5) @interpolate(flat) dither: i32,
 #endif
+#ifdef MOTION_VECTOR_PREPASS
+    // Where the vertex was last frame: the batch's transform may have moved.
+    @location(6) previous_world_position: vec4<f32>,
+#endif
 }
 
 @vertex
@@ -58,8 +65,11 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     var out: VertexOutput;
     out.position = position_world_to_clip(world);
     out.world_position = vec4<f32>(world, 1.0);
+#ifdef MOTION_VECTOR_PREPASS
+    out.previous_world_position = vec4<f32>(instance_to_previous_world(instance, vertex.position), 1.0);
+#endif
 #ifdef NORMAL_PREPASS
-    out.world_normal = instance_rotate(instance, vertex.normal);
+    out.world_normal = instance_normal_to_world(instance, vertex.normal);
 #endif
 #ifdef UNCLIPPED_DEPTH_ORTHO_EMULATION
     // A directional light's casters between the light and the cascade are
@@ -115,11 +125,11 @@ fn fragment(in: VertexOutput) -> FragmentOutput {
     out.normal = vec4<f32>(normalize(in.world_normal) * 0.5 + vec3<f32>(0.5), 1.0);
 #endif
 #ifdef MOTION_VECTOR_PREPASS
-    // The camera's motion: instances are drawn where they are, so a static
-    // instance moves on screen only with the camera. (An instance moved
-    // this frame gets the camera's motion, not its own.)
+    // The camera's motion and the batch transform's, as Bevy's meshes get
+    // theirs. (An instance the application moved within its batch this
+    // frame gets only those, not its own.)
     let clip_t = view.unjittered_clip_from_world * in.world_position;
-    let previous_t = previous_view_uniforms.clip_from_world * in.world_position;
+    let previous_t = previous_view_uniforms.clip_from_world * in.previous_world_position;
     out.motion_vector = (clip_t.xy / clip_t.w - previous_t.xy / previous_t.w) * vec2<f32>(0.5, -0.5);
 #endif
 #ifdef UNCLIPPED_DEPTH_ORTHO_EMULATION

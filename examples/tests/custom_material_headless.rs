@@ -1,6 +1,7 @@
 //! Runs the `custom_material` example headless, as CI does: the rocks are
 //! culled and drawn with the example's `ExtendedMaterial`, whose glowing
-//! veins (the example's own fragment shader) show in the screenshot.
+//! veins (the example's own fragment shader) show in the screenshot, in the
+//! color each rock's user data picks.
 
 use std::process::Command;
 
@@ -36,10 +37,18 @@ fn custom_material_headless() {
     let img = image::open(&shot)
         .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
         .to_rgba8();
-    // The veins' orange glow: only the material's own shader makes it.
-    let glow = img
+    // The veins' glow in both ores' colors: only the material's own shader
+    // makes it, and only each rock's user data tells the two apart.
+    let copper = img
         .pixels()
         .filter(|p| p[0] > 180 && p[0] as u32 > p[1] as u32 + 40 && p[1] as u32 > p[2] as u32 + 20)
         .count();
-    assert!(glow > 50, "only {glow} glowing pixels: {line}");
+    let ice = img
+        .pixels()
+        .filter(|p| p[2] > 120 && p[2] as u32 > p[0] as u32 + 40)
+        .count();
+    assert!(
+        copper > 50 && ice > 20,
+        "{copper} copper and {ice} ice pixels glow: {line}"
+    );
 }

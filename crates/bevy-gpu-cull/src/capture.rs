@@ -8,8 +8,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Write the scene file of `camera`'s view of `batch` to `path`: the view's
-/// `clip_from_world` (the [`CullingFrustumOverride`]'s when it has one), the
-/// batch's [`GpuCullBounds`] and its instances. Handled at the end of the
+/// `clip_from_world` (the [`CullingFrustumOverride`]'s when it has one)
+/// taken into the batch's space (times its `GlobalTransform`, in `f64`),
+/// the batch's [`GpuCullBounds`] and its instances. Handled at the end of the
 /// frame it is sent in; errors are logged.
 #[derive(Message, Clone, Debug)]
 pub struct CaptureScene {
@@ -81,14 +82,14 @@ pub(crate) fn scene_json(
 pub(crate) fn write_captures(
     mut captures: MessageReader<CaptureScene>,
     cameras: Query<(&Camera, &GlobalTransform, Option<&CullingFrustumOverride>)>,
-    batches: Query<(&GpuCulledInstances, &GpuCullBounds)>,
+    batches: Query<(&GpuCulledInstances, &GpuCullBounds, &GlobalTransform)>,
 ) {
     for capture in captures.read() {
         let Ok((camera, transform, frozen)) = cameras.get(capture.camera) else {
             error!("GPU culling capture: {:?} is not a camera", capture.camera);
             continue;
         };
-        let Ok((batch, bounds)) = batches.get(capture.batch) else {
+        let Ok((batch, bounds, batch_transform)) = batches.get(capture.batch) else {
             error!(
                 "GPU culling capture: {:?} is not a batch with bounds",
                 capture.batch
@@ -99,7 +100,9 @@ pub(crate) fn write_captures(
             Some(frozen) => frozen.clip_from_world,
             None => camera.clip_from_view() * transform.to_matrix().inverse(),
         };
-        match std::fs::write(&capture.path, scene_json(clip_from_world, bounds, batch)) {
+        // The instances are in the batch's space: so is the scene's view.
+        let clip_from_local = (clip_from_world.as_dmat4() * batch_transform.to_matrix().as_dmat4()).as_mat4();
+        match std::fs::write(&capture.path, scene_json(clip_from_local, bounds, batch)) {
             Ok(()) => info!("GPU culling capture: wrote {}", capture.path.display()),
             Err(e) => error!("GPU culling capture: {}: {e}", capture.path.display()),
         }

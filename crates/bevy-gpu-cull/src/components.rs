@@ -8,15 +8,19 @@ use bevy::render::sync_world::SyncToRenderWorld;
 use bytemuck::{Pod, Zeroable};
 use std::ops::Range;
 
-/// One instance: world-space position, rotation, uniform scale, base color,
+/// One instance: position, rotation and uniform scale relative to its batch
+/// entity (as a mesh's vertices are relative to its entity), base color,
 /// and four words of user data for custom draw shaders (64 bytes, the
 /// layout of `CulledInstance` in the `bevy_gpu_cull::instance` shader library).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 pub struct CulledInstance {
-    /// World-space translation.
+    /// Translation in the batch entity's space (the world's, for a batch
+    /// entity with the identity transform).
     pub position: Vec3,
-    /// Uniform scale. With [`cull_core::InstanceFormat::Packed16`], which
+    /// Uniform scale. A negative scale draws the mirror image (through the
+    /// instance's origin), lit and back-face culled as a mesh of that
+    /// mirrored shape would be. With [`cull_core::InstanceFormat::Packed16`], which
     /// stores none, the cull covers the batch's range of scales instead; a
     /// non-finite scale hides the instance.
     pub scale: f32,
@@ -99,8 +103,19 @@ impl CulledInstance {
 }
 
 /// A batch of instances of the entity's `Mesh3d`, culled per camera on the
-/// GPU and drawn with one indirect instanced draw per camera. Positions are in
-/// world space (the entity's own transform is not applied).
+/// GPU and drawn with one indirect instanced draw per camera.
+///
+/// Instances are placed relative to the entity's `GlobalTransform`, as a
+/// mesh's vertices are: a batch under a moving parent follows it with no
+/// upload, and a batch entity with the identity transform takes its
+/// instances in world space. The cull runs in the batch's own space (the
+/// views are taken into it in `f64`, [`cull_core::LocalFrame`]), so a
+/// batch far from the world's origin keeps the precision of its local
+/// coordinates. A mirroring transform, or an instance's negative scale,
+/// draws mirror images that are lit and back-face culled correctly (a
+/// batch holding instances of both windings draws its lists twice, once
+/// per front face, each draw skipping the other's instances in the vertex
+/// stage). A transform that places nothing (a zero scale) draws nothing.
 ///
 /// The list is changed through methods that record what changed, so the next
 /// frame uploads only that: [`set`](Self::set), [`edit`](Self::edit) and
@@ -243,8 +258,9 @@ impl GpuCulledInstances {
     /// The indices of the instances the plugin keeps for a view with this
     /// frustum when culling in `format`, computed on the CPU by `cull-core`'s
     /// reference: what the GPU must produce, for tests and for checking a
-    /// scene. The plugin builds a camera's frustum as
-    /// `Frustum::from_view(camera.clip_from_view(), global_transform.to_matrix(), None)`.
+    /// scene. The plugin builds a camera's frustum in the batch's space as
+    /// `LocalFrame::new(batch_transform.to_matrix())?.frustum_from_view(camera.clip_from_view(), camera_transform.to_matrix(), None)`
+    /// (`Frustum::from_view` for a batch with the identity transform).
     /// For a format without scale the bounds cover the batch's scales, as the
     /// plugin's do (after edits that narrowed that range, the plugin's may
     /// still be wider until the next whole-list change, keeping a superset).
@@ -273,7 +289,7 @@ impl GpuCulledInstances {
         cull_core::cpu::classify(format, &bytes, sphere, frustum)
     }
 
-    /// Each instance's world sphere as the plugin's cull sees it (`None`
+    /// Each instance's sphere in the batch's space as the plugin's cull sees it (`None`
     /// for an instance it hides: a zero or non-finite rotation), for CPU
     /// references of other visibility tests, such as
     /// `cull_core::OcclusionCamera::classify`.
@@ -324,6 +340,15 @@ impl ScaleRange {
             let (lo, hi) = self.0.get_or_insert((s, s));
             *lo = lo.min(s);
             *hi = hi.max(s);
+        }
+    }
+
+    /// Whether some instance may have a negative scale (a mirror image),
+    /// and whether some may have a scale that is not negative.
+    pub fn signs(&self) -> (bool, bool) {
+        match self.0 {
+            Some((lo, hi)) => (lo < 0.0, hi >= 0.0),
+            None => (false, true),
         }
     }
 

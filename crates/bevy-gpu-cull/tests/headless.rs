@@ -197,10 +197,20 @@ fn camera_frustum(world: &mut World, camera: Entity) -> cull_core::Frustum {
     cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None).unwrap()
 }
 
-/// The CPU reference for a camera: instances whose bounding sphere touches its frustum.
+/// The CPU reference for a camera: instances whose bounding sphere touches
+/// its frustum, taken into the batch's space as the plugin takes it.
 fn expected_visible(app: &mut App, camera: Entity, batch: Entity) -> u32 {
     let world = app.world_mut();
-    let frustum = camera_frustum(world, camera);
+    let (cam, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    let (clip_from_view, world_from_view) = (cam.clip_from_view(), transform.to_matrix());
+    let batch_transform = world.get::<GlobalTransform>(batch).unwrap().to_matrix();
+    let frustum = cull_core::LocalFrame::new(batch_transform)
+        .unwrap()
+        .frustum_from_view(clip_from_view, world_from_view, None)
+        .unwrap();
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world
         .get::<GpuCullBounds>(batch)
@@ -1044,6 +1054,20 @@ fn transform_in_the_sky() -> Transform {
     Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0))
 }
 
+/// `instances` given relative to [`transform_in_the_sky`], so that they
+/// stay where they were in the world.
+fn under_the_sky(instances: Vec<CulledInstance>) -> Vec<CulledInstance> {
+    let sky = transform_in_the_sky();
+    instances
+        .into_iter()
+        .map(|i| CulledInstance {
+            position: (i.position - sky.translation) / sky.scale.x,
+            scale: i.scale / sky.scale.x,
+            ..i
+        })
+        .collect()
+}
+
 /// Issue 16: the batch entity's `StandardMaterial` shades its instances (its
 /// base color texture here, tinted by each instance's white), and Bevy draws
 /// no copy of the mesh at the entity's own transform.
@@ -1059,7 +1083,7 @@ fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
             base_color_texture: Some(texture),
             ..default()
         });
-    let white: Vec<CulledInstance> = white_instances(world, h.batch);
+    let white: Vec<CulledInstance> = under_the_sky(white_instances(world, h.batch));
     // The entity's own transform puts a would-be copy of the mesh high in
     // the view, where the sky is: it must not appear.
     world
@@ -1397,7 +1421,7 @@ fn a_custom_material_shades_the_instances() {
     });
     // The grid's left half (x < 0) is one batch, its right half another,
     // all instances white so that the material's color shows as it is.
-    let all: Vec<CulledInstance> = white_instances(world, h.batch);
+    let all: Vec<CulledInstance> = under_the_sky(white_instances(world, h.batch));
     let (left, right): (Vec<_>, Vec<_>) = all.into_iter().partition(|i| i.position.x < 0.0);
     let mesh = world.get::<Mesh3d>(h.batch).unwrap().clone();
     world
@@ -1511,7 +1535,7 @@ fn a_blended_material_draws_the_batch_opaque_and_no_extra_copy() {
             unlit: true,
             ..default()
         });
-    let white: Vec<CulledInstance> = white_instances(world, h.batch);
+    let white: Vec<CulledInstance> = under_the_sky(white_instances(world, h.batch));
     world
         .entity_mut(h.batch)
         .insert((MeshMaterial3d(material), transform_in_the_sky()));

@@ -17,7 +17,6 @@
 
 mod common;
 
-use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::{Hdr, ImageRenderTarget, RenderTarget};
 use bevy::core_pipeline::prepass::{DepthPrepass, NormalPrepass};
 use bevy::core_pipeline::tonemapping::Tonemapping;
@@ -25,13 +24,11 @@ use bevy::image::Image;
 use bevy::pbr::{DistanceFog, FogFalloff, ScreenSpaceAmbientOcclusion};
 use bevy::post_process::bloom::Bloom;
 use bevy::prelude::*;
-use bevy::render::gpu_readback::{Readback, ReadbackComplete};
-use bevy::render::render_resource::{TextureFormat, TextureUsages};
-use bevy::window::ExitCondition;
+use bevy::render::gpu_readback::Readback;
+use bevy::render::render_resource::TextureFormat;
 use bevy_gpu_cull::prelude::*;
-use common::{PipelinesIdle, watch_pipelines};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use common::{FrameApp, image_target, pair_difference};
+use std::sync::Mutex;
 
 const WIDTH: u32 = 192;
 const HEIGHT: u32 = 112;
@@ -69,57 +66,13 @@ struct Look {
 /// Draws `look`'s scene until every pipeline has compiled and the batch is
 /// drawn, and returns the frame (rows of `WIDTH` RGBA pixels).
 fn draw(look: &Look, split: Split) -> Vec<u8> {
-    let mut app = App::new();
-    app.add_plugins((
-        DefaultPlugins
-            .set(WindowPlugin {
-                primary_window: None,
-                exit_condition: ExitCondition::DontExit,
-                ..default()
-            })
-            .disable::<bevy::log::LogPlugin>()
-            .disable::<bevy::winit::WinitPlugin>(),
-        ScheduleRunnerPlugin::run_loop(std::time::Duration::ZERO),
-        GpuCullPlugin::default(),
-    ));
-    let idle = PipelinesIdle::default();
-    if let Some(render_app) = app.get_sub_app_mut(bevy::render::RenderApp) {
-        render_app.insert_resource(idle.clone()).add_systems(
-            bevy::render::Render,
-            watch_pipelines.in_set(bevy::render::RenderSystems::Cleanup),
-        );
-    }
-    let pixels = Arc::new(Mutex::new(None::<Vec<u8>>));
-    let sink = pixels.clone();
-    app.add_observer(move |event: On<ReadbackComplete>| {
-        *sink.lock().unwrap() = Some(event.data.clone());
-    });
-    spawn_scene(app.world_mut(), look, split);
-    app.finish();
-    app.cleanup();
-    let start = std::time::Instant::now();
-    let mut frames = 0;
-    while start.elapsed() < std::time::Duration::from_secs(240) {
-        app.update();
-        frames += 1;
-        let drawn =
-            app.world().resource::<GpuCullStats>().drawn_frames > 5 || split == Split::All { batch: false };
-        if frames > 30 && drawn && idle.0.load(Ordering::Relaxed) > 10 {
-            let padded = pixels.lock().unwrap().clone().expect("a frame was read back");
-            let stride = padded.len() / HEIGHT as usize;
-            let frame: Vec<u8> = padded
-                .chunks(stride)
-                .flat_map(|row| row[..WIDTH as usize * 4].to_vec())
-                .collect();
-            let png = std::env::temp_dir().join(png_name(look, split));
-            let _ = image::save_buffer(&png, &frame, WIDTH, HEIGHT, image::ColorType::Rgba8);
-            return frame;
-        }
-    }
-    panic!(
-        "{}: the batch was not drawn with every pipeline compiled",
-        look.what
-    );
+    let mut frame_app = FrameApp::new();
+    spawn_scene(frame_app.app.world_mut(), look, split);
+    frame_app.app.finish();
+    frame_app.app.cleanup();
+    frame_app.frame_when(WIDTH, HEIGHT, &png_name(look, split), |world| {
+        world.resource::<GpuCullStats>().drawn_frames > 5 || split == Split::All { batch: false }
+    })
 }
 
 fn spawn_scene(world: &mut World, look: &Look, split: Split) {
@@ -169,9 +122,7 @@ fn spawn_scene(world: &mut World, look: &Look, split: Split) {
         },
         Transform::from_xyz(0.0, 10.0, 4.0).looking_at(Vec3::new(0.0, 0.0, -6.0), Vec3::Y),
     ));
-    let mut image = Image::new_target_texture(WIDTH, HEIGHT, TextureFormat::Rgba8UnormSrgb, None);
-    image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
-    let target = world.resource_mut::<Assets<Image>>().add(image);
+    let target = image_target(world, WIDTH, HEIGHT);
     let mut camera = world.spawn((
         Camera3d::default(),
         Camera {
@@ -222,36 +173,6 @@ fn mirrored_blocks(frame: &[u8]) -> Vec<([f64; 3], [f64; 3])> {
     blocks
 }
 
-/// The mean color of each 4x4 block of the frame.
-fn blocks(frame: &[u8]) -> Vec<[f64; 3]> {
-    let w = WIDTH as usize;
-    let mut out = Vec::new();
-    for by in (0..HEIGHT as usize).step_by(4) {
-        for bx in (0..w).step_by(4) {
-            let mut mean = [0.0; 3];
-            for y in by..by + 4 {
-                for x in bx..bx + 4 {
-                    for (c, m) in mean.iter_mut().enumerate() {
-                        *m += f64::from(frame[(y * w + x) * 4 + c]) / 16.0;
-                    }
-                }
-            }
-            out.push(mean);
-        }
-    }
-    out
-}
-
-/// The largest and mean difference (of 255) between paired blocks.
-fn pair_difference(blocks: &[([f64; 3], [f64; 3])]) -> (f64, f64) {
-    let diffs: Vec<f64> = blocks
-        .iter()
-        .map(|(l, r)| (0..3).map(|c| (l[c] - r[c]).abs()).fold(0.0, f64::max))
-        .collect();
-    let max = diffs.iter().copied().fold(0.0, f64::max);
-    (max, diffs.iter().sum::<f64>() / diffs.len() as f64)
-}
-
 /// The largest and mean difference between the left half's blocks and the
 /// right half's mirrored ones.
 fn block_difference(frame: &[u8]) -> (f64, f64) {
@@ -260,8 +181,7 @@ fn block_difference(frame: &[u8]) -> (f64, f64) {
 
 /// The largest and mean difference between two frames' blocks.
 fn frame_difference(a: &[u8], b: &[u8]) -> (f64, f64) {
-    let pairs: Vec<_> = blocks(a).into_iter().zip(blocks(b)).collect();
-    pair_difference(&pairs)
+    common::frame_difference(a, b, WIDTH)
 }
 
 /// Blocks may differ by at most this much (of 255). Measured on lavapipe:

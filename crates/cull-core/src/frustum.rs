@@ -336,7 +336,16 @@ impl Frustum {
         if !(clip_from_view.is_finite() && world_from_view.is_finite()) {
             return Err(CullError::DegenerateFrustum("the matrix is not finite"));
         }
-        let world_from_view = world_from_view.as_dmat4();
+        Self::from_view_f64(clip_from_view, world_from_view.as_dmat4(), max_distance)
+    }
+
+    /// [`Self::from_view`] with the camera's transform in `f64` (composed
+    /// with a batch's frame by [`crate::LocalFrame`]).
+    pub(crate) fn from_view_f64(
+        clip_from_view: Mat4,
+        world_from_view: DMat4,
+        max_distance: Option<f32>,
+    ) -> Result<Self, CullError> {
         if world_from_view.determinant() == 0.0 {
             return Err(CullError::DegenerateFrustum("world_from_view is singular"));
         }
@@ -357,7 +366,7 @@ impl Frustum {
     /// `f64` product of [`Self::from_view`]); `deeper` is where an
     /// orthographic camera looks, when known (`None` for a perspective one,
     /// or when unknown).
-    fn extract(
+    pub(crate) fn extract(
         m: DMat4,
         deeper: Option<DVec3>,
         max_distance: Option<f32>,

@@ -110,6 +110,7 @@ pub mod cpu;
 pub mod culler;
 pub mod error;
 mod formats;
+pub mod frame;
 pub mod frustum;
 pub mod instance;
 pub mod kernel;
@@ -133,6 +134,7 @@ pub use culler::{
     Tuning,
 };
 pub use error::CullError;
+pub use frame::LocalFrame;
 pub use frustum::{Frustum, SizeBand, SizeMetric, Sphere, WorldSphere};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
 pub use occlusion::{

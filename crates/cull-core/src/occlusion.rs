@@ -102,7 +102,12 @@ impl OcclusionCamera {
         if !(clip_from_view.is_finite() && world_from_view.is_finite()) {
             return Err(CullError::DegenerateFrustum("the matrix is not finite"));
         }
-        let world_from_view = world_from_view.as_dmat4();
+        Self::from_view_f64(clip_from_view, world_from_view.as_dmat4())
+    }
+
+    /// [`Self::from_view`] with the camera's transform in `f64` (composed
+    /// with a batch's frame by [`crate::LocalFrame`]).
+    pub(crate) fn from_view_f64(clip_from_view: Mat4, world_from_view: DMat4) -> Result<Self, CullError> {
         let origin = world_from_view.w_axis.truncate();
         let mut linear = world_from_view;
         linear.w_axis = DVec4::W;
@@ -126,10 +131,16 @@ impl OcclusionCamera {
         if !(clip_from_world.is_finite() && origin.is_finite()) {
             return Err(CullError::DegenerateFrustum("the matrix is not finite"));
         }
-        let relative = clip_from_world.as_dmat4() * DMat4::from_translation(origin.as_dvec3());
+        Self::from_clip_from_world_f64(clip_from_world.as_dmat4(), origin.as_dvec3())
+    }
+
+    /// [`Self::from_clip_from_world`] in `f64` (a batch's frame composed in
+    /// by [`crate::LocalFrame`]).
+    pub(crate) fn from_clip_from_world_f64(clip_from_world: DMat4, origin: DVec3) -> Result<Self, CullError> {
+        let relative = clip_from_world * DMat4::from_translation(origin);
         let camera = Self {
             clip_from_relative: relative.as_mat4(),
-            origin,
+            origin: origin.as_vec3(),
             jitter: 0.0,
         };
         camera.validate()?;

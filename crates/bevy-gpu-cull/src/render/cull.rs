@@ -16,7 +16,8 @@ use bevy::render::diagnostic::RecordDiagnostics;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::{ExtractedView, ViewDepthTexture};
 use cull_core::{
-    CellPick, CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, SizeMetric, VisibilityTest,
+    CellPick, CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, LocalFrame, SizeMetric,
+    VisibilityTest,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -64,41 +65,38 @@ pub(crate) fn report_culled_frame(
 
 impl CullResources<'_, '_> {
     /// Culls every batch with a target for the view group `group` (its
-    /// views, in their slots' order) against their frusta, in one pass.
-    /// A batch with levels of detail is culled into one list per (view,
-    /// level), each level's band measured by `metric` (the camera's, so
-    /// that shadow views take the camera's levels); without a metric such
-    /// batches are not culled.
+    /// views, in their slots' order) against their view volumes, taken
+    /// into each batch's frame, in one pass. A batch with levels of detail
+    /// is culled into one list per (view, level), each level's band
+    /// measured as `camera` sees sizes (the camera's, so that shadow views
+    /// take the camera's levels); without a camera such batches are not
+    /// culled.
     fn cull(
         &self,
         group: &[Entity],
-        frusta: &[Result<Frustum, cull_core::CullError>],
-        metric: Option<SizeMetric>,
+        volumes: &[ViewVolume],
+        camera: Option<CameraMatrices>,
         ctx: &mut RenderContext,
     ) {
         let Some(culler) = &self.culler else {
             return;
         };
-        // A view whose matrices give no frustum keeps everything: drawing too
-        // much beats losing what may be visible, or drawing last frame's set.
-        let frusta: Vec<Frustum> = frusta
-            .iter()
-            .map(|f| match f {
-                Ok(f) => *f,
-                Err(e) => {
-                    warn_once!(
-                        "GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled"
-                    );
-                    Frustum::everything()
-                }
-            })
-            .collect();
+        let world_frusta = frusta_in(volumes, &LocalFrame::IDENTITY);
         for (batch_entity, data, batch) in &self.batches {
+            // Views in the batch's frame; the world's as they are.
+            let frame_frusta;
+            let frusta = if data.frame.is_identity() {
+                &world_frusta
+            } else {
+                frame_frusta = frusta_in(volumes, &data.frame);
+                &frame_frusta
+            };
+            let metric = camera.map(|c| c.metric(&data.frame));
             let local_bounds = data.cull_bounds(culler.culler().format());
             // The group's target, and the targets of views that cull this
             // batch alone (a batch too large for the group's lists).
             let shared = self.targets.groups.get(&(group[0], batch_entity));
-            let alone = group.iter().zip(&frusta).filter_map(|(view, frustum)| {
+            let alone = group.iter().zip(frusta.iter()).filter_map(|(view, frustum)| {
                 let own = self.targets.map.get(&(*view, batch_entity))?;
                 let grouped = shared.is_some_and(|g| std::sync::Arc::ptr_eq(&g.target, &own.target));
                 (!grouped).then_some((
@@ -281,6 +279,78 @@ impl CullResources<'_, '_> {
     }
 }
 
+/// How a view's frustum is built, so that it can be built in each batch's
+/// frame ([`LocalFrame`]): in `f64` from the matrices Bevy gives, never
+/// from planes already rounded in the world.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ViewVolume {
+    /// A camera's or a light's projection and transform, bounded by
+    /// `max_distance` (a light's range) where given.
+    View {
+        clip_from_view: Mat4,
+        world_from_view: Mat4,
+        max_distance: Option<f32>,
+    },
+    /// A `clip_from_world` matrix (Bevy's, or a frozen
+    /// `CullingFrustumOverride`).
+    ClipFromWorld(Mat4),
+    /// A directional light's cascade, open toward the light.
+    Cascade(Mat4),
+    /// A view without matrices.
+    Missing(&'static str),
+}
+
+impl ViewVolume {
+    fn frustum(&self, frame: &LocalFrame) -> Result<Frustum, cull_core::CullError> {
+        match *self {
+            Self::View {
+                clip_from_view,
+                world_from_view,
+                max_distance,
+            } => frame.frustum_from_view(clip_from_view, world_from_view, max_distance),
+            Self::ClipFromWorld(m) => frame.frustum_from_clip_from_world(m),
+            Self::Cascade(m) => frame.shadow_cascade(m),
+            Self::Missing(why) => Err(cull_core::CullError::DegenerateFrustum(why)),
+        }
+    }
+}
+
+/// The views' frusta in `frame`. A view whose matrices give no frustum
+/// keeps everything: drawing too much beats losing what may be visible, or
+/// drawing last frame's set.
+fn frusta_in(volumes: &[ViewVolume], frame: &LocalFrame) -> Vec<Frustum> {
+    volumes
+        .iter()
+        .map(|v| {
+            v.frustum(frame).unwrap_or_else(|e| {
+                warn_once!("GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled");
+                Frustum::everything()
+            })
+        })
+        .collect()
+}
+
+/// The camera that sizes levels of detail: its projection and transform.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CameraMatrices {
+    clip_from_view: Mat4,
+    world_from_view: Mat4,
+}
+
+impl CameraMatrices {
+    fn of(view: &ExtractedView) -> Self {
+        Self {
+            clip_from_view: view.clip_from_view,
+            world_from_view: view.world_from_view.to_matrix(),
+        }
+    }
+
+    /// Sizes as this camera sees them, measured in `frame`.
+    fn metric(&self, frame: &LocalFrame) -> SizeMetric {
+        frame.size_metric(self.clip_from_view, self.world_from_view)
+    }
+}
+
 /// `frusta` with each view's levels of detail in its slots, in order, sized
 /// by `metric`, each reaching `cross_fade` above the finer level's threshold
 /// (`GpuCullLod::with_cross_fade`: an instance in a fade is in both lists);
@@ -458,24 +528,11 @@ pub(crate) fn cull_view_late(
     if !has_late {
         return;
     }
-    let frustum = camera_frustum(extracted, frozen).unwrap_or_else(|e| {
-        warn_once!("GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled");
-        Frustum::everything()
-    });
-    let metric = SizeMetric::from_view(extracted.clip_from_view, extracted.world_from_view.to_matrix());
-    // The projection the frustum and Bevy's draws use: its clip_from_world
-    // where Bevy has one, about the camera's position.
-    let occlusion_camera = match extracted.clip_from_world {
-        Some(clip_from_world) => cull_core::OcclusionCamera::from_clip_from_world(
-            clip_from_world,
-            extracted.world_from_view.translation(),
-        ),
-        None => cull_core::OcclusionCamera::from_view(
-            extracted.clip_from_view,
-            extracted.world_from_view.to_matrix(),
-        ),
-    }
-    .and_then(|c| c.with_jitter(jitter));
+    let volume = camera_volume(extracted, frozen);
+    let camera_matrices = CameraMatrices::of(extracted);
+    let occlusion_in =
+        |frame: &LocalFrame| occlusion_camera(extracted, frame).and_then(|c| c.with_jitter(jitter));
+    let world_occlusion = occlusion_in(&LocalFrame::IDENTITY);
     // The pyramid of the depth the early prepass left.
     let (width, height) = (depth.texture.width(), depth.texture.height());
     let mut by_view = pyramids.by_view.lock().unwrap_or_else(|e| e.into_inner());
@@ -501,7 +558,7 @@ pub(crate) fn cull_view_late(
     let diagnostics = ctx.diagnostic_recorder();
     let diagnostics = diagnostics.as_deref();
     let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull_late");
-    let built = match (&pyramids.builder, pyramid, &occlusion_camera) {
+    let built = match (&pyramids.builder, pyramid, &world_occlusion) {
         (Some(builder), Some(pyramid), Ok(_)) => builder
             .build(
                 device.wgpu_device(),
@@ -528,12 +585,10 @@ pub(crate) fn cull_view_late(
             continue;
         };
         let local_bounds = data.cull_bounds(culler.culler().format());
-        let Some(frusta) = level_frusta(
-            std::slice::from_ref(&frustum),
-            &view_target.lod,
-            data.lod_cross_fade,
-            Some(metric),
-        ) else {
+        let frustum = frusta_in(std::slice::from_ref(&volume), &data.frame);
+        let metric = camera_matrices.metric(&data.frame);
+        let occlusion_camera = occlusion_in(&data.frame);
+        let Some(frusta) = level_frusta(&frustum, &view_target.lod, data.lod_cross_fade, Some(metric)) else {
             resources.clear_counts(&mut ctx, &late.target);
             continue;
         };
@@ -597,16 +652,33 @@ pub(crate) fn cull_view_late(
     span.end(ctx.command_encoder());
 }
 
-/// A camera's frustum, from its two matrices where Bevy has them: the planes
-/// are then moved into the world in f64, exact far from the origin.
-fn camera_frustum(
-    view: &ExtractedView,
-    frozen: Option<&CullingFrustumOverride>,
-) -> Result<Frustum, cull_core::CullError> {
+/// A camera's view volume: a frozen `CullingFrustumOverride`, else Bevy's
+/// `clip_from_world` where it has one, else the camera's two matrices (the
+/// planes then moved into the world, or a batch's frame, in f64: exact far
+/// from the origin).
+fn camera_volume(view: &ExtractedView, frozen: Option<&CullingFrustumOverride>) -> ViewVolume {
     match (frozen, view.clip_from_world) {
-        (Some(frozen), _) => Frustum::from_clip_from_world(frozen.clip_from_world, None),
-        (None, Some(clip_from_world)) => Frustum::from_clip_from_world(clip_from_world, None),
-        (None, None) => Frustum::from_view(view.clip_from_view, view.world_from_view.to_matrix(), None),
+        (Some(frozen), _) => ViewVolume::ClipFromWorld(frozen.clip_from_world),
+        (None, Some(clip_from_world)) => ViewVolume::ClipFromWorld(clip_from_world),
+        (None, None) => ViewVolume::View {
+            clip_from_view: view.clip_from_view,
+            world_from_view: view.world_from_view.to_matrix(),
+            max_distance: None,
+        },
+    }
+}
+
+/// The projection the frustum and Bevy's draws use, in `frame`: its
+/// `clip_from_world` where Bevy has one, about the camera's position.
+fn occlusion_camera(
+    view: &ExtractedView,
+    frame: &LocalFrame,
+) -> Result<cull_core::OcclusionCamera, cull_core::CullError> {
+    match view.clip_from_world {
+        Some(clip_from_world) => {
+            frame.occlusion_from_clip_from_world(clip_from_world, view.world_from_view.translation())
+        }
+        None => frame.occlusion_from_view(view.clip_from_view, view.world_from_view.to_matrix()),
     }
 }
 
@@ -633,7 +705,7 @@ pub(crate) fn cull_view(
 ) {
     let (camera, extracted, frozen, lights, occlusion) = view.into_inner();
     phase.set(DrawPhase::Early);
-    let metric = SizeMetric::from_view(extracted.clip_from_view, extracted.world_from_view.to_matrix());
+    let camera_matrices = CameraMatrices::of(extracted);
     let is_cascade = |e| matches!(light_views.get(e), Ok((_, LightEntity::Directional { .. })));
     // The camera's and its cascades' culls, as one span of Bevy's render
     // diagnostics (RenderDiagnosticsPlugin: render/gpu_cull/elapsed_gpu).
@@ -646,21 +718,19 @@ pub(crate) fn cull_view(
         is_cascade,
         occlusion_culled(occlusion, &resources.pyramids),
     ) {
-        let frusta: Vec<_> = group
+        let volumes: Vec<_> = group
             .iter()
             .map(|&member| {
                 if member == camera {
-                    return camera_frustum(extracted, frozen);
+                    return camera_volume(extracted, frozen);
                 }
                 match light_views.get(member).ok().and_then(|(v, _)| v.clip_from_world) {
-                    Some(m) => Frustum::from_shadow_cascade(m),
-                    None => Err(cull_core::CullError::DegenerateFrustum(
-                        "a cascade without a matrix",
-                    )),
+                    Some(m) => ViewVolume::Cascade(m),
+                    None => ViewVolume::Missing("a cascade without a matrix"),
                 }
             })
             .collect();
-        resources.cull(&group, &frusta, Some(metric), &mut ctx);
+        resources.cull(&group, &volumes, Some(camera_matrices), &mut ctx);
     }
     span.end(ctx.command_encoder());
 }
@@ -708,38 +778,32 @@ pub(crate) fn cull_light_view(
         .ok()
         .map(|l| l.range)
         .filter(|r| r.is_finite() && *r > 0.0);
-    let frusta: Vec<_> = group
+    let volumes: Vec<_> = group
         .iter()
         .map(|&member| match light_views.get(member) {
-            Ok((_, extracted, _)) => Frustum::from_view(
-                extracted.clip_from_view,
-                extracted.world_from_view.to_matrix(),
-                range,
-            ),
-            Err(_) => Err(cull_core::CullError::DegenerateFrustum(
-                "a light view without matrices",
-            )),
+            Ok((_, extracted, _)) => ViewVolume::View {
+                clip_from_view: extracted.clip_from_view,
+                world_from_view: extracted.world_from_view.to_matrix(),
+                max_distance: range,
+            },
+            Err(_) => ViewVolume::Missing("a light view without matrices"),
         })
         .collect();
     // Levels of detail as the first 3D perspective camera (by order) sees
     // them: a light's views belong to no camera, and an orthographic or
     // render-to-texture helper camera would size them by other rules.
-    let metric = cameras
+    let camera = cameras
         .iter()
-        .map(|(view, camera)| {
-            (
-                camera.order,
-                SizeMetric::from_view(view.clip_from_view, view.world_from_view.to_matrix()),
-            )
+        .filter(|(view, _)| {
+            SizeMetric::from_view(view.clip_from_view, view.world_from_view.to_matrix()).perspective
         })
-        .filter(|(_, metric)| metric.perspective)
-        .min_by_key(|(order, _)| *order)
-        .map(|(_, metric)| metric);
+        .min_by_key(|(_, camera)| camera.order)
+        .map(|(view, _)| CameraMatrices::of(view));
     // Bevy's render diagnostics: render/gpu_cull_light/elapsed_gpu.
     let diagnostics = ctx.diagnostic_recorder();
     let diagnostics = diagnostics.as_deref();
     let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull_light");
-    resources.cull(&group, &frusta, metric, &mut ctx);
+    resources.cull(&group, &volumes, camera, &mut ctx);
     span.end(ctx.command_encoder());
 }
 

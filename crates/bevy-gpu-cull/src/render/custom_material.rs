@@ -132,7 +132,7 @@ pub(crate) struct CulledMaterialPipeline {
     vertex_shader: Handle<Shader>,
     instance_layout: BindGroupLayoutDescriptor,
     /// Pipelines already queued, by material key and mesh layout.
-    queued: HashMap<(ErasedMaterialPipelineKey, MeshVertexBufferLayoutRef), CachedRenderPipelineId>,
+    queued: HashMap<(ErasedMaterialPipelineKey, MeshVertexBufferLayoutRef, bool), CachedRenderPipelineId>,
 }
 
 pub(crate) fn init_pipeline(
@@ -188,12 +188,25 @@ pub(crate) fn material_key(
     }
 }
 
+/// A main-pass draw of the instances that wind backwards: the clockwise
+/// front face, and the vertex stage's `GPU_CULL_FLIPPED_WINDING`, which
+/// keeps those instances and drops the others.
+pub(crate) fn wind_clockwise(descriptor: &mut RenderPipelineDescriptor) {
+    descriptor.primitive.front_face = bevy::render::render_resource::FrontFace::Cw;
+    descriptor
+        .vertex
+        .shader_defs
+        .push("GPU_CULL_FLIPPED_WINDING".into());
+}
+
 impl CulledMaterialPipeline {
     /// The pipeline drawing a batch with `material` for a view and mesh of
     /// `view_and_mesh_key`, dithered where its levels `cross_fade` and the
     /// material's fragment shader dithers; `None` until Bevy has prepared
     /// the material (the batch is not drawn until then, as Bevy's meshes
-    /// wait for theirs).
+    /// wait for theirs). `clockwise`: the front face is clockwise, for
+    /// the instances that wind backwards ([`super::BatchData::windings`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn specialize_for(
         &mut self,
         cache: &PipelineCache,
@@ -201,6 +214,7 @@ impl CulledMaterialPipeline {
         material: UntypedAssetId,
         view_and_mesh_key: MeshPipelineKey,
         cross_fade: bool,
+        clockwise: bool,
         layout: &MeshVertexBufferLayoutRef,
     ) -> Option<Result<CachedRenderPipelineId, SpecializedMeshPipelineError>> {
         let prepared = materials.get(material)?;
@@ -212,7 +226,7 @@ impl CulledMaterialPipeline {
             material.type_id(),
             dither,
         );
-        Some(self.specialize(cache, key, layout, &prepared.properties))
+        Some(self.specialize(cache, key, layout, &prepared.properties, clockwise))
     }
 
     /// The pipeline for `key`, queued in `cache` the first time it is asked
@@ -223,12 +237,16 @@ impl CulledMaterialPipeline {
         key: ErasedMaterialPipelineKey,
         layout: &MeshVertexBufferLayoutRef,
         properties: &MaterialProperties,
+        clockwise: bool,
     ) -> Result<CachedRenderPipelineId, SpecializedMeshPipelineError> {
-        let entry = (key, layout.clone());
+        let entry = (key, layout.clone(), clockwise);
         if let Some(id) = self.queued.get(&entry) {
             return Ok(*id);
         }
-        let descriptor = self.descriptor(entry.0.clone(), layout, properties)?;
+        let mut descriptor = self.descriptor(entry.0.clone(), layout, properties)?;
+        if clockwise {
+            wind_clockwise(&mut descriptor);
+        }
         let id = cache.queue_render_pipeline(descriptor);
         self.queued.insert(entry, id);
         Ok(id)
@@ -262,6 +280,11 @@ impl CulledMaterialPipeline {
         }
         if let Some(fragment) = descriptor.fragment.as_mut() {
             fragment.shader_defs.push(material_group);
+            // A material's shader may read its instance's data where this
+            // is defined (Bevy compiles the same shader for ordinary
+            // meshes, and for the batch entity's own mesh, which it does
+            // not draw).
+            fragment.shader_defs.push("GPU_CULL_BATCH".into());
             if let Some(shader) = properties.get_shader(MaterialFragmentShader) {
                 fragment.shader = shader;
             }

@@ -7,7 +7,7 @@
 
 use super::cull::{CurrentDrawPhase, DrawPhase};
 use super::custom_material::{CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material};
-use super::prepare::ViewTargets;
+use super::prepare::{ViewTarget, ViewTargets};
 use crate::plugin::{StatMessage, StatSender};
 use bevy::core_pipeline::core_3d::{
     AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey, Transparent3d,
@@ -34,9 +34,9 @@ use bevy::render::render_resource::binding_types::{
     sampler, storage_buffer_read_only_sized, texture_2d, uniform_buffer_sized,
 };
 use bevy::render::render_resource::{
-    BindGroupLayoutDescriptor, BindGroupLayoutEntries, PipelineCache, RenderPipelineDescriptor,
-    SamplerBindingType, ShaderStages, SpecializedMeshPipeline, SpecializedMeshPipelineError,
-    SpecializedMeshPipelines, TextureSampleType,
+    BindGroupLayoutDescriptor, BindGroupLayoutEntries, CachedRenderPipelineId, PipelineCache,
+    RenderPipelineDescriptor, SamplerBindingType, ShaderStages, SpecializedMeshPipeline,
+    SpecializedMeshPipelineError, SpecializedMeshPipelines, TextureSampleType,
 };
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
@@ -116,6 +116,9 @@ pub(crate) struct CulledPipelineKey {
     /// may discard loses the GPU's early depth test and write, and every
     /// hidden fragment of an opaque batch would be shaded.
     pub alpha_mask: bool,
+    /// The front face is clockwise: the draw of the instances that wind
+    /// backwards ([`super::BatchData::windings`]).
+    pub clockwise: bool,
 }
 
 impl SpecializedMeshPipeline for CulledPipeline {
@@ -148,6 +151,9 @@ impl SpecializedMeshPipeline for CulledPipeline {
         // Group 2 holds Bevy's per-mesh uniforms; ours replaces it.
         descriptor.layout.truncate(2);
         descriptor.layout.push(self.instance_layout.clone());
+        if key.clockwise {
+            super::custom_material::wind_clockwise(&mut descriptor);
+        }
         Ok(descriptor)
     }
 }
@@ -191,11 +197,13 @@ pub(crate) fn queue_batches(
         Res<ErasedRenderAssets<PreparedMaterial>>,
         Option<ResMut<CulledMaterialPipeline>>,
     ),
-    (mut transparent_phases, mut transmissive_phases): (
+    (mut transparent_phases, mut transmissive_phases, mut twins): (
         ResMut<ViewSortedRenderPhases<Transparent3d>>,
         ResMut<ViewSortedRenderPhases<Transmissive3d>>,
+        ResMut<TwinPipelines>,
     ),
 ) {
+    twins.0.clear();
     // Take out last frame's items; the live ones go back in below.
     for (view, entities) in queued.0.drain() {
         remove_from_phase(&mut phases, &view, entities);
@@ -247,7 +255,8 @@ pub(crate) fn queue_batches(
                 continue;
             };
             let mesh_bits = MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
-            let specialized = match (&pipeline.shader, material_pipeline.as_deref_mut()) {
+            let windings = data.windings();
+            let mut specialize = |clockwise| match (&pipeline.shader, material_pipeline.as_deref_mut()) {
                 // The application's draw shader, with the plugin's bindings.
                 (Some(_), _) => {
                     let key = CulledPipelineKey {
@@ -255,29 +264,32 @@ pub(crate) fn queue_batches(
                         shadow_receiver: data.shadow_receiver,
                         cross_fade: data.cross_fades(),
                         alpha_mask: data.material.alpha_mask(),
+                        clockwise,
                     };
-                    pipelines
-                        .specialize(&pipeline_cache, &pipeline, key, &mesh.layout)
-                        .map(|id| (id, draw))
+                    Some(
+                        pipelines
+                            .specialize(&pipeline_cache, &pipeline, key, &mesh.layout)
+                            .map(|id| (id, draw)),
+                    )
                 }
                 // The batch's material (or the plugin's white one), as Bevy
                 // prepared it; until it is prepared the batch is not drawn,
                 // as Bevy's meshes wait for theirs.
-                (None, Some(material_pipeline)) => {
-                    let material = batch_material(&material_instances, main_entity);
-                    let Some(specialized) = material_pipeline.specialize_for(
+                (None, Some(material_pipeline)) => material_pipeline
+                    .specialize_for(
                         &pipeline_cache,
                         &render_materials,
-                        material,
+                        batch_material(&material_instances, main_entity),
                         *view_key | mesh_bits,
                         data.cross_fades(),
+                        clockwise,
                         &mesh.layout,
-                    ) else {
-                        continue;
-                    };
-                    specialized.map(|id| (id, draw_material))
-                }
-                (None, None) => continue,
+                    )
+                    .map(|specialized| specialized.map(|id| (id, draw_material))),
+                (None, None) => None,
+            };
+            let Some(specialized) = specialize(windings.first_clockwise) else {
+                continue;
             };
             let (id, draw_function) = match specialized {
                 Ok(specialized) => specialized,
@@ -286,6 +298,17 @@ pub(crate) fn queue_batches(
                     continue;
                 }
             };
+            // The instances that wind backwards, drawn by the same item
+            // with the other front face.
+            if windings.both {
+                match specialize(true) {
+                    Some(Ok((twin, _))) => {
+                        twins.0.insert((view_entity, entity), twin);
+                    }
+                    Some(Err(e)) => error!("GPU culling: {e}"),
+                    None => {}
+                }
+            }
             phase.add(
                 Opaque3dBatchSetKey {
                     pipeline: id,
@@ -315,6 +338,7 @@ pub(crate) type DrawCulled = (
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,
     DrawCulledInstances,
+    DrawCulledTwin,
 );
 
 /// The draw of a batch with its material: Bevy's material bind group at
@@ -325,6 +349,7 @@ pub(crate) type DrawCulledMaterial = (
     SetMeshViewBindingArrayBindGroup<1>,
     SetBatchMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
     DrawCulledInstances,
+    DrawCulledTwin,
 );
 
 /// Set when a culled batch is drawn; reported and cleared once per frame
@@ -365,47 +390,9 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         let Some(target) = targets.map.get(&(view, item.entity())) else {
             return RenderCommandResult::Skip;
         };
-        // The lists this pass draws: an occluded camera's early lists in the
-        // early prepass, its late lists in the late prepass, both in the main
-        // pass; every other target's lists in every pass but the late
-        // prepass (they were drawn in the early one).
-        let phase = phase.get();
-        let early =
-            (phase != DrawPhase::Late).then_some((&target.target, &target.draw_args, &target.bind_groups));
-        let late = target
-            .late
-            .as_ref()
-            .filter(|_| phase != DrawPhase::Early)
-            .map(|l| (&l.target, &l.draw_args, &l.bind_groups));
-        for (lists, draw_args, bind_groups) in early.into_iter().chain(late) {
-            if bind_groups.len() != target.meshes.len() {
-                return RenderCommandResult::Skip;
-            }
-            // One indirect draw per level of detail: the level's mesh, from
-            // the level's list of survivors, with the level's arguments.
-            for (level, (mesh_id, bind_group)) in target.meshes.iter().zip(bind_groups).enumerate() {
-                let Some(mesh) = meshes.get(*mesh_id) else {
-                    return RenderCommandResult::Skip;
-                };
-                let Some(vertices) = allocator.mesh_vertex_slice(mesh_id) else {
-                    return RenderCommandResult::Skip;
-                };
-                let args_offset = lists.draw_args_offset(target.slot + level as u32);
-                pass.set_bind_group(2, bind_group, &[]);
-                pass.set_vertex_buffer(0, vertices.buffer.slice(..));
-                match &mesh.buffer_info {
-                    bevy::render::mesh::RenderMeshBufferInfo::Indexed { index_format, .. } => {
-                        let Some(indices) = allocator.mesh_index_slice(mesh_id) else {
-                            return RenderCommandResult::Skip;
-                        };
-                        pass.set_index_buffer(indices.buffer.slice(..), *index_format);
-                        pass.draw_indexed_indirect(draw_args, args_offset);
-                    }
-                    bevy::render::mesh::RenderMeshBufferInfo::NonIndexed => {
-                        pass.draw_indirect(draw_args, args_offset);
-                    }
-                }
-            }
+        let drew = draw_lists(target, phase.get(), meshes, allocator, pass);
+        if !matches!(drew, RenderCommandResult::Success) {
+            return drew;
         }
         // A frame "drew" when a batch with instances was drawn: the count
         // the GPU wrote is known a frame or two later, so the latest one
@@ -414,5 +401,109 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
             drawn.0.store(true, Ordering::Relaxed);
         }
         RenderCommandResult::Success
+    }
+}
+
+/// Draws `target`'s lists for `phase`: an occluded camera's early lists in
+/// the early prepass, its late lists in the late prepass, both in the main
+/// pass; every other target's lists in every pass but the late prepass
+/// (they were drawn in the early one). One indirect draw per level of
+/// detail: the level's mesh, from the level's list of survivors, with the
+/// level's arguments.
+fn draw_lists<'w>(
+    target: &'w ViewTarget,
+    phase: DrawPhase,
+    meshes: &'w RenderAssets<RenderMesh>,
+    allocator: &'w MeshAllocator,
+    pass: &mut TrackedRenderPass<'w>,
+) -> RenderCommandResult {
+    let early =
+        (phase != DrawPhase::Late).then_some((&target.target, &target.draw_args, &target.bind_groups));
+    let late = target
+        .late
+        .as_ref()
+        .filter(|_| phase != DrawPhase::Early)
+        .map(|l| (&l.target, &l.draw_args, &l.bind_groups));
+    for (lists, draw_args, bind_groups) in early.into_iter().chain(late) {
+        if bind_groups.len() != target.meshes.len() {
+            return RenderCommandResult::Skip;
+        }
+        for (level, (mesh_id, bind_group)) in target.meshes.iter().zip(bind_groups).enumerate() {
+            let Some(mesh) = meshes.get(*mesh_id) else {
+                return RenderCommandResult::Skip;
+            };
+            let Some(vertices) = allocator.mesh_vertex_slice(mesh_id) else {
+                return RenderCommandResult::Skip;
+            };
+            let args_offset = lists.draw_args_offset(target.slot + level as u32);
+            pass.set_bind_group(2, bind_group, &[]);
+            pass.set_vertex_buffer(0, vertices.buffer.slice(..));
+            match &mesh.buffer_info {
+                bevy::render::mesh::RenderMeshBufferInfo::Indexed { index_format, .. } => {
+                    let Some(indices) = allocator.mesh_index_slice(mesh_id) else {
+                        return RenderCommandResult::Skip;
+                    };
+                    pass.set_index_buffer(indices.buffer.slice(..), *index_format);
+                    pass.draw_indexed_indirect(draw_args, args_offset);
+                }
+                bevy::render::mesh::RenderMeshBufferInfo::NonIndexed => {
+                    pass.draw_indirect(draw_args, args_offset);
+                }
+            }
+        }
+    }
+    RenderCommandResult::Success
+}
+
+/// The main pass's second pipeline of each (view, batch) whose instances
+/// wind both ways ([`super::BatchData::windings`]): the clockwise front
+/// face. Rebuilt each frame by [`queue_batches`].
+#[derive(Resource, Default)]
+pub(crate) struct TwinPipelines(HashMap<(Entity, Entity), CachedRenderPipelineId>);
+
+/// The main pass's second draw of a batch whose instances wind both ways:
+/// the same lists with the clockwise front face (the vertex stage keeps the
+/// instances that wind backwards, which the first draw dropped).
+pub(crate) struct DrawCulledTwin;
+
+impl<P: PhaseItem> RenderCommand<P> for DrawCulledTwin {
+    type Param = (
+        SRes<TwinPipelines>,
+        SRes<PipelineCache>,
+        SRes<ViewTargets>,
+        SRes<RenderAssets<RenderMesh>>,
+        SRes<MeshAllocator>,
+        SRes<CurrentDrawPhase>,
+    );
+    type ViewQuery = Entity;
+    type ItemQuery = ();
+
+    fn render<'w>(
+        item: &P,
+        view: Entity,
+        _: Option<()>,
+        (twins, cache, targets, meshes, allocator, phase): SystemParamItem<'w, '_, Self::Param>,
+        pass: &mut TrackedRenderPass<'w>,
+    ) -> RenderCommandResult {
+        let Some(&twin) = twins.into_inner().0.get(&(view, item.entity())) else {
+            return RenderCommandResult::Success;
+        };
+        let (cache, targets) = (cache.into_inner(), targets.into_inner());
+        let (Some(pipeline), Some(target)) = (
+            cache.get_render_pipeline(twin),
+            targets.map.get(&(view, item.entity())),
+        ) else {
+            // Still compiling: the instances that wind backwards wait, as
+            // a Bevy mesh waits for its pipeline.
+            return RenderCommandResult::Success;
+        };
+        pass.set_render_pipeline(pipeline);
+        draw_lists(
+            target,
+            phase.get(),
+            meshes.into_inner(),
+            allocator.into_inner(),
+            pass,
+        )
     }
 }

@@ -7,7 +7,7 @@
 
 use super::BatchData;
 use bevy::asset::AssetId;
-use bevy::math::Affine3;
+use bevy::math::{Affine3, Affine3A};
 use bevy::pbr::StandardMaterial;
 use bevy::pbr::{
     MaterialBindGroupSlot, MeshFlags, MeshTransforms, MeshUniform, PreparedMaterial, RenderMaterialInstances,
@@ -275,27 +275,33 @@ impl GpuMaterial {
 /// `GpuCullLevel`'s size.
 const LEVEL_UNIFORM_SIZE: u64 = size_of::<LevelUniform>() as u64;
 
-/// What the batch's `MeshUniform` says that a fragment shader may read: the
-/// flags (shadow receiver) and the material's slot in its bind group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the batch's `MeshUniform` holds: the batch entity's transforms
+/// (this frame's and last frame's), which the instance fetch applies after
+/// each instance's own, and what a fragment shader may read: the flags
+/// (shadow receiver, the transform's handedness) and the material's slot
+/// in its bind group.
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct BatchMesh {
+    world_from_local: Affine3A,
+    previous_world_from_local: Affine3A,
     shadow_receiver: bool,
     material_slot: u32,
 }
 
 impl BatchMesh {
-    /// The batch as one of Bevy's meshes: identity transforms (each
-    /// instance's transform is applied by the vertex shader), a positive
-    /// determinant, no LOD, lightmap, skin or morph targets.
+    /// The batch as one of Bevy's meshes, at its entity's transform, with
+    /// no LOD, lightmap, skin or morph targets.
     fn uniform_bytes(self) -> Vec<u8> {
-        let mut flags = MeshFlags::SIGN_DETERMINANT_MODEL_3X3 | MeshFlags::LOD_INDEX_MASK;
+        let mut flags = MeshFlags::LOD_INDEX_MASK;
+        if self.world_from_local.matrix3.determinant() >= 0.0 {
+            flags |= MeshFlags::SIGN_DETERMINANT_MODEL_3X3;
+        }
         if self.shadow_receiver {
             flags |= MeshFlags::SHADOW_RECEIVER;
         }
-        let identity = Affine3::from(bevy::math::Affine3A::IDENTITY);
         let transforms = MeshTransforms {
-            world_from_local: identity,
-            previous_world_from_local: identity,
+            world_from_local: Affine3::from(self.world_from_local),
+            previous_world_from_local: Affine3::from(self.previous_world_from_local),
             flags: flags.bits(),
         };
         let uniform = MeshUniform::new(
@@ -331,6 +337,8 @@ pub(crate) fn prepare_materials(
         let level_params = LevelParams::of(data, format);
         let uniform = data.material.uniform;
         let mesh = BatchMesh {
+            world_from_local: data.world_from_local,
+            previous_world_from_local: data.previous_world_from_local,
             shadow_receiver: data.shadow_receiver,
             material_slot: materials
                 .get(super::custom_material::batch_material(

@@ -21,6 +21,7 @@ use bevy::core_pipeline::prepass::node::{early_prepass, late_prepass};
 use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
 use bevy::ecs::system::SystemState;
 use bevy::light::NotShadowReceiver;
+use bevy::math::Affine3A;
 use bevy::pbr::{
     EARLY_SHADOW_PASS, LATE_SHADOW_PASS, MeshPipelineSystems, Shadow, init_prepass_pipeline,
     per_view_shadow_pass, queue_material_meshes, queue_prepass_material_meshes, queue_shadows,
@@ -35,7 +36,7 @@ use bevy::render::{
     ExtractSchedule, GpuResourceAppExt, MainWorld, Render, RenderApp, RenderStartup, RenderSystems,
 };
 use bevy::shader::load_shader_library;
-use cull_core::Sphere;
+use cull_core::{LocalFrame, Sphere};
 
 /// A batch in the render world: a copy of the main world's list, kept up to
 /// date by applying only the changed ranges, and the ranges still to upload.
@@ -67,13 +68,39 @@ pub(crate) struct BatchData {
     pub cells: Option<GpuCullCells>,
     /// Its `InheritedVisibility`: a hidden batch is neither culled nor
     /// drawn (its instances stay on the GPU, so showing it uploads nothing).
+    /// False too for a transform that places nothing (zero scale).
     pub visible: bool,
+    /// Its `GlobalTransform`: the instances are relative to it.
+    pub world_from_local: Affine3A,
+    /// Last frame's, for motion vectors.
+    pub previous_world_from_local: Affine3A,
+    /// The space the batch is culled in (views are taken into it).
+    pub frame: LocalFrame,
 }
 
 impl BatchData {
     /// Whether its levels cross-fade (`GpuCullLod::with_cross_fade`).
     pub fn cross_fades(&self) -> bool {
         self.lod_cross_fade > 0.0 && !self.lod.is_empty()
+    }
+
+    /// How the main pass draws the batch's windings: an instance whose
+    /// triangles wind the other way round on screen (a mirror image in a
+    /// batch that does not mirror, or the other way round) is drawn with
+    /// the opposite front face, so that its back faces are culled and lit
+    /// as on a mesh.
+    pub fn windings(&self) -> Windings {
+        let (mirror_images, upright) = self.scales.signs();
+        let mirrors = self.frame.mirrors();
+        let (clockwise, counter_clockwise) = if mirrors {
+            (upright, mirror_images)
+        } else {
+            (mirror_images, upright)
+        };
+        Windings {
+            first_clockwise: !counter_clockwise,
+            both: clockwise && counter_clockwise,
+        }
     }
 
     /// The mesh-space sphere the cull tests the instances of `format` with:
@@ -89,10 +116,22 @@ impl BatchData {
     }
 }
 
+/// The main pass's draws of a batch ([`BatchData::windings`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Windings {
+    /// Its first draw's front face is clockwise (all its instances wind
+    /// backwards).
+    pub first_clockwise: bool,
+    /// A second draw, with the clockwise front face, draws the instances
+    /// that wind backwards.
+    pub both: bool,
+}
+
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
     // The draw shader and the instance-fetch library it imports (which custom
     // shaders can import too), embedded in the binary.
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
+    load_shader_library!(app, "shaders/gpu_cull_forward_io.wgsl");
     embedded_asset!(app, "shaders/instanced_prepass.wgsl");
     embedded_asset!(app, "shaders/instanced_material.wgsl");
     // cull-core's kernels, compiled by Bevy's PipelineCache.
@@ -107,6 +146,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .init_resource::<prepare::RenderFrame>()
         .init_resource::<draw::QueuedBatches>()
         .init_resource::<draw::DrawnThisFrame>()
+        .init_resource::<draw::TwinPipelines>()
         .init_resource::<cull::CulledThisFrame>()
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<cull::CurrentDrawPhase>()
@@ -224,6 +264,7 @@ type MainBatches<'w, 's> = Query<
         Option<&'static GpuCullLod>,
         Option<&'static GpuCullCells>,
         &'static InheritedVisibility,
+        &'static GlobalTransform,
     ),
 >;
 
@@ -257,6 +298,18 @@ fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, u32, f32)
     (levels, facing, lod.cross_fade)
 }
 
+/// The frame a batch's instances are culled in, `None` (the batch shows
+/// nothing, as a mesh scaled to zero) for a transform that places nothing.
+fn batch_frame(world_from_local: Affine3A) -> Option<LocalFrame> {
+    match LocalFrame::new(Mat4::from(world_from_local)) {
+        Ok(frame) => Some(frame),
+        Err(e) => {
+            warn_once!("GPU culling: a batch's GlobalTransform places nothing ({e}); it is not drawn");
+            None
+        }
+    }
+}
+
 fn extract_batches(
     mut commands: Commands,
     mut main_world: ResMut<MainWorld>,
@@ -270,10 +323,22 @@ fn extract_batches(
     };
     live.clear();
     let mut materials = Vec::new();
-    for (render_entity, mut batch, bounds, not_receiver, layers, material, lod, cells, visibility) in
-        &mut main_batches
+    for (
+        render_entity,
+        mut batch,
+        bounds,
+        not_receiver,
+        layers,
+        material,
+        lod,
+        cells,
+        visibility,
+        transform,
+    ) in &mut main_batches
     {
-        let visible = visibility.get();
+        let world_from_local = transform.affine();
+        let frame = batch_frame(world_from_local);
+        let visible = visibility.get() && frame.is_some();
         let cells = cells.copied();
         let layers = layers.cloned().unwrap_or_default();
         let (lod, lod_facing, lod_cross_fade) = lod_levels(lod);
@@ -298,11 +363,22 @@ fn extract_batches(
                 lod_cross_fade,
                 cells,
                 visible,
+                world_from_local,
+                previous_world_from_local: world_from_local,
+                frame: frame.unwrap_or_default(),
             });
             continue;
         };
         if data.visible != visible {
             data.visible = visible;
+        }
+        // Last frame's transform, for motion vectors, as Bevy keeps a mesh's.
+        if data.previous_world_from_local != data.world_from_local {
+            data.previous_world_from_local = data.world_from_local;
+        }
+        if data.world_from_local != world_from_local {
+            data.world_from_local = world_from_local;
+            data.frame = frame.unwrap_or_default();
         }
         if data.lod != lod {
             data.lod = lod;
