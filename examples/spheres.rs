@@ -904,8 +904,9 @@ fn finish_headless(
                 });
             }
             // With levels of detail, the sum over the levels' references.
-            let metric = bevy_gpu_cull::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
-            bevy_gpu_cull::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None)
+            let metric =
+                bevy_gpu_cull::cull_core::SizeMetric::from_view(cam.clip_from_view(), transform.to_matrix());
+            bevy_gpu_cull::cull_core::Frustum::from_view(cam.clip_from_view(), transform.to_matrix(), None)
                 .and_then(|frustum| match lod {
                     Some(lod) => frustum.detail_levels_overlapping(
                         metric,
@@ -915,14 +916,15 @@ fn finish_headless(
                     None => Ok(vec![frustum]),
                 })
                 .and_then(|frusta| {
-                    frusta
-                        .iter()
-                        .try_fold(bevy_gpu_cull::cpu::Reference::default(), |mut sum, frustum| {
+                    frusta.iter().try_fold(
+                        bevy_gpu_cull::cull_core::cpu::Reference::default(),
+                        |mut sum, frustum| {
                             let r = instances.reference_on_cpu(*bounds, frustum, settings.format)?;
                             sum.visible.extend(r.visible);
                             sum.borderline.extend(r.borderline);
                             Ok(sum)
-                        })
+                        },
+                    )
                 })
                 .ok()
         }

@@ -13,7 +13,8 @@ use std::ops::Range;
 /// and four words of user data for custom draw shaders (64 bytes, the
 /// layout of `CulledInstance` in the `bevy_gpu_cull::instance` shader library).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable, Reflect)]
+#[reflect(Debug, PartialEq, Clone)]
 pub struct CulledInstance {
     /// Translation in the batch entity's space (the world's, for a batch
     /// entity with the identity transform).
@@ -118,7 +119,8 @@ impl CulledInstance {
 /// stage). A transform that places nothing (a zero scale) draws nothing.
 ///
 /// The list is changed through methods that record what changed, so the next
-/// frame uploads only that: [`set`](Self::set), [`edit`](Self::edit) and
+/// frame uploads only that (a change they did not record, such as an edit
+/// through reflection by an inspector or a scene, uploads the whole list): [`set`](Self::set), [`edit`](Self::edit) and
 /// [`push`](Self::push) upload the touched instances, [`truncate`](Self::truncate)
 /// uploads nothing, and [`replace`](Self::replace) or
 /// [`instances_mut`](Self::instances_mut) upload the whole list. An unchanged
@@ -131,10 +133,12 @@ impl CulledInstance {
 /// a hidden parent) is neither culled nor drawn, casts no shadow and has no
 /// counts in [`crate::GpuCullStats`]; its instances stay on the GPU, so
 /// showing it again uploads nothing.
-#[derive(Component, Clone, Debug, Default)]
+#[derive(Component, Clone, Debug, Default, Reflect)]
+#[reflect(Component, Default, Debug, Clone)]
 #[require(Transform, Visibility, NoFrustumCulling, SyncToRenderWorld)]
 pub struct GpuCulledInstances {
     instances: Vec<CulledInstance>,
+    #[reflect(ignore)]
     pub(crate) changes: PendingChanges,
 }
 
@@ -160,7 +164,8 @@ impl GpuCulledInstances {
         batch
     }
 
-    fn mark_all(&mut self) {
+    /// Records that the whole list changed (the next frame uploads it).
+    pub(crate) fn mark_all(&mut self) {
         self.changes.any = true;
         self.changes.all = true;
         self.changes.ranges.clear();
@@ -364,7 +369,8 @@ impl ScaleRange {
 /// transform moves into the world for culling. Computed from the mesh (the
 /// sphere around its bounding box) when the entity has none; insert your own
 /// to cull against a different volume.
-#[derive(Component, Clone, Copy, Debug, PartialEq)]
+#[derive(Component, Clone, Copy, Debug, PartialEq, Reflect)]
+#[reflect(Component, Debug, PartialEq, Clone)]
 pub struct GpuCullBounds {
     /// Center in mesh space.
     pub center: Vec3,
@@ -399,7 +405,8 @@ pub(crate) fn compute_bounds(
 
 /// On a camera: cull against this `clip_from_world` instead of the camera's
 /// own, e.g. to freeze culling and fly away to see what was culled.
-#[derive(Component, ExtractComponent, Clone, Copy, Debug, PartialEq)]
+#[derive(Component, ExtractComponent, Clone, Copy, Debug, PartialEq, Reflect)]
+#[reflect(Component, Debug, PartialEq, Clone)]
 pub struct CullingFrustumOverride {
     /// The view-projection to cull with (wgpu clip space).
     pub clip_from_world: Mat4,
@@ -424,7 +431,8 @@ pub struct CullingFrustumOverride {
 /// viewport or resolution override, or with temporal jitter on another
 /// projection than a perspective one, is frustum-culled only, with a
 /// warning.
-#[derive(Component, ExtractComponent, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Component, ExtractComponent, Clone, Copy, Debug, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component, Default, Debug, PartialEq, Clone)]
 #[require(
     bevy::core_pipeline::prepass::DepthPrepass,
     bevy::render::occlusion_culling::OcclusionCulling
@@ -649,7 +657,8 @@ const _: () = assert!(MAX_LOD_LEVELS <= 32);
 /// variant culls by cells, the order-preserving ones in the sorted order
 /// (which nothing outside the plugin sees); occlusion-culled cameras cull
 /// by cells in both phases.
-#[derive(Component, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Component, Clone, Copy, Debug, PartialEq, Eq, Reflect)]
+#[reflect(Component, Default, Debug, PartialEq, Clone)]
 pub struct GpuCullCells {
     /// Cull by cells only when the cells no view keeps hold at least this
     /// many bytes of instances (in the culling format): below it, the cell
@@ -684,7 +693,8 @@ impl Default for GpuCullCells {
 ///
 /// Levels switch at their thresholds unless [`Self::with_cross_fade`] makes
 /// them cross-fade, dithered, as Bevy's `VisibilityRange` margins do.
-#[derive(Component, Clone, Debug, Default, PartialEq)]
+#[derive(Component, Clone, Debug, Default, PartialEq, Reflect)]
+#[reflect(Component, Default, Debug, PartialEq, Clone)]
 pub struct GpuCullLod {
     /// Finest first.
     pub levels: Vec<LodLevel>,
@@ -694,7 +704,8 @@ pub struct GpuCullLod {
 }
 
 /// One level of detail of a [`GpuCullLod`] ([`LodLevel::new`]).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Reflect)]
+#[reflect(Debug, PartialEq, Clone)]
 #[non_exhaustive]
 pub struct LodLevel {
     /// The mesh drawn at this level.

@@ -55,7 +55,11 @@ pub use components::{
     CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCullOcclusion,
     GpuCulledInstances, LodLevel, MAX_LOD_LEVELS,
 };
-pub use cull_core::{Frustum, InstanceFormat, KernelSpec, ScanVariant, SizeMetric, cpu};
+/// The culling library the plugin runs on, for CPU references of what it
+/// keeps (`cull_core::Frustum`, `cull_core::LocalFrame`, `cull_core::cpu`),
+/// named through it so that nothing clashes with Bevy's own `Frustum`.
+pub use cull_core;
+pub use cull_core::{InstanceFormat, KernelSpec, ScanVariant};
 pub use plugin::{CellStats, GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
 
 /// The plugin, its settings and the batch component.

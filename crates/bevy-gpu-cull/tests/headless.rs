@@ -255,6 +255,31 @@ fn run_until_counts_match(h: &mut Harness, what: &str) -> Vec<u32> {
     panic!("{what}: GPU counts {last:?}, CPU reference {expected:?}");
 }
 
+/// An edit Bevy sees but the component's methods did not record (through
+/// reflection, as an inspector or a scene makes one) uploads the whole
+/// list: the counts follow it.
+#[test]
+fn an_edit_through_reflection_is_uploaded() {
+    use bevy::reflect::GetPath;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let before = run_until_counts_match(&mut h, "before the edit");
+    assert!(before.iter().all(|&c| c > 0), "{before:?}");
+    let uploaded = h.app.world().resource::<GpuCullStats>().uploaded_instances;
+    let mut batch = h.app.world_mut().get_mut::<GpuCulledInstances>(h.batch).unwrap();
+    // Half the instances lifted far above the view.
+    for i in (0..batch.len()).step_by(2) {
+        let position = batch
+            .path_mut::<Vec3>(format!("instances[{i}].position").as_str())
+            .expect("a reflected instance position");
+        position.y += 1000.0;
+    }
+    let after = run_until_counts_match(&mut h, "after an edit through reflection");
+    assert_ne!(before, after, "the edit changed no count");
+    let stats = h.app.world().resource::<GpuCullStats>();
+    assert!(stats.uploaded_instances > uploaded, "nothing was uploaded");
+}
+
 fn looking_down_grid() -> Transform {
     Transform::from_xyz(0.0, 6.0, 8.0).looking_at(Vec3::new(0.0, 0.0, -10.0), Vec3::Y)
 }

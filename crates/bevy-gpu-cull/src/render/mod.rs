@@ -336,6 +336,11 @@ fn extract_batches(
         transform,
     ) in &mut main_batches
     {
+        // A change Bevy saw that the component's methods did not record (an
+        // edit through reflection, a scene): the whole list goes up.
+        if batch.is_changed() && !batch.changes.any {
+            batch.bypass_change_detection().mark_all();
+        }
         let world_from_local = transform.affine();
         let frame = batch_frame(world_from_local);
         let visible = visibility.get() && frame.is_some();
