@@ -241,26 +241,26 @@ impl CullTarget {
             + self.timing.as_ref().map_or(0, TimingQueries::buffer_bytes)
     }
 
-    /// Sets the fields of every view's indexed draw arguments other than
-    /// `instance_count`, which every cull overwrites.
-    pub fn set_indexed_draw(
-        &self,
-        queue: &wgpu::Queue,
-        index_count: u32,
-        first_index: u32,
-        base_vertex: i32,
-        first_instance: u32,
-    ) {
-        self.write_draw_args(
-            queue,
-            [index_count, 0, first_index, base_vertex as u32, first_instance],
-        );
+    /// Sets every view's indexed draw arguments, wgpu's own
+    /// ([`wgpu::util::DrawIndexedIndirectArgs`]), but `instance_count`, which
+    /// every cull writes (the value given is ignored).
+    ///
+    /// ```
+    /// # fn f(target: &cull_core::CullTarget, queue: &wgpu::Queue) {
+    /// target.set_indexed_draw(
+    ///     queue,
+    ///     wgpu::util::DrawIndexedIndirectArgs { index_count: 36, ..Default::default() },
+    /// );
+    /// # }
+    /// ```
+    pub fn set_indexed_draw(&self, queue: &wgpu::Queue, args: wgpu::util::DrawIndexedIndirectArgs) {
+        self.write_draw_args(queue, indexed_words(args));
     }
 
-    /// Sets the fields of every view's non-indexed draw arguments (the
-    /// first 16 bytes of each) other than `instance_count`.
-    pub fn set_draw(&self, queue: &wgpu::Queue, vertex_count: u32, first_vertex: u32, first_instance: u32) {
-        self.write_draw_args(queue, [vertex_count, 0, first_vertex, first_instance, 0]);
+    /// Sets every view's non-indexed draw arguments (the first 16 bytes of
+    /// each; [`wgpu::util::DrawIndirectArgs`]) but `instance_count`.
+    pub fn set_draw(&self, queue: &wgpu::Queue, args: wgpu::util::DrawIndirectArgs) {
+        self.write_draw_args(queue, non_indexed_words(args));
     }
 
     /// [`Self::set_indexed_draw`] for `view` alone: each level of detail of
@@ -269,32 +269,18 @@ impl CullTarget {
         &self,
         queue: &wgpu::Queue,
         view: u32,
-        index_count: u32,
-        first_index: u32,
-        base_vertex: i32,
-        first_instance: u32,
+        args: wgpu::util::DrawIndexedIndirectArgs,
     ) {
         if view < self.views {
-            self.write_view_draw_args(
-                queue,
-                view,
-                [index_count, 0, first_index, base_vertex as u32, first_instance],
-            );
+            self.write_view_draw_args(queue, view, indexed_words(args));
         }
     }
 
     /// [`Self::set_draw`] for `view` alone. Views past the target's are
     /// ignored.
-    pub fn set_view_draw(
-        &self,
-        queue: &wgpu::Queue,
-        view: u32,
-        vertex_count: u32,
-        first_vertex: u32,
-        first_instance: u32,
-    ) {
+    pub fn set_view_draw(&self, queue: &wgpu::Queue, view: u32, args: wgpu::util::DrawIndirectArgs) {
         if view < self.views {
-            self.write_view_draw_args(queue, view, [vertex_count, 0, first_vertex, first_instance, 0]);
+            self.write_view_draw_args(queue, view, non_indexed_words(args));
         }
     }
 
@@ -483,4 +469,21 @@ pub(crate) fn view_stride(capacity: u32, views: u32, output_stride: u64) -> u32 
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The words of indexed draw arguments, the instance count left at 0 (the
+/// cull writes it).
+fn indexed_words(args: wgpu::util::DrawIndexedIndirectArgs) -> [u32; 5] {
+    [
+        args.index_count,
+        0,
+        args.first_index,
+        args.base_vertex as u32,
+        args.first_instance,
+    ]
+}
+
+/// The words of non-indexed draw arguments, padded to the indexed size.
+fn non_indexed_words(args: wgpu::util::DrawIndirectArgs) -> [u32; 5] {
+    [args.vertex_count, 0, args.first_vertex, args.first_instance, 0]
 }

@@ -1436,15 +1436,25 @@ pub(crate) fn prepare_targets(
                         } => target.set_view_indexed_draw(
                             &queue,
                             view_slot,
-                            index_count,
-                            first_index,
-                            base_vertex,
-                            0,
+                            wgpu::util::DrawIndexedIndirectArgs {
+                                index_count,
+                                first_index,
+                                base_vertex,
+                                ..Default::default()
+                            },
                         ),
                         DrawArgs::NonIndexed {
                             vertex_count,
                             first_vertex,
-                        } => target.set_view_draw(&queue, view_slot, vertex_count, first_vertex, 0),
+                        } => target.set_view_draw(
+                            &queue,
+                            view_slot,
+                            wgpu::util::DrawIndirectArgs {
+                                vertex_count,
+                                first_vertex,
+                                ..Default::default()
+                            },
+                        ),
                     }
                 }
                 group_target.written_args = Some(args);

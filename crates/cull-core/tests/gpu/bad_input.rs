@@ -122,7 +122,16 @@ fn zero_instances_give_a_zero_count() {
         let target = CullTarget::new(&ctx.device, &culler, 10).unwrap();
         // A stale count from an earlier cull must be reset.
         ctx.queue.write_buffer(target.draw_args(), 4, &7u32.to_le_bytes());
-        target.set_indexed_draw(&ctx.queue, 36, 1, -2, 3);
+        target.set_indexed_draw(
+            &ctx.queue,
+            wgpu::util::DrawIndexedIndirectArgs {
+                index_count: 36,
+                instance_count: 5,
+                first_index: 1,
+                base_vertex: -2,
+                first_instance: 3,
+            },
+        );
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         culler
             .cull(&mut encoder, &ctx.queue, &input, &target, &params(0))
