@@ -29,6 +29,9 @@ struct VertexOutput {
 #ifdef VISIBILITY_RANGE_DITHER
     @location(7) @interpolate(flat) visibility_range_dither: i32,
 #endif
-    // The instance's index in its batch (`GpuCulledInstances::instances`).
+    // The drawn instance's record on the GPU, what get_instance_color and
+    // get_instance_user take: its index in the batch's list
+    // (`GpuCulledInstances::instances`), except in a batch sorted into
+    // cells (`GpuCullCells`), whose records are in the cells' order.
     @location(15) @interpolate(flat) instance_record: u32,
 }

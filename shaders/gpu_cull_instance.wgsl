@@ -161,8 +161,9 @@ fn fetch_instance(instance_index: u32) -> CulledInstance {
     return instances[survivors[instance_index]];
 }
 
-// The index in its batch of the survivor drawn as instance
-// `instance_index`: what `get_instance_color` and `get_instance_user` take.
+// The record of the survivor drawn as instance `instance_index`: what
+// `get_instance_color` and `get_instance_user` take (its index in the
+// batch's list, or in the cells' order for a batch with GpuCullCells).
 fn fetch_record(instance_index: u32) -> u32 {
     return survivors[instance_index];
 }
@@ -202,9 +203,11 @@ fn level_faces_camera() -> bool {
     return (level.flags & LEVEL_FACING_CAMERA) != 0u;
 }
 
-// A mesh-space direction (a normal, a tangent, an offset) turned by this
-// instance: by its rotation, or, for a level facing the camera, like the
-// view (in the world).
+// A mesh-space direction (an offset) turned by this instance's rotation
+// into the batch's space, or, for a level facing the camera, like the view
+// (in the world). For normals and tangents in the world, take
+// instance_normal_to_world and instance_tangent_to_world, which apply the
+// batch's transform too.
 fn instance_rotate(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
     if level_faces_camera() {
         return view_turn() * v;
@@ -360,8 +363,9 @@ fn fade_progress(size: f32, t: f32) -> f32 {
 // as [first, end) of a fade's progress: all of them, but within a
 // cross-fade where the level fades in (the share above the fade's
 // progress) or out (the share below it). Sized as the cull sizes it for the
-// view that chose the level (cull_core::SizeMetric: radius *
-// |clip_from_view[1][1]| / distance, no distance in an orthographic view),
+// view that chose the level, in the batch's space
+// (cull_core::LocalFrame::size_metric: radius * |clip_from_view[1][1]| *
+// the batch's stretch / distance, no distance in an orthographic view),
 // so that two levels of one instance split its pixels between them
 // exactly.
 fn level_fade(instance: CulledInstance) -> vec2<f32> {

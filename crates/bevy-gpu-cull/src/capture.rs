@@ -96,12 +96,18 @@ pub(crate) fn write_captures(
             );
             continue;
         };
-        let clip_from_world = match frozen {
-            Some(frozen) => frozen.clip_from_world,
-            None => camera.clip_from_view() * transform.to_matrix().inverse(),
-        };
-        // The instances are in the batch's space: so is the scene's view.
-        let clip_from_local = (clip_from_world.as_dmat4() * batch_transform.to_matrix().as_dmat4()).as_mat4();
+        // The instances are in the batch's space: so is the scene's view,
+        // composed in f64 (`clip_from_view · (local_from_world ·
+        // world_from_view)⁻¹`), as the plugin culls it.
+        let world_from_local = batch_transform.to_matrix().as_dmat4();
+        let clip_from_local = match frozen {
+            Some(frozen) => frozen.clip_from_world.as_dmat4() * world_from_local,
+            None => {
+                let local_from_view = world_from_local.inverse() * transform.to_matrix().as_dmat4();
+                camera.clip_from_view().as_dmat4() * local_from_view.inverse()
+            }
+        }
+        .as_mat4();
         match std::fs::write(&capture.path, scene_json(clip_from_local, bounds, batch)) {
             Ok(()) => info!("GPU culling capture: wrote {}", capture.path.display()),
             Err(e) => error!("GPU culling capture: {}: {e}", capture.path.display()),

@@ -151,6 +151,10 @@ pub(crate) struct PendingChanges {
     pub all: bool,
     /// Changed ranges, sorted and disjoint (meaningful when `all` is false).
     pub ranges: DirtyRanges,
+    /// One of the component's methods ran (even one that changed nothing):
+    /// a change Bevy sees without this came from elsewhere (an edit
+    /// through reflection), which the render world takes as a new list.
+    pub touched: bool,
 }
 
 impl GpuCulledInstances {
@@ -166,12 +170,14 @@ impl GpuCulledInstances {
 
     /// Records that the whole list changed (the next frame uploads it).
     pub(crate) fn mark_all(&mut self) {
+        self.changes.touched = true;
         self.changes.any = true;
         self.changes.all = true;
         self.changes.ranges.clear();
     }
 
     fn mark(&mut self, range: Range<usize>) {
+        self.changes.touched = true;
         self.changes.any = true;
         if !self.changes.all {
             self.changes.ranges.mark(range.start as u32..range.end as u32);
@@ -218,6 +224,7 @@ impl GpuCulledInstances {
 
     /// Appends instances; only they are uploaded (see [`push`](Self::push)).
     pub fn extend(&mut self, instances: impl IntoIterator<Item = CulledInstance>) {
+        self.changes.touched = true;
         let start = self.instances.len();
         self.instances.extend(instances);
         let end = self.instances.len();
@@ -228,6 +235,7 @@ impl GpuCulledInstances {
 
     /// Keeps the first `len` instances; nothing is uploaded.
     pub fn truncate(&mut self, len: usize) {
+        self.changes.touched = true;
         if len < self.instances.len() {
             self.instances.truncate(len);
             self.changes.any = true;

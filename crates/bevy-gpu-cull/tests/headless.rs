@@ -2348,7 +2348,9 @@ fn hdr_msaa_camera_renders() {
 /// library and coloring them from their user data.
 const USER_COLOR_SHADER: &str = r#"
 #import bevy_pbr::view_transformations::position_world_to_clip
-#import bevy_gpu_cull::instance::{fetch_instance, instance_to_world}
+#import bevy_gpu_cull::instance::{
+    fetch_instance, instance_to_world, drawn_by_other_winding, skipped_position,
+}
 
 struct Vertex {
     @builtin(instance_index) instance_index: u32,
@@ -2364,6 +2366,11 @@ struct VertexOutput {
 fn vertex(v: Vertex) -> VertexOutput {
     let instance = fetch_instance(v.instance_index);
     var out: VertexOutput;
+    // Mirror images are drawn by the batch's other draw (see above).
+    if drawn_by_other_winding(instance) {
+        out.clip_position = skipped_position();
+        return out;
+    }
     out.clip_position = position_world_to_clip(instance_to_world(instance, v.position));
     out.user = instance.user;
     return out;

@@ -309,6 +309,82 @@ fn a_chunk_far_from_the_origin_is_culled_in_its_frame() {
     assert!(must > 100 && must + may < 4000, "the camera sees {must} of 4096");
 }
 
+/// Levels of detail of a batch under a turned, unevenly scaled transform
+/// far from the origin: each level's count is the CPU reference's for the
+/// camera's frustum and size metric taken into the batch's frame
+/// (`LocalFrame::size_metric`).
+#[test]
+fn levels_of_detail_are_sized_in_the_batch_frame() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut frame_app = FrameApp::new();
+    let app = &mut frame_app.app;
+    let world = app.world_mut();
+    let mut meshes = world.resource_mut::<Assets<Mesh>>();
+    let fine = meshes.add(Sphere::new(0.5).mesh().ico(2).unwrap());
+    let coarse = meshes.add(Sphere::new(0.5).mesh().ico(0).unwrap());
+    const THRESHOLDS: [f32; 2] = [0.08, 0.02];
+    let batch = world
+        .spawn((
+            Mesh3d(fine.clone()),
+            GpuCulledInstances::new(chunk_instances()),
+            GpuCullLod::new([(fine, THRESHOLDS[0]), (coarse, THRESHOLDS[1])]),
+            Transform::from_translation(CHUNK)
+                .with_rotation(Quat::from_rotation_y(0.3))
+                .with_scale(Vec3::new(1.5, 1.2, 1.8)),
+        ))
+        .id();
+    let eye = Transform::from_translation(CHUNK + Vec3::new(3.0, 6.0, 12.0)).looking_at(CHUNK, Vec3::Y);
+    stage(world, eye);
+    let camera = world
+        .query_filtered::<Entity, With<Camera3d>>()
+        .single(world)
+        .unwrap();
+    app.finish();
+    app.cleanup();
+    let mut last = Vec::new();
+    for _ in 0..3000 {
+        app.update();
+        let stats = app.world().resource::<GpuCullStats>();
+        let counts = stats
+            .visible_per_level
+            .get(&(camera, batch))
+            .cloned()
+            .unwrap_or_default();
+        let settled = counts == last && counts.len() == 2 && stats.culled_frames > 20;
+        last = counts;
+        if settled {
+            break;
+        }
+    }
+    let world = app.world_mut();
+    let (cam, cam_transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    let (clip_from_view, world_from_view) = (cam.clip_from_view(), cam_transform.to_matrix());
+    let frame = cull_core::LocalFrame::new(world.get::<GlobalTransform>(batch).unwrap().to_matrix()).unwrap();
+    let frustum = frame
+        .frustum_from_view(clip_from_view, world_from_view, None)
+        .unwrap();
+    let levels = frustum
+        .detail_levels(frame.size_metric(clip_from_view, world_from_view), &THRESHOLDS)
+        .unwrap();
+    let format = world.resource::<GpuCullSettings>().format;
+    let bounds = *world.get::<GpuCullBounds>(batch).unwrap();
+    let instances = world.get::<GpuCulledInstances>(batch).unwrap();
+    for (k, level) in levels.iter().enumerate() {
+        let reference = instances.reference_on_cpu(bounds, level, format).unwrap();
+        let (must, may) = (reference.visible.len() as u32, reference.borderline.len() as u32);
+        let got = last.get(k).copied().unwrap_or(u32::MAX);
+        println!("level {k}: {got} kept; the reference keeps {must} and {may} borderline");
+        assert!(
+            (must..=must + may).contains(&got),
+            "level {k}: the plugin kept {got}; the reference in the batch's frame keeps {must} and {may} borderline"
+        );
+        assert!(must > 50, "level {k} holds only {must}");
+    }
+}
+
 /// A tetrahedron without a mirror symmetry: a mirror image of it is told
 /// apart from a turned copy.
 const TETRAHEDRON: [Vec3; 4] = [

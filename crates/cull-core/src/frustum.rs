@@ -150,7 +150,8 @@ pub struct Frustum {
 /// orthographic one. Right for any field of view and resolution.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SizeMetric {
-    /// The camera's position in world space.
+    /// The camera's position, in the space the instances are in (the
+    /// world's, or a batch's: [`crate::LocalFrame::size_metric`]).
     pub origin: Vec3,
     /// The projection's vertical scale (`clip_from_view.y_axis.y`, its
     /// magnitude for a mirrored view).

@@ -284,6 +284,9 @@ const LEVEL_UNIFORM_SIZE: u64 = size_of::<LevelUniform>() as u64;
 struct BatchMesh {
     world_from_local: Affine3A,
     previous_world_from_local: Affine3A,
+    /// The transform mirrors (`LocalFrame::mirrors`, in `f64`: the shader's
+    /// winding agrees with the draws the main pass queues).
+    mirrors: bool,
     shadow_receiver: bool,
     material_slot: u32,
 }
@@ -293,7 +296,7 @@ impl BatchMesh {
     /// no LOD, lightmap, skin or morph targets.
     fn uniform_bytes(self) -> Vec<u8> {
         let mut flags = MeshFlags::LOD_INDEX_MASK;
-        if self.world_from_local.matrix3.determinant() >= 0.0 {
+        if !self.mirrors {
             flags |= MeshFlags::SIGN_DETERMINANT_MODEL_3X3;
         }
         if self.shadow_receiver {
@@ -339,6 +342,7 @@ pub(crate) fn prepare_materials(
         let mesh = BatchMesh {
             world_from_local: data.world_from_local,
             previous_world_from_local: data.previous_world_from_local,
+            mirrors: data.frame.mirrors(),
             shadow_receiver: data.shadow_receiver,
             material_slot: materials
                 .get(super::custom_material::batch_material(

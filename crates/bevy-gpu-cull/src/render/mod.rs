@@ -338,7 +338,7 @@ fn extract_batches(
     {
         // A change Bevy saw that the component's methods did not record (an
         // edit through reflection, a scene): the whole list goes up.
-        if batch.is_changed() && !batch.changes.any {
+        if batch.is_changed() && !batch.changes.touched {
             batch.bypass_change_detection().mark_all();
         }
         let world_from_local = transform.affine();
