@@ -3100,15 +3100,21 @@ fn occlusion_reference(h: &mut Harness, depth: &[f32]) -> (u32, u32) {
     use cull_core::frustum::SphereClass;
     let world = h.app.world_mut();
     let camera = h.cameras[0];
-    let frustum = camera_frustum(world, camera);
     let (cam, transform) = world
         .query::<(&Camera, &GlobalTransform)>()
         .get(world, camera)
         .unwrap();
-    // As the plugin's late phase: the unjittered projection about the
-    // camera's position.
-    let occlusion =
-        cull_core::OcclusionCamera::from_view(cam.clip_from_view(), transform.to_matrix()).unwrap();
+    let (clip_from_view, world_from_view) = (cam.clip_from_view(), transform.to_matrix());
+    // As the plugin's cull and late phase: in the batch's frame, the
+    // unjittered projection about the camera's position.
+    let batch_transform = world.get::<GlobalTransform>(h.batch).unwrap().to_matrix();
+    let frame = cull_core::LocalFrame::new(batch_transform).unwrap();
+    let frustum = frame
+        .frustum_from_view(clip_from_view, world_from_view, None)
+        .unwrap();
+    let occlusion = frame
+        .occlusion_from_view(clip_from_view, world_from_view)
+        .unwrap();
     let pyramid =
         cull_core::CpuPyramid::build(WIDTH, HEIGHT, depth, cull_core::DepthOrder::ReverseZ).unwrap();
     let format = world.resource::<GpuCullSettings>().format;
@@ -3133,9 +3139,52 @@ fn occlusion_reference(h: &mut Harness, depth: &[f32]) -> (u32, u32) {
 }
 
 fn occlusion_behind_a_wall(setup: CameraSetup) {
+    occlusion_behind_a_wall_in(setup, None);
+}
+
+/// The instances of `batch` given relative to `frame` (a turn, a uniform
+/// scale and a translation), which becomes the batch entity's transform:
+/// the scene stays where it was in the world.
+fn reframe(world: &mut World, batch: Entity, frame: Transform) {
+    let (turn, scale) = (frame.rotation.inverse(), frame.scale.x);
+    let instances: Vec<CulledInstance> = world
+        .get::<GpuCulledInstances>(batch)
+        .unwrap()
+        .instances()
+        .iter()
+        .map(|i| CulledInstance {
+            position: turn * (i.position - frame.translation) / scale,
+            rotation: turn * i.rotation,
+            scale: i.scale / scale,
+            ..*i
+        })
+        .collect();
+    world
+        .get_mut::<GpuCulledInstances>(batch)
+        .unwrap()
+        .replace(instances);
+    world.entity_mut(batch).insert(frame);
+}
+
+/// Occlusion culling of a batch under a turned, scaled transform far from
+/// the origin of its instances' coordinates: the same wall hides the same
+/// share, the count is the CPU reference's in the batch's frame, and
+/// nothing visible is missing along the sweep.
+#[test]
+fn occlusion_culling_hides_what_a_wall_covers_in_the_batch_frame() {
+    let frame = Transform::from_xyz(40.0, -3.0, -25.0)
+        .with_rotation(Quat::from_rotation_y(0.7))
+        .with_scale(Vec3::splat(1.5));
+    occlusion_behind_a_wall_in(CameraSetup::PlainSynchronous, Some(frame));
+}
+
+fn occlusion_behind_a_wall_in(setup: CameraSetup, frame: Option<Transform>) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], setup);
     record_render_errors(&mut h.app);
+    if let Some(frame) = frame {
+        reframe(h.app.world_mut(), h.batch, frame);
+    }
     let camera = h.cameras[0];
     let wall = occlusion_with_a_wall(&mut h);
     // Single-sampled depth is copied where the prepass left it, for the
