@@ -79,6 +79,10 @@ const LEVEL_FACING_CAMERA: u32 = 1u;
 // (only for the culling formats that carry the instance's scale in f32:
 // the draw sizes instances as their cull does).
 const LEVEL_CROSS_FADE: u32 = 2u;
+// GpuCullLevel::flags: the batch's transform is the identity, this frame
+// and last (its instances are in world space): the vertex stage skips
+// applying it (a branch uniform over the draw).
+const LEVEL_BATCH_IN_WORLD: u32 = 4u;
 // The share of a fade's width left at each end where its dither is all one
 // level: the cull's lists change at the ends and its size may differ from
 // the draw's by rounding, so a pixel shows one of two levels there
@@ -215,6 +219,11 @@ fn instance_rotate(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
     return rotate(instance.rotation, v);
 }
 
+// Whether the batch's transform is the identity (LEVEL_BATCH_IN_WORLD).
+fn batch_in_world() -> bool {
+    return (level.flags & LEVEL_BATCH_IN_WORLD) != 0u;
+}
+
 // The batch entity's transform (its GlobalTransform, entry 0 of Bevy's
 // `mesh` array): instances are placed relative to it, as a mesh's vertices
 // are relative to its entity.
@@ -234,6 +243,9 @@ fn instance_handedness(instance: CulledInstance) -> f32 {
 
 // Whether the batch's transform mirrors (its determinant is negative).
 fn batch_mirrors() -> bool {
+    if batch_in_world() {
+        return false;
+    }
     return (mesh[0].flags & MESH_FLAGS_SIGN_DETERMINANT_MODEL_3X3_BIT) == 0u;
 }
 
@@ -291,6 +303,9 @@ fn instance_to_world_by(world_from_local: mat4x4<f32>, instance: CulledInstance,
         let shortest = min(length(m[0].xyz), min(length(m[1].xyz), length(m[2].xyz)));
         return center + view_turn() * (v * facing_mirror(instance) * abs(instance.position_scale.w) * shortest);
     }
+    if batch_in_world() {
+        return instance_to_local(instance, v);
+    }
     return (world_from_local * vec4<f32>(instance_to_local(instance, v), 1.0)).xyz;
 }
 
@@ -314,6 +329,9 @@ fn instance_normal_to_world(instance: CulledInstance, n: vec3<f32>) -> vec3<f32>
         return view_turn() * (n * facing_mirror(instance));
     }
     let local = rotate(instance.rotation, n) * instance_handedness(instance);
+    if batch_in_world() {
+        return local;
+    }
     return mesh_normal_local_to_world(local, 0u);
 }
 
@@ -327,12 +345,18 @@ fn instance_tangent_to_world(instance: CulledInstance, t: vec4<f32>) -> vec4<f32
     }
     let h = instance_handedness(instance);
     let local = vec4<f32>(rotate(instance.rotation, t.xyz) * h, t.w * h);
+    if batch_in_world() {
+        return local;
+    }
     return mesh_tangent_local_to_world(batch_world_from_local(), local, 0u);
 }
 
 // The camera's position in the batch's space, where the cull measures the
 // size of levels of detail (cull_core::LocalFrame::size_metric).
 fn batch_view_position() -> vec3<f32> {
+    if batch_in_world() {
+        return view.world_position;
+    }
     let local_from_world = transpose(mat2x4_f32_to_mat3x3_unpack(
         mesh[0].local_from_world_transpose_a,
         mesh[0].local_from_world_transpose_b,
@@ -344,6 +368,9 @@ fn batch_view_position() -> vec3<f32> {
 // space, as the cull takes it: the longest axis over the shortest for a
 // perspective view, the longest axis for an orthographic one.
 fn batch_size_stretch(perspective: bool) -> f32 {
+    if batch_in_world() {
+        return 1.0;
+    }
     let m = batch_world_from_local();
     let lengths = vec3<f32>(length(m[0].xyz), length(m[1].xyz), length(m[2].xyz));
     let longest = max(lengths.x, max(lengths.y, lengths.z));

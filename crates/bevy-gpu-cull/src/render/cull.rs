@@ -6,6 +6,7 @@ use super::prepare::{
     BatchCells, GpuBatch, GroupOcclusion, OcclusionQueryData, RenderCuller, RenderFrame, ViewTargets,
     camera_groups, occlusion_culled, occlusion_jitter, point_light_faces,
 };
+use super::views::{CameraMatrices, ViewVolume, camera_volume, frusta_in, occlusion_camera};
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{CellStats, StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
@@ -276,78 +277,6 @@ impl CullResources<'_, '_> {
                 );
             }
         }
-    }
-}
-
-/// How a view's frustum is built, so that it can be built in each batch's
-/// frame ([`LocalFrame`]): in `f64` from the matrices Bevy gives, never
-/// from planes already rounded in the world.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum ViewVolume {
-    /// A camera's or a light's projection and transform, bounded by
-    /// `max_distance` (a light's range) where given.
-    View {
-        clip_from_view: Mat4,
-        world_from_view: Mat4,
-        max_distance: Option<f32>,
-    },
-    /// A `clip_from_world` matrix (Bevy's, or a frozen
-    /// `CullingFrustumOverride`).
-    ClipFromWorld(Mat4),
-    /// A directional light's cascade, open toward the light.
-    Cascade(Mat4),
-    /// A view without matrices.
-    Missing(&'static str),
-}
-
-impl ViewVolume {
-    fn frustum(&self, frame: &LocalFrame) -> Result<Frustum, cull_core::CullError> {
-        match *self {
-            Self::View {
-                clip_from_view,
-                world_from_view,
-                max_distance,
-            } => frame.frustum_from_view(clip_from_view, world_from_view, max_distance),
-            Self::ClipFromWorld(m) => frame.frustum_from_clip_from_world(m),
-            Self::Cascade(m) => frame.shadow_cascade(m),
-            Self::Missing(why) => Err(cull_core::CullError::DegenerateFrustum(why)),
-        }
-    }
-}
-
-/// The views' frusta in `frame`. A view whose matrices give no frustum
-/// keeps everything: drawing too much beats losing what may be visible, or
-/// drawing last frame's set.
-fn frusta_in(volumes: &[ViewVolume], frame: &LocalFrame) -> Vec<Frustum> {
-    volumes
-        .iter()
-        .map(|v| {
-            v.frustum(frame).unwrap_or_else(|e| {
-                warn_once!("GPU culling: a view has no usable frustum ({e}); its batches are drawn unculled");
-                Frustum::everything()
-            })
-        })
-        .collect()
-}
-
-/// The camera that sizes levels of detail: its projection and transform.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CameraMatrices {
-    clip_from_view: Mat4,
-    world_from_view: Mat4,
-}
-
-impl CameraMatrices {
-    fn of(view: &ExtractedView) -> Self {
-        Self {
-            clip_from_view: view.clip_from_view,
-            world_from_view: view.world_from_view.to_matrix(),
-        }
-    }
-
-    /// Sizes as this camera sees them, measured in `frame`.
-    fn metric(&self, frame: &LocalFrame) -> SizeMetric {
-        frame.size_metric(self.clip_from_view, self.world_from_view)
     }
 }
 
@@ -650,36 +579,6 @@ pub(crate) fn cull_view_late(
         );
     }
     span.end(ctx.command_encoder());
-}
-
-/// A camera's view volume: a frozen `CullingFrustumOverride`, else Bevy's
-/// `clip_from_world` where it has one, else the camera's two matrices (the
-/// planes then moved into the world, or a batch's frame, in f64: exact far
-/// from the origin).
-fn camera_volume(view: &ExtractedView, frozen: Option<&CullingFrustumOverride>) -> ViewVolume {
-    match (frozen, view.clip_from_world) {
-        (Some(frozen), _) => ViewVolume::ClipFromWorld(frozen.clip_from_world),
-        (None, Some(clip_from_world)) => ViewVolume::ClipFromWorld(clip_from_world),
-        (None, None) => ViewVolume::View {
-            clip_from_view: view.clip_from_view,
-            world_from_view: view.world_from_view.to_matrix(),
-            max_distance: None,
-        },
-    }
-}
-
-/// The projection the frustum and Bevy's draws use, in `frame`: its
-/// `clip_from_world` where Bevy has one, about the camera's position.
-fn occlusion_camera(
-    view: &ExtractedView,
-    frame: &LocalFrame,
-) -> Result<cull_core::OcclusionCamera, cull_core::CullError> {
-    match view.clip_from_world {
-        Some(clip_from_world) => {
-            frame.occlusion_from_clip_from_world(clip_from_world, view.world_from_view.translation())
-        }
-        None => frame.occlusion_from_view(view.clip_from_view, view.world_from_view.to_matrix()),
-    }
 }
 
 /// Culls a camera's batches, before its prepass and main pass, together

@@ -150,6 +150,10 @@ pub(crate) const LEVEL_FACING_CAMERA: u32 = 1;
 /// (`GpuCullLod::with_cross_fade`), dithered.
 pub(crate) const LEVEL_CROSS_FADE: u32 = 2;
 
+/// `GpuCullLevel::flags`: the batch's transform is the identity this frame
+/// and last, so the vertex stage need not apply it.
+pub(crate) const LEVEL_BATCH_IN_WORLD: u32 = 4;
+
 /// `GpuCullLevel`, as `shaders/gpu_cull_instance.wgsl` declares it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -179,6 +183,8 @@ struct LevelParams {
     /// The levels that cross-fade (0: none do).
     fading: usize,
     bounds: [f32; 4],
+    /// [`LEVEL_BATCH_IN_WORLD`].
+    in_world: bool,
 }
 
 impl LevelParams {
@@ -211,15 +217,27 @@ impl LevelParams {
             } else {
                 [0.0; 4]
             },
+            in_world: data.world_from_local == Affine3A::IDENTITY
+                && data.previous_world_from_local == Affine3A::IDENTITY,
         }
     }
 
     /// The bytes of every level's `GpuCullLevel`, `stride` apart, and the
-    /// draw without levels' last (all flags clear).
+    /// draw without levels' last (no level flags).
     fn uniform_bytes(&self, stride: u64) -> Vec<u8> {
         let mut bytes = vec![0u8; (crate::MAX_LOD_LEVELS + 1) * stride as usize];
+        let batch_flags = if self.in_world { LEVEL_BATCH_IN_WORLD } else { 0 };
+        let without_levels = LevelUniform {
+            flags: batch_flags,
+            ..LevelUniform::zeroed()
+        };
+        let at = crate::MAX_LOD_LEVELS * stride as usize;
+        bytes[at..at + size_of::<LevelUniform>()].copy_from_slice(bytemuck::bytes_of(&without_levels));
         for level in 0..crate::MAX_LOD_LEVELS {
-            let mut uniform = LevelUniform::zeroed();
+            let mut uniform = LevelUniform {
+                flags: batch_flags,
+                ..LevelUniform::zeroed()
+            };
             if self.facing & (1 << level) != 0 {
                 uniform.flags |= LEVEL_FACING_CAMERA;
             }

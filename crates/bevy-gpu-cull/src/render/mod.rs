@@ -7,6 +7,7 @@ mod draw;
 mod material;
 mod prepare;
 mod shadow;
+mod views;
 
 use crate::components::{
     CulledInstance, DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCulledInstances, ScaleRange,
