@@ -248,6 +248,39 @@ fn chunk_instances() -> Vec<CulledInstance> {
         .collect()
 }
 
+/// Stages a camera at `eye` and readies the app: the camera's entity.
+fn stage_and_ready(app: &mut App, eye: Transform) -> Entity {
+    let world = app.world_mut();
+    stage(world, eye);
+    let camera = world
+        .query_filtered::<Entity, With<Camera3d>>()
+        .single(world)
+        .unwrap();
+    app.finish();
+    app.cleanup();
+    camera
+}
+
+/// `camera`'s frustum and size metric as the plugin takes them into
+/// `batch`'s frame.
+fn views_in_batch_frame(
+    world: &mut World,
+    camera: Entity,
+    batch: Entity,
+) -> (cull_core::Frustum, cull_core::SizeMetric) {
+    let (cam, cam_transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    let (clip_from_view, world_from_view) = (cam.clip_from_view(), cam_transform.to_matrix());
+    let batch_transform = world.get::<GlobalTransform>(batch).unwrap().to_matrix();
+    let frame = cull_core::LocalFrame::new(batch_transform).unwrap();
+    let frustum = frame
+        .frustum_from_view(clip_from_view, world_from_view, None)
+        .unwrap();
+    (frustum, frame.size_metric(clip_from_view, world_from_view))
+}
+
 /// A chunk a million units from the origin, with a camera near it: the
 /// plugin's count is the CPU reference's for the camera taken into the
 /// chunk's frame (`cull_core::LocalFrame`), within the borderline spheres.
@@ -268,13 +301,7 @@ fn a_chunk_far_from_the_origin_is_culled_in_its_frame() {
         ))
         .id();
     let eye = Transform::from_translation(CHUNK + Vec3::new(3.0, 6.0, 9.0)).looking_at(CHUNK, Vec3::Y);
-    stage(world, eye);
-    let camera = world
-        .query_filtered::<Entity, With<Camera3d>>()
-        .single(world)
-        .unwrap();
-    app.finish();
-    app.cleanup();
+    let camera = stage_and_ready(app, eye);
     let mut counts = Vec::new();
     for _ in 0..3000 {
         app.update();
@@ -286,16 +313,7 @@ fn a_chunk_far_from_the_origin_is_culled_in_its_frame() {
     }
     let count = *counts.last().unwrap();
     let world = app.world_mut();
-    let (cam, cam_transform) = world
-        .query::<(&Camera, &GlobalTransform)>()
-        .get(world, camera)
-        .unwrap();
-    let (clip_from_view, world_from_view) = (cam.clip_from_view(), cam_transform.to_matrix());
-    let chunk_transform = world.get::<GlobalTransform>(batch).unwrap().to_matrix();
-    let frame = cull_core::LocalFrame::new(chunk_transform).unwrap();
-    let frustum = frame
-        .frustum_from_view(clip_from_view, world_from_view, None)
-        .unwrap();
+    let (frustum, _) = views_in_batch_frame(world, camera, batch);
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(batch).unwrap();
     let instances = world.get::<GpuCulledInstances>(batch).unwrap();
@@ -334,13 +352,7 @@ fn levels_of_detail_are_sized_in_the_batch_frame() {
         ))
         .id();
     let eye = Transform::from_translation(CHUNK + Vec3::new(3.0, 6.0, 12.0)).looking_at(CHUNK, Vec3::Y);
-    stage(world, eye);
-    let camera = world
-        .query_filtered::<Entity, With<Camera3d>>()
-        .single(world)
-        .unwrap();
-    app.finish();
-    app.cleanup();
+    let camera = stage_and_ready(app, eye);
     let mut last = Vec::new();
     for _ in 0..3000 {
         app.update();
@@ -357,18 +369,8 @@ fn levels_of_detail_are_sized_in_the_batch_frame() {
         }
     }
     let world = app.world_mut();
-    let (cam, cam_transform) = world
-        .query::<(&Camera, &GlobalTransform)>()
-        .get(world, camera)
-        .unwrap();
-    let (clip_from_view, world_from_view) = (cam.clip_from_view(), cam_transform.to_matrix());
-    let frame = cull_core::LocalFrame::new(world.get::<GlobalTransform>(batch).unwrap().to_matrix()).unwrap();
-    let frustum = frame
-        .frustum_from_view(clip_from_view, world_from_view, None)
-        .unwrap();
-    let levels = frustum
-        .detail_levels(frame.size_metric(clip_from_view, world_from_view), &THRESHOLDS)
-        .unwrap();
+    let (frustum, metric) = views_in_batch_frame(world, camera, batch);
+    let levels = frustum.detail_levels(metric, &THRESHOLDS).unwrap();
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(batch).unwrap();
     let instances = world.get::<GpuCulledInstances>(batch).unwrap();
