@@ -27,8 +27,9 @@ use bevy::render::mesh::RenderMesh;
 use bevy::render::mesh::allocator::{MeshAllocator, MeshSlabs};
 use bevy::render::render_asset::RenderAssets;
 use bevy::render::render_phase::{
-    BinnedPhaseItem, BinnedRenderPhaseType, DrawFunctions, InputUniformIndex, PhaseItem, RenderCommand,
-    RenderCommandResult, SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases, ViewSortedRenderPhases,
+    BinnedPhaseItem, BinnedRenderPhaseType, DrawFunctionId, DrawFunctions, InputUniformIndex, PhaseItem,
+    RenderCommand, RenderCommandResult, SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases,
+    ViewSortedRenderPhases,
 };
 use bevy::render::render_resource::binding_types::{
     sampler, storage_buffer_read_only_sized, texture_2d, uniform_buffer_sized,
@@ -235,8 +236,16 @@ pub(crate) fn queue_batches(
     let Some(pipeline) = pipeline else {
         return;
     };
-    let draw = draw_functions.read().id::<DrawCulled>();
-    let draw_material = draw_functions.read().id::<DrawCulledMaterial>();
+    let mut specializer = MainPassSpecializer {
+        pipeline: &pipeline,
+        pipelines: &mut pipelines,
+        cache: &pipeline_cache,
+        material_pipeline: material_pipeline.as_deref_mut(),
+        materials: &render_materials,
+        material_instances: &material_instances,
+        draw: draw_functions.read().id::<DrawCulled>(),
+        draw_material: draw_functions.read().id::<DrawCulledMaterial>(),
+    };
     for (view_entity, view, _) in &views {
         let Some(phase) = phases.get_mut(&view.retained_view_entity) else {
             continue;
@@ -254,40 +263,10 @@ pub(crate) fn queue_batches(
             let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
                 continue;
             };
-            let mesh_bits = MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
             let windings = data.windings();
-            let mut specialize = |clockwise| match (&pipeline.shader, material_pipeline.as_deref_mut()) {
-                // The application's draw shader, with the plugin's bindings.
-                (Some(_), _) => {
-                    let key = CulledPipelineKey {
-                        mesh: *view_key | mesh_bits,
-                        shadow_receiver: data.shadow_receiver,
-                        cross_fade: data.cross_fades(),
-                        alpha_mask: data.material.alpha_mask(),
-                        clockwise,
-                    };
-                    Some(
-                        pipelines
-                            .specialize(&pipeline_cache, &pipeline, key, &mesh.layout)
-                            .map(|id| (id, draw)),
-                    )
-                }
-                // The batch's material (or the plugin's white one), as Bevy
-                // prepared it; until it is prepared the batch is not drawn,
-                // as Bevy's meshes wait for theirs.
-                (None, Some(material_pipeline)) => material_pipeline
-                    .specialize_for(
-                        &pipeline_cache,
-                        &render_materials,
-                        batch_material(&material_instances, main_entity),
-                        *view_key | mesh_bits,
-                        data.cross_fades(),
-                        clockwise,
-                        &mesh.layout,
-                    )
-                    .map(|specialized| specialized.map(|id| (id, draw_material))),
-                (None, None) => None,
-            };
+            let key = *view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
+            let mut specialize =
+                |clockwise| specializer.specialize(main_entity, data, key, &mesh.layout, clockwise);
             let Some(specialized) = specialize(windings.first_clockwise) else {
                 continue;
             };
@@ -330,6 +309,65 @@ pub(crate) fn queue_batches(
                 .or_default()
                 .push(*main_entity);
         }
+    }
+}
+
+/// What specializes a batch's main-pass pipeline: the application's draw
+/// shader with the plugin's bindings, or the batch's material as Bevy
+/// prepared it.
+struct MainPassSpecializer<'a> {
+    pipeline: &'a CulledPipeline,
+    pipelines: &'a mut SpecializedMeshPipelines<CulledPipeline>,
+    cache: &'a PipelineCache,
+    material_pipeline: Option<&'a mut CulledMaterialPipeline>,
+    materials: &'a ErasedRenderAssets<PreparedMaterial>,
+    material_instances: &'a RenderMaterialInstances,
+    draw: DrawFunctionId,
+    draw_material: DrawFunctionId,
+}
+
+impl MainPassSpecializer<'_> {
+    /// The pipeline and draw function of `data`'s main-pass draw for a
+    /// view and mesh of `key`, with the clockwise front face where
+    /// `clockwise`; `None` until Bevy has prepared the batch's material
+    /// (the batch is not drawn until then, as Bevy's meshes wait for
+    /// theirs).
+    fn specialize(
+        &mut self,
+        main_entity: &MainEntity,
+        data: &super::BatchData,
+        key: MeshPipelineKey,
+        layout: &MeshVertexBufferLayoutRef,
+        clockwise: bool,
+    ) -> Option<Result<(CachedRenderPipelineId, DrawFunctionId), SpecializedMeshPipelineError>> {
+        if self.pipeline.shader.is_some() {
+            let key = CulledPipelineKey {
+                mesh: key,
+                shadow_receiver: data.shadow_receiver,
+                cross_fade: data.cross_fades(),
+                alpha_mask: data.material.alpha_mask(),
+                clockwise,
+            };
+            let draw = self.draw;
+            return Some(
+                self.pipelines
+                    .specialize(self.cache, self.pipeline, key, layout)
+                    .map(|id| (id, draw)),
+            );
+        }
+        let draw = self.draw_material;
+        self.material_pipeline
+            .as_deref_mut()?
+            .specialize_for(
+                self.cache,
+                self.materials,
+                batch_material(self.material_instances, main_entity),
+                key,
+                data.cross_fades(),
+                clockwise,
+                layout,
+            )
+            .map(|specialized| specialized.map(|id| (id, draw)))
     }
 }
 

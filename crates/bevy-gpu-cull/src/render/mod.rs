@@ -77,9 +77,31 @@ pub(crate) struct BatchData {
     pub previous_world_from_local: Affine3A,
     /// The space the batch is culled in (views are taken into it).
     pub frame: LocalFrame,
+    /// Whether its transform places anything (`frame` is its own).
+    pub placed: bool,
 }
 
 impl BatchData {
+    /// Takes the entity's transform and inherited visibility: the frame is
+    /// rebuilt only when the transform changed, and last frame's transform
+    /// is kept for motion vectors, as Bevy keeps a mesh's. Writes only what
+    /// changed.
+    fn place(&mut self, world_from_local: Affine3A, inherited_visible: bool) {
+        if self.previous_world_from_local != self.world_from_local {
+            self.previous_world_from_local = self.world_from_local;
+        }
+        if self.world_from_local != world_from_local {
+            self.world_from_local = world_from_local;
+            let frame = batch_frame(world_from_local);
+            self.placed = frame.is_some();
+            self.frame = frame.unwrap_or_default();
+        }
+        let visible = inherited_visible && self.placed;
+        if self.visible != visible {
+            self.visible = visible;
+        }
+    }
+
     /// Whether its levels cross-fade (`GpuCullLod::with_cross_fade`).
     pub fn cross_fades(&self) -> bool {
         self.lod_cross_fade > 0.0 && !self.lod.is_empty()
@@ -343,8 +365,6 @@ fn extract_batches(
             batch.bypass_change_detection().mark_all();
         }
         let world_from_local = transform.affine();
-        let frame = batch_frame(world_from_local);
-        let visible = visibility.get() && frame.is_some();
         let cells = cells.copied();
         let layers = layers.cloned().unwrap_or_default();
         let (lod, lod_facing, lod_cross_fade) = lod_levels(lod);
@@ -353,6 +373,7 @@ fn extract_batches(
         live.insert(render_entity);
         let bounds = Sphere::new(bounds.center, bounds.radius);
         let Ok((_, mut data)) = batches.get_mut(render_entity) else {
+            let frame = batch_frame(world_from_local);
             let batch = batch.bypass_change_detection();
             batch.take_changes();
             commands.entity(render_entity).insert(BatchData {
@@ -368,24 +389,15 @@ fn extract_batches(
                 lod_facing,
                 lod_cross_fade,
                 cells,
-                visible,
+                visible: visibility.get() && frame.is_some(),
                 world_from_local,
                 previous_world_from_local: world_from_local,
+                placed: frame.is_some(),
                 frame: frame.unwrap_or_default(),
             });
             continue;
         };
-        if data.visible != visible {
-            data.visible = visible;
-        }
-        // Last frame's transform, for motion vectors, as Bevy keeps a mesh's.
-        if data.previous_world_from_local != data.world_from_local {
-            data.previous_world_from_local = data.world_from_local;
-        }
-        if data.world_from_local != world_from_local {
-            data.world_from_local = world_from_local;
-            data.frame = frame.unwrap_or_default();
-        }
+        data.place(world_from_local, visibility.get());
         if data.lod != lod {
             data.lod = lod;
         }

@@ -109,3 +109,32 @@ pub(crate) fn occlusion_camera(
         None => frame.occlusion_from_view(view.clip_from_view, view.world_from_view.to_matrix()),
     }
 }
+
+/// `frusta` with each view's levels of detail in its slots, in order, sized
+/// by `metric`, each reaching `cross_fade` above the finer level's threshold
+/// (`GpuCullLod::with_cross_fade`: an instance in a fade is in both lists);
+/// `frusta` itself without levels. `None` when the batch must
+/// draw nothing: levels without a camera to size them (rather than an
+/// earlier frame's lists), or levels the frustum refuses.
+pub(crate) fn level_frusta<'a>(
+    frusta: &'a [Frustum],
+    lod: &[f32],
+    cross_fade: f32,
+    metric: Option<SizeMetric>,
+) -> Option<std::borrow::Cow<'a, [Frustum]>> {
+    if lod.is_empty() {
+        return Some(std::borrow::Cow::Borrowed(frusta));
+    }
+    let metric = metric?;
+    match frusta
+        .iter()
+        .map(|f| f.detail_levels_overlapping(metric, lod, cross_fade))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(levels) => Some(std::borrow::Cow::Owned(levels.concat())),
+        Err(e) => {
+            error_once!("GPU culling: {e}; the batch is not drawn");
+            None
+        }
+    }
+}
