@@ -1,5 +1,7 @@
-// The Bevy plugin's depth-only draw, for shadow maps and the camera's
-// prepass: the same instance fetch and transform as instanced_material.wgsl
+// The Bevy plugin's depth-only draw of a batch drawn by an application's
+// draw shader, for shadow maps and the camera's prepasses (a batch drawn
+// with a material uses its material's prepass, instanced_material_prepass.wgsl):
+// the same instance fetch and transform as instanced_material.wgsl
 // (the main pass tests depth with GreaterEqual against what this writes, so
 // the two must compute identical positions), and the same pixels of a
 // cross-fade (Bevy's visibility-range dither). Group 0 is Bevy's prepass view

@@ -172,9 +172,6 @@ pub struct GpuCullStats {
     /// as of a frame or two ago. It returns to its earlier level when the
     /// batches and cameras that grew it are gone.
     pub gpu_buffer_bytes: u64,
-    /// Times the draw arguments of a (view, batch) were written: once per
-    /// new target or changed mesh, not per frame.
-    pub draw_args_writes: u64,
     /// For each (camera or first shadow view of a pass, batch) with
     /// [`crate::GpuCullCells`]: its cells, how many the pass's views keep
     /// (their frusta and levels' cut-off; an occlusion-culled camera's late
@@ -324,6 +321,10 @@ impl GpuCullPlugin {
     pub const SCAN_TIME: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/scan_passes_ms");
     /// GPU time of Hillis-Steele's compaction passes, milliseconds.
     pub const COMPACT_TIME: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/compact_pass_ms");
+    /// Draw arguments the CPU wrote to the GPU since the previous culled
+    /// frame: one per new (view, batch) target or changed mesh, none in a
+    /// frame that changes neither.
+    pub const DRAW_ARGS_WRITES: DiagnosticPath = DiagnosticPath::const_new("gpu_cull/draw_args_writes");
 }
 
 impl Plugin for GpuCullPlugin {
@@ -338,6 +339,7 @@ impl Plugin for GpuCullPlugin {
             .register_diagnostic(Diagnostic::new(Self::VOTE_TIME))
             .register_diagnostic(Diagnostic::new(Self::SCAN_TIME))
             .register_diagnostic(Diagnostic::new(Self::COMPACT_TIME))
+            .register_diagnostic(Diagnostic::new(Self::DRAW_ARGS_WRITES))
             .register_type::<crate::components::GpuCulledInstances>()
             .register_type::<crate::components::GpuCullBounds>()
             .register_type::<crate::components::GpuCullLod>()
@@ -378,6 +380,7 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
     let receiver = receiver.0.lock().expect("stats channel poisoned");
     let mut culled = false;
     let mut forgot = false;
+    let mut draw_args_writes = 0u32;
     while let Ok(message) = receiver.try_recv() {
         match message {
             StatMessage::Visible {
@@ -436,7 +439,7 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
             StatMessage::Drawn => stats.drawn_frames += 1,
             StatMessage::GpuBytes(bytes) => stats.gpu_buffer_bytes = bytes,
             StatMessage::OcclusionUnavailable(why) => stats.occlusion_unavailable = why,
-            StatMessage::DrawArgsWritten => stats.draw_args_writes += 1,
+            StatMessage::DrawArgsWritten => draw_args_writes += 1,
             StatMessage::Cells { view, batch, cells } => {
                 stats.cells.insert((view, batch), cells);
             }
@@ -450,6 +453,9 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
                 }
             }
         }
+    }
+    if culled || draw_args_writes > 0 {
+        diagnostics.add_measurement(&GpuCullPlugin::DRAW_ARGS_WRITES, || f64::from(draw_args_writes));
     }
     if culled || forgot {
         // With the last batch hidden or despawned nothing is culled, and

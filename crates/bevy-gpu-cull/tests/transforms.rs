@@ -7,6 +7,8 @@
 mod common;
 
 use bevy::camera::{ImageRenderTarget, RenderTarget};
+use bevy::core_pipeline::prepass::{DeferredPrepass, DepthPrepass};
+use bevy::material::OpaqueRendererMethod;
 use bevy::prelude::*;
 use bevy::render::gpu_readback::Readback;
 use bevy_gpu_cull::prelude::*;
@@ -431,13 +433,19 @@ fn mirror_batches() -> Vec<(Transform, Vec<CulledInstance>)> {
 }
 
 /// The mirror scene: the batches, or each of their instances as a Bevy
-/// mesh built where the instance lies in the world, wound outwards.
-fn mirror_scene(world: &mut World, batch: bool) {
+/// mesh built where the instance lies in the world, wound outwards; with
+/// a `deferred` camera and material, or forward.
+fn mirror_scene(world: &mut World, batch: bool, deferred: bool) {
     let material = world
         .resource_mut::<Assets<StandardMaterial>>()
         .add(StandardMaterial {
             base_color: Color::srgb(0.3, 0.7, 0.35),
             perceptual_roughness: 0.5,
+            opaque_render_method: if deferred {
+                OpaqueRendererMethod::Deferred
+            } else {
+                OpaqueRendererMethod::Forward
+            },
             ..default()
         });
     let shape = Tetrahedron::new(TETRAHEDRON[0], TETRAHEDRON[1], TETRAHEDRON[2], TETRAHEDRON[3]);
@@ -470,16 +478,24 @@ fn mirror_scene(world: &mut World, batch: bool) {
         world,
         Transform::from_xyz(0.0, 4.5, 5.0).looking_at(Vec3::new(0.0, 0.0, -3.5), Vec3::Y),
     );
+    if deferred {
+        let camera = world
+            .query_filtered::<Entity, With<Camera3d>>()
+            .single(world)
+            .unwrap();
+        world.entity_mut(camera).insert((DepthPrepass, DeferredPrepass));
+    }
 }
 
-fn draw_mirrors(batch: bool) -> Vec<u8> {
+fn draw_mirrors(batch: bool, deferred: bool) -> Vec<u8> {
     let mut frame_app = FrameApp::new();
-    mirror_scene(frame_app.app.world_mut(), batch);
+    mirror_scene(frame_app.app.world_mut(), batch, deferred);
     frame_app.app.finish();
     frame_app.app.cleanup();
     let png = format!(
-        "bevy-gpu-cull-mirrors-{}.png",
-        if batch { "batch" } else { "bevy" }
+        "bevy-gpu-cull-mirrors-{}{}.png",
+        if batch { "batch" } else { "bevy" },
+        if deferred { "-deferred" } else { "" }
     );
     frame_app.frame_when(WIDTH, HEIGHT, &png, |world| {
         !batch || world.resource::<GpuCullStats>().drawn_frames > 5
@@ -489,14 +505,26 @@ fn draw_mirrors(batch: bool) -> Vec<u8> {
 /// Mirror images, by a batch's transform, an instance's negative scale or
 /// both, are lit and back-face culled as outward-wound meshes of the same
 /// shapes: the batch draws the instances of each winding with its own
-/// front face.
+/// front face, in the main pass, the shadow map and (below) the deferred
+/// G-buffer.
 #[test]
 fn mirrored_batches_and_instances_draw_as_correctly_wound_meshes() {
+    assert_mirrors_match(false);
+}
+
+/// The same in a deferred camera's G-buffer, whose normals a wrongly wound
+/// draw turns inside out.
+#[test]
+fn mirrored_instances_enter_the_g_buffer_correctly_wound() {
+    assert_mirrors_match(true);
+}
+
+fn assert_mirrors_match(deferred: bool) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let batch = draw_mirrors(true);
-    let bevy = draw_mirrors(false);
+    let batch = draw_mirrors(true, deferred);
+    let bevy = draw_mirrors(false, deferred);
     let (max, mean) = frame_difference(&batch, &bevy, WIDTH);
-    println!("mirrors: frames differ by at most {max:.1}, {mean:.2} on average");
+    println!("mirrors (deferred: {deferred}): frames differ by at most {max:.1}, {mean:.2} on average");
     assert!(
         max <= MAX_BLOCK_DIFFERENCE,
         "the mirrored instances differ from outward-wound meshes by {max:.1} (see bevy-gpu-cull-mirrors-*.png in {})",

@@ -73,22 +73,6 @@ pub(crate) fn dithers(material: &PreparedMaterial, materials: &ErasedRenderAsset
     own.is_none() || pbr.is_some_and(|pbr| pbr == own)
 }
 
-/// Whether the camera's prepasses of a batch dither a cross-fade: where its
-/// main pass does, so that depth matches color (an application's draw
-/// shader, `draw_shader_set`, is given the dither; a material's own
-/// fragment shader is not).
-pub(crate) fn prepass_dithers(
-    draw_shader_set: bool,
-    materials: &ErasedRenderAssets<PreparedMaterial>,
-    instances: &RenderMaterialInstances,
-    main_entity: &MainEntity,
-) -> bool {
-    draw_shader_set
-        || materials
-            .get(batch_material(instances, main_entity))
-            .is_some_and(|material| dithers(material, materials))
-}
-
 /// Binds the batch's material at group `I`: Bevy's `SetMaterialBindGroup`,
 /// with [`DEFAULT_MATERIAL`] for a batch that has none.
 pub(crate) struct SetBatchMaterialBindGroup<const I: usize>;
@@ -206,7 +190,6 @@ impl CulledMaterialPipeline {
     /// the material (the batch is not drawn until then, as Bevy's meshes
     /// wait for theirs). `clockwise`: the front face is clockwise, for
     /// the instances that wind backwards ([`super::BatchData::windings`]).
-    #[allow(clippy::too_many_arguments)]
     pub fn specialize_for(
         &mut self,
         cache: &PipelineCache,

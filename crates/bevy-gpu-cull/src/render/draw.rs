@@ -7,6 +7,7 @@
 
 use super::cull::{CurrentDrawPhase, DrawPhase};
 use super::custom_material::{CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material};
+use super::material_prepass::renders_deferred;
 use super::prepare::{ViewTarget, ViewTargets};
 use crate::plugin::{StatMessage, StatSender};
 use bevy::core_pipeline::core_3d::{
@@ -42,6 +43,7 @@ use bevy::render::render_resource::{
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
 use bevy::shader::{Shader, ShaderRef};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bevy's mesh pipeline with an application's draw shader
@@ -201,10 +203,10 @@ pub(crate) fn queue_batches(
     (mut transparent_phases, mut transmissive_phases, mut twins): (
         ResMut<ViewSortedRenderPhases<Transparent3d>>,
         ResMut<ViewSortedRenderPhases<Transmissive3d>>,
-        ResMut<TwinPipelines>,
+        ResMut<TwinPipelines<Opaque3d>>,
     ),
 ) {
-    twins.0.clear();
+    twins.clear();
     // Take out last frame's items; the live ones go back in below.
     for (view, entities) in queued.0.drain() {
         remove_from_phase(&mut phases, &view, entities);
@@ -212,13 +214,7 @@ pub(crate) fn queue_batches(
     // A material on the batch entity makes Bevy queue the mesh itself, at
     // the entity's transform: the plugin draws the batch with that material
     // instead, so Bevy's own item goes.
-    for (_, view, deferred) in &views {
-        if deferred {
-            warn_once!(
-                "bevy-gpu-cull: deferred rendering is not supported; culled batches are drawn in the \
-                 forward passes only (docs/bevy-plugin.md)"
-            );
-        }
+    for (_, view, _) in &views {
         let rve = view.retained_view_entity;
         let mains = || batches.iter().map(|(_, main, _)| *main);
         remove_from_phase(&mut phases, &rve, mains());
@@ -246,7 +242,7 @@ pub(crate) fn queue_batches(
         draw: draw_functions.read().id::<DrawCulled>(),
         draw_material: draw_functions.read().id::<DrawCulledMaterial>(),
     };
-    for (view_entity, view, _) in &views {
+    for (view_entity, view, deferred) in &views {
         let Some(phase) = phases.get_mut(&view.retained_view_entity) else {
             continue;
         };
@@ -254,7 +250,9 @@ pub(crate) fn queue_batches(
             continue;
         };
         for (entity, main_entity, data) in &batches {
-            if !targets.map.contains_key(&(view_entity, entity)) {
+            if !targets.map.contains_key(&(view_entity, entity))
+                || (deferred && specializer.left_to_deferred_lighting(main_entity))
+            {
                 continue;
             }
             let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_entity) else {
@@ -282,7 +280,7 @@ pub(crate) fn queue_batches(
             if windings.both {
                 match specialize(true) {
                     Some(Ok((twin, _))) => {
-                        twins.0.insert((view_entity, entity), twin);
+                        twins.insert(view_entity, entity, twin);
                     }
                     Some(Err(e)) => error!("GPU culling: {e}"),
                     None => {}
@@ -327,6 +325,18 @@ struct MainPassSpecializer<'a> {
 }
 
 impl MainPassSpecializer<'_> {
+    /// Whether a camera with Bevy's deferred rendering leaves the batch to
+    /// its deferred lighting: the batch's material renders deferred, so its
+    /// prepass wrote it into the G-buffer (an application's draw shader
+    /// draws forward).
+    fn left_to_deferred_lighting(&self, main_entity: &MainEntity) -> bool {
+        self.pipeline.shader.is_none()
+            && self
+                .materials
+                .get(batch_material(self.material_instances, main_entity))
+                .is_some_and(renders_deferred)
+    }
+
     /// The pipeline and draw function of `data`'s main-pass draw for a
     /// view and mesh of `key`, with the clockwise front face where
     /// `clockwise`; `None` until Bevy has prepared the batch's material
@@ -493,20 +503,44 @@ fn draw_lists<'w>(
     RenderCommandResult::Success
 }
 
-/// The main pass's second pipeline of each (view, batch) whose instances
-/// wind both ways ([`super::BatchData::windings`]): the clockwise front
-/// face. Rebuilt each frame by [`queue_batches`].
-#[derive(Resource, Default)]
-pub(crate) struct TwinPipelines(HashMap<(Entity, Entity), CachedRenderPipelineId>);
+/// The second pipeline of each (view, batch) whose instances wind both
+/// ways ([`super::BatchData::windings`]) in phase `P`: the clockwise front
+/// face. Rebuilt each frame by the phase's queue system.
+#[derive(Resource)]
+pub(crate) struct TwinPipelines<P> {
+    pipelines: HashMap<(Entity, Entity), CachedRenderPipelineId>,
+    phase: PhantomData<fn() -> P>,
+}
 
-/// The main pass's second draw of a batch whose instances wind both ways:
+impl<P> Default for TwinPipelines<P> {
+    fn default() -> Self {
+        Self {
+            pipelines: HashMap::default(),
+            phase: PhantomData,
+        }
+    }
+}
+
+impl<P> TwinPipelines<P> {
+    /// Forgets last frame's pipelines.
+    pub fn clear(&mut self) {
+        self.pipelines.clear();
+    }
+
+    /// Draws `batch`'s instances that wind backwards in `view` with `twin`.
+    pub fn insert(&mut self, view: Entity, batch: Entity, twin: CachedRenderPipelineId) {
+        self.pipelines.insert((view, batch), twin);
+    }
+}
+
+/// The second draw of a batch whose instances wind both ways:
 /// the same lists with the clockwise front face (the vertex stage keeps the
 /// instances that wind backwards, which the first draw dropped).
 pub(crate) struct DrawCulledTwin;
 
 impl<P: PhaseItem> RenderCommand<P> for DrawCulledTwin {
     type Param = (
-        SRes<TwinPipelines>,
+        SRes<TwinPipelines<P>>,
         SRes<PipelineCache>,
         SRes<ViewTargets>,
         SRes<RenderAssets<RenderMesh>>,
@@ -523,7 +557,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledTwin {
         (twins, cache, targets, meshes, allocator, phase): SystemParamItem<'w, '_, Self::Param>,
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
-        let Some(&twin) = twins.into_inner().0.get(&(view, item.entity())) else {
+        let Some(&twin) = twins.into_inner().pipelines.get(&(view, item.entity())) else {
             return RenderCommandResult::Success;
         };
         let (cache, targets) = (cache.into_inner(), targets.into_inner());

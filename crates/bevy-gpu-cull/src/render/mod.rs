@@ -5,7 +5,9 @@ mod cull;
 mod custom_material;
 mod draw;
 mod material;
+mod material_prepass;
 mod prepare;
+mod queue_prepass;
 mod shadow;
 mod views;
 
@@ -16,6 +18,7 @@ use crate::plugin::{GpuCullSettings, GpuCullSystems, StatSender};
 use bevy::asset::embedded_asset;
 use bevy::camera::visibility::RenderLayers;
 use bevy::core_pipeline::core_3d::Opaque3d;
+use bevy::core_pipeline::deferred::AlphaMask3dDeferred;
 use bevy::core_pipeline::mip_generation::experimental::depth::early_downsample_depth;
 use bevy::core_pipeline::prepass::Opaque3dPrepass;
 use bevy::core_pipeline::prepass::node::{early_prepass, late_prepass};
@@ -157,6 +160,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     load_shader_library!(app, "shaders/gpu_cull_forward_io.wgsl");
     embedded_asset!(app, "shaders/instanced_prepass.wgsl");
     embedded_asset!(app, "shaders/instanced_material.wgsl");
+    embedded_asset!(app, "shaders/instanced_material_prepass.wgsl");
     // cull-core's kernels, compiled by Bevy's PipelineCache.
     let cull_shaders = prepare::CullShaders::add_to(app);
     let Some(render_app) = app.get_sub_app_mut(RenderApp) else {
@@ -169,7 +173,10 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .init_resource::<prepare::RenderFrame>()
         .init_resource::<draw::QueuedBatches>()
         .init_resource::<draw::DrawnThisFrame>()
-        .init_resource::<draw::TwinPipelines>()
+        .init_resource::<draw::TwinPipelines<Opaque3d>>()
+        .init_resource::<draw::TwinPipelines<Shadow>>()
+        .init_resource::<draw::TwinPipelines<Opaque3dPrepass>>()
+        .init_resource::<draw::TwinPipelines<AlphaMask3dDeferred>>()
         .init_resource::<cull::CulledThisFrame>()
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<cull::CurrentDrawPhase>()
@@ -179,11 +186,13 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .init_gpu_resource::<cull::Pyramids>()
         .init_gpu_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
         .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
-        .init_resource::<shadow::QueuedPrepassBatches>()
+        .init_resource::<queue_prepass::QueuedPrepassBatches>()
         .add_render_command::<Opaque3d, draw::DrawCulled>()
-        .add_render_command::<Opaque3d, draw::DrawCulledMaterial>()
-        .add_render_command::<Shadow, shadow::DrawCulledPrepass>()
-        .add_render_command::<Opaque3dPrepass, shadow::DrawCulledPrepass>()
+        .add_render_command::<Opaque3d, draw::DrawCulledMaterial>();
+    queue_prepass::add_render_commands::<Shadow>(render_app);
+    queue_prepass::add_render_commands::<Opaque3dPrepass>(render_app);
+    queue_prepass::add_render_commands::<AlphaMask3dDeferred>(render_app);
+    render_app
         .add_systems(
             RenderStartup,
             (
@@ -191,6 +200,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     draw::init_pipeline.after(MeshPipelineSystems),
                     (
                         shadow::init_prepass_pipeline.after(init_prepass_pipeline),
+                        material_prepass::init_pipeline.after(init_prepass_pipeline),
                         custom_material::init_pipeline,
                     ),
                 )
@@ -220,7 +230,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                 draw::queue_batches
                     .in_set(RenderSystems::QueueMeshes)
                     .after(queue_material_meshes),
-                shadow::queue_prepass_batches
+                queue_prepass::queue_prepass_batches
                     .in_set(RenderSystems::QueueMeshes)
                     .after(queue_shadows)
                     .after(queue_prepass_material_meshes),

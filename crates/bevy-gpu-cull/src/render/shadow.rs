@@ -1,40 +1,23 @@
-//! Shadows and the camera's prepasses: every light view (a directional
-//! light's cascades, a point light's six faces, a spot light) and every
-//! camera with a depth, normal or motion-vector prepass draws the batches
-//! with a depth-only pipeline, each light view culled on the GPU against its
-//! own frustum.
+//! The depth-only draw of a batch drawn by an application's draw shader
+//! (`GpuCullPlugin::draw_shader`), in shadow maps and a camera's
+//! depth, normal and motion-vector prepasses: the same instance fetch and
+//! transform as the main pass, the plugin's own alpha mask and cross-fade
+//! dither. Batches drawn with a material use the material's own prepass
+//! pipeline instead ([`super::material_prepass`]).
 
-use super::custom_material::prepass_dithers;
-use super::draw::{CulledPipeline, DrawCulledInstances, remove_from_phase};
-use super::prepare::{GpuBatch, ViewTargets};
+use super::draw::{CulledPipeline, DrawCulledInstances};
 use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::CORE_3D_DEPTH_FORMAT;
-use bevy::core_pipeline::prepass::{
-    AlphaMask3dPrepass, Opaque3dPrepass, OpaqueNoLightmap3dBatchSetKey, OpaqueNoLightmap3dBinKey,
-    prepass_target_descriptors,
-};
+use bevy::core_pipeline::prepass::prepass_target_descriptors;
 use bevy::mesh::{Mesh, MeshVertexBufferLayoutRef};
-use bevy::pbr::{
-    LightKeyCache, MeshPipelineKey, PreparedMaterial, PrepassPipeline, RenderMeshInstances,
-    SetPrepassViewBindGroup, SetPrepassViewEmptyBindGroup, Shadow, ShadowBatchSetKey, ShadowBinKey,
-    ViewKeyPrepassCache,
-};
-use bevy::platform::collections::HashMap;
+use bevy::pbr::{MeshPipelineKey, PrepassPipeline, SetPrepassViewBindGroup, SetPrepassViewEmptyBindGroup};
 use bevy::prelude::*;
-use bevy::render::erased_render_asset::ErasedRenderAssets;
-use bevy::render::mesh::RenderMesh;
-use bevy::render::mesh::allocator::MeshSlabs;
-use bevy::render::render_asset::RenderAssets;
-use bevy::render::render_phase::{
-    BinnedRenderPhaseType, DrawFunctions, InputUniformIndex, SetItemPipeline, ViewBinnedRenderPhases,
-};
+use bevy::render::render_phase::SetItemPipeline;
 use bevy::render::render_resource::{
     BindGroupLayoutDescriptor, CompareFunction, DepthStencilState, FragmentState, MultisampleState,
-    PipelineCache, PrimitiveState, RenderPipelineDescriptor, SpecializedMeshPipeline,
-    SpecializedMeshPipelineError, SpecializedMeshPipelines, VertexState,
+    PrimitiveState, RenderPipelineDescriptor, SpecializedMeshPipeline, SpecializedMeshPipelineError,
+    VertexState,
 };
-use bevy::render::sync_world::MainEntity;
-use bevy::render::view::{ExtractedView, RetainedViewEntity};
 use bevy::shader::{Shader, ShaderDefVal};
 
 /// The depth-only draw: Bevy's prepass view bindings (group 0), an empty
@@ -177,144 +160,10 @@ impl SpecializedMeshPipeline for CulledPrepassPipeline {
     }
 }
 
+/// The depth-only draw of a batch drawn by the application's draw shader.
 pub(crate) type DrawCulledPrepass = (
     SetItemPipeline,
     SetPrepassViewBindGroup<0>,
     SetPrepassViewEmptyBindGroup<1>,
     DrawCulledInstances,
 );
-
-/// The batches this plugin put into each view's `Shadow` and
-/// `Opaque3dPrepass` phases last frame (binned phases are retained).
-#[derive(Resource, Default)]
-pub(crate) struct QueuedPrepassBatches {
-    shadow: HashMap<RetainedViewEntity, Vec<MainEntity>>,
-    prepass: HashMap<RetainedViewEntity, Vec<MainEntity>>,
-}
-
-/// Puts each (light view, batch) with a cull target into the light view's
-/// `Shadow` phase, and each (camera with a prepass, batch) into its
-/// `Opaque3dPrepass` phase, as non-mesh items.
-pub(crate) fn queue_prepass_batches(
-    shadow_draw_functions: Res<DrawFunctions<Shadow>>,
-    prepass_draw_functions: Res<DrawFunctions<Opaque3dPrepass>>,
-    pipeline: Option<Res<CulledPrepassPipeline>>,
-    mut pipelines: ResMut<SpecializedMeshPipelines<CulledPrepassPipeline>>,
-    pipeline_cache: Res<PipelineCache>,
-    meshes: Res<RenderAssets<RenderMesh>>,
-    mesh_instances: Res<RenderMeshInstances>,
-    light_keys: Res<LightKeyCache>,
-    prepass_keys: Res<ViewKeyPrepassCache>,
-    targets: Res<ViewTargets>,
-    batches: Query<(Entity, &MainEntity, &super::BatchData), With<GpuBatch>>,
-    mut shadow_phases: ResMut<ViewBinnedRenderPhases<Shadow>>,
-    mut prepass_phases: ResMut<ViewBinnedRenderPhases<Opaque3dPrepass>>,
-    mut queued: ResMut<QueuedPrepassBatches>,
-    views: Query<(Entity, &ExtractedView)>,
-    (mut alpha_mask_prepass_phases, material_instances, render_materials, draw_pipeline): (
-        ResMut<ViewBinnedRenderPhases<AlphaMask3dPrepass>>,
-        Res<bevy::pbr::RenderMaterialInstances>,
-        Res<ErasedRenderAssets<PreparedMaterial>>,
-        Option<Res<CulledPipeline>>,
-    ),
-) {
-    for (view, entities) in queued.shadow.drain() {
-        remove_from_phase(&mut shadow_phases, &view, entities);
-    }
-    for (view, entities) in queued.prepass.drain() {
-        remove_from_phase(&mut prepass_phases, &view, entities);
-    }
-    // Bevy's own items for a batch entity with a material (its mesh at the
-    // entity's transform) go: the plugin draws the batch.
-    for (_, view) in &views {
-        let rve = view.retained_view_entity;
-        let mains = || batches.iter().map(|(_, main, _)| *main);
-        remove_from_phase(&mut shadow_phases, &rve, mains());
-        remove_from_phase(&mut prepass_phases, &rve, mains());
-        // An alpha-masked material puts Bevy's prepass item there instead.
-        remove_from_phase(&mut alpha_mask_prepass_phases, &rve, mains());
-    }
-    let Some(pipeline) = pipeline else {
-        return;
-    };
-    let draw_shader_set = draw_pipeline.as_ref().is_some_and(|p| p.shader.is_some());
-    let shadow_draw = shadow_draw_functions.read().id::<DrawCulledPrepass>();
-    let prepass_draw = prepass_draw_functions.read().id::<DrawCulledPrepass>();
-    for (view_entity, view) in &views {
-        let rve = view.retained_view_entity;
-        // A view is a light's (its shadow phase) or a camera with a prepass.
-        let (view_key, shadow) = if let Some(key) = light_keys.get(&rve) {
-            (*key, true)
-        } else if let Some(key) = prepass_keys.get(&rve) {
-            (*key, false)
-        } else {
-            continue;
-        };
-        if (shadow && !shadow_phases.contains_key(&rve)) || (!shadow && !prepass_phases.contains_key(&rve)) {
-            continue;
-        }
-        for (entity, main_entity, data) in &batches {
-            if !targets.map.contains_key(&(view_entity, entity)) {
-                continue;
-            }
-            let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_entity) else {
-                continue;
-            };
-            let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
-                continue;
-            };
-            let key = CulledPrepassKey {
-                mesh: view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits()),
-                alpha_mask: data.material.alpha_mask(),
-                // Shadow views draw both levels of a cross-fade in full.
-                cross_fade: !shadow
-                    && data.cross_fades()
-                    && prepass_dithers(
-                        draw_shader_set,
-                        &render_materials,
-                        &material_instances,
-                        main_entity,
-                    ),
-            };
-            let id = match pipelines.specialize(&pipeline_cache, &pipeline, key, &mesh.layout) {
-                Ok(id) => id,
-                Err(e) => {
-                    error!("GPU culling: {e}");
-                    continue;
-                }
-            };
-            let asset_id = mesh_instance.mesh_asset_id().untyped();
-            if shadow {
-                let phase = shadow_phases.get_mut(&rve).expect("checked above");
-                phase.add(
-                    ShadowBatchSetKey {
-                        pipeline: id,
-                        draw_function: shadow_draw,
-                        material_bind_group_index: None,
-                        slabs: MeshSlabs::default(),
-                    },
-                    ShadowBinKey { asset_id },
-                    (entity, *main_entity),
-                    InputUniformIndex::default(),
-                    BinnedRenderPhaseType::NonMesh,
-                );
-                queued.shadow.entry(rve).or_default().push(*main_entity);
-            } else {
-                let phase = prepass_phases.get_mut(&rve).expect("checked above");
-                phase.add(
-                    OpaqueNoLightmap3dBatchSetKey {
-                        pipeline: id,
-                        draw_function: prepass_draw,
-                        material_bind_group_index: None,
-                        slabs: MeshSlabs::default(),
-                    },
-                    OpaqueNoLightmap3dBinKey { asset_id },
-                    (entity, *main_entity),
-                    InputUniformIndex::default(),
-                    BinnedRenderPhaseType::NonMesh,
-                );
-                queued.prepass.entry(rve).or_default().push(*main_entity);
-            }
-        }
-    }
-}

@@ -1,0 +1,1 @@
+../../../../../shaders/instanced_material_prepass.wgsl
