@@ -1,7 +1,7 @@
 //! The cull pass, run for each view in `Core3d` before the main pass, and the
 //! asynchronous readback of the visible counts.
 
-use super::BatchData;
+use super::extract::BatchData;
 use super::prepare::{
     BatchCells, GpuBatch, GroupOcclusion, OcclusionQueryData, RenderCuller, RenderFrame, ViewTargets,
     camera_groups, occlusion_culled, occlusion_jitter, point_light_faces,

@@ -13,7 +13,7 @@
 use bevy::asset::{UntypedAssetId, load_embedded_asset, uuid_handle};
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::material::key::ErasedMaterialPipelineKey;
-use bevy::material::{MaterialProperties, key::ErasedMeshPipelineKey};
+use bevy::material::{MaterialProperties, OpaqueRendererMethod, RenderPhaseType, key::ErasedMeshPipelineKey};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
     MATERIAL_BIND_GROUP_INDEX, MaterialBindGroupAllocators, MaterialFragmentShader, MaterialPipeline,
@@ -73,6 +73,18 @@ pub(crate) fn dithers(material: &PreparedMaterial, materials: &ErasedRenderAsset
     own.is_none() || pbr.is_some_and(|pbr| pbr == own)
 }
 
+/// Whether a camera with Bevy's deferred rendering draws `material` into
+/// its G-buffer, as it does a mesh with that material: a deferred material
+/// of an opaque or alpha-mask phase (Bevy draws a blended or transmissive
+/// one forward).
+pub(crate) fn renders_deferred(material: &PreparedMaterial) -> bool {
+    material.properties.render_method == OpaqueRendererMethod::Deferred
+        && matches!(
+            material.properties.render_phase_type,
+            RenderPhaseType::Opaque | RenderPhaseType::AlphaMask
+        )
+}
+
 /// Binds the batch's material at group `I`: Bevy's `SetMaterialBindGroup`,
 /// with [`DEFAULT_MATERIAL`] for a batch that has none.
 pub(crate) struct SetBatchMaterialBindGroup<const I: usize>;
@@ -122,13 +134,13 @@ pub(crate) struct CulledMaterialPipeline {
 pub(crate) fn init_pipeline(
     mut commands: Commands,
     mesh_pipeline: Res<MeshPipeline>,
-    culled: Res<super::draw::CulledPipeline>,
+    bindings: Res<super::bindings::InstanceBindings>,
     asset_server: Res<AssetServer>,
 ) {
     commands.insert_resource(CulledMaterialPipeline {
         mesh_pipeline: mesh_pipeline.clone(),
         vertex_shader: load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_material.wgsl"),
-        instance_layout: culled.instance_layout.clone(),
+        instance_layout: bindings.layout.clone(),
         queued: HashMap::default(),
     });
 }
@@ -189,7 +201,7 @@ impl CulledMaterialPipeline {
     /// material's fragment shader dithers; `None` until Bevy has prepared
     /// the material (the batch is not drawn until then, as Bevy's meshes
     /// wait for theirs). `clockwise`: the front face is clockwise, for
-    /// the instances that wind backwards ([`super::BatchData::windings`]).
+    /// the instances that wind backwards ([`super::extract::BatchData::windings`]).
     pub fn specialize_for(
         &mut self,
         cache: &PipelineCache,

@@ -5,9 +5,11 @@
 //! ([`crate::GpuCullPlugin::draw_shader`]) replaces the material's shaders
 //! with the plugin's bindings instead.
 
+use super::bindings::InstanceBindings;
 use super::cull::{CurrentDrawPhase, DrawPhase};
-use super::custom_material::{CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material};
-use super::material_prepass::renders_deferred;
+use super::custom_material::{
+    CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
+};
 use super::prepare::{ViewTarget, ViewTargets};
 use crate::plugin::{StatMessage, StatSender};
 use bevy::core_pipeline::core_3d::{
@@ -32,13 +34,9 @@ use bevy::render::render_phase::{
     RenderCommand, RenderCommandResult, SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases,
     ViewSortedRenderPhases,
 };
-use bevy::render::render_resource::binding_types::{
-    sampler, storage_buffer_read_only_sized, texture_2d, uniform_buffer_sized,
-};
 use bevy::render::render_resource::{
-    BindGroupLayoutDescriptor, BindGroupLayoutEntries, CachedRenderPipelineId, PipelineCache,
-    RenderPipelineDescriptor, SamplerBindingType, ShaderStages, SpecializedMeshPipeline,
-    SpecializedMeshPipelineError, SpecializedMeshPipelines, TextureSampleType,
+    BindGroupLayoutDescriptor, CachedRenderPipelineId, PipelineCache, RenderPipelineDescriptor,
+    SpecializedMeshPipeline, SpecializedMeshPipelineError, SpecializedMeshPipelines,
 };
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
@@ -47,16 +45,15 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bevy's mesh pipeline with an application's draw shader
-/// ([`crate::GpuCullPlugin::draw_shader`]), and the batch's bind group
-/// layout every draw of the plugin uses.
+/// ([`crate::GpuCullPlugin::draw_shader`]).
 #[derive(Resource)]
 pub(crate) struct CulledPipeline {
     mesh_pipeline: MeshPipeline,
     /// The application's draw shader; `None` draws every batch with its
     /// material's shaders.
     pub shader: Option<Handle<Shader>>,
-    /// Group 2: the batch's draw records and the view's survivor indices.
-    pub instance_layout: BindGroupLayoutDescriptor,
+    /// Group 2: the batch's bindings.
+    instance_layout: BindGroupLayoutDescriptor,
 }
 
 /// The draw shader the plugin was configured with.
@@ -68,33 +65,8 @@ pub(crate) fn init_pipeline(
     mesh_pipeline: Res<MeshPipeline>,
     asset_server: Res<AssetServer>,
     draw_shader: Res<DrawShaderRef>,
+    bindings: Res<InstanceBindings>,
 ) {
-    // Binding 0: Bevy's `mesh` array, one entry for the batch (its flags
-    // and material slot, for a `Material`'s fragment shader). From 10: the
-    // batch's draw records and the view's survivors (vertex), its material
-    // uniform, base color texture, sampler, normal map, and
-    // metallic-roughness, emissive and occlusion textures (fragment), and
-    // the drawn level's `GpuCullLevel` (whether it faces the camera).
-    let texture = || texture_2d(TextureSampleType::Float { filterable: true });
-    let instance_layout = BindGroupLayoutDescriptor::new(
-        "gpu_cull_instances",
-        &BindGroupLayoutEntries::with_indices(
-            ShaderStages::VERTEX_FRAGMENT,
-            (
-                (0, storage_buffer_read_only_sized(false, None)),
-                (10, storage_buffer_read_only_sized(false, None)),
-                (11, storage_buffer_read_only_sized(false, None)),
-                (12, uniform_buffer_sized(false, None)),
-                (13, texture()),
-                (14, sampler(SamplerBindingType::Filtering)),
-                (15, texture()),
-                (16, texture()),
-                (17, texture()),
-                (18, texture()),
-                (19, uniform_buffer_sized(false, None)),
-            ),
-        ),
-    );
     commands.insert_resource(CulledPipeline {
         mesh_pipeline: mesh_pipeline.clone(),
         shader: match &draw_shader.0 {
@@ -102,7 +74,7 @@ pub(crate) fn init_pipeline(
             ShaderRef::Handle(handle) => Some(handle.clone()),
             ShaderRef::Path(path) => Some(asset_server.load(path.clone())),
         },
-        instance_layout,
+        instance_layout: bindings.layout.clone(),
     });
 }
 
@@ -120,7 +92,7 @@ pub(crate) struct CulledPipelineKey {
     /// hidden fragment of an opaque batch would be shaded.
     pub alpha_mask: bool,
     /// The front face is clockwise: the draw of the instances that wind
-    /// backwards ([`super::BatchData::windings`]).
+    /// backwards ([`super::extract::BatchData::windings`]).
     pub clockwise: bool,
 }
 
@@ -190,7 +162,7 @@ pub(crate) fn queue_batches(
     mesh_instances: Res<RenderMeshInstances>,
     view_keys: Res<ViewKeyCache>,
     targets: Res<ViewTargets>,
-    batches: Query<(Entity, &MainEntity, &super::BatchData), With<super::prepare::GpuBatch>>,
+    batches: Query<(Entity, &MainEntity, &super::extract::BatchData), With<super::prepare::GpuBatch>>,
     mut phases: ResMut<ViewBinnedRenderPhases<Opaque3d>>,
     mut alpha_mask_phases: ResMut<ViewBinnedRenderPhases<AlphaMask3d>>,
     mut queued: ResMut<QueuedBatches>,
@@ -345,7 +317,7 @@ impl MainPassSpecializer<'_> {
     fn specialize(
         &mut self,
         main_entity: &MainEntity,
-        data: &super::BatchData,
+        data: &super::extract::BatchData,
         key: MeshPipelineKey,
         layout: &MeshVertexBufferLayoutRef,
         clockwise: bool,
@@ -504,7 +476,7 @@ fn draw_lists<'w>(
 }
 
 /// The second pipeline of each (view, batch) whose instances wind both
-/// ways ([`super::BatchData::windings`]) in phase `P`: the clockwise front
+/// ways ([`super::extract::BatchData::windings`]) in phase `P`: the clockwise front
 /// face. Rebuilt each frame by the phase's queue system.
 #[derive(Resource)]
 pub(crate) struct TwinPipelines<P> {

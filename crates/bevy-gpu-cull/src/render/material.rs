@@ -1,14 +1,10 @@
-//! The batch's `StandardMaterial`, as the draw uses it: base color (times
-//! each instance's color, a tint), base color texture, metallic and
-//! roughness (and their texture), emissive (and its texture), occlusion
-//! texture, unlit, alpha mask and normal map, in a small uniform of the
-//! batch's own next to its instances (group 2), so the draw needs none of
-//! Bevy's per-mesh material machinery.
+//! The batch's uniforms next to its instances (group 2): its entry in
+//! Bevy's `mesh` array (transforms, flags, material slot), the plugin's
+//! material uniform ([`super::standard`]) and each level's `GpuCullLevel`.
 
-use super::BatchData;
-use bevy::asset::AssetId;
+use super::extract::BatchData;
+use super::standard::MaterialUniform;
 use bevy::math::{Affine3, Affine3A};
-use bevy::pbr::StandardMaterial;
 use bevy::pbr::{
     MaterialBindGroupSlot, MeshFlags, MeshTransforms, MeshUniform, PreparedMaterial, RenderMaterialInstances,
 };
@@ -18,130 +14,6 @@ use bevy::render::render_resource::encase::StorageBuffer;
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
 use bytemuck::{Pod, Zeroable};
-
-/// `MaterialUniform::flags`: light nothing, show the color as it is.
-pub(crate) const UNLIT: u32 = 1;
-/// `MaterialUniform::flags`: multiply by the base color texture.
-pub(crate) const TEXTURED: u32 = 2;
-/// `MaterialUniform::flags`: discard fragments whose alpha is below
-/// `alpha_cutoff` (`AlphaMode::Mask`), in the main pass, shadows and prepasses.
-pub(crate) const ALPHA_MASK: u32 = 4;
-/// `MaterialUniform::flags`: perturb the normal by the normal map (meshes
-/// with UVs and tangents).
-pub(crate) const NORMAL_MAPPED: u32 = 8;
-/// `MaterialUniform::flags`: the normal map's green channel points down.
-pub(crate) const FLIP_NORMAL_Y: u32 = 16;
-/// `MaterialUniform::flags`: metallic (blue) and roughness (green) scaled
-/// by the metallic-roughness texture.
-pub(crate) const METALLIC_ROUGHNESS_TEXTURED: u32 = 32;
-/// `MaterialUniform::flags`: emissive scaled by the emissive texture.
-pub(crate) const EMISSIVE_TEXTURED: u32 = 64;
-/// `MaterialUniform::flags`: ambient occlusion from the occlusion texture.
-pub(crate) const OCCLUSION_TEXTURED: u32 = 128;
-
-/// `GpuCullMaterial` in `shaders/gpu_cull_instance.wgsl`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
-pub(crate) struct MaterialUniform {
-    pub base_color: [f32; 4],
-    pub emissive: [f32; 4],
-    pub metallic: f32,
-    pub perceptual_roughness: f32,
-    pub flags: u32,
-    pub alpha_cutoff: f32,
-}
-
-/// What the draw takes of a batch's material.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct BatchMaterial {
-    pub uniform: MaterialUniform,
-    /// Base color, normal map, metallic-roughness, emissive and occlusion
-    /// textures, in the draw's binding order ([`TEXTURES`]).
-    pub textures: [Option<AssetId<Image>>; TEXTURES],
-}
-
-/// Textures of a batch's material the draw binds.
-pub(crate) const TEXTURES: usize = 5;
-
-impl Default for BatchMaterial {
-    /// No material: what Bevy's `pbr_input_new()` shades with (white,
-    /// dielectric, roughness 0.5), so instances show their own color.
-    fn default() -> Self {
-        Self {
-            uniform: MaterialUniform {
-                base_color: [1.0; 4],
-                emissive: [0.0; 4],
-                metallic: 0.0,
-                perceptual_roughness: 0.5,
-                flags: 0,
-                alpha_cutoff: 0.5,
-            },
-            textures: [None; TEXTURES],
-        }
-    }
-}
-
-impl BatchMaterial {
-    /// Whether fragments may be discarded (the depth-only draw then needs
-    /// the texture and a fragment stage).
-    pub fn alpha_mask(&self) -> bool {
-        self.uniform.flags & ALPHA_MASK != 0
-    }
-
-    pub fn from_standard(m: &StandardMaterial) -> Self {
-        let textures = [
-            &m.base_color_texture,
-            &m.normal_map_texture,
-            &m.metallic_roughness_texture,
-            &m.emissive_texture,
-            &m.occlusion_texture,
-        ]
-        .map(|t| t.as_ref().map(Handle::id));
-        let mut flags = 0;
-        if m.unlit {
-            flags |= UNLIT;
-        }
-        for (texture, flag) in textures.iter().zip([
-            TEXTURED,
-            NORMAL_MAPPED,
-            METALLIC_ROUGHNESS_TEXTURED,
-            EMISSIVE_TEXTURED,
-            OCCLUSION_TEXTURED,
-        ]) {
-            if texture.is_some() {
-                flags |= flag;
-            }
-        }
-        if m.flip_normal_map_y {
-            flags |= FLIP_NORMAL_Y;
-        }
-        let alpha_cutoff = match m.alpha_mode {
-            AlphaMode::Mask(cutoff) => {
-                flags |= ALPHA_MASK;
-                cutoff
-            }
-            AlphaMode::Opaque => 0.5,
-            _ => {
-                warn_once!(
-                    "bevy-gpu-cull: blended alpha modes are not supported; a batch with a blended \
-                     material is drawn opaque (docs/bevy-plugin.md)"
-                );
-                0.5
-            }
-        };
-        Self {
-            uniform: MaterialUniform {
-                base_color: LinearRgba::from(m.base_color).to_f32_array(),
-                emissive: m.emissive.to_f32_array(),
-                metallic: m.metallic,
-                perceptual_roughness: m.perceptual_roughness,
-                flags,
-                alpha_cutoff,
-            },
-            textures,
-        }
-    }
-}
 
 /// `GpuCullLevel::flags` (`shaders/gpu_cull_instance.wgsl`): the level's
 /// mesh turns with the view (`LodLevel::facing_camera`).
@@ -351,9 +223,10 @@ pub(crate) fn prepare_materials(
     material_instances: Res<RenderMaterialInstances>,
     materials: Res<ErasedRenderAssets<PreparedMaterial>>,
     mut batches: Query<(Entity, &MainEntity, &BatchData, Option<&mut GpuMaterial>)>,
-    culler: Option<Res<super::prepare::RenderCuller>>,
+    settings: Option<Res<crate::plugin::GpuCullSettings>>,
 ) {
-    let format = culler.map_or(cull_core::InstanceFormat::PosQuat, |c| c.culler().format());
+    // The culler's format (it is built from the settings).
+    let format = settings.map_or(cull_core::InstanceFormat::PosQuat, |s| s.format);
     for (entity, main_entity, data, gpu) in &mut batches {
         let level_params = LevelParams::of(data, format);
         let uniform = data.material.uniform;

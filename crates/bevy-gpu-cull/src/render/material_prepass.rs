@@ -8,11 +8,11 @@
 //! rendering draws a batch whose material is deferred into the G-buffer,
 //! and Bevy's deferred lighting shades it.
 
-use super::custom_material::{DEFAULT_MATERIAL, dithers, wind_clockwise};
+use super::bindings::InstanceBindings;
+use super::custom_material::{DEFAULT_MATERIAL, dithers, renders_deferred, wind_clockwise};
 use super::draw::{DrawCulledInstances, DrawCulledTwin};
 use bevy::asset::{UntypedAssetId, load_embedded_asset};
 use bevy::material::key::{ErasedMaterialPipelineKey, ErasedMeshPipelineKey};
-use bevy::material::{OpaqueRendererMethod, RenderPhaseType};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
     MeshPipelineKey, PreparedMaterial, PrepassFragmentShader, PrepassPipeline, PrepassPipelineSpecializer,
@@ -47,13 +47,13 @@ pub(crate) struct CulledMaterialPrepassPipeline {
 pub(crate) fn init_pipeline(
     mut commands: Commands,
     prepass: Res<PrepassPipeline>,
-    culled: Res<super::draw::CulledPipeline>,
+    bindings: Res<InstanceBindings>,
     asset_server: Res<AssetServer>,
 ) {
     commands.insert_resource(CulledMaterialPrepassPipeline {
         prepass: prepass.clone(),
         vertex_shader: load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_material_prepass.wgsl"),
-        instance_layout: culled.instance_layout.clone(),
+        instance_layout: bindings.layout.clone(),
         queued: HashMap::default(),
     });
 }
@@ -79,18 +79,6 @@ pub(crate) struct PrepassDraw {
     /// It writes the deferred G-buffer (a deferred phase of the view; the
     /// main pass leaves the batch to Bevy's deferred lighting).
     pub deferred: bool,
-}
-
-/// Whether a camera with Bevy's deferred rendering draws `material` into
-/// its G-buffer, as it does a mesh with that material: a deferred material
-/// of an opaque or alpha-mask phase (Bevy draws a blended or transmissive
-/// one forward).
-pub(crate) fn renders_deferred(material: &PreparedMaterial) -> bool {
-    material.properties.render_method == OpaqueRendererMethod::Deferred
-        && matches!(
-            material.properties.render_phase_type,
-            RenderPhaseType::Opaque | RenderPhaseType::AlphaMask
-        )
 }
 
 /// The prepass pipeline key of a material drawn by a prepass view of

@@ -5,9 +5,10 @@
 //! `MAX_VIEWS` views a group), a point light's six faces, or a spot light's
 //! view alone.
 
-use super::BatchData;
-use super::draw::CulledPipeline;
-use super::material::{GpuMaterial, TEXTURES};
+use super::bindings::{self, InstanceBindings};
+use super::extract::BatchData;
+use super::material::GpuMaterial;
+use super::standard::TEXTURES;
 use crate::components::CulledInstance;
 use crate::plugin::{GpuCullSettings, ShadowViewId, StatMessage, StatSender};
 use bevy::camera::visibility::RenderLayers;
@@ -965,7 +966,12 @@ pub(crate) fn prepare_batches(
     culler: Option<Res<RenderCuller>>,
     sender: Res<StatSender>,
     mut batches: Query<(Entity, &mut BatchData, Option<&mut GpuBatch>)>,
+    removed: Query<Entity, (With<GpuBatch>, Without<BatchData>)>,
 ) {
+    // Batches whose component went (extraction removed their copy).
+    for entity in &removed {
+        commands.entity(entity).remove::<GpuBatch>();
+    }
     let Some(culler) = culler else {
         return;
     };
@@ -1139,7 +1145,7 @@ pub(crate) fn prepare_targets(
     batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData, Option<&GpuMaterial>)>,
     textures: MaterialTextures,
     batch_meshes: BatchMeshes,
-    pipeline: Option<Res<CulledPipeline>>,
+    bindings: Res<InstanceBindings>,
     pipeline_cache: Res<PipelineCache>,
     sender: Res<StatSender>,
     pyramids: Res<crate::render::cull::Pyramids>,
@@ -1150,7 +1156,7 @@ pub(crate) fn prepare_targets(
         meshes,
         allocator,
     } = batch_meshes;
-    let (Some(mut culler), Some(pipeline)) = (culler, pipeline) else {
+    let Some(mut culler) = culler else {
         return;
     };
     let targets = &mut *targets;
@@ -1529,7 +1535,7 @@ pub(crate) fn prepare_targets(
                 ready.map(|t| t.map_or(&fallback.d2, |(_, image)| image));
             let bound = (gpu.buffers_id, ready.map(|t| t.map(|(id, _)| id)), uses_levels);
             if fresh || target.bound != bound {
-                let layout = pipeline_cache.get_bind_group_layout(&pipeline.instance_layout);
+                let layout = pipeline_cache.get_bind_group_layout(&bindings.layout);
                 let (slot, levels) = (target.slot, target.levels());
                 // One bind group per level: the level's survivors.
                 let bind_groups = |lists: &CullTarget| -> Vec<BindGroup> {
@@ -1544,18 +1550,21 @@ pub(crate) fn prepare_targets(
                                 "gpu_cull_instances",
                                 &layout,
                                 &BindGroupEntries::with_indices((
-                                    (0, material.mesh.as_entire_binding()),
-                                    (10, gpu.draw_data.as_entire_binding()),
-                                    (11, wgpu::BindingResource::Buffer(survivors)),
-                                    (12, material.buffer.as_entire_binding()),
-                                    (13, &image.texture_view),
-                                    (14, &image.sampler),
-                                    (15, &normals.texture_view),
-                                    (16, &metallic_roughness.texture_view),
-                                    (17, &emissive.texture_view),
-                                    (18, &occlusion.texture_view),
+                                    (bindings::MESH, material.mesh.as_entire_binding()),
+                                    (bindings::INSTANCES, gpu.draw_data.as_entire_binding()),
+                                    (bindings::SURVIVORS, wgpu::BindingResource::Buffer(survivors)),
+                                    (bindings::MATERIAL, material.buffer.as_entire_binding()),
+                                    (bindings::BASE_COLOR_TEXTURE, &image.texture_view),
+                                    (bindings::BASE_COLOR_SAMPLER, &image.sampler),
+                                    (bindings::NORMAL_MAP_TEXTURE, &normals.texture_view),
                                     (
-                                        19,
+                                        bindings::METALLIC_ROUGHNESS_TEXTURE,
+                                        &metallic_roughness.texture_view,
+                                    ),
+                                    (bindings::EMISSIVE_TEXTURE, &emissive.texture_view),
+                                    (bindings::OCCLUSION_TEXTURE, &occlusion.texture_view),
+                                    (
+                                        bindings::LEVEL,
                                         wgpu::BindingResource::Buffer(
                                             material.level_binding(uses_levels.then_some(level)),
                                         ),

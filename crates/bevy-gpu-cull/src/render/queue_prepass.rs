@@ -160,7 +160,7 @@ impl PrepassPipelines<'_> {
     fn specialize(
         &mut self,
         main_entity: &MainEntity,
-        data: &super::BatchData,
+        data: &super::extract::BatchData,
         key: MeshPipelineKey,
         layout: &MeshVertexBufferLayoutRef,
         view: PrepassView,
@@ -349,7 +349,7 @@ pub(crate) fn queue_prepass_batches(
     mut phases: PrepassPhases,
     mut queued: ResMut<QueuedPrepassBatches>,
     targets: Res<ViewTargets>,
-    batches: Query<(Entity, &MainEntity, &super::BatchData), With<GpuBatch>>,
+    batches: Query<(Entity, &MainEntity, &super::extract::BatchData), With<GpuBatch>>,
     views: Query<(Entity, &ExtractedView, Has<DeferredPrepass>)>,
 ) {
     let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();

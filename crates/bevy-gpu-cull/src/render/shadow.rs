@@ -5,7 +5,8 @@
 //! dither. Batches drawn with a material use the material's own prepass
 //! pipeline instead ([`super::material_prepass`]).
 
-use super::draw::{CulledPipeline, DrawCulledInstances};
+use super::bindings::InstanceBindings;
+use super::draw::DrawCulledInstances;
 use bevy::asset::load_embedded_asset;
 use bevy::core_pipeline::core_3d::CORE_3D_DEPTH_FORMAT;
 use bevy::core_pipeline::prepass::prepass_target_descriptors;
@@ -35,14 +36,14 @@ pub(crate) struct CulledPrepassPipeline {
 pub(crate) fn init_prepass_pipeline(
     mut commands: Commands,
     prepass: Res<PrepassPipeline>,
-    culled: Res<CulledPipeline>,
+    bindings: Res<InstanceBindings>,
     asset_server: Res<AssetServer>,
 ) {
     commands.insert_resource(CulledPrepassPipeline {
         view_layout_motion_vectors: prepass.view_layout_motion_vectors.clone(),
         view_layout_no_motion_vectors: prepass.view_layout_no_motion_vectors.clone(),
         empty_layout: prepass.empty_layout.clone(),
-        instance_layout: culled.instance_layout.clone(),
+        instance_layout: bindings.layout.clone(),
         shader: load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_prepass.wgsl"),
         depth_clip_control_supported: prepass.depth_clip_control_supported,
     });

@@ -1,0 +1,379 @@
+//! Extraction: each batch's changes, transform, visibility, material and
+//! levels brought from the main world into its render-world copy
+//! ([`BatchData`]), which every later stage reads.
+
+use crate::components::{
+    CulledInstance, DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCulledInstances, ScaleRange,
+};
+use crate::plugin::GpuCullSettings;
+use bevy::camera::visibility::RenderLayers;
+use bevy::ecs::system::SystemState;
+use bevy::light::NotShadowReceiver;
+use bevy::math::Affine3A;
+use bevy::platform::collections::HashSet;
+use bevy::prelude::*;
+use bevy::render::MainWorld;
+use bevy::render::sync_world::RenderEntity;
+use cull_core::{LocalFrame, Sphere};
+
+use super::standard::BatchMaterial;
+
+/// A batch in the render world: a copy of the main world's list, kept up to
+/// date by applying only the changed ranges, and the ranges still to upload.
+#[derive(Component)]
+pub(crate) struct BatchData {
+    pub instances: Vec<CulledInstance>,
+    pub bounds: Sphere,
+    /// Upload the whole list (new batch, replaced list, or new GPU buffers).
+    pub upload_all: bool,
+    /// Ranges to upload when `upload_all` is false.
+    pub uploads: DirtyRanges,
+    /// The finite scales in the batch, for formats that carry no scale.
+    pub scales: ScaleRange,
+    /// Whether its instances receive shadows (no `NotShadowReceiver`).
+    pub shadow_receiver: bool,
+    /// The views that see it (its `RenderLayers`, layer 0 without one).
+    pub render_layers: RenderLayers,
+    /// Its `MeshMaterial3d<StandardMaterial>`, as the draw uses it.
+    pub material: BatchMaterial,
+    /// Levels of detail, finest first: each level's mesh and smallest
+    /// screen size; empty without a (usable) `GpuCullLod`.
+    pub lod: Vec<(AssetId<Mesh>, f32)>,
+    /// The levels drawn facing the camera (`LodLevel::facing_camera`), bit
+    /// `k` for level `k`.
+    pub lod_facing: u32,
+    /// `GpuCullLod::cross_fade` (0 without levels).
+    pub lod_cross_fade: f32,
+    /// Culled by cells ([`crate::GpuCullCells`]).
+    pub cells: Option<GpuCullCells>,
+    /// Its `InheritedVisibility`: a hidden batch is neither culled nor
+    /// drawn (its instances stay on the GPU, so showing it uploads nothing).
+    /// False too for a transform that places nothing (zero scale).
+    pub visible: bool,
+    /// Its `GlobalTransform`: the instances are relative to it.
+    pub world_from_local: Affine3A,
+    /// Last frame's, for motion vectors.
+    pub previous_world_from_local: Affine3A,
+    /// The space the batch is culled in (views are taken into it).
+    pub frame: LocalFrame,
+    /// Whether its transform places anything (`frame` is its own).
+    pub placed: bool,
+}
+
+/// What a batch's entity says of it besides its list and transform.
+struct BatchProperties {
+    bounds: Sphere,
+    shadow_receiver: bool,
+    render_layers: RenderLayers,
+    lod: Vec<(AssetId<Mesh>, f32)>,
+    lod_facing: u32,
+    lod_cross_fade: f32,
+    cells: Option<GpuCullCells>,
+}
+
+impl BatchData {
+    /// A new batch's copy, its whole list to upload.
+    fn new(
+        batch: &mut GpuCulledInstances,
+        properties: BatchProperties,
+        world_from_local: Affine3A,
+        inherited_visible: bool,
+    ) -> Self {
+        batch.take_changes();
+        let frame = batch_frame(world_from_local);
+        let BatchProperties {
+            bounds,
+            shadow_receiver,
+            render_layers,
+            lod,
+            lod_facing,
+            lod_cross_fade,
+            cells,
+        } = properties;
+        BatchData {
+            instances: batch.instances().to_vec(),
+            bounds,
+            upload_all: true,
+            uploads: DirtyRanges::default(),
+            scales: ScaleRange::of(batch.instances()),
+            shadow_receiver,
+            render_layers,
+            material: BatchMaterial::default(),
+            lod,
+            lod_facing,
+            lod_cross_fade,
+            cells,
+            visible: inherited_visible && frame.is_some(),
+            world_from_local,
+            previous_world_from_local: world_from_local,
+            placed: frame.is_some(),
+            frame: frame.unwrap_or_default(),
+        }
+    }
+
+    /// Takes the entity's other properties; sorting into cells, or back,
+    /// uploads the whole list again.
+    fn set_properties(&mut self, properties: BatchProperties) {
+        if self.cells.is_some() != properties.cells.is_some() {
+            self.upload_all = true;
+        }
+        self.bounds = properties.bounds;
+        self.shadow_receiver = properties.shadow_receiver;
+        self.render_layers = properties.render_layers;
+        self.lod = properties.lod;
+        self.lod_facing = properties.lod_facing;
+        self.lod_cross_fade = properties.lod_cross_fade;
+        self.cells = properties.cells;
+    }
+
+    /// Applies the changes recorded in the main world's list: the changed
+    /// ranges are copied and marked for upload, a replaced list whole.
+    fn apply_changes(&mut self, batch: &mut GpuCulledInstances) {
+        let changes = batch.take_changes();
+        let source = batch.instances();
+        if changes.all {
+            self.instances.clear();
+            self.instances.extend_from_slice(source);
+            self.upload_all = true;
+            self.uploads.clear();
+            self.scales = ScaleRange::of(source);
+            return;
+        }
+        self.instances.truncate(source.len());
+        for range in changes.ranges.ranges() {
+            let (start, end) = (range.start as usize, range.end as usize);
+            if end > self.instances.len() {
+                self.instances.resize(end, source[0]);
+            }
+            self.instances[start..end].copy_from_slice(&source[start..end]);
+            self.scales.widen(&source[start..end]);
+            self.uploads.mark(range.clone());
+        }
+        // Ranges still pending from a frame that uploaded nothing may lie
+        // past a truncation.
+        self.uploads.clip(source.len() as u32);
+        if self.instances.len() != source.len() {
+            // Cannot happen through the component's methods; stay correct anyway.
+            self.instances.clear();
+            self.instances.extend_from_slice(source);
+            self.upload_all = true;
+            self.scales = ScaleRange::of(source);
+        }
+    }
+    /// Takes the entity's transform and inherited visibility: the frame is
+    /// rebuilt only when the transform changed, and last frame's transform
+    /// is kept for motion vectors, as Bevy keeps a mesh's. Writes only what
+    /// changed.
+    fn place(&mut self, world_from_local: Affine3A, inherited_visible: bool) {
+        if self.previous_world_from_local != self.world_from_local {
+            self.previous_world_from_local = self.world_from_local;
+        }
+        if self.world_from_local != world_from_local {
+            self.world_from_local = world_from_local;
+            let frame = batch_frame(world_from_local);
+            self.placed = frame.is_some();
+            self.frame = frame.unwrap_or_default();
+        }
+        let visible = inherited_visible && self.placed;
+        if self.visible != visible {
+            self.visible = visible;
+        }
+    }
+
+    /// Whether its levels cross-fade (`GpuCullLod::with_cross_fade`).
+    pub fn cross_fades(&self) -> bool {
+        self.lod_cross_fade > 0.0 && !self.lod.is_empty()
+    }
+
+    /// How the main pass draws the batch's windings: an instance whose
+    /// triangles wind the other way round on screen (a mirror image in a
+    /// batch that does not mirror, or the other way round) is drawn with
+    /// the opposite front face, so that its back faces are culled and lit
+    /// as on a mesh.
+    pub fn windings(&self) -> Windings {
+        let (mirror_images, upright) = self.scales.signs();
+        let mirrors = self.frame.mirrors();
+        let (clockwise, counter_clockwise) = if mirrors {
+            (upright, mirror_images)
+        } else {
+            (mirror_images, upright)
+        };
+        Windings {
+            first_clockwise: !counter_clockwise,
+            both: clockwise && counter_clockwise,
+        }
+    }
+
+    /// The mesh-space sphere the cull tests the instances of `format` with:
+    /// the mesh's, or for a format that carries no scale one covering every
+    /// scale the draw applies, so that the cull is never less conservative
+    /// than the draw. Cells are computed with it too.
+    pub fn cull_bounds(&self, format: cull_core::InstanceFormat) -> Sphere {
+        if format.carries_scale() {
+            self.bounds
+        } else {
+            self.scales.cover(self.bounds)
+        }
+    }
+}
+
+/// The main pass's draws of a batch ([`BatchData::windings`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Windings {
+    /// Its first draw's front face is clockwise (all its instances wind
+    /// backwards).
+    pub first_clockwise: bool,
+    /// A second draw, with the clockwise front face, draws the instances
+    /// that wind backwards.
+    pub both: bool,
+}
+
+/// Brings changed settings to the render world.
+pub(crate) fn extract_settings(
+    mut commands: Commands,
+    settings: bevy::render::Extract<Res<GpuCullSettings>>,
+) {
+    if settings.is_changed() {
+        commands.insert_resource(settings.clone());
+    }
+}
+
+type MainBatches<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static RenderEntity,
+        &'static mut GpuCulledInstances,
+        &'static GpuCullBounds,
+        Has<NotShadowReceiver>,
+        Option<&'static RenderLayers>,
+        Option<&'static MeshMaterial3d<StandardMaterial>>,
+        Option<&'static GpuCullLod>,
+        Option<&'static GpuCullCells>,
+        &'static InheritedVisibility,
+        &'static GlobalTransform,
+    ),
+>;
+
+/// A batch's levels of detail as the render world keeps them; none (with an
+/// error, once) when the component breaks its rules.
+/// With the levels facing the camera, as `BatchData::lod_facing`, and the
+/// cross-fade's width.
+fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, u32, f32) {
+    let Some(lod) = lod else {
+        return (Vec::new(), 0, 0.0);
+    };
+    if let Some(problem) = lod.problem() {
+        error_once!("bevy-gpu-cull: {problem}; the batch is drawn without levels of detail");
+        return (Vec::new(), 0, 0.0);
+    }
+    let facing = lod
+        .levels
+        .iter()
+        .enumerate()
+        .filter(|(_, level)| level.facing_camera)
+        .fold(0, |bits, (k, _)| bits | 1 << k);
+    let levels = lod
+        .levels
+        .iter()
+        .map(|level| (level.mesh.id(), level.min_screen_size))
+        .collect();
+    (levels, facing, lod.cross_fade)
+}
+
+/// The frame a batch's instances are culled in, `None` (the batch shows
+/// nothing, as a mesh scaled to zero) for a transform that places nothing.
+fn batch_frame(world_from_local: Affine3A) -> Option<LocalFrame> {
+    match LocalFrame::new(Mat4::from(world_from_local)) {
+        Ok(frame) => Some(frame),
+        Err(e) => {
+            warn_once!("GPU culling: a batch's GlobalTransform places nothing ({e}); it is not drawn");
+            None
+        }
+    }
+}
+
+/// Brings each batch's changes to the render world: the changed ranges only
+/// (taken from the main world's component, hence `MainWorld` rather than
+/// `Extract`), so an unchanged batch costs a flag check and an edited one
+/// the size of its edits.
+pub(crate) fn extract_batches(
+    mut commands: Commands,
+    mut main_world: ResMut<MainWorld>,
+    mut state: Local<Option<SystemState<MainBatches<'static, 'static>>>>,
+    mut batches: Query<(Entity, &mut BatchData)>,
+    mut live: Local<HashSet<Entity>>,
+) {
+    let state = state.get_or_insert_with(|| SystemState::new(&mut main_world));
+    let Ok(mut main_batches) = state.get_mut(&mut main_world) else {
+        return;
+    };
+    live.clear();
+    let mut materials = Vec::new();
+    for (
+        render_entity,
+        mut batch,
+        bounds,
+        not_receiver,
+        layers,
+        material,
+        lod,
+        cells,
+        visibility,
+        transform,
+    ) in &mut main_batches
+    {
+        // A change Bevy saw that the component's methods did not record (an
+        // edit through reflection, a scene): the whole list goes up.
+        if batch.is_changed() && !batch.changes.touched {
+            batch.bypass_change_detection().mark_all();
+        }
+        let world_from_local = transform.affine();
+        let cells = cells.copied();
+        let layers = layers.cloned().unwrap_or_default();
+        let (lod, lod_facing, lod_cross_fade) = lod_levels(lod);
+        materials.push((render_entity.id(), material.map(|m| m.id())));
+        let render_entity = render_entity.id();
+        live.insert(render_entity);
+        let properties = BatchProperties {
+            bounds: Sphere::new(bounds.center, bounds.radius),
+            shadow_receiver: !not_receiver,
+            render_layers: layers,
+            lod,
+            lod_facing,
+            lod_cross_fade,
+            cells,
+        };
+        let Ok((_, mut data)) = batches.get_mut(render_entity) else {
+            let batch = batch.bypass_change_detection();
+            let data = BatchData::new(batch, properties, world_from_local, visibility.get());
+            commands.entity(render_entity).insert(data);
+            continue;
+        };
+        data.place(world_from_local, visibility.get());
+        data.set_properties(properties);
+        if batch.changes.any {
+            data.apply_changes(batch.bypass_change_detection());
+        }
+    }
+    // The batches' materials, read from the main world's assets (cheap: a
+    // few fields per batch; the draw's uniform is written only on change).
+    let standard = main_world.get_resource::<Assets<StandardMaterial>>();
+    for (entity, id) in materials {
+        let m = id
+            .and_then(|id| standard?.get(id))
+            .map_or_else(BatchMaterial::default, BatchMaterial::from_standard);
+        if let Ok((_, mut data)) = batches.get_mut(entity)
+            && data.material != m
+        {
+            data.material = m;
+        }
+    }
+    // Batches whose component was removed (despawned entities leave the
+    // render world with their components).
+    for (entity, _) in &batches {
+        if !live.contains(&entity) {
+            commands.entity(entity).remove::<BatchData>();
+        }
+    }
+}
