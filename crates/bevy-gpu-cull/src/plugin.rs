@@ -67,6 +67,12 @@ pub enum GpuCullSystems {
     /// Render world, in `RenderSystems::PrepareResources`: the culler, each
     /// batch's buffers and each (view, batch) target, in that order.
     Prepare,
+    /// Render world, in `RenderSystems::QueueMeshes`: each (view, batch)
+    /// put into the view's phases (`Opaque3d` after Bevy's
+    /// `queue_material_meshes`; `Shadow`, `Opaque3dPrepass` and the
+    /// deferred phase after Bevy's `queue_shadows` and
+    /// `queue_prepass_material_meshes`).
+    Queue,
     /// Render world, in the `Core3d` schedule: the cull of every batch for
     /// each view, before it draws (a camera before `Core3dSystems::Prepass`,
     /// its directional cascades before Bevy's `per_view_shadow_pass`, point

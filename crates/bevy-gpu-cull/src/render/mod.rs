@@ -111,13 +111,14 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     .in_set(RenderSystems::PrepareResources),
                 // Bevy's material queue removes entities it re-specializes
                 // from the bins by main entity; ours re-adds after it.
-                draw::queue_batches
-                    .in_set(RenderSystems::QueueMeshes)
-                    .after(queue_material_meshes),
-                queue_prepass::queue_prepass_batches
-                    .in_set(RenderSystems::QueueMeshes)
-                    .after(queue_shadows)
-                    .after(queue_prepass_material_meshes),
+                (
+                    draw::queue_batches.after(queue_material_meshes),
+                    queue_prepass::queue_prepass_batches
+                        .after(queue_shadows)
+                        .after(queue_prepass_material_meshes),
+                )
+                    .in_set(GpuCullSystems::Queue)
+                    .in_set(RenderSystems::QueueMeshes),
                 (
                     cull::report_culled_frame,
                     cull::read_back_counts,
@@ -125,6 +126,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     draw::report_drawn,
                     prepare::report_gpu_bytes,
                 )
+                    .in_set(GpuCullSystems::Readback)
                     .in_set(RenderSystems::Cleanup),
             ),
         )
