@@ -20,7 +20,7 @@ use bevy::render::mesh::allocator::MeshAllocator;
 use bevy::render::mesh::{RenderMesh, RenderMeshBufferInfo};
 use bevy::render::render_asset::RenderAssets;
 use bevy::render::render_resource::{
-    BindGroup, BindGroupEntries, BindGroupLayoutDescriptor, Buffer, CachedComputePipelineId,
+    BindGroup, BindGroupEntries, BindGroupLayout, BindGroupLayoutDescriptor, Buffer, CachedComputePipelineId,
     CachedPipelineState, ComputePipelineDescriptor, PipelineCache,
 };
 use bevy::render::renderer::{RenderDevice, RenderQueue};
@@ -1319,36 +1319,14 @@ pub(crate) fn prepare_targets(
             // views (Bevy's perspective cameras and lights' views, without
             // a level's band), the form without a sixth plane or a band
             // (KernelSpec::plain_views); and both together.
-            let format = culler.culler().format();
-            let centred = format.has_centred_form() && batch.cull_bounds(format).center == Vec3::ZERO;
-            let plain = culler.culler().takes_plain_form(target_views);
-            if (centred || plain)
-                && let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views)
-            {
-                for &test in group_tests(occluded, group_views, levels) {
-                    let flat = KernelSpec::flat(windows, target_views, test);
-                    let by_cells = KernelSpec { cells: true, ..flat };
-                    // Each after its general kernel, which the batch needs
-                    // to be drawn at all: not ahead of it in Bevy's queue.
-                    for general in std::iter::once(flat).chain(gpu.cells.is_some().then_some(by_cells)) {
-                        if !culler.culler().has_pipelines_of(general) {
-                            continue;
-                        }
-                        // Several views' levels under the frustum test (a
-                        // light's views taking the camera's levels) have
-                        // bands: never plain.
-                        let plain = plain && !(test == VisibilityTest::Frustum && levels > 1);
-                        let forms = [
-                            centred.then(|| general.for_centred_meshes()),
-                            plain.then(|| general.for_plain_views()),
-                            (centred && plain).then(|| general.for_centred_meshes().for_plain_views()),
-                        ];
-                        for form in forms.into_iter().flatten() {
-                            culler.inner.request(form, &pipeline_cache, &mut shaders);
-                        }
-                    }
-                }
-            }
+            request_faster_forms(
+                &mut culler,
+                batch,
+                gpu,
+                (occluded, group_views, levels),
+                &pipeline_cache,
+                &mut shaders,
+            );
             let stale = targets.groups.get(&group_key).is_none_or(|g| {
                 g.capacity < gpu.capacity
                     || g.culler_generation != culler.generation
@@ -1428,41 +1406,7 @@ pub(crate) fn prepare_targets(
             // that moved in the allocator or was replaced): view slot
             // `v * levels + k` draws level k's mesh.
             if group_target.written_args.as_ref() != Some(&args) {
-                let late = group_target.occlusion.as_ref().map(|o| &o.late);
-                for (view_slot, target) in (0..target_views).flat_map(|slot| {
-                    std::iter::once(&group_target.target)
-                        .chain(late)
-                        .map(move |t| (slot, t))
-                }) {
-                    match args[(view_slot % levels) as usize] {
-                        DrawArgs::Indexed {
-                            index_count,
-                            first_index,
-                            base_vertex,
-                        } => target.set_view_indexed_draw(
-                            &queue,
-                            view_slot,
-                            wgpu::util::DrawIndexedIndirectArgs {
-                                index_count,
-                                first_index,
-                                base_vertex,
-                                ..Default::default()
-                            },
-                        ),
-                        DrawArgs::NonIndexed {
-                            vertex_count,
-                            first_vertex,
-                        } => target.set_view_draw(
-                            &queue,
-                            view_slot,
-                            wgpu::util::DrawIndirectArgs {
-                                vertex_count,
-                                first_vertex,
-                                ..Default::default()
-                            },
-                        ),
-                    }
-                }
+                write_level_args(&queue, group_target, &args, levels, target_views);
                 group_target.written_args = Some(args);
                 let _ = sender.0.lock().map(|s| s.send(StatMessage::DrawArgsWritten));
             }
@@ -1536,43 +1480,19 @@ pub(crate) fn prepare_targets(
             let bound = (gpu.buffers_id, ready.map(|t| t.map(|(id, _)| id)), uses_levels);
             if fresh || target.bound != bound {
                 let layout = pipeline_cache.get_bind_group_layout(&bindings.layout);
-                let (slot, levels) = (target.slot, target.levels());
-                // One bind group per level: the level's survivors.
-                let bind_groups = |lists: &CullTarget| -> Vec<BindGroup> {
-                    (0..levels)
-                        .map(|level| {
-                            let survivors = wgpu::BufferBinding {
-                                buffer: lists.output_buffer(),
-                                offset: lists.view_output_offset(slot + level),
-                                size: wgpu::BufferSize::new(lists.capacity() as u64 * lists.output_stride()),
-                            };
-                            device.create_bind_group(
-                                "gpu_cull_instances",
-                                &layout,
-                                &BindGroupEntries::with_indices((
-                                    (bindings::MESH, material.mesh.as_entire_binding()),
-                                    (bindings::INSTANCES, gpu.draw_data.as_entire_binding()),
-                                    (bindings::SURVIVORS, wgpu::BindingResource::Buffer(survivors)),
-                                    (bindings::MATERIAL, material.buffer.as_entire_binding()),
-                                    (bindings::BASE_COLOR_TEXTURE, &image.texture_view),
-                                    (bindings::BASE_COLOR_SAMPLER, &image.sampler),
-                                    (bindings::NORMAL_MAP_TEXTURE, &normals.texture_view),
-                                    (
-                                        bindings::METALLIC_ROUGHNESS_TEXTURE,
-                                        &metallic_roughness.texture_view,
-                                    ),
-                                    (bindings::EMISSIVE_TEXTURE, &emissive.texture_view),
-                                    (bindings::OCCLUSION_TEXTURE, &occlusion.texture_view),
-                                    (
-                                        bindings::LEVEL,
-                                        wgpu::BindingResource::Buffer(
-                                            material.level_binding(uses_levels.then_some(level)),
-                                        ),
-                                    ),
-                                )),
-                            )
-                        })
-                        .collect()
+                let textures = [image, normals, metallic_roughness, emissive, occlusion];
+                let lists_at = (target.slot, target.levels());
+                let bind_groups = |lists: &CullTarget| {
+                    instance_bind_groups(
+                        &device,
+                        &layout,
+                        lists,
+                        lists_at,
+                        gpu,
+                        material,
+                        textures,
+                        uses_levels,
+                    )
                 };
                 target.bind_groups = bind_groups(&target.target);
                 if let Some(late) = &mut target.late {
@@ -1584,6 +1504,143 @@ pub(crate) fn prepare_targets(
         }
     }
     retire_stale_targets(targets, &sender);
+}
+
+/// Writes each level's mesh's place in Bevy's shared vertex and index
+/// buffers into every view slot of `group`'s lists (early and late): view
+/// slot `v * levels + k` draws level k's mesh.
+fn write_level_args(queue: &RenderQueue, group: &GroupTarget, args: &[DrawArgs], levels: u32, views: u32) {
+    let late = group.occlusion.as_ref().map(|o| &o.late);
+    for (view_slot, target) in
+        (0..views).flat_map(|slot| std::iter::once(&group.target).chain(late).map(move |t| (slot, t)))
+    {
+        match args[(view_slot % levels) as usize] {
+            DrawArgs::Indexed {
+                index_count,
+                first_index,
+                base_vertex,
+            } => target.set_view_indexed_draw(
+                queue,
+                view_slot,
+                wgpu::util::DrawIndexedIndirectArgs {
+                    index_count,
+                    first_index,
+                    base_vertex,
+                    ..Default::default()
+                },
+            ),
+            DrawArgs::NonIndexed {
+                vertex_count,
+                first_vertex,
+            } => target.set_view_draw(
+                queue,
+                view_slot,
+                wgpu::util::DrawIndirectArgs {
+                    vertex_count,
+                    first_vertex,
+                    ..Default::default()
+                },
+            ),
+        }
+    }
+}
+
+/// The batch's bind groups for a view's lists in `lists` (its early or late
+/// target; the view's first list at `slot`), one per level: the level's survivors, the batch's draw records,
+/// uniforms and material textures (Bevy's fallback for those not ready).
+#[allow(clippy::too_many_arguments)]
+fn instance_bind_groups(
+    device: &RenderDevice,
+    layout: &BindGroupLayout,
+    lists: &CullTarget,
+    (slot, levels): (u32, u32),
+    gpu: &GpuBatch,
+    material: &GpuMaterial,
+    textures: [&GpuImage; TEXTURES],
+    uses_levels: bool,
+) -> Vec<BindGroup> {
+    let [image, normals, metallic_roughness, emissive, occlusion] = textures;
+    (0..levels)
+        .map(|level| {
+            let survivors = wgpu::BufferBinding {
+                buffer: lists.output_buffer(),
+                offset: lists.view_output_offset(slot + level),
+                size: wgpu::BufferSize::new(lists.capacity() as u64 * lists.output_stride()),
+            };
+            let level_uniform = material.level_binding(uses_levels.then_some(level));
+            device.create_bind_group(
+                "gpu_cull_instances",
+                layout,
+                &BindGroupEntries::with_indices((
+                    (bindings::MESH, material.mesh.as_entire_binding()),
+                    (bindings::INSTANCES, gpu.draw_data.as_entire_binding()),
+                    (bindings::SURVIVORS, wgpu::BindingResource::Buffer(survivors)),
+                    (bindings::MATERIAL, material.buffer.as_entire_binding()),
+                    (bindings::BASE_COLOR_TEXTURE, &image.texture_view),
+                    (bindings::BASE_COLOR_SAMPLER, &image.sampler),
+                    (bindings::NORMAL_MAP_TEXTURE, &normals.texture_view),
+                    (
+                        bindings::METALLIC_ROUGHNESS_TEXTURE,
+                        &metallic_roughness.texture_view,
+                    ),
+                    (bindings::EMISSIVE_TEXTURE, &emissive.texture_view),
+                    (bindings::OCCLUSION_TEXTURE, &occlusion.texture_view),
+                    (bindings::LEVEL, wgpu::BindingResource::Buffer(level_uniform)),
+                )),
+            )
+        })
+        .collect()
+}
+
+/// Requests the faster forms of a group's kernels, each culled with once
+/// Bevy has compiled it and with the general kernel until then (both keep
+/// the same instances; cull-core picks): for a mesh centred on its origin
+/// (most meshes), the form that leaves the rotation of its center out
+/// (`KernelSpec::centred`); for plain views (Bevy's perspective cameras and
+/// lights' views, without a level's band), the form without a sixth plane
+/// or a band (`KernelSpec::plain_views`); and both together. `shape`: the
+/// group is occluded, its views, the batch's levels.
+fn request_faster_forms(
+    culler: &mut RenderCuller,
+    batch: &BatchData,
+    gpu: &GpuBatch,
+    shape: (bool, u32, u32),
+    pipeline_cache: &PipelineCache,
+    shaders: &mut CullShaders,
+) {
+    let (occluded, group_views, levels) = shape;
+    let target_views = group_views * levels;
+    let format = culler.culler().format();
+    let centred = format.has_centred_form() && batch.cull_bounds(format).center == Vec3::ZERO;
+    let plain = culler.culler().takes_plain_form(target_views);
+    if !(centred || plain) {
+        return;
+    }
+    let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views) else {
+        return;
+    };
+    for &test in group_tests(occluded, group_views, levels) {
+        let flat = KernelSpec::flat(windows, target_views, test);
+        let by_cells = KernelSpec { cells: true, ..flat };
+        // Each after its general kernel, which the batch needs to be drawn
+        // at all: not ahead of it in Bevy's queue.
+        for general in std::iter::once(flat).chain(gpu.cells.is_some().then_some(by_cells)) {
+            if !culler.culler().has_pipelines_of(general) {
+                continue;
+            }
+            // Several views' levels under the frustum test (a light's views
+            // taking the camera's levels) have bands: never plain.
+            let plain = plain && !(test == VisibilityTest::Frustum && levels > 1);
+            let forms = [
+                centred.then(|| general.for_centred_meshes()),
+                plain.then(|| general.for_plain_views()),
+                (centred && plain).then(|| general.for_centred_meshes().for_plain_views()),
+            ];
+            for form in forms.into_iter().flatten() {
+                culler.inner.request(form, pipeline_cache, shaders);
+            }
+        }
+    }
 }
 
 /// Drops the targets and groups no view culled this frame; a (view, batch)
