@@ -2,11 +2,13 @@
 //! asynchronous readback of the visible counts.
 
 use super::extract::BatchData;
-use super::prepare::{
-    BatchCells, GpuBatch, GroupOcclusion, OcclusionQueryData, RenderCuller, RenderFrame, ViewTargets,
-    camera_groups, occlusion_culled, occlusion_jitter, point_light_faces,
+use super::prepare::{BatchCells, GpuBatch, RenderCuller, RenderFrame};
+use super::pyramids::Pyramids;
+use super::targets::{GroupOcclusion, ViewTargets};
+use super::views::{
+    CameraMatrices, OcclusionQueryData, ViewVolume, camera_groups, camera_volume, frusta_in, level_frusta,
+    occlusion_camera, occlusion_culled, occlusion_jitter, point_light_faces,
 };
-use super::views::{CameraMatrices, ViewVolume, camera_volume, frusta_in, level_frusta, occlusion_camera};
 use crate::components::CullingFrustumOverride;
 use crate::plugin::{CellStats, StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
@@ -331,46 +333,6 @@ pub(crate) fn enter_late_phase(phase: Res<CurrentDrawPhase>) {
 /// Before the main pass of every view.
 pub(crate) fn enter_main_phase(phase: Res<CurrentDrawPhase>) {
     phase.set(DrawPhase::Main);
-}
-
-/// Each occluded camera's depth pyramid, rebuilt when the depth buffer's
-/// size changes (and dropped with the camera or its occlusion culling:
-/// [`prune_pyramids`]), and the builder.
-#[derive(Resource)]
-pub(crate) struct Pyramids {
-    builder: Option<cull_core::PyramidBuilder>,
-    by_view: std::sync::Mutex<bevy::platform::collections::HashMap<Entity, cull_core::DepthPyramid>>,
-}
-
-impl Pyramids {
-    /// Whether this device builds depth pyramids: without them every
-    /// camera is frustum-culled only ([`crate::render::prepare::occlusion_culled`]).
-    pub(crate) fn available(&self) -> bool {
-        self.builder.is_some()
-    }
-}
-
-impl FromWorld for Pyramids {
-    fn from_world(world: &mut World) -> Self {
-        let device = world.resource::<RenderDevice>();
-        let built = cull_core::PyramidBuilder::new(device.wgpu_device());
-        let why = built.as_ref().err().map(|e| {
-            warn!("bevy-gpu-cull: {e}; cameras with GpuCullOcclusion are frustum-culled only");
-            e.to_string()
-        });
-        // Sent either way: a device made again after a loss may differ.
-        if let Some(sender) = world.get_resource::<StatSender>() {
-            let _ = sender
-                .0
-                .lock()
-                .map(|s| s.send(StatMessage::OcclusionUnavailable(why)));
-        }
-        let builder = built.ok();
-        Self {
-            builder,
-            by_view: Default::default(),
-        }
-    }
 }
 
 /// Drops the pyramids of views that are gone or no longer occlusion-culled.

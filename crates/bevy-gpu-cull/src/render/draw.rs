@@ -10,7 +10,7 @@ use super::cull::{CurrentDrawPhase, DrawPhase};
 use super::custom_material::{
     CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
 };
-use super::prepare::{ViewTarget, ViewTargets};
+use super::targets::{ViewTarget, ViewTargets};
 use crate::plugin::{StatMessage, StatSender};
 use bevy::core_pipeline::core_3d::{
     AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey, Transparent3d,

@@ -12,9 +12,11 @@ mod extract;
 mod material;
 mod material_prepass;
 mod prepare;
+mod pyramids;
 mod queue_prepass;
 mod shadow;
 mod standard;
+mod targets;
 mod views;
 
 use crate::plugin::{GpuCullSystems, StatSender};
@@ -66,8 +68,9 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         .init_resource::<cull::CurrentDrawPhase>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
-        .init_gpu_resource::<prepare::ViewTargets>()
-        .init_gpu_resource::<cull::Pyramids>()
+        .init_gpu_resource::<targets::ViewTargets>()
+        .init_resource::<prepare::KernelDemand>()
+        .init_gpu_resource::<pyramids::Pyramids>()
         .init_gpu_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
         .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
         .init_resource::<queue_prepass::QueuedPrepassBatches>()
@@ -104,7 +107,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     prepare::prepare_culler,
                     prepare::prepare_batches,
                     material::prepare_materials,
-                    prepare::prepare_targets,
+                    targets::prepare_targets,
                 )
                     .chain()
                     .in_set(GpuCullSystems::Prepare)
@@ -124,7 +127,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     cull::read_back_counts,
                     cull::prune_pyramids,
                     draw::report_drawn,
-                    prepare::report_gpu_bytes,
+                    targets::report_gpu_bytes,
                 )
                     .in_set(GpuCullSystems::Readback)
                     .in_set(RenderSystems::Cleanup),

@@ -11,8 +11,9 @@ use super::draw::{TwinPipelines, remove_from_phase};
 use super::material_prepass::{
     CulledMaterialPrepassPipeline, DrawCulledDepthOnlyPrepass, DrawCulledMaterialPrepass, PrepassView,
 };
-use super::prepare::{GpuBatch, ViewTargets};
+use super::prepare::GpuBatch;
 use super::shadow::{CulledPrepassKey, CulledPrepassPipeline, DrawCulledPrepass};
+use super::targets::ViewTargets;
 use bevy::asset::UntypedAssetId;
 use bevy::core_pipeline::deferred::{AlphaMask3dDeferred, Opaque3dDeferred};
 use bevy::core_pipeline::prepass::{

@@ -1,12 +1,15 @@
-//! What each view is, as the cull needs it: how its frustum, its
-//! level-of-detail metric and its occlusion camera are built, in `f64`
-//! from the matrices Bevy gives, so that each can be built in a batch's
-//! own frame (`cull_core::LocalFrame`).
+//! What each view is, as the cull needs it: the views culled together in
+//! one pass (a camera with its cascades, a point light's faces), whether a
+//! camera is occlusion-culled, and how its frustum, its level-of-detail
+//! metric and its occlusion camera are built, in `f64` from the matrices
+//! Bevy gives, so that each can be built in a batch's own frame
+//! (`cull_core::LocalFrame`).
 
 use crate::components::CullingFrustumOverride;
+use bevy::pbr::{LightEntity, ViewLightEntities};
 use bevy::prelude::*;
 use bevy::render::view::ExtractedView;
-use cull_core::{Frustum, LocalFrame, SizeMetric};
+use cull_core::{Frustum, LocalFrame, MAX_VIEWS, SizeMetric};
 
 /// How a view's frustum is built, so that it can be built in each batch's
 /// frame ([`LocalFrame`]): in `f64` from the matrices Bevy gives, never
@@ -136,5 +139,171 @@ pub(crate) fn level_frusta<'a>(
             error_once!("GPU culling: {e}; the batch is not drawn");
             None
         }
+    }
+}
+
+/// The views culled together in one pass: a camera, then the cascades of
+/// the directional lights it draws shadows for (culled in its run), cut
+/// into groups of at most `MAX_VIEWS`. An occlusion-culled camera is a group
+/// of its own (an occlusion cull's views are one camera's), its cascades
+/// the next. [`prepare_targets`] and the cull both take the groups from
+/// here, so their slots agree.
+pub(crate) fn camera_groups(
+    camera: Entity,
+    lights: Option<&ViewLightEntities>,
+    is_cascade: impl Fn(Entity) -> bool,
+    occluded: bool,
+) -> Vec<Vec<Entity>> {
+    let cascades = lights
+        .into_iter()
+        .flat_map(|l| l.lights.iter().copied())
+        .filter(|&light_view| is_cascade(light_view));
+    if occluded {
+        let cascades: Vec<Entity> = cascades.collect();
+        return std::iter::once(vec![camera])
+            .chain(cascades.chunks(MAX_VIEWS as usize).map(<[Entity]>::to_vec))
+            .collect();
+    }
+    let views: Vec<Entity> = std::iter::once(camera).chain(cascades).collect();
+    views.chunks(MAX_VIEWS as usize).map(<[Entity]>::to_vec).collect()
+}
+
+/// What decides whether a camera view is occlusion-culled, as the render
+/// world has it.
+pub(crate) type OcclusionQueryData = (
+    Has<crate::components::GpuCullOcclusion>,
+    Has<bevy::core_pipeline::prepass::DepthPrepass>,
+    Has<bevy::render::occlusion_culling::OcclusionCulling>,
+    Option<&'static bevy::render::camera::ExtractedCamera>,
+    (
+        Option<&'static bevy::render::camera::TemporalJitter>,
+        Has<bevy::render::view::NoIndirectDrawing>,
+        Has<bevy::camera::MainPassResolutionOverride>,
+        Option<&'static ExtractedView>,
+    ),
+);
+
+/// Whether a camera with these components is occlusion-culled: it asks for
+/// it ([`crate::GpuCullOcclusion`]) and has what it needs, Bevy's early and
+/// late prepasses (`DepthPrepass` and `OcclusionCulling`, without
+/// `NoIndirectDrawing`), no custom viewport or resolution override, and
+/// temporal jitter (TAA) only on a perspective projection, where it moves
+/// everything drawn by the same offset ([`occlusion_jitter`]). A camera
+/// that asks without them is warned about once. MSAA needs nothing: the
+/// pyramid takes each pixel's farthest sample (`cull_core::PyramidBuilder`).
+/// On a device that cannot build depth pyramids (wgpu's GL backend) no
+/// camera is: [`crate::GpuCullStats::occlusion_unavailable`] says why, and
+/// a warning was logged when the plugin started.
+pub(crate) fn occlusion_culled(
+    (asks, depth_prepass, occlusion_culling, camera, (jitter, no_indirect, resolution_override, view)): bevy::ecs::query::QueryItem<
+        '_,
+        '_,
+        OcclusionQueryData,
+    >,
+    pyramids: &super::pyramids::Pyramids,
+) -> bool {
+    if !asks || !pyramids.available() {
+        return false;
+    }
+    if !(depth_prepass && occlusion_culling) || no_indirect {
+        warn_once!(
+            "bevy-gpu-cull: GpuCullOcclusion needs Bevy's DepthPrepass and OcclusionCulling on the camera \
+             (and no NoIndirectDrawing); its batches are frustum-culled only"
+        );
+        return false;
+    }
+    // Bevy's jitter (TemporalJitter::jitter_projection) moves what a
+    // projection whose w is the view depth (every perspective one) draws by
+    // the offset, in pixels, at every depth: the late phase widens its
+    // rectangles by that. Another projection's shift scales with its w row,
+    // an orthographic one's with the view depth: no margin bounds them.
+    if let Some(jitter) = jitter {
+        let w_is_depth = view.is_some_and(|v| v.clip_from_view.row(3) == Vec4::new(0.0, 0.0, -1.0, 0.0));
+        if !(w_is_depth && jitter.offset.is_finite()) {
+            warn_once!(
+                "bevy-gpu-cull: occlusion culling with TemporalJitter (TAA) needs a perspective projection \
+                 and a finite offset; the camera's batches are frustum-culled only"
+            );
+            return false;
+        }
+    }
+    if camera.is_some_and(|c| c.viewport.is_some()) || resolution_override {
+        warn_once!(
+            "bevy-gpu-cull: occlusion culling of a camera with a custom viewport or resolution override \
+             is not supported; its batches are frustum-culled only"
+        );
+        return false;
+    }
+    true
+}
+
+/// How far, in pixels, a camera's temporal jitter moves what it draws from
+/// its unjittered projection (the one the late phase tests with): the
+/// offset's larger component, which Bevy adds to a perspective projection
+/// as the same shift at every depth (`TemporalJitter::jitter_projection`).
+pub(crate) fn occlusion_jitter(jitter: Option<&bevy::render::camera::TemporalJitter>) -> f32 {
+    jitter.map_or(0.0, |j| j.offset.abs().max_element())
+}
+
+/// A point light's cube faces, culled together in one pass: the light's
+/// face views among `views`, in face order.
+pub(crate) fn point_light_faces<'a>(
+    light: Entity,
+    views: impl Iterator<Item = (Entity, &'a LightEntity)>,
+) -> Vec<Entity> {
+    let mut faces: Vec<(usize, Entity)> = views
+        .filter_map(|(view, l)| match l {
+            LightEntity::Point {
+                light_entity,
+                face_index,
+            } if *light_entity == light => Some((*face_index, view)),
+            _ => None,
+        })
+        .collect();
+    faces.sort_unstable_by_key(|&(face, _)| face);
+    faces
+        .into_iter()
+        .map(|(_, view)| view)
+        .take(MAX_VIEWS as usize)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A camera comes first in its group, then its cascades in order, cut
+    /// into groups of at most `MAX_VIEWS`; other light views stay out.
+    #[test]
+    fn camera_groups_take_cascades_in_order_up_to_max_views() {
+        let camera = Entity::from_raw_u32(1).unwrap();
+        let lights: Vec<Entity> = (10..22).map(|i| Entity::from_raw_u32(i).unwrap()).collect();
+        let view_lights = ViewLightEntities {
+            lights: lights.clone(),
+        };
+        // Every other light view is a cascade: six of them.
+        let is_cascade = |e: Entity| e.index_u32().is_multiple_of(2);
+        let groups = camera_groups(camera, Some(&view_lights), is_cascade, false);
+        let cascades: Vec<Entity> = lights.iter().copied().filter(|&e| is_cascade(e)).collect();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0][0], camera);
+        assert_eq!(groups[0][1..], cascades[..]);
+        // Twelve cascades: eight views, then five.
+        let groups = camera_groups(camera, Some(&view_lights), |_| true, false);
+        assert_eq!(
+            groups.iter().map(Vec::len).collect::<Vec<_>>(),
+            [MAX_VIEWS as usize, 5]
+        );
+        assert_eq!(groups.concat()[1..], lights[..]);
+        assert_eq!(camera_groups(camera, None, |_| true, false), [vec![camera]]);
+        // An occlusion-culled camera is a group of its own; its twelve
+        // cascades follow in groups of eight and four.
+        let groups = camera_groups(camera, Some(&view_lights), |_| true, true);
+        assert_eq!(
+            groups.iter().map(Vec::len).collect::<Vec<_>>(),
+            [1, MAX_VIEWS as usize, 4]
+        );
+        assert_eq!(groups[0], [camera]);
+        assert_eq!(groups.concat()[1..], lights[..]);
     }
 }
