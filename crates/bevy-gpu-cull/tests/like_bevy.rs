@@ -268,6 +268,28 @@ fn checker(a: [u8; 4], b: [u8; 4], srgb: bool) -> Image {
     )
 }
 
+/// Draws `look`'s scene twice, every object a batch instance, then a Bevy
+/// mesh (for scenes that are not mirror images of themselves), and asserts
+/// the frames' blocks agree.
+fn assert_frames_match(look: &Look) {
+    let batch = draw(look, Split::All { batch: true });
+    let bevy = draw(look, Split::All { batch: false });
+    let (max, mean) = frame_difference(&batch, &bevy);
+    println!(
+        "{}: frames differ by at most {max:.1}, {mean:.2} on average",
+        look.what
+    );
+    let png = |batch| std::env::temp_dir().join(png_name(look, Split::All { batch }));
+    assert!(
+        max <= MAX_BLOCK_DIFFERENCE && mean <= MEAN_BLOCK_DIFFERENCE,
+        "{}: the batch's frame differs from Bevy's: largest block difference {max:.1}, mean {mean:.2} \
+         (see {} and {})",
+        look.what,
+        png(true).display(),
+        png(false).display(),
+    );
+}
+
 fn cube() -> Mesh {
     Cuboid::new(1.0, 1.0, 1.0).mesh().build()
 }
@@ -412,21 +434,7 @@ fn an_alpha_mask_cuts_the_batch_shadow_and_prepass_as_bevy_meshes() {
         },
         mesh: cube,
     };
-    let batch = draw(&look, Split::All { batch: true });
-    let bevy = draw(&look, Split::All { batch: false });
-    let (max, mean) = frame_difference(&batch, &bevy);
-    println!("masked: frames differ by at most {max:.1}, {mean:.2} on average");
-    assert!(
-        max <= MAX_BLOCK_DIFFERENCE && mean <= MEAN_BLOCK_DIFFERENCE,
-        "masked: the batch's frame differs from Bevy's: largest block difference {max:.1}, mean {mean:.2} \
-         (see {} and {})",
-        std::env::temp_dir()
-            .join(png_name(&look, Split::All { batch: true }))
-            .display(),
-        std::env::temp_dir()
-            .join(png_name(&look, Split::All { batch: false }))
-            .display(),
-    );
+    assert_frames_match(&look);
 }
 
 #[test]
@@ -497,19 +505,5 @@ fn a_textured_normal_mapped_material_shades_the_batch_as_bevy_meshes() {
     // and right faces: the scene is drawn twice, every object a batch
     // instance, then a Bevy mesh, and the frames are compared.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let batch = draw(&look, Split::All { batch: true });
-    let bevy = draw(&look, Split::All { batch: false });
-    let (max, mean) = frame_difference(&batch, &bevy);
-    println!("textured: frames differ by at most {max:.1}, {mean:.2} on average");
-    assert!(
-        max <= MAX_BLOCK_DIFFERENCE && mean <= MEAN_BLOCK_DIFFERENCE,
-        "textured: the batch's frame differs from Bevy's: largest block difference {max:.1}, mean {mean:.2} \
-         (see {} and {})",
-        std::env::temp_dir()
-            .join(png_name(&look, Split::All { batch: true }))
-            .display(),
-        std::env::temp_dir()
-            .join(png_name(&look, Split::All { batch: false }))
-            .display(),
-    );
+    assert_frames_match(&look);
 }

@@ -13,6 +13,7 @@
 use bevy::asset::{UntypedAssetId, load_embedded_asset, uuid_handle};
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::material::key::ErasedMaterialPipelineKey;
+use bevy::material::labels::ShaderLabel;
 use bevy::material::{MaterialProperties, OpaqueRendererMethod, RenderPhaseType, key::ErasedMeshPipelineKey};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
@@ -66,11 +67,46 @@ pub(crate) fn batch_material(
 /// dither. A material of its own fragment shader draws both levels in full
 /// across a fade, and so do its prepasses (depth must match color).
 pub(crate) fn dithers(material: &PreparedMaterial, materials: &ErasedRenderAssets<PreparedMaterial>) -> bool {
-    let own = material.properties.get_shader(MaterialFragmentShader);
+    let (own, pbr) = shader_and_standard(material, materials, MaterialFragmentShader);
+    own.is_none() || pbr.is_some_and(|pbr| pbr == own)
+}
+
+/// `material`'s shader under `label`, and a `StandardMaterial`'s
+/// ([`DEFAULT_MATERIAL`]'s, once prepared): whether a material keeps Bevy's
+/// PBR shader there.
+pub(crate) fn shader_and_standard(
+    material: &PreparedMaterial,
+    materials: &ErasedRenderAssets<PreparedMaterial>,
+    label: impl ShaderLabel,
+) -> (Option<Handle<Shader>>, Option<Option<Handle<Shader>>>) {
+    let label = label.intern();
+    let own = material.properties.get_shader(label);
     let pbr = materials
         .get(DEFAULT_MATERIAL.id().untyped())
-        .map(|standard| standard.properties.get_shader(MaterialFragmentShader));
-    own.is_none() || pbr.is_some_and(|pbr| pbr == own)
+        .map(|standard| standard.properties.get_shader(label));
+    (own, pbr)
+}
+
+/// The defs every material draw of a batch adds to Bevy's descriptor: the
+/// instance's color as the vertex color (times the mesh's own, where it has
+/// one), which Bevy's `StandardMaterial` functions multiply into the base
+/// color and an alpha mask cuts by; and `GPU_CULL_BATCH` for the fragment
+/// shader, where a material's shader may read its instance's data (Bevy
+/// compiles the same shader for ordinary meshes, and for the batch entity's
+/// own mesh, which it does not draw).
+pub(crate) fn add_batch_defs(descriptor: &mut RenderPipelineDescriptor) {
+    let vertex_colors = ShaderDefVal::from("VERTEX_COLORS");
+    if descriptor.vertex.shader_defs.contains(&vertex_colors) {
+        descriptor.vertex.shader_defs.push("GPU_CULL_MESH_COLORS".into());
+    } else {
+        descriptor.vertex.shader_defs.push(vertex_colors.clone());
+        if let Some(fragment) = descriptor.fragment.as_mut() {
+            fragment.shader_defs.push(vertex_colors);
+        }
+    }
+    if let Some(fragment) = descriptor.fragment.as_mut() {
+        fragment.shader_defs.push("GPU_CULL_BATCH".into());
+    }
 }
 
 /// Whether a camera with Bevy's deferred rendering draws `material` into
@@ -261,25 +297,9 @@ impl CulledMaterialPipeline {
         let material_group =
             ShaderDefVal::UInt("MATERIAL_BIND_GROUP".into(), MATERIAL_BIND_GROUP_INDEX as u32);
         descriptor.vertex.shader_defs.push(material_group.clone());
-        // The instance's color reaches the fragment shader as the vertex
-        // color (times the mesh's own, where it has one), which Bevy's
-        // `StandardMaterial` functions multiply into the base color.
-        let vertex_colors = ShaderDefVal::from("VERTEX_COLORS");
-        if descriptor.vertex.shader_defs.contains(&vertex_colors) {
-            descriptor.vertex.shader_defs.push("GPU_CULL_MESH_COLORS".into());
-        } else {
-            descriptor.vertex.shader_defs.push(vertex_colors.clone());
-            if let Some(fragment) = descriptor.fragment.as_mut() {
-                fragment.shader_defs.push(vertex_colors);
-            }
-        }
+        add_batch_defs(&mut descriptor);
         if let Some(fragment) = descriptor.fragment.as_mut() {
             fragment.shader_defs.push(material_group);
-            // A material's shader may read its instance's data where this
-            // is defined (Bevy compiles the same shader for ordinary
-            // meshes, and for the batch entity's own mesh, which it does
-            // not draw).
-            fragment.shader_defs.push("GPU_CULL_BATCH".into());
             if let Some(shader) = properties.get_shader(MaterialFragmentShader) {
                 fragment.shader = shader;
             }

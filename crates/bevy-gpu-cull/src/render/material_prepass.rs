@@ -9,7 +9,9 @@
 //! and Bevy's deferred lighting shades it.
 
 use super::bindings::InstanceBindings;
-use super::custom_material::{DEFAULT_MATERIAL, dithers, renders_deferred, wind_clockwise};
+use super::custom_material::{
+    add_batch_defs, dithers, renders_deferred, shader_and_standard, wind_clockwise,
+};
 use super::draw::{DrawCulledInstances, DrawCulledTwin};
 use bevy::asset::{UntypedAssetId, load_embedded_asset};
 use bevy::material::key::{ErasedMaterialPipelineKey, ErasedMeshPipelineKey};
@@ -27,7 +29,7 @@ use bevy::render::render_resource::{
     BindGroupLayoutDescriptor, CachedRenderPipelineId, FragmentState, PipelineCache,
     RenderPipelineDescriptor, SpecializedMeshPipeline, SpecializedMeshPipelineError,
 };
-use bevy::shader::{Shader, ShaderDefVal};
+use bevy::shader::Shader;
 
 use super::custom_material::SetBatchMaterialBindGroup;
 
@@ -128,10 +130,7 @@ fn prepass_key(
 /// masks with `StandardMaterial`'s bindings. (A material without one gets
 /// Bevy's default prepass shader, which reads no material.)
 fn has_pbr_prepass(material: &PreparedMaterial, materials: &ErasedRenderAssets<PreparedMaterial>) -> bool {
-    let own = material.properties.get_shader(PrepassFragmentShader);
-    let pbr = materials
-        .get(DEFAULT_MATERIAL.id().untyped())
-        .map(|standard| standard.properties.get_shader(PrepassFragmentShader));
+    let (own, pbr) = shader_and_standard(material, materials, PrepassFragmentShader);
     own.is_some() && pbr.is_some_and(|pbr| pbr == own)
 }
 
@@ -229,20 +228,7 @@ impl CulledMaterialPrepassPipeline {
     ) -> PrepassDraw {
         let mesh_key: MeshPipelineKey = key.mesh_key.downcast();
         descriptor.label = Some("gpu_cull_material_prepass".into());
-        // The instance's color reaches the material as the vertex color, as
-        // in the main pass (an alpha mask cuts by it).
-        let vertex_colors = ShaderDefVal::from("VERTEX_COLORS");
-        if descriptor.vertex.shader_defs.contains(&vertex_colors) {
-            descriptor.vertex.shader_defs.push("GPU_CULL_MESH_COLORS".into());
-        } else {
-            descriptor.vertex.shader_defs.push(vertex_colors.clone());
-            if let Some(fragment) = descriptor.fragment.as_mut() {
-                fragment.shader_defs.push(vertex_colors);
-            }
-        }
-        if let Some(fragment) = descriptor.fragment.as_mut() {
-            fragment.shader_defs.push("GPU_CULL_BATCH".into());
-        }
+        add_batch_defs(&mut descriptor);
         // The material's vertex shader cannot fetch the instances: ours
         // stays, whatever the material's `specialize` set.
         if descriptor.vertex.shader != self.prepass.default_prepass_shader {

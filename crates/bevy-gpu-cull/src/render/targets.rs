@@ -598,8 +598,13 @@ pub(crate) fn prepare_targets(
         }
     }
     retire_stale_targets(targets, &sender);
-    // The kernels these groups use, for the next culler to compile first.
-    demand.0 = targets
+    demand.0 = kernels_in_use(targets);
+}
+
+/// The kernels the groups' culls use, as (views, visibility test), for the
+/// next culler to compile before it takes over.
+fn kernels_in_use(targets: &ViewTargets) -> Vec<(u32, VisibilityTest)> {
+    targets
         .groups
         .values()
         .flat_map(|g| {
@@ -608,7 +613,7 @@ pub(crate) fn prepare_targets(
                 .iter()
                 .map(move |&test| (g.views, test))
         })
-        .collect();
+        .collect()
 }
 
 /// Writes each level's mesh's place in Bevy's shared vertex and index
