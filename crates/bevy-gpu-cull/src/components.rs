@@ -654,7 +654,7 @@ const _: () = assert!(MAX_LOD_LEVELS <= 32);
 /// instances, each with a bounding sphere, and each frame a cell pass
 /// finds the cells some view may see, so that the cull reads only their
 /// instances. It does so only where that should be faster
-/// (`Culler::cull_views_by_cells_if_faster`: enough instances left unread);
+/// (`CullRequest::by_cells_if_faster`: enough instances left unread);
 /// otherwise the batch is culled as any other. The survivors are the same
 /// either way; [`crate::GpuCullStats::cells`] shows the cells kept.
 ///

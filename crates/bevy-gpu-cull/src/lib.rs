@@ -49,6 +49,8 @@ mod capture;
 mod components;
 mod plugin;
 mod render;
+mod settings;
+mod stats;
 
 pub use capture::CaptureScene;
 pub use components::{
@@ -60,7 +62,9 @@ pub use components::{
 /// named through it so that nothing clashes with Bevy's own `Frustum`.
 pub use cull_core;
 pub use cull_core::{InstanceFormat, KernelSpec, ScanVariant};
-pub use plugin::{CellStats, GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, ShadowViewId};
+pub use plugin::GpuCullPlugin;
+pub use settings::{GpuCullSettings, GpuCullSystems};
+pub use stats::{CellStats, GpuCullStats, ShadowViewId};
 
 /// The plugin, its settings and the batch component.
 pub mod prelude {

@@ -19,7 +19,7 @@ mod roofline;
 use argh::FromArgs;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CullInput, CullParams, CullTarget, Culler, CullerDesc, GpuContext, Instance, InstanceFormat, OutputKind,
+    CullInput, CullRequest, CullTarget, Culler, CullerDesc, GpuContext, Instance, InstanceFormat, OutputKind,
     ScanVariant, Tuning,
 };
 use forms::{forms, label};
@@ -326,11 +326,6 @@ fn main() {
                     &bytes[i * stride..(i + 1) * stride]
                 }));
                 input.write(&ctx.queue, 0, &bytes).unwrap();
-                let params = CullParams {
-                    frustum,
-                    local_bounds: scene.bounds,
-                    count: n as u32,
-                };
                 // Every culler is checked first, then all are timed in
                 // interleaved rounds (each culler once per round, with the
                 // copy over its own buffers, from a rotating start), so that
@@ -338,9 +333,9 @@ fn main() {
                 // variant alike.
                 let run = |culler: &Culler, target: &CullTarget| {
                     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-                    culler
-                        .cull(&mut encoder, &ctx.queue, input, target, &params)
-                        .unwrap();
+                    let frusta = std::slice::from_ref(&frustum);
+                    let request = CullRequest::new(input, target, frusta, scene.bounds, n as u32);
+                    culler.cull(&mut encoder, &ctx.queue, request).unwrap();
                     ctx.queue.submit([encoder.finish()]);
                     target.read_timings(&ctx.device).unwrap()
                 };

@@ -10,7 +10,7 @@
 use argh::FromArgs;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CullInput, CullParams, CullTarget, Culler, CullerDesc, Frustum, GpuContext, Instance, InstanceFormat,
+    CullInput, CullRequest, CullTarget, Culler, CullerDesc, Frustum, GpuContext, Instance, InstanceFormat,
     OutputKind, ScanVariant, Sphere,
 };
 use glam::{Mat4, Quat, Vec3};
@@ -295,20 +295,9 @@ fn main() {
                 }
             };
             let target = CullTarget::new(&ctx.device, &culler, capacity).unwrap();
+            let request = CullRequest::new(&input, &target, std::slice::from_ref(&frustum), bounds, count);
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            culler
-                .cull(
-                    &mut encoder,
-                    &ctx.queue,
-                    &input,
-                    &target,
-                    &CullParams {
-                        frustum,
-                        local_bounds: bounds,
-                        count,
-                    },
-                )
-                .unwrap();
+            culler.cull(&mut encoder, &ctx.queue, request).unwrap();
             ctx.queue.submit([encoder.finish()]);
             let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
             let out = target.read_output(&ctx.device, &ctx.queue, visible).unwrap();

@@ -316,7 +316,7 @@ impl CullTarget {
         self.capacity
     }
 
-    /// Views culled into it ([`crate::Culler::cull_views`]); 1 for a target
+    /// Views culled into it ([`crate::CullRequest`]); 1 for a target
     /// made by [`CullTarget::new`].
     pub fn views(&self) -> u32 {
         self.views

@@ -2,7 +2,7 @@
 //!
 //! A flat cull reads every instance of a batch every frame. Sorted into
 //! **cells** of spatially close instances, each with a bounding sphere, a
-//! batch can be culled in two passes ([`crate::Culler::cull_views_in_cells`]):
+//! batch can be culled in two passes ([`crate::CullRequest::by_cells`]):
 //!
 //! 1. The **cell pass** (`shaders/cull/cells.wgsl`) votes every cell's
 //!    sphere against the views and lists the cells some view keeps.
@@ -52,7 +52,6 @@ use crate::error::CullError;
 use crate::frustum::{Frustum, Sphere, widen_radius};
 use crate::instance::InstanceFormat;
 use crate::kernel::{PassLayout, ShaderModule, Slot, bindings, shader_module};
-use crate::passes::{CompiledPass, EncodeContext};
 use crate::timing::PassKind;
 
 /// Words of a chunk's record of kept cells before their tiles: their
@@ -124,7 +123,7 @@ impl CellBounds {
     }
 }
 
-/// What [`crate::Culler::cull_views_by_cells_if_faster`] decided.
+/// What [`crate::CullRequest::by_cells_if_faster`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CellPick {
     /// Cells the cell pass keeps, by its CPU mirror
@@ -137,48 +136,6 @@ pub struct CellPick {
 
 /// Bytes of one cell's bounds on the GPU (what the cell pass reads per cell).
 pub const CELL_BOUNDS_BYTES: u64 = 32;
-
-/// A cull by cells ([`crate::cells`]) starts with the cell pass over every
-/// cell of the chunks, which writes each chunk's kept cells.
-pub(crate) fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &CellIndex) {
-    let Some(first) = cx.chunks.first() else {
-        return;
-    };
-    let cell_count = cx
-        .chunks
-        .iter()
-        .map(|c| c.len)
-        .sum::<u32>()
-        .div_ceil(cells.cell_len);
-    let mut entries = vec![
-        cx.params_entry(),
-        wgpu::BindGroupEntry {
-            binding: bindings::CELL_BOUNDS,
-            resource: cells.bounds.as_entire_binding(),
-        },
-        wgpu::BindGroupEntry {
-            binding: bindings::CELL_LISTS,
-            resource: cells.kept.as_entire_binding(),
-        },
-    ];
-    // The late occlusion phase's pyramid (ModuleShape::passes gives the
-    // cell pass that binding then).
-    entries.extend(
-        cx.visibility_entries
-            .iter()
-            .filter(|e| e.binding == bindings::DEPTH_PYRAMID)
-            .cloned(),
-    );
-    let bind_group = cx.bind_group(cell_pass, &entries);
-    // The first chunk's uniforms: the views' planes and the cell geometry
-    // are the same in every entry.
-    let offset = cx.params_offset(first, 0, 0);
-    let (x, y) = cx.dispatch.dims(cell_count.div_ceil(CELL_PASS_WORKGROUP));
-    let mut compute = cx.begin_pass(PassKind::Cells);
-    compute.set_pipeline(&cell_pass.pipeline);
-    compute.set_bind_group(0, &bind_group, &[offset]);
-    compute.dispatch_workgroups(x, y, 1);
-}
 
 /// A batch sorted into cells: the order and each cell's bounds.
 #[derive(Clone, Debug, PartialEq)]
@@ -369,9 +326,8 @@ impl CellLayout {
 
     /// Whether to cull the first `count` instances by cells for `frusta`:
     /// when at least `min_skipped_bytes` would be left unread. What
-    /// [`crate::Culler::cull_views_by_cells_if_faster`] decides, for the
-    /// culls that take cells without a pick of their own (the occlusion
-    /// phases, [`crate::Culler::cull_views_early`] with cells).
+    /// [`crate::CullRequest::by_cells_if_faster`] decides (for any phase),
+    /// for callers that pick before they build the request.
     pub fn pick(
         &self,
         format: InstanceFormat,
@@ -622,7 +578,7 @@ pub struct CellIndex {
     /// be bound on its own).
     pub(crate) region_bytes: u64,
     pub(crate) chunks: u32,
-    /// [`crate::Culler::cull_views_by_cells_if_faster`] culls by cells when
+    /// [`crate::CullRequest::by_cells_if_faster`] culls by cells when
     /// at least this many bytes are left unread.
     pub(crate) min_skipped_bytes: u64,
 }
@@ -639,13 +595,13 @@ impl CellIndex {
     }
 
     /// The bytes a cull by cells must leave unread for
-    /// [`crate::Culler::cull_views_by_cells_if_faster`] to take it.
+    /// [`crate::CullRequest::by_cells_if_faster`] to take it.
     pub fn min_skipped_bytes(&self) -> u64 {
         self.min_skipped_bytes
     }
 
     /// How many bytes of instances a cull by cells must leave unread for
-    /// [`crate::Culler::cull_views_by_cells_if_faster`] to take it
+    /// [`crate::CullRequest::by_cells_if_faster`] to take it
     /// ([`CELLS_MIN_SKIPPED_BYTES`] by default; 0 always culls by cells).
     pub fn set_min_skipped_bytes(&mut self, bytes: u64) {
         self.min_skipped_bytes = bytes;

@@ -73,7 +73,7 @@ pub fn cull(
     Ok(compact(&votes, &scan, total))
 }
 
-/// The multi-view cull ([`crate::Culler::cull_views`]): per frustum, the
+/// The multi-view cull ([`crate::CullRequest`]): per frustum, the
 /// indices of the instances visible in it, in order. Each view's list is
 /// the single-view [`cull`] against its frustum: voting several views in
 /// one pass changes where survivors go, never which survive.

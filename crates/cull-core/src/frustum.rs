@@ -373,114 +373,13 @@ impl Frustum {
         max_distance: Option<f32>,
         open_toward_depth_one: bool,
     ) -> Result<Self, CullError> {
-        let (r0, r1, r2, r3) = (m.row(0), m.row(1), m.row(2), m.row(3));
-        // (plane, magnitude of what it was combined from). Order matters only
-        // for speed: the side planes reject most instances.
-        let len3 = |v: DVec4| v.truncate().length();
-        let raw = [
-            (r3 + r0, len3(r3) + len3(r0)),
-            (r3 - r0, len3(r3) + len3(r0)),
-            (r3 + r1, len3(r3) + len3(r1)),
-            (r3 - r1, len3(r3) + len3(r1)),
-            (r2, len3(r2)),
-            (r3 - r2, len3(r3) + len3(r2)),
-        ];
-        // The side rows set the scale w's gradient is judged against below.
-        let side_scale = len3(r0).max(len3(r1));
-        let mut planes = [Vec4::ZERO; 6];
-        let mut len = 0;
-        // Normalized depth planes in f64: [z >= 0, z <= w]; None when at infinity.
-        let mut depth: [Option<(usize, DVec4)>; 2] = [None, None];
-        for (i, (p, magnitude)) in raw.iter().enumerate() {
-            if open_toward_depth_one && i == 5 {
-                continue;
-            }
-            let n = len3(*p);
-            if n == 0.0 {
-                if p.w >= 0.0 {
-                    continue; // every point satisfies it
-                }
-                return Err(CullError::DegenerateFrustum(
-                    "a clip plane at infinity excludes every point",
-                ));
-            }
-            let plane = *p / n;
-            // Dropped whatever the sign of its offset, which depends on where
-            // the origin is: dropping keeps more, never less.
-            if n <= magnitude * AT_INFINITY || !plane.as_vec4().is_finite() {
-                continue;
-            }
-            planes[len] = plane.as_vec4();
-            len += 1;
-            if i >= 4 {
-                depth[i - 4] = Some((len - 1, plane));
-            }
-        }
-        if len < 5 {
-            return Err(CullError::DegenerateFrustum("fewer than five usable planes"));
-        }
-        let Some(max_distance) = max_distance else {
-            return Ok(Self {
-                planes,
-                len,
-                size_band: None,
-            });
-        };
-        if !(max_distance.is_finite() && max_distance > 0.0) {
-            return Err(CullError::InvalidParameter(
-                "max_distance must be finite and positive",
-            ));
-        }
-        // The direction in which view depth grows: the orthographic camera's
-        // forward axis when known, else w's gradient, which for a perspective
-        // projection is exact whatever the mirroring. An orthographic w is
-        // constant: its gradient is zero in glam's and Bevy's matrices; a
-        // gradient that is rounding noise of a hand-made one points anywhere,
-        // which the alignment check below refuses.
-        let w_gradient = r3.truncate();
-        let (deeper, from_w) = match deeper {
-            Some(forward) => (forward, false),
-            None if w_gradient.length() > side_scale * (AT_INFINITY * AT_INFINITY) => (w_gradient, true),
-            None => return Err(CullError::AmbiguousDepth),
-        };
-        // The near plane faces deeper (its inside is in front of it); the far
-        // plane faces back towards the camera.
-        let faces_deeper = |p: &DVec4| p.truncate().dot(deeper) > 0.0;
-        let near = depth.iter().flatten().find(|(_, p)| faces_deeper(p));
-        let far = depth.iter().flatten().find(|(_, p)| !faces_deeper(p));
-        let Some(&(_, near)) = near else {
-            return Err(CullError::InvalidParameter(
-                "max_distance needs a near plane, and this projection has none",
-            ));
-        };
-        // A perspective near plane faces along w's gradient (exactly, unless
-        // the projection is oblique); one far off it means the gradient is
-        // noise, or an oblique plane too tilted to measure from.
-        if from_w && near.truncate().dot(deeper) < 0.5 * deeper.length() {
-            return Err(CullError::AmbiguousDepth);
-        }
-        // near: n.p + d >= 0 (inside is in front). bound: -n.p - d + distance >= 0.
-        let bound = DVec4::new(-near.x, -near.y, -near.z, -near.w + max_distance as f64);
-        match far {
-            // Measure the far plane's distance from the point of the near
-            // plane closest to the origin (exact for parallel depth planes).
-            Some(&(idx, far)) => {
-                let on_near = -near.truncate() * near.w;
-                if far.truncate().dot(on_near) + far.w > max_distance as f64 {
-                    planes[idx] = bound.as_vec4();
-                }
-            }
-            None => {
-                if len == planes.len() {
-                    return Err(CullError::DegenerateFrustum("no room for the max_distance plane"));
-                }
-                planes[len] = bound.as_vec4();
-                len += 1;
-            }
+        let mut planes = ClipPlanes::of(m, open_toward_depth_one)?;
+        if let Some(max_distance) = max_distance {
+            planes.bound_distance(m, deeper, max_distance)?;
         }
         Ok(Self {
-            planes,
-            len,
+            planes: planes.planes,
+            len: planes.len,
             size_band: None,
         })
     }
@@ -508,7 +407,7 @@ impl Frustum {
     /// ([`SizeMetric`]) is in `[thresholds[k], thresholds[k - 1])`, level 0
     /// from `thresholds[0]` up. `thresholds` descend; past the last, an
     /// instance is culled (a last threshold of 0 keeps every size). Cull
-    /// them with `Culler::cull_views`: each level gets its own survivor list
+    /// them with `Culler::cull`: each level gets its own survivor list
     /// and draw arguments, and the order-preserving variants keep input
     /// order within each.
     pub fn detail_levels(&self, metric: SizeMetric, thresholds: &[f32]) -> Result<Vec<Frustum>, CullError> {
@@ -647,6 +546,140 @@ pub enum SphereClass {
     Borderline,
     /// Clearly culled.
     Outside,
+}
+
+/// The planes of a clip-from-world matrix, before they become a
+/// [`Frustum`]: the usable ones in order, and the depth planes among them.
+struct ClipPlanes {
+    planes: [Vec4; 6],
+    len: usize,
+    /// Normalized depth planes in f64: [z >= 0, z <= w] and their places in
+    /// `planes`; `None` when at infinity.
+    depth: [Option<(usize, DVec4)>; 2],
+}
+
+impl ClipPlanes {
+    /// The planes of `m` (see [`Frustum::extract`]): a plane at infinity,
+    /// or one too tilted to be told from rounding, is dropped, which keeps
+    /// more, never less; fewer than five left is refused.
+    fn of(m: DMat4, open_toward_depth_one: bool) -> Result<Self, CullError> {
+        let (r0, r1, r2, r3) = (m.row(0), m.row(1), m.row(2), m.row(3));
+        // (plane, magnitude of what it was combined from). Order matters only
+        // for speed: the side planes reject most instances.
+        let raw = [
+            (r3 + r0, len3(r3) + len3(r0)),
+            (r3 - r0, len3(r3) + len3(r0)),
+            (r3 + r1, len3(r3) + len3(r1)),
+            (r3 - r1, len3(r3) + len3(r1)),
+            (r2, len3(r2)),
+            (r3 - r2, len3(r3) + len3(r2)),
+        ];
+        let mut out = Self {
+            planes: [Vec4::ZERO; 6],
+            len: 0,
+            depth: [None, None],
+        };
+        for (i, (p, magnitude)) in raw.iter().enumerate() {
+            if open_toward_depth_one && i == 5 {
+                continue;
+            }
+            let n = len3(*p);
+            if n == 0.0 {
+                if p.w >= 0.0 {
+                    continue; // every point satisfies it
+                }
+                return Err(CullError::DegenerateFrustum(
+                    "a clip plane at infinity excludes every point",
+                ));
+            }
+            let plane = *p / n;
+            // Dropped whatever the sign of its offset, which depends on where
+            // the origin is: dropping keeps more, never less.
+            if n <= magnitude * AT_INFINITY || !plane.as_vec4().is_finite() {
+                continue;
+            }
+            out.planes[out.len] = plane.as_vec4();
+            out.len += 1;
+            if i >= 4 {
+                out.depth[i - 4] = Some((out.len - 1, plane));
+            }
+        }
+        if out.len < 5 {
+            return Err(CullError::DegenerateFrustum("fewer than five usable planes"));
+        }
+        Ok(out)
+    }
+
+    /// Bounds the planes at `max_distance` past the near plane of `m`:
+    /// the far plane moves there where it lies farther, or a plane is added
+    /// where there is none. `deeper` as [`Frustum::extract`]'s.
+    fn bound_distance(
+        &mut self,
+        m: DMat4,
+        deeper: Option<DVec3>,
+        max_distance: f32,
+    ) -> Result<(), CullError> {
+        if !(max_distance.is_finite() && max_distance > 0.0) {
+            return Err(CullError::InvalidParameter(
+                "max_distance must be finite and positive",
+            ));
+        }
+        // The direction in which view depth grows: the orthographic camera's
+        // forward axis when known, else w's gradient, which for a perspective
+        // projection is exact whatever the mirroring. An orthographic w is
+        // constant: its gradient is zero in glam's and Bevy's matrices; a
+        // gradient that is rounding noise of a hand-made one points anywhere,
+        // which the alignment check below refuses.
+        let w_gradient = m.row(3).truncate();
+        // The side rows set the scale w's gradient is judged against.
+        let side_scale = len3(m.row(0)).max(len3(m.row(1)));
+        let (deeper, from_w) = match deeper {
+            Some(forward) => (forward, false),
+            None if w_gradient.length() > side_scale * (AT_INFINITY * AT_INFINITY) => (w_gradient, true),
+            None => return Err(CullError::AmbiguousDepth),
+        };
+        // The near plane faces deeper (its inside is in front of it); the far
+        // plane faces back towards the camera.
+        let faces_deeper = |p: &DVec4| p.truncate().dot(deeper) > 0.0;
+        let near = self.depth.iter().flatten().find(|(_, p)| faces_deeper(p));
+        let far = self.depth.iter().flatten().find(|(_, p)| !faces_deeper(p));
+        let Some(&(_, near)) = near else {
+            return Err(CullError::InvalidParameter(
+                "max_distance needs a near plane, and this projection has none",
+            ));
+        };
+        // A perspective near plane faces along w's gradient (exactly, unless
+        // the projection is oblique); one far off it means the gradient is
+        // noise, or an oblique plane too tilted to measure from.
+        if from_w && near.truncate().dot(deeper) < 0.5 * deeper.length() {
+            return Err(CullError::AmbiguousDepth);
+        }
+        // near: n.p + d >= 0 (inside is in front). bound: -n.p - d + distance >= 0.
+        let bound = DVec4::new(-near.x, -near.y, -near.z, -near.w + max_distance as f64);
+        match far {
+            // Measure the far plane's distance from the point of the near
+            // plane closest to the origin (exact for parallel depth planes).
+            Some(&(idx, far)) => {
+                let on_near = -near.truncate() * near.w;
+                if far.truncate().dot(on_near) + far.w > max_distance as f64 {
+                    self.planes[idx] = bound.as_vec4();
+                }
+            }
+            None => {
+                if self.len == self.planes.len() {
+                    return Err(CullError::DegenerateFrustum("no room for the max_distance plane"));
+                }
+                self.planes[self.len] = bound.as_vec4();
+                self.len += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The length of a plane's normal part.
+fn len3(v: DVec4) -> f64 {
+    v.truncate().length()
 }
 
 #[cfg(test)]

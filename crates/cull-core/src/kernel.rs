@@ -18,7 +18,7 @@ pub(crate) const ITEMS_PER_THREAD: u32 = 4;
 /// above are its flags; `LOOKBACK_COUNT_BITS` in `ordered_chain.wgsl`): no
 /// chunk may hold more instances than these bits count.
 pub(crate) const LOOKBACK_COUNT_BITS: u32 = 30;
-/// Most views one cull votes against in one pass ([`crate::Culler::cull_views`],
+/// Most views one cull votes against in one pass ([`crate::CullRequest`],
 /// `MAX_VIEWS` in the shaders): a camera and four shadow cascades, or a
 /// point light's six cube faces, with room to spare.
 pub const MAX_VIEWS: u32 = 8;

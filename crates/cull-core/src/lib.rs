@@ -19,13 +19,11 @@
 //!     .collect();
 //! input.write_instances(&gpu.queue, 0, &instances)?;
 //! let clip_from_world = glam::Mat4::perspective_infinite_reverse_rh(1.0, 16.0 / 9.0, 0.1);
-//! let params = CullParams {
-//!     frustum: Frustum::from_clip_from_world(clip_from_world, None)?,
-//!     local_bounds: Sphere::new(glam::Vec3::ZERO, 0.5),
-//!     count: instances.len() as u32,
-//! };
+//! let camera = Frustum::from_clip_from_world(clip_from_world, None)?;
+//! let bounds = Sphere::new(glam::Vec3::ZERO, 0.5);
+//! let request = CullRequest::new(&input, &target, std::slice::from_ref(&camera), bounds, 100_000);
 //! let mut encoder = gpu.device.create_command_encoder(&Default::default());
-//! culler.cull(&mut encoder, &gpu.queue, &input, &target, &params)?;
+//! culler.cull(&mut encoder, &gpu.queue, request)?;
 //! // ... then draw with `draw_indexed_indirect(target.draw_args(), 0)`,
 //! // reading instances from `target.output_buffer()`.
 //! gpu.queue.submit([encoder.finish()]);
@@ -130,7 +128,7 @@ pub use cells::{CellBounds, CellIndex, CellLayout, CellPick};
 #[cfg(feature = "blocking")]
 pub use context::GpuContext;
 pub use culler::{
-    CullParams, CullViewsParams, Culler, CullerDesc, KernelSpec, MAX_OUTPUT_WINDOWS, MAX_VIEWS, OutputKind,
+    CullOutcome, CullRequest, Culler, CullerDesc, KernelSpec, MAX_OUTPUT_WINDOWS, MAX_VIEWS, OutputKind,
     Tuning,
 };
 pub use error::CullError;
@@ -151,9 +149,8 @@ pub mod prelude {
     #[cfg(feature = "blocking")]
     pub use crate::GpuContext;
     pub use crate::{
-        CellBounds, CellIndex, CellLayout, CullError, CullInput, CullParams, CullTarget, CullTimings,
-        CullViewsParams, Culler, CullerDesc, Frustum, Instance, InstanceFormat, OutputKind, ScanVariant,
-        Sphere,
+        CellBounds, CellIndex, CellLayout, CullError, CullInput, CullRequest, CullTarget, CullTimings,
+        Culler, CullerDesc, Frustum, Instance, InstanceFormat, OutputKind, ScanVariant, Sphere,
     };
 }
 

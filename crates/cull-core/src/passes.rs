@@ -195,3 +195,47 @@ impl EncodeContext<'_, '_> {
         self.dispatch.dims(self.dispatch.groups_for(chunk.len))
     }
 }
+
+/// A cull by cells ([`crate::cells`]) starts with the cell pass over every
+/// cell of the chunks, which writes each chunk's kept cells.
+pub(crate) fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass, cells: &CellIndex) {
+    let Some(first) = cx.chunks.first() else {
+        return;
+    };
+    let cell_count = cx
+        .chunks
+        .iter()
+        .map(|c| c.len)
+        .sum::<u32>()
+        .div_ceil(cells.cell_len);
+    let mut entries = vec![
+        cx.params_entry(),
+        wgpu::BindGroupEntry {
+            binding: bindings::CELL_BOUNDS,
+            resource: cells.bounds.as_entire_binding(),
+        },
+        wgpu::BindGroupEntry {
+            binding: bindings::CELL_LISTS,
+            resource: cells.kept.as_entire_binding(),
+        },
+    ];
+    // The late occlusion phase's pyramid (ModuleShape::passes gives the
+    // cell pass that binding then).
+    entries.extend(
+        cx.visibility_entries
+            .iter()
+            .filter(|e| e.binding == bindings::DEPTH_PYRAMID)
+            .cloned(),
+    );
+    let bind_group = cx.bind_group(cell_pass, &entries);
+    // The first chunk's uniforms: the views' planes and the cell geometry
+    // are the same in every entry.
+    let offset = cx.params_offset(first, 0, 0);
+    let (x, y) = cx
+        .dispatch
+        .dims(cell_count.div_ceil(crate::cells::CELL_PASS_WORKGROUP));
+    let mut compute = cx.begin_pass(PassKind::Cells);
+    compute.set_pipeline(&cell_pass.pipeline);
+    compute.set_bind_group(0, &bind_group, &[offset]);
+    compute.dispatch_workgroups(x, y, 1);
+}

@@ -1,26 +1,28 @@
 //! The cull pass, run for each view in `Core3d` before the main pass, and the
 //! asynchronous readback of the visible counts.
 
+use super::batches::{BatchCells, GpuBatch};
 use super::extract::BatchData;
-use super::prepare::{BatchCells, GpuBatch, RenderCuller, RenderFrame};
+use super::groups::ViewGroups;
+use super::kernels::{RenderCuller, RenderFrame};
 use super::pyramids::Pyramids;
 use super::targets::{GroupOcclusion, ViewTargets};
 use super::views::{
-    CameraMatrices, OcclusionQueryData, ViewVolume, camera_groups, camera_volume, frusta_in, level_frusta,
-    occlusion_camera, occlusion_culled, occlusion_jitter, point_light_faces,
+    CameraMatrices, OcclusionQueryData, ViewVolume, camera_volume, frusta_in, level_frusta, occlusion_camera,
+    occlusion_culled, occlusion_jitter,
 };
 use crate::components::CullingFrustumOverride;
-use crate::plugin::{CellStats, StatMessage, StatSender};
+use crate::stats::{CellStats, StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
-use bevy::pbr::{ExtractedPointLight, LightEntity, ViewLightEntities};
+use bevy::pbr::{ExtractedPointLight, LightEntity};
 use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
 use bevy::render::diagnostic::RecordDiagnostics;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::{ExtractedView, ViewDepthTexture};
 use cull_core::{
-    CellPick, CullViewsParams, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, LocalFrame, SizeMetric,
-    VisibilityTest,
+    CellPick, CullRequest, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, KernelSpec, LocalFrame,
+    SizeMetric, VisibilityTest,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -34,7 +36,6 @@ pub(crate) struct CullResources<'w, 's> {
     frame: Res<'w, RenderFrame>,
     culled: Res<'w, CulledThisFrame>,
     sender: Res<'w, StatSender>,
-    pyramids: Res<'w, Pyramids>,
 }
 
 /// Set when any view culled a batch this render frame; reported once per
@@ -135,19 +136,6 @@ impl CullResources<'_, '_> {
         }
     }
 
-    /// Whether `target`'s kernel that culls by cells is compiled, for the
-    /// visibility test `frusta` vote with (or the frustum test's, which
-    /// keeps the same instances).
-    fn cells_ready(
-        &self,
-        culler: &cull_core::Culler,
-        target: &cull_core::CullTarget,
-        frusta: &[Frustum],
-    ) -> bool {
-        let ready = |test| culler.has_pipelines_for_cells(target.windows(), target.views(), test);
-        ready(VisibilityTest::for_views(frusta)) || ready(VisibilityTest::Frustum)
-    }
-
     /// Reports `pick` for `batch` culled by the group of `first_view`,
     /// under the first view's main-world entities, as its counts are.
     fn send_cell_stats(&self, first_view: Entity, batch_entity: Entity, cells: &BatchCells, pick: CellPick) {
@@ -196,36 +184,30 @@ impl CullResources<'_, '_> {
         let Some(culler) = &self.culler else {
             return;
         };
-        let params = CullViewsParams {
-            frusta,
-            local_bounds,
-            count: batch.count,
+        let test = occlusion.map(|_| VisibilityTest::OcclusionEarly);
+        let request = CullRequest::new(&batch.input, target, frusta, local_bounds, batch.count);
+        // Sorted into cells, and the kernel that culls by cells is compiled:
+        // by cells where enough is left unread.
+        let request = match &batch.cells {
+            Some(cells) if cells_ready(culler.culler(), target, frusta, test) => {
+                request.by_cells_if_faster(&cells.layout, &cells.index)
+            }
+            _ => request,
         };
         let encoder = ctx.command_encoder();
         let culled = match occlusion {
             Some(occlusion) => {
                 let history = occlusion.history.lock().unwrap_or_else(|e| e.into_inner());
-                let cells = occlusion_cells(
-                    culler.culler(),
-                    target,
-                    frusta,
-                    batch,
-                    VisibilityTest::OcclusionEarly,
-                );
-                if let Some((cells, pick)) = cells {
-                    self.send_cell_stats(members[0], batch_entity, cells, pick);
-                }
-                let cells = cells.filter(|(_, pick)| pick.by_cells).map(|(c, _)| &c.index);
-                occlusion.by_cells.store(cells.is_some(), Ordering::Relaxed);
-                let culled = culler.culler().cull_views_early(
-                    encoder,
-                    &self.queue,
-                    &batch.input,
-                    target,
-                    &params,
-                    &history,
-                    cells,
-                );
+                let culled = culler
+                    .culler()
+                    .cull(encoder, &self.queue, request.occlusion_early(&history));
+                // The late phase culls by cells where the early phase did.
+                let by_cells = culled
+                    .as_ref()
+                    .ok()
+                    .and_then(|o| o.cell_pick)
+                    .is_some_and(|p| p.by_cells);
+                occlusion.by_cells.store(by_cells, Ordering::Relaxed);
                 // Without early lists the late phase must draw all it
                 // finds visible: forget the history.
                 if culled.is_err() {
@@ -233,29 +215,13 @@ impl CullResources<'_, '_> {
                 }
                 culled
             }
-            None => match &batch.cells {
-                // Sorted into cells, and the kernel that culls by cells is
-                // compiled: by cells where enough is left unread.
-                Some(cells) if self.cells_ready(culler.culler(), target, frusta) => {
-                    let pick = culler.culler().cull_views_by_cells_if_faster(
-                        encoder,
-                        &self.queue,
-                        &batch.input,
-                        target,
-                        &params,
-                        &cells.layout,
-                        &cells.index,
-                    );
-                    if let Ok(pick) = pick {
-                        self.send_cell_stats(members[0], batch_entity, cells, pick);
-                    }
-                    pick.map(|_| ())
-                }
-                _ => culler
-                    .culler()
-                    .cull_views(encoder, &self.queue, &batch.input, target, &params),
-            },
+            None => culler.culler().cull(encoder, &self.queue, request),
         };
+        if let (Ok(outcome), Some(cells)) = (&culled, &batch.cells)
+            && let Some(pick) = outcome.cell_pick
+        {
+            self.send_cell_stats(members[0], batch_entity, cells, pick);
+        }
         if let Err(e) = culled {
             // E.g. GpuCullBounds with a negative radius: draw nothing rather
             // than the survivors of an earlier frame.
@@ -371,12 +337,9 @@ pub(crate) fn cull_view_late(
     let (camera, extracted, depth, frozen, occlusion) = view.into_inner();
     // The camera's TemporalJitter, for the late phase's screen rectangles.
     let jitter = occlusion_jitter(occlusion.4.0);
-    if !occlusion_culled(occlusion, &pyramids) {
+    if !occlusion_culled(occlusion, &pyramids) || resources.culler.is_none() {
         return;
     }
-    let Some(culler) = &resources.culler else {
-        return;
-    };
     // No batch of this camera has a late phase (none is queued for it):
     // no pyramid to build. A camera that asks for occlusion culling costs
     // nothing until it has batches to cull.
@@ -390,117 +353,153 @@ pub(crate) fn cull_view_late(
     if !has_late {
         return;
     }
-    let volume = camera_volume(extracted, frozen);
-    let camera_matrices = CameraMatrices::of(extracted);
-    let occlusion_in =
-        |frame: &LocalFrame| occlusion_camera(extracted, frame).and_then(|c| c.with_jitter(jitter));
-    let world_occlusion = occlusion_in(&LocalFrame::IDENTITY);
-    // The pyramid of the depth the early prepass left.
-    let (width, height) = (depth.texture.width(), depth.texture.height());
+    let late_camera = LateCamera {
+        extracted,
+        volume: camera_volume(extracted, frozen),
+        matrices: CameraMatrices::of(extracted),
+        jitter,
+    };
     let mut by_view = pyramids.by_view.lock().unwrap_or_else(|e| e.into_inner());
-    if by_view
-        .get(&camera)
-        .is_none_or(|p| (p.width(), p.height()) != (width, height))
-    {
-        match cull_core::DepthPyramid::new(
-            device.wgpu_device(),
-            width,
-            height,
-            cull_core::DepthOrder::ReverseZ,
-        ) {
-            Ok(p) => {
-                by_view.insert(camera, p);
-            }
-            Err(e) => error_once!("bevy-gpu-cull: {e}"),
-        }
-    }
-    let pyramid = by_view.get(&camera);
+    fit_pyramid(&mut by_view, camera, depth, &device);
     // The depth pyramid and the late phase, as one span of Bevy's render
     // diagnostics (RenderDiagnosticsPlugin: render/gpu_cull_late/elapsed_gpu).
     let diagnostics = ctx.diagnostic_recorder();
     let diagnostics = diagnostics.as_deref();
     let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull_late");
-    let built = match (&pyramids.builder, pyramid, &world_occlusion) {
-        (Some(builder), Some(pyramid), Ok(_)) => builder
-            .build(
-                device.wgpu_device(),
-                ctx.command_encoder(),
-                &depth.texture,
-                pyramid,
-            )
-            .map_err(|e| error_once!("bevy-gpu-cull: {e}; the camera is frustum-culled only"))
-            .is_ok(),
-        _ => false,
-    };
+    // The pyramid of the depth the early prepass left, built.
+    let pyramid = by_view.get(&camera).filter(|pyramid| {
+        let world_camera = late_camera.occlusion_in(&LocalFrame::IDENTITY);
+        match (&pyramids.builder, world_camera) {
+            (Some(builder), Ok(_)) => builder
+                .build(
+                    device.wgpu_device(),
+                    ctx.command_encoder(),
+                    &depth.texture,
+                    pyramid,
+                )
+                .map_err(|e| error_once!("bevy-gpu-cull: {e}; the camera is frustum-culled only"))
+                .is_ok(),
+            _ => false,
+        }
+    });
     for (batch_entity, data, batch) in &resources.batches {
-        let Some(view_target) = resources.targets.map.get(&(camera, batch_entity)) else {
-            continue;
+        resources.cull_batch_late(
+            &mut ctx,
+            &late_camera,
+            (camera, batch_entity),
+            data,
+            batch,
+            pyramid,
+        );
+    }
+    span.end(ctx.command_encoder());
+}
+
+/// What the late phase takes of its camera.
+struct LateCamera<'a> {
+    extracted: &'a ExtractedView,
+    volume: ViewVolume,
+    matrices: CameraMatrices,
+    /// The camera's TemporalJitter, for the late phase's screen rectangles.
+    jitter: f32,
+}
+
+impl LateCamera<'_> {
+    /// The occlusion camera in a batch's `frame`.
+    fn occlusion_in(&self, frame: &LocalFrame) -> Result<cull_core::OcclusionCamera, cull_core::CullError> {
+        occlusion_camera(self.extracted, frame).and_then(|c| c.with_jitter(self.jitter))
+    }
+}
+
+/// Makes `camera`'s depth pyramid fit its depth texture.
+fn fit_pyramid(
+    by_view: &mut bevy::platform::collections::HashMap<Entity, cull_core::DepthPyramid>,
+    camera: Entity,
+    depth: &ViewDepthTexture,
+    device: &RenderDevice,
+) {
+    let (width, height) = (depth.texture.width(), depth.texture.height());
+    if by_view
+        .get(&camera)
+        .is_some_and(|p| (p.width(), p.height()) == (width, height))
+    {
+        return;
+    }
+    match cull_core::DepthPyramid::new(
+        device.wgpu_device(),
+        width,
+        height,
+        cull_core::DepthOrder::ReverseZ,
+    ) {
+        Ok(p) => {
+            by_view.insert(camera, p);
+        }
+        Err(e) => error_once!("bevy-gpu-cull: {e}"),
+    }
+}
+
+impl CullResources<'_, '_> {
+    /// The late phase of one batch of an occluded camera (`view` is the
+    /// camera and the batch): past `pyramid` where it was built, else
+    /// everything in the frustum (and the history forgotten).
+    fn cull_batch_late(
+        &self,
+        ctx: &mut RenderContext,
+        camera: &LateCamera,
+        view: (Entity, Entity),
+        data: &BatchData,
+        batch: &GpuBatch,
+        pyramid: Option<&cull_core::DepthPyramid>,
+    ) {
+        let Some(culler) = &self.culler else {
+            return;
         };
-        let (Some(late), Some(group)) = (
-            &view_target.late,
-            resources
-                .targets
-                .groups
-                .get(&(camera, batch_entity))
-                .and_then(|g| g.occlusion.as_ref()),
+        let (Some(view_target), Some(group)) = (
+            self.targets.map.get(&view),
+            self.targets.groups.get(&view).and_then(|g| g.occlusion.as_ref()),
         ) else {
-            continue;
+            return;
+        };
+        let Some(late) = &view_target.late else {
+            return;
+        };
+        let frustum = frusta_in(std::slice::from_ref(&camera.volume), &data.frame);
+        let metric = camera.matrices.metric(&data.frame);
+        let Some(frusta) = level_frusta(&frustum, &view_target.lod, data.lod_cross_fade, Some(metric)) else {
+            self.clear_counts(ctx, &late.target);
+            return;
         };
         let local_bounds = data.cull_bounds(culler.culler().format());
-        let frustum = frusta_in(std::slice::from_ref(&volume), &data.frame);
-        let metric = camera_matrices.metric(&data.frame);
-        let occlusion_camera = occlusion_in(&data.frame);
-        let Some(frusta) = level_frusta(&frustum, &view_target.lod, data.lod_cross_fade, Some(metric)) else {
-            resources.clear_counts(&mut ctx, &late.target);
-            continue;
-        };
-        let params = CullViewsParams {
-            frusta: &frusta,
-            local_bounds,
-            count: batch.count,
-        };
+        let request = || CullRequest::new(&batch.input, &late.target, &frusta, local_bounds, batch.count);
         let encoder = ctx.command_encoder();
         let mut history = group.history.lock().unwrap_or_else(|e| e.into_inner());
-        // By cells when the early phase was (its pick holds for the same
-        // views) and the late phase's kernel is ready.
-        let cells = batch
-            .cells
-            .as_ref()
-            .filter(|_| group.by_cells.load(Ordering::Relaxed))
-            .filter(|_| {
-                let target = &late.target;
-                let test = VisibilityTest::OcclusionLate;
-                culler
-                    .culler()
-                    .has_pipelines_for_cells(target.windows(), target.views(), test)
-            })
-            .map(|c| &c.index);
-        let culled = match (built, pyramid, &occlusion_camera) {
-            (true, Some(pyramid), Ok(occlusion_camera)) => culler.culler().cull_views_late(
-                encoder,
-                &resources.queue,
-                &batch.input,
-                &late.target,
-                &params,
-                &mut history,
-                pyramid,
-                occlusion_camera,
-                cells,
-            ),
+        let culled = match (pyramid, camera.occlusion_in(&data.frame)) {
+            (Some(pyramid), Ok(occlusion_camera)) => {
+                let request = request().occlusion_late(&mut history, pyramid, &occlusion_camera);
+                // By cells when the early phase was (its pick holds for the
+                // same views) and the late phase's kernel is ready.
+                let test = Some(VisibilityTest::OcclusionLate);
+                let request = match &batch.cells {
+                    Some(cells)
+                        if group.by_cells.load(Ordering::Relaxed)
+                            && cells_ready(culler.culler(), &late.target, &frusta, test) =>
+                    {
+                        request.by_cells(&cells.index)
+                    }
+                    _ => request,
+                };
+                culler.culler().cull(encoder, &self.queue, request)
+            }
             _ => Err(cull_core::CullError::InvalidParameter("no depth pyramid")),
         };
         if culled.is_err() {
             // Draw everything in the frustum late (some twice), and forget
             // the history: the next early phase then draws nothing stale.
             history.clear(encoder);
-            if let Err(e) =
-                culler
-                    .culler()
-                    .cull_views(encoder, &resources.queue, &batch.input, &late.target, &params)
-            {
+            if let Err(e) = culler.culler().cull(encoder, &self.queue, request()) {
                 error_once!("GPU culling: {e}; the batch is not drawn");
-                resources.clear_counts(&mut ctx, &late.target);
-                continue;
+                self.clear_counts(ctx, &late.target);
+                return;
             }
         }
         late.counts.copy(
@@ -508,61 +507,46 @@ pub(crate) fn cull_view_late(
             late.target.draw_args(),
             late.target.draw_args_offset(view_target.slot) + INSTANCE_COUNT_OFFSET,
             view_target.counts_len(),
-            resources.frame.0,
+            self.frame.0,
         );
     }
-    span.end(ctx.command_encoder());
 }
 
 /// Culls a camera's batches, before its prepass and main pass, together
 /// with the cascades of its directional lights (drawn in the camera's shadow
 /// pass): one pass per group of up to `MAX_VIEWS` views
-/// ([`camera_groups`]), each cascade opened toward the light, since a
+/// ([`ViewGroups`]), each cascade opened toward the light, since a
 /// caster between the light and the cascade shadows it.
 pub(crate) fn cull_view(
-    view: ViewQuery<
-        (
-            Entity,
-            &ExtractedView,
-            Option<&CullingFrustumOverride>,
-            Option<&ViewLightEntities>,
-            OcclusionQueryData,
-        ),
-        Without<LightEntity>,
-    >,
-    light_views: Query<(&ExtractedView, &LightEntity)>,
+    view: ViewQuery<(Entity, &ExtractedView, Option<&CullingFrustumOverride>), Without<LightEntity>>,
+    light_views: Query<&ExtractedView, With<LightEntity>>,
+    groups: Res<ViewGroups>,
     resources: CullResources,
     phase: Res<CurrentDrawPhase>,
     mut ctx: RenderContext,
 ) {
-    let (camera, extracted, frozen, lights, occlusion) = view.into_inner();
+    let (camera, extracted, frozen) = view.into_inner();
     phase.set(DrawPhase::Early);
     let camera_matrices = CameraMatrices::of(extracted);
-    let is_cascade = |e| matches!(light_views.get(e), Ok((_, LightEntity::Directional { .. })));
     // The camera's and its cascades' culls, as one span of Bevy's render
     // diagnostics (RenderDiagnosticsPlugin: render/gpu_cull/elapsed_gpu).
     let diagnostics = ctx.diagnostic_recorder();
     let diagnostics = diagnostics.as_deref();
     let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull");
-    for group in camera_groups(
-        camera,
-        lights,
-        is_cascade,
-        occlusion_culled(occlusion, &resources.pyramids),
-    ) {
+    for group in groups.culled_by.get(&camera).into_iter().flatten() {
         let volumes: Vec<_> = group
             .iter()
             .map(|&member| {
                 if member == camera {
                     return camera_volume(extracted, frozen);
                 }
-                match light_views.get(member).ok().and_then(|(v, _)| v.clip_from_world) {
+                match light_views.get(member).ok().and_then(|v| v.clip_from_world) {
                     Some(m) => ViewVolume::Cascade(m),
                     None => ViewVolume::Missing("a cascade without a matrix"),
                 }
             })
             .collect();
-        resources.cull(&group, &volumes, Some(camera_matrices), &mut ctx);
+        resources.cull(group, &volumes, Some(camera_matrices), &mut ctx);
     }
     span.end(ctx.command_encoder());
 }
@@ -574,7 +558,8 @@ pub(crate) fn cull_view(
 /// light.
 pub(crate) fn cull_light_view(
     view: ViewQuery<(Entity, &ExtractedView, &LightEntity)>,
-    light_views: Query<(Entity, &ExtractedView, &LightEntity)>,
+    light_views: Query<&ExtractedView, With<LightEntity>>,
+    groups: Res<ViewGroups>,
     lights: Query<&ExtractedPointLight>,
     cameras: Query<(&ExtractedView, &ExtractedCamera), (With<Camera3d>, Without<LightEntity>)>,
     groups_culled: Res<LightGroupsCulled>,
@@ -584,14 +569,13 @@ pub(crate) fn cull_light_view(
 ) {
     let (view_entity, _, light) = view.into_inner();
     phase.set(DrawPhase::Early);
-    let (light_entity, group) = match light {
-        LightEntity::Point { light_entity, .. } => (
-            *light_entity,
-            point_light_faces(*light_entity, light_views.iter().map(|(e, _, l)| (e, l))),
-        ),
-        LightEntity::Spot { light_entity } => (*light_entity, vec![view_entity]),
+    let light_entity = match light {
+        LightEntity::Point { light_entity, .. } | LightEntity::Spot { light_entity } => *light_entity,
         // Culled with its camera (cull_view).
         LightEntity::Directional { .. } => return,
+    };
+    let Some(group) = groups.culled_by.get(&view_entity).and_then(|g| g.first()) else {
+        return;
     };
     // The faces after the first in this frame find their group culled.
     let first = group.first().copied().unwrap_or(view_entity);
@@ -613,7 +597,7 @@ pub(crate) fn cull_light_view(
     let volumes: Vec<_> = group
         .iter()
         .map(|&member| match light_views.get(member) {
-            Ok((_, extracted, _)) => ViewVolume::View {
+            Ok(extracted) => ViewVolume::View {
                 clip_from_view: extracted.clip_from_view,
                 world_from_view: extracted.world_from_view.to_matrix(),
                 max_distance: range,
@@ -635,7 +619,7 @@ pub(crate) fn cull_light_view(
     let diagnostics = ctx.diagnostic_recorder();
     let diagnostics = diagnostics.as_deref();
     let span = diagnostics.time_span(ctx.command_encoder(), "gpu_cull_light");
-    resources.cull(&group, &volumes, camera, &mut ctx);
+    resources.cull(group, &volumes, camera, &mut ctx);
     span.end(ctx.command_encoder());
 }
 
@@ -718,26 +702,18 @@ pub(crate) fn read_back_counts(
     let _ = device.wgpu_device().poll(wgpu::PollType::Poll);
 }
 
-/// What an occlusion phase (`test`) of `batch` culls by: for a batch sorted
-/// into cells whose kernel for that phase has compiled, its cells and the
-/// pick `Culler::cull_views_by_cells_if_faster` would make (by cells where
-/// enough is left unread); `None` culls flat.
-fn occlusion_cells<'b>(
+/// Whether `target`'s kernel that culls by cells is compiled, for an
+/// occlusion phase's `test` or else for the test `frusta` vote with (or the
+/// frustum test's, which keeps the same instances).
+fn cells_ready(
     culler: &cull_core::Culler,
     target: &cull_core::CullTarget,
     frusta: &[Frustum],
-    batch: &'b GpuBatch,
-    test: VisibilityTest,
-) -> Option<(&'b BatchCells, CellPick)> {
-    let cells = batch.cells.as_ref()?;
-    if !culler.has_pipelines_for_cells(target.windows(), target.views(), test) {
-        return None;
+    phase: Option<VisibilityTest>,
+) -> bool {
+    let ready = |test| culler.has_pipelines(KernelSpec::cells(target.windows(), target.views(), test));
+    match phase {
+        Some(test) => ready(test),
+        None => ready(VisibilityTest::for_views(frusta)) || ready(VisibilityTest::Frustum),
     }
-    let pick = cells.layout.pick(
-        culler.format(),
-        frusta,
-        batch.count,
-        cells.index.min_skipped_bytes(),
-    );
-    Some((cells, pick))
 }

@@ -11,7 +11,7 @@ use super::custom_material::{
     CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
 };
 use super::targets::{ViewTarget, ViewTargets};
-use crate::plugin::{StatMessage, StatSender};
+use crate::stats::{StatMessage, StatSender};
 use bevy::core_pipeline::core_3d::{
     AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey, Transparent3d,
 };
@@ -162,7 +162,7 @@ pub(crate) fn queue_batches(
     mesh_instances: Res<RenderMeshInstances>,
     view_keys: Res<ViewKeyCache>,
     targets: Res<ViewTargets>,
-    batches: Query<(Entity, &MainEntity, &super::extract::BatchData), With<super::prepare::GpuBatch>>,
+    batches: Query<(Entity, &MainEntity, &super::extract::BatchData), With<super::batches::GpuBatch>>,
     mut phases: ResMut<ViewBinnedRenderPhases<Opaque3d>>,
     mut alpha_mask_phases: ResMut<ViewBinnedRenderPhases<AlphaMask3d>>,
     mut queued: ResMut<QueuedBatches>,
@@ -183,23 +183,12 @@ pub(crate) fn queue_batches(
     for (view, entities) in queued.0.drain() {
         remove_from_phase(&mut phases, &view, entities);
     }
-    // A material on the batch entity makes Bevy queue the mesh itself, at
-    // the entity's transform: the plugin draws the batch with that material
-    // instead, so Bevy's own item goes.
+    // Bevy's own items for the batch entities go (remove_bevy_items).
+    let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();
     for (_, view, _) in &views {
-        let rve = view.retained_view_entity;
-        let mains = || batches.iter().map(|(_, main, _)| *main);
-        remove_from_phase(&mut phases, &rve, mains());
-        remove_from_phase(&mut alpha_mask_phases, &rve, mains());
-        // A blended or transmissive material puts Bevy's item in a sorted
-        // phase instead (the batch itself is drawn opaque); Bevy keys its
-        // mesh items by the main entity alone.
-        if let Some(phase) = transparent_phases.get_mut(&rve) {
-            mains().for_each(|main| phase.remove(Entity::PLACEHOLDER, main));
-        }
-        if let Some(phase) = transmissive_phases.get_mut(&rve) {
-            mains().for_each(|main| phase.remove(Entity::PLACEHOLDER, main));
-        }
+        let binned = (&mut *phases, &mut *alpha_mask_phases);
+        let sorted = (&mut *transparent_phases, &mut *transmissive_phases);
+        remove_bevy_items(&view.retained_view_entity, &mains, binned, sorted);
     }
     let Some(pipeline) = pipeline else {
         return;
@@ -233,45 +222,20 @@ pub(crate) fn queue_batches(
             let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
                 continue;
             };
-            let windings = data.windings();
             let key = *view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
-            let mut specialize =
-                |clockwise| specializer.specialize(main_entity, data, key, &mesh.layout, clockwise);
-            let Some(specialized) = specialize(windings.first_clockwise) else {
+            let Some((id, draw_function, twin)) =
+                specializer.specialize_windings(main_entity, data, key, &mesh.layout)
+            else {
                 continue;
             };
-            let (id, draw_function) = match specialized {
-                Ok(specialized) => specialized,
-                Err(e) => {
-                    error!("GPU culling: {e}");
-                    continue;
-                }
-            };
-            // The instances that wind backwards, drawn by the same item
-            // with the other front face.
-            if windings.both {
-                match specialize(true) {
-                    Some(Ok((twin, _))) => {
-                        twins.insert(view_entity, entity, twin);
-                    }
-                    Some(Err(e)) => error!("GPU culling: {e}"),
-                    None => {}
-                }
+            if let Some(twin) = twin {
+                twins.insert(view_entity, entity, twin);
             }
-            phase.add(
-                Opaque3dBatchSetKey {
-                    pipeline: id,
-                    draw_function,
-                    material_bind_group_index: None,
-                    slabs: MeshSlabs::default(),
-                    lightmap_slab: None,
-                },
-                Opaque3dBinKey {
-                    asset_id: mesh_instance.mesh_asset_id().untyped(),
-                },
+            add_non_mesh_item(
+                phase,
+                (id, draw_function),
+                mesh_instance.mesh_asset_id(),
                 (entity, *main_entity),
-                InputUniformIndex::default(),
-                BinnedRenderPhaseType::NonMesh,
             );
             queued
                 .0
@@ -279,6 +243,63 @@ pub(crate) fn queue_batches(
                 .or_default()
                 .push(*main_entity);
         }
+    }
+}
+
+/// Adds a batch's draw to an `Opaque3d` phase as a non-mesh item, binned
+/// by its pipeline and mesh.
+fn add_non_mesh_item(
+    phase: &mut bevy::render::render_phase::BinnedRenderPhase<Opaque3d>,
+    (pipeline, draw_function): (CachedRenderPipelineId, DrawFunctionId),
+    mesh: AssetId<Mesh>,
+    entities: (Entity, MainEntity),
+) {
+    phase.add(
+        Opaque3dBatchSetKey {
+            pipeline,
+            draw_function,
+            material_bind_group_index: None,
+            slabs: MeshSlabs::default(),
+            lightmap_slab: None,
+        },
+        Opaque3dBinKey {
+            asset_id: mesh.untyped(),
+        },
+        entities,
+        InputUniformIndex::default(),
+        BinnedRenderPhaseType::NonMesh,
+    );
+}
+
+/// Removes Bevy's own items for the batches `mains` from a view's main-pass
+/// phases. A material on the batch entity makes Bevy queue the mesh itself,
+/// at the entity's transform: the plugin draws the batch with that material
+/// instead. Bevy's item is in the opaque or alpha-mask phase, or, for a blended or transmissive
+/// material, a sorted phase (the batch itself is drawn opaque), where Bevy
+/// keys its mesh items by the main entity alone.
+fn remove_bevy_items(
+    view: &RetainedViewEntity,
+    mains: &[MainEntity],
+    (opaque, alpha_mask): (
+        &mut ViewBinnedRenderPhases<Opaque3d>,
+        &mut ViewBinnedRenderPhases<AlphaMask3d>,
+    ),
+    (transparent, transmissive): (
+        &mut ViewSortedRenderPhases<Transparent3d>,
+        &mut ViewSortedRenderPhases<Transmissive3d>,
+    ),
+) {
+    remove_from_phase(opaque, view, mains.iter().copied());
+    remove_from_phase(alpha_mask, view, mains.iter().copied());
+    if let Some(phase) = transparent.get_mut(view) {
+        mains
+            .iter()
+            .for_each(|main| phase.remove(Entity::PLACEHOLDER, *main));
+    }
+    if let Some(phase) = transmissive.get_mut(view) {
+        mains
+            .iter()
+            .for_each(|main| phase.remove(Entity::PLACEHOLDER, *main));
     }
 }
 
@@ -307,6 +328,36 @@ impl MainPassSpecializer<'_> {
                 .materials
                 .get(batch_material(self.material_instances, main_entity))
                 .is_some_and(renders_deferred)
+    }
+
+    /// The batch's pipeline for its first winding, with its draw function,
+    /// and for a batch with both windings the other's (the instances that
+    /// wind backwards, drawn by the same item with the other front face).
+    /// `None` where it is not ready or failed (logged).
+    fn specialize_windings(
+        &mut self,
+        main_entity: &MainEntity,
+        data: &super::extract::BatchData,
+        key: MeshPipelineKey,
+        layout: &MeshVertexBufferLayoutRef,
+    ) -> Option<(
+        CachedRenderPipelineId,
+        DrawFunctionId,
+        Option<CachedRenderPipelineId>,
+    )> {
+        let windings = data.windings();
+        let mut specialize = |clockwise| {
+            self.specialize(main_entity, data, key, layout, clockwise)?
+                .map_err(|e| error!("GPU culling: {e}"))
+                .ok()
+        };
+        let (id, draw_function) = specialize(windings.first_clockwise)?;
+        let twin = windings
+            .both
+            .then(|| specialize(true))
+            .flatten()
+            .map(|(twin, _)| twin);
+        Some((id, draw_function, twin))
     }
 
     /// The pipeline and draw function of `data`'s main-pass draw for a

@@ -5,7 +5,7 @@
 use crate::components::{
     CulledInstance, DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCulledInstances, ScaleRange,
 };
-use crate::plugin::GpuCullSettings;
+use crate::settings::GpuCullSettings;
 use bevy::camera::visibility::RenderLayers;
 use bevy::ecs::system::SystemState;
 use bevy::light::NotShadowReceiver;

@@ -223,7 +223,7 @@ pub(crate) fn prepare_materials(
     material_instances: Res<RenderMaterialInstances>,
     materials: Res<ErasedRenderAssets<PreparedMaterial>>,
     mut batches: Query<(Entity, &MainEntity, &BatchData, Option<&mut GpuMaterial>)>,
-    settings: Option<Res<crate::plugin::GpuCullSettings>>,
+    settings: Option<Res<crate::settings::GpuCullSettings>>,
 ) {
     // The culler's format (it is built from the settings).
     let format = settings.map_or(cull_core::InstanceFormat::PosQuat, |s| s.format);

@@ -1,17 +1,23 @@
-//! The render-world side, by stage: extraction (`extract`), each view's
-//! volumes (`views`), GPU resources (`prepare`, `material`), the cull per
-//! view (`cull`), queueing and drawing (`draw`, `custom_material`,
+//! The render-world side, by stage (no import circles between them):
+//! extraction (`extract`), what each view is and which are culled
+//! together (`groups`, `views`), the culler and its kernels (`kernels`), the
+//! batches' buffers (`batches`) and uniforms (`material`), the cull targets
+//! (`targets`) and their bind groups (`bind_groups`), the cull per view
+//! (`cull`, `pyramids`), queueing and drawing (`draw`, `custom_material`,
 //! `queue_prepass`, `material_prepass`, `shadow`). This module only wires
 //! them into Bevy's schedules.
 
+mod batches;
+mod bind_groups;
 mod bindings;
 mod cull;
 mod custom_material;
 mod draw;
 mod extract;
+mod groups;
+mod kernels;
 mod material;
 mod material_prepass;
-mod prepare;
 mod pyramids;
 mod queue_prepass;
 mod shadow;
@@ -19,7 +25,9 @@ mod standard;
 mod targets;
 mod views;
 
-use crate::plugin::{GpuCullSystems, StatSender};
+use crate::settings::GpuCullSystems;
+use crate::stats::StatSender;
+use bevy::app::SubApp;
 use bevy::asset::embedded_asset;
 use bevy::core_pipeline::core_3d::Opaque3d;
 use bevy::core_pipeline::deferred::AlphaMask3dDeferred;
@@ -47,16 +55,24 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     embedded_asset!(app, "shaders/instanced_material.wgsl");
     embedded_asset!(app, "shaders/instanced_material_prepass.wgsl");
     // cull-core's kernels, compiled by Bevy's PipelineCache.
-    let cull_shaders = prepare::CullShaders::add_to(app);
+    let cull_shaders = kernels::CullShaders::add_to(app);
     let Some(render_app) = app.get_sub_app_mut(RenderApp) else {
         return;
     };
     render_app
         .insert_resource(sender)
         .insert_resource(cull_shaders)
-        .insert_resource(draw::DrawShaderRef(draw_shader))
+        .insert_resource(draw::DrawShaderRef(draw_shader));
+    init_render_resources(render_app);
+    add_startup_and_prepare_systems(render_app);
+    add_cull_systems(render_app);
+}
+
+/// The render world's resources and draw commands.
+fn init_render_resources(render_app: &mut SubApp) {
+    render_app
         .init_resource::<bindings::InstanceBindings>()
-        .init_resource::<prepare::RenderFrame>()
+        .init_resource::<kernels::RenderFrame>()
         .init_resource::<draw::QueuedBatches>()
         .init_resource::<draw::DrawnThisFrame>()
         .init_resource::<draw::TwinPipelines<Opaque3d>>()
@@ -69,7 +85,8 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
         .init_gpu_resource::<targets::ViewTargets>()
-        .init_resource::<prepare::KernelDemand>()
+        .init_resource::<groups::ViewGroups>()
+        .init_resource::<kernels::KernelDemand>()
         .init_gpu_resource::<pyramids::Pyramids>()
         .init_gpu_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
         .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
@@ -79,6 +96,11 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     queue_prepass::add_render_commands::<Shadow>(render_app);
     queue_prepass::add_render_commands::<Opaque3dPrepass>(render_app);
     queue_prepass::add_render_commands::<AlphaMask3dDeferred>(render_app);
+}
+
+/// Start-up (again after a device loss), extraction, preparation, queueing
+/// and readback, each in its public set.
+fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
     render_app
         .add_systems(
             RenderStartup,
@@ -92,7 +114,8 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     ),
                 )
                     .chain(),
-                prepare::forget_gpu_batches,
+                kernels::forget_cullers,
+                batches::forget_gpu_batches,
             ),
         )
         .add_systems(
@@ -103,15 +126,20 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
             Render,
             (
                 (
-                    prepare::count_frame,
-                    prepare::prepare_culler,
-                    prepare::prepare_batches,
+                    kernels::count_frame,
+                    kernels::prepare_culler,
+                    batches::prepare_batches,
                     material::prepare_materials,
+                    groups::prepare_view_groups,
                     targets::prepare_targets,
                 )
                     .chain()
                     .in_set(GpuCullSystems::Prepare)
                     .in_set(RenderSystems::PrepareResources),
+                // Its own stage, after every PrepareResources system: not in
+                // GpuCullSystems::Prepare, so ordering against that set in
+                // PrepareResources stays possible.
+                bind_groups::prepare_bind_groups.in_set(RenderSystems::PrepareBindGroups),
                 // Bevy's material queue removes entities it re-specializes
                 // from the bins by main entity; ours re-adds after it.
                 (
@@ -132,35 +160,40 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
                     .in_set(GpuCullSystems::Readback)
                     .in_set(RenderSystems::Cleanup),
             ),
-        )
-        .add_systems(
-            Core3d,
-            (
-                // A camera with its directional cascades (drawn in its run),
-                // before its shadow pass, prepass and main pass.
-                cull::cull_view
-                    .before(Core3dSystems::Prepass)
-                    .before(per_view_shadow_pass::<EARLY_SHADOW_PASS>),
-                // Point and spot lights' views run before the cameras.
-                cull::cull_light_view.before(shared_shadow_pass::<EARLY_SHADOW_PASS>),
-                // Occlusion culling's late phase, where Bevy runs its own:
-                // after the early prepass and its depth pyramid, before the
-                // late prepass; then the main pass draws every list.
-                (cull::enter_late_phase, cull::cull_view_late)
-                    .chain()
-                    .after(early_prepass)
-                    .after(early_downsample_depth)
-                    .before(late_prepass)
-                    .before(per_view_shadow_pass::<LATE_SHADOW_PASS>)
-                    .before(shared_shadow_pass::<LATE_SHADOW_PASS>),
-                cull::enter_main_phase
-                    .after(Core3dSystems::Prepass)
-                    .after(per_view_shadow_pass::<LATE_SHADOW_PASS>)
-                    .after(shared_shadow_pass::<LATE_SHADOW_PASS>)
-                    .before(Core3dSystems::MainPass),
-            )
-                .in_set(GpuCullSystems::Cull),
         );
+}
+
+/// The culls, in Bevy's `Core3d` schedule: each view's before the passes
+/// that draw its lists.
+fn add_cull_systems(render_app: &mut SubApp) {
+    render_app.add_systems(
+        Core3d,
+        (
+            // A camera with its directional cascades (drawn in its run),
+            // before its shadow pass, prepass and main pass.
+            cull::cull_view
+                .before(Core3dSystems::Prepass)
+                .before(per_view_shadow_pass::<EARLY_SHADOW_PASS>),
+            // Point and spot lights' views run before the cameras.
+            cull::cull_light_view.before(shared_shadow_pass::<EARLY_SHADOW_PASS>),
+            // Occlusion culling's late phase, where Bevy runs its own:
+            // after the early prepass and its depth pyramid, before the
+            // late prepass; then the main pass draws every list.
+            (cull::enter_late_phase, cull::cull_view_late)
+                .chain()
+                .after(early_prepass)
+                .after(early_downsample_depth)
+                .before(late_prepass)
+                .before(per_view_shadow_pass::<LATE_SHADOW_PASS>)
+                .before(shared_shadow_pass::<LATE_SHADOW_PASS>),
+            cull::enter_main_phase
+                .after(Core3dSystems::Prepass)
+                .after(per_view_shadow_pass::<LATE_SHADOW_PASS>)
+                .after(shared_shadow_pass::<LATE_SHADOW_PASS>)
+                .before(Core3dSystems::MainPass),
+        )
+            .in_set(GpuCullSystems::Cull),
+    );
 }
 
 pub(crate) fn finish(app: &mut App) {

@@ -2,7 +2,7 @@
 //! build them) and each occluded camera's pyramid. The cull builds and
 //! reads them; the views and targets stages ask whether there are any.
 
-use crate::plugin::{StatMessage, StatSender};
+use crate::stats::{StatMessage, StatSender};
 use bevy::prelude::*;
 use bevy::render::renderer::RenderDevice;
 

@@ -6,12 +6,12 @@
 //! ([`super::material_prepass`]), or, under an application's draw shader,
 //! by the plugin's depth-only one ([`super::shadow`]).
 
+use super::batches::GpuBatch;
 use super::custom_material::batch_material;
 use super::draw::{TwinPipelines, remove_from_phase};
 use super::material_prepass::{
     CulledMaterialPrepassPipeline, DrawCulledDepthOnlyPrepass, DrawCulledMaterialPrepass, PrepassView,
 };
-use super::prepare::GpuBatch;
 use super::shadow::{CulledPrepassKey, CulledPrepassPipeline, DrawCulledPrepass};
 use super::targets::ViewTargets;
 use bevy::asset::UntypedAssetId;

@@ -1,38 +1,34 @@
 //! Cull targets: per (view group, batch) a target holding every view's
 //! lists of survivors and indirect arguments, and per (view, batch) its
-//! slot there, its count readback and its draw bind groups. A view group is
-//! culled in one pass: a camera with its directional cascades (up to
-//! `MAX_VIEWS` views a group), a point light's six faces, or a spot light's
-//! view alone.
+//! slot there and its count readback (its draw bind groups are made in
+//! `bind_groups`). A view group ([`ViewGroups`]) is culled in one pass: a
+//! camera with its directional cascades (up to `MAX_VIEWS` views a group),
+//! a point light's six faces, or a spot light's view alone.
 
-use super::bindings::{self, InstanceBindings};
+use super::batches::GpuBatch;
 use super::extract::BatchData;
-use super::material::GpuMaterial;
+use super::groups::{ViewGroups, ViewPlace};
+use super::kernels::{CullShaders, KernelDemand, RenderCuller};
 use super::standard::TEXTURES;
-use crate::plugin::{ShadowViewId, StatMessage, StatSender};
+use crate::stats::{ShadowViewId, StatMessage, StatSender};
 use bevy::camera::visibility::RenderLayers;
-use bevy::pbr::RenderMeshInstances;
-use bevy::pbr::{LightEntity, RenderMeshInstanceFlags, ViewLightEntities};
+use bevy::pbr::{RenderMeshInstanceFlags, RenderMeshInstances};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::render::mesh::allocator::MeshAllocator;
 use bevy::render::mesh::{RenderMesh, RenderMeshBufferInfo};
 use bevy::render::render_asset::RenderAssets;
-use bevy::render::render_resource::{BindGroup, BindGroupEntries, BindGroupLayout, Buffer, PipelineCache};
+use bevy::render::render_resource::{BindGroup, Buffer, PipelineCache};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
-use bevy::render::texture::{FallbackImage, GpuImage};
 use bevy::render::view::ExtractedView;
 use cull_core::{AsyncReadback, CullTarget, KernelSpec, MAX_VIEWS, OcclusionHistory, VisibilityTest};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
-use super::prepare::{CullShaders, GpuBatch, KernelDemand, RenderCuller};
-use super::views::{OcclusionQueryData, camera_groups, occlusion_culled, point_light_faces};
-
 /// The kernels a group's cull votes with: the occlusion phases for an
 /// occluded camera; for a camera alone with levels of detail, the kernel
-/// that tests its frustum once for all levels (what `Culler::cull_views`
+/// that tests its frustum once for all levels (what `Culler::cull`
 /// picks for such views, `VisibilityTest::for_views`); else the frustum
 /// test's.
 fn group_tests(occluded: bool, group_views: u32, levels: u32) -> &'static [VisibilityTest] {
@@ -113,10 +109,10 @@ pub(crate) struct ViewTarget {
     pub draw_args: Buffer,
     /// One per level of detail: the level's survivors.
     pub bind_groups: Vec<BindGroup>,
-    /// What `bind_group` binds: the batch's buffers ([`GpuBatch::buffers_id`])
-    /// and its material's textures, when ready.
+    /// What `bind_groups` bind (`None` until made): the batch's buffers
+    /// ([`GpuBatch::buffers_id`]), its material's textures that are ready,
     /// and whether its levels are the batch's levels of detail.
-    bound: (u64, [Option<AssetId<Image>>; TEXTURES], bool),
+    pub bound: Option<(u64, [Option<AssetId<Image>>; TEXTURES], bool)>,
     /// The visible count on its way to the CPU, tagged with its render frame.
     pub counts: AsyncReadback,
     /// The latest visible count read back; `u32::MAX` until one arrives.
@@ -199,16 +195,6 @@ pub(crate) struct ViewTargets {
     pub groups: HashMap<(Entity, Entity), GroupTarget>,
 }
 
-/// The material textures a batch's draw binds: the prepared images, and
-/// Bevy's fallback for those not loaded yet. Grouped, like [`BatchMeshes`],
-/// so that [`prepare_targets`] stays under Bevy's limit of sixteen system
-/// parameters.
-#[derive(bevy::ecs::system::SystemParam)]
-pub(crate) struct MaterialTextures<'w> {
-    images: Res<'w, RenderAssets<GpuImage>>,
-    fallback: Res<'w, FallbackImage>,
-}
-
 /// Where a batch's meshes are: Bevy's render-world entry for the batch
 /// entity, the prepared meshes of its levels, and their places in the mesh
 /// allocator's buffers.
@@ -219,386 +205,410 @@ pub(crate) struct BatchMeshes<'w> {
     allocator: Res<'w, MeshAllocator>,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What making targets and requesting kernels takes.
+#[derive(bevy::ecs::system::SystemParam)]
+pub(crate) struct TargetMaker<'w> {
+    device: Res<'w, RenderDevice>,
+    queue: Res<'w, RenderQueue>,
+    culler: Option<ResMut<'w, RenderCuller>>,
+    shaders: ResMut<'w, CullShaders>,
+    pipeline_cache: Res<'w, PipelineCache>,
+    sender: Res<'w, StatSender>,
+}
+
+/// A batch's levels of detail as one view draws them: each level's smallest
+/// screen size (empty without levels), mesh and draw arguments.
+struct Levels {
+    lod: Vec<f32>,
+    meshes: Vec<AssetId<Mesh>>,
+    args: Vec<DrawArgs>,
+}
+
+impl Levels {
+    fn count(&self) -> u32 {
+        self.meshes.len() as u32
+    }
+}
+
+/// Where one (view, batch) is culled: its group's first view, the view's
+/// first list in the group's target, the group's views and levels.
+#[derive(Clone, Copy)]
+struct Placement {
+    group: Entity,
+    slot: u32,
+    group_views: u32,
+    levels: u32,
+}
+
+impl Placement {
+    /// Lists in the group's target: a list per (view, level).
+    fn target_views(self) -> u32 {
+        self.group_views * self.levels
+    }
+}
+
+/// Makes, per (view, batch) a view sees, its group's cull target (shared by
+/// the group's views) and the view's slot there, requests the kernels the
+/// group's cull needs, and drops the targets no view culls any more.
 pub(crate) fn prepare_targets(
-    device: Res<RenderDevice>,
-    queue: Res<RenderQueue>,
-    culler: Option<ResMut<RenderCuller>>,
-    mut shaders: ResMut<CullShaders>,
+    mut maker: TargetMaker,
     mut targets: ResMut<ViewTargets>,
-    views: Query<(
-        Entity,
-        &ExtractedView,
-        Option<&MainEntity>,
-        Option<&RenderLayers>,
-        Option<&ViewLightEntities>,
-        Option<&LightEntity>,
-        OcclusionQueryData,
-    )>,
-    batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData, Option<&GpuMaterial>)>,
-    textures: MaterialTextures,
+    groups: Res<ViewGroups>,
+    views: Query<(Entity, Option<&RenderLayers>), With<ExtractedView>>,
+    batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData)>,
     batch_meshes: BatchMeshes,
-    bindings: Res<InstanceBindings>,
-    pipeline_cache: Res<PipelineCache>,
-    sender: Res<StatSender>,
-    pyramids: Res<super::pyramids::Pyramids>,
     mut demand: ResMut<KernelDemand>,
 ) {
-    let MaterialTextures { images, fallback } = textures;
-    let BatchMeshes {
-        mesh_instances,
-        meshes,
-        allocator,
-    } = batch_meshes;
-    let Some(mut culler) = culler else {
+    if maker.culler.is_none() {
         return;
-    };
+    }
     let targets = &mut *targets;
-    for target in targets.map.values_mut() {
-        target.live = false;
-    }
-    for group in targets.groups.values_mut() {
-        group.live = false;
-    }
-    // Each view's group (its first view), its slot there and the group's size.
-    let mut grouping: HashMap<Entity, (Entity, u32, u32)> = HashMap::default();
-    let is_cascade = |e| {
-        matches!(
-            views.get(e),
-            Ok((_, _, _, _, _, Some(LightEntity::Directional { .. }), _))
-        )
-    };
-    let light_views = || views.iter().filter_map(|(e, _, _, _, _, l, _)| l.map(|l| (e, l)));
-    for (view, _, main_view, _, lights, light, occlusion) in &views {
-        let groups = match light {
-            None if main_view.is_some() => {
-                camera_groups(view, lights, is_cascade, occlusion_culled(occlusion, &pyramids))
-            }
-            Some(LightEntity::Point { light_entity, .. }) if !grouping.contains_key(&view) => {
-                vec![point_light_faces(*light_entity, light_views())]
-            }
-            _ => continue,
+    targets.map.values_mut().for_each(|t| t.live = false);
+    targets.groups.values_mut().for_each(|g| g.live = false);
+    let default_layers = RenderLayers::default();
+    for (view, view_layers) in &views {
+        let Some(place) = groups.places.get(&view) else {
+            continue;
         };
-        for group in groups {
-            for (slot, &member) in group.iter().enumerate() {
-                grouping.insert(member, (group[0], slot as u32, group.len() as u32));
-            }
-        }
-    }
-    for (view, extracted, main_view, view_layers, _, light, occlusion) in &views {
-        // A camera culled in two phases: its lists in an early and a late
-        // target (it is a group of its own).
-        let occluded = light.is_none() && main_view.is_some() && occlusion_culled(occlusion, &pyramids);
-        // A camera (it has a main-world entity) or a light's shadow view.
-        let (main_view, shadow) = match (main_view, light.is_some()) {
-            (_, true) => {
-                let rve = extracted.retained_view_entity;
-                let camera = rve.auxiliary_entity.id();
-                let id = ShadowViewId {
-                    light: rve.main_entity.id(),
-                    camera: (camera != Entity::PLACEHOLDER).then_some(camera),
-                    index: rve.subview_index,
-                };
-                (id.light, Some(id))
-            }
-            (Some(main_view), false) => (main_view.id(), None),
-            (None, false) => continue,
-        };
-        // A cascade no camera took in is culled on its own, as is a spot
-        // light's view.
-        let (group, slot, group_views) = grouping.get(&view).copied().unwrap_or((view, 0, 1));
-        let default_layers = RenderLayers::default();
         let view_layers = view_layers.unwrap_or(&default_layers);
-        for (batch_entity, main_batch, gpu, batch, material) in &batches {
-            let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_batch) else {
+        for (batch_entity, main_batch, gpu, batch) in &batches {
+            let Some(mesh_instance) = batch_meshes.mesh_instances.render_mesh_queue_data(*main_batch) else {
                 continue;
             };
             // As Bevy does for its meshes: a view sees a visible batch whose
             // render layers it shares, and a light draws only shadow casters.
-            if !batch.visible || !view_layers.intersects(&batch.render_layers) {
-                continue;
-            }
-            if shadow.is_some()
-                && !mesh_instance
-                    .flags()
-                    .contains(RenderMeshInstanceFlags::SHADOW_CASTER)
+            let caster = mesh_instance
+                .flags()
+                .contains(RenderMeshInstanceFlags::SHADOW_CASTER);
+            if !batch.visible
+                || !view_layers.intersects(&batch.render_layers)
+                || (place.shadow.is_some() && !caster)
             {
                 continue;
             }
             let mesh_id = mesh_instance.mesh_asset_id();
-            let Some(mesh) = meshes.get(mesh_id) else {
+            let Some(mut levels) = batch_levels(batch, mesh_id, &batch_meshes) else {
                 continue;
             };
-            // The mesh of each level of detail and where it lies in Bevy's
-            // buffers. Until every level's mesh is ready the batch is not
-            // drawn, as Bevy's meshes wait for theirs; a level whose vertex
-            // layout differs from the Mesh3d's cannot use its pipeline, and
-            // the batch is drawn without levels.
-            let mut lod: Vec<f32> = batch.lod.iter().map(|(_, size)| *size).collect();
-            let mut level_meshes: Vec<AssetId<Mesh>> = batch.lod.iter().map(|(id, _)| *id).collect();
-            if level_meshes.iter().any(|id| meshes.get(*id).is_none()) {
-                continue;
-            }
-            if level_meshes
-                .iter()
-                .any(|id| meshes.get(*id).is_some_and(|m| m.layout != mesh.layout))
-            {
-                error_once!(
-                    "bevy-gpu-cull: a GpuCullLod mesh has other vertex attributes than the batch's Mesh3d; \
-                     the batch is drawn without levels of detail"
-                );
-                lod.clear();
-                level_meshes.clear();
-            }
-            if level_meshes.is_empty() {
-                level_meshes.push(mesh_id);
-            }
-            let Some(mut args) = level_meshes
-                .iter()
-                .map(|id| mesh_draw_args(meshes.get(*id)?, id, &allocator))
-                .collect::<Option<Vec<DrawArgs>>>()
-            else {
+            let Some(placement) = maker.place(view, place, gpu, &mut levels, mesh_id, &batch_meshes) else {
                 continue;
             };
-            let levels = level_meshes.len() as u32;
-            // The group's target, shared by its views, each with a list per
-            // level. A batch whose lists for every view of the group would
-            // not fit (more than MAX_VIEWS lists, or more than the output
-            // windows hold) is culled view by view instead.
-            let fits = |views: u32| {
-                views <= MAX_VIEWS && culler.culler().windows_for_views(gpu.capacity, views).is_ok()
+            maker.request_kernels(place.kind.occluded(), placement, batch, gpu);
+            let group_key = (placement.group, batch_entity);
+            let Some(group_target) = maker.group_target(
+                &mut targets.groups,
+                group_key,
+                place,
+                placement,
+                (main_batch.id(), gpu),
+                &levels.lod,
+            ) else {
+                continue;
             };
-            let (group, slot, group_views) = if group_views > 1 && !fits(group_views * levels) {
-                (view, 0, 1)
-            } else {
-                (group, slot, group_views)
-            };
-            // A batch too large for even one view's levels is drawn without
-            // levels.
-            let levels = if levels > 1 && !fits(group_views * levels) {
-                error_once!(
-                    "bevy-gpu-cull: a batch is too large for a list per level of detail; it is drawn without levels"
-                );
-                lod.clear();
-                level_meshes = vec![mesh_id];
-                args.truncate(0);
-                match mesh_draw_args(mesh, &mesh_id, &allocator) {
-                    Some(a) => args.push(a),
-                    None => continue,
-                }
-                1
-            } else {
-                levels
-            };
-            let (slot, target_views) = (slot * levels, group_views * levels);
-            let group_key = (group, batch_entity);
-            // A batch sorted into cells is culled flat until its group's
-            // kernels that cull by cells have compiled.
-            if gpu.cells.is_some()
-                && let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views)
-            {
-                for &test in group_tests(occluded, group_views, levels) {
-                    culler.inner.request(
-                        KernelSpec::cells(windows, target_views, test),
-                        &pipeline_cache,
-                        &mut shaders,
-                    );
-                }
-            }
-            // Faster forms of the group's kernels, each culled with once
-            // Bevy has compiled it and with the general kernel until then
-            // (both keep the same instances; cull-core picks): for a mesh
-            // centred on its origin (most meshes), the form that leaves the
-            // rotation of its center out (KernelSpec::centred); for plain
-            // views (Bevy's perspective cameras and lights' views, without
-            // a level's band), the form without a sixth plane or a band
-            // (KernelSpec::plain_views); and both together.
-            request_faster_forms(
-                &mut culler,
-                batch,
-                gpu,
-                (occluded, group_views, levels),
-                &pipeline_cache,
-                &mut shaders,
-            );
-            let stale = targets.groups.get(&group_key).is_none_or(|g| {
-                g.capacity < gpu.capacity
-                    || g.culler_generation != culler.generation
-                    || g.views != target_views
-                    || g.lod != lod
-                    || g.occlusion.is_some() != occluded
-            });
-            if stale {
-                // A batch past one storage binding needs a kernel with more
-                // output windows, an occluded camera the occlusion phases':
-                // until Bevy has compiled them, the batch is not drawn (as
-                // Bevy does with a mesh whose pipeline is not ready).
-                let tests = group_tests(occluded, group_views, levels);
-                if let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views) {
-                    let mut ready = true;
-                    for &test in tests {
-                        if !culler.culler().has_pipelines_for(windows, target_views, test) {
-                            culler.inner.request(
-                                KernelSpec::flat(windows, target_views, test),
-                                &pipeline_cache,
-                                &mut shaders,
-                            );
-                            ready = false;
-                        }
-                    }
-                    if !ready {
-                        continue;
-                    }
-                }
-                let new_target = || {
-                    CullTarget::with_views(device.wgpu_device(), culler.culler(), gpu.capacity, target_views)
-                        .map_err(|e| error!("GPU culling: {e}"))
-                        .ok()
-                };
-                let Some(target) = new_target() else {
-                    continue;
-                };
-                let occlusion = if occluded {
-                    let history = OcclusionHistory::new(device.wgpu_device(), gpu.capacity)
-                        .map_err(|e| error!("GPU culling: {e}"))
-                        .ok();
-                    let (Some(late), Some(history)) = (new_target(), history) else {
-                        continue;
-                    };
-                    Some(GroupOcclusion {
-                        late_draw_args: Buffer::from(late.draw_args().clone()),
-                        late: Arc::new(late),
-                        history: std::sync::Mutex::new(history),
-                        by_cells: Default::default(),
-                    })
-                } else {
-                    None
-                };
-                let draw_args = Buffer::from(target.draw_args().clone());
-                targets.groups.insert(
-                    group_key,
-                    GroupTarget {
-                        target: Arc::new(target),
-                        draw_args,
-                        views: target_views,
-                        capacity: gpu.capacity,
-                        culler_generation: culler.generation,
-                        written_args: None,
-                        lod: lod.clone(),
-                        main_view,
-                        main_batch: main_batch.id(),
-                        shadow,
-                        occlusion,
-                        live: false,
-                    },
-                );
-            }
-            let group_target = targets.groups.get_mut(&group_key).expect("inserted above");
             group_target.live = true;
             // Each level's mesh's place in Bevy's shared vertex and index
             // buffers, written only when it changes (a new target, a mesh
-            // that moved in the allocator or was replaced): view slot
-            // `v * levels + k` draws level k's mesh.
-            if group_target.written_args.as_ref() != Some(&args) {
-                write_level_args(&queue, group_target, &args, levels, target_views);
-                group_target.written_args = Some(args);
-                let _ = sender.0.lock().map(|s| s.send(StatMessage::DrawArgsWritten));
-            }
-            let shared = group_target.target.clone();
-            let draw_args = group_target.draw_args.clone();
-            let late_target = group_target
-                .occlusion
-                .as_ref()
-                .map(|o| (o.late.clone(), o.late_draw_args.clone()));
-            let key = (view, batch_entity);
-            // Levels drawn with the batch's levels' uniforms (binding 19);
-            // without levels, or where they fell back, the plain one.
-            let uses_levels = !lod.is_empty();
-            let fresh = targets.map.get(&key).is_none_or(|t| {
-                !Arc::ptr_eq(&t.target, &shared)
-                    || t.slot != slot
-                    || t.meshes != level_meshes
-                    || t.late.as_ref().map(|l| Arc::as_ptr(&l.target))
-                        != late_target.as_ref().map(|(l, _)| Arc::as_ptr(l))
-            });
-            if fresh {
-                let counts = AsyncReadback::new(
-                    device.wgpu_device(),
-                    counts_len(levels),
-                    "gpu_cull_count_readback",
+            // that moved in the allocator or was replaced).
+            if group_target.written_args.as_ref() != Some(&levels.args) {
+                write_level_args(
+                    &maker.queue,
+                    group_target,
+                    &levels.args,
+                    placement.levels,
+                    placement.target_views(),
                 );
-                targets.map.insert(
-                    key,
-                    ViewTarget {
-                        target: shared,
-                        slot,
-                        meshes: level_meshes,
-                        lod,
-                        draw_args,
-                        bind_groups: Vec::new(),
-                        bound: (0, [None; TEXTURES], false),
-                        counts,
-                        last_count: AtomicU32::new(u32::MAX),
-                        main_view,
-                        main_batch: main_batch.id(),
-                        shadow,
-                        late: late_target.map(|(target, draw_args)| LateLists {
-                            target,
-                            draw_args,
-                            bind_groups: Vec::new(),
-                            counts: AsyncReadback::new(
-                                device.wgpu_device(),
-                                counts_len(levels),
-                                "gpu_cull_late_count_readback",
-                            ),
-                            last_counts: std::sync::Mutex::new(Vec::new()),
-                        }),
-                        live: false,
-                    },
+                group_target.written_args = Some(std::mem::take(&mut levels.args));
+                let _ = maker
+                    .sender
+                    .0
+                    .lock()
+                    .map(|s| s.send(StatMessage::DrawArgsWritten));
+            }
+            let view_key = (view, batch_entity);
+            if !keep_view_target(
+                &mut targets.map,
+                view_key,
+                group_target,
+                placement.slot,
+                &levels.meshes,
+            ) {
+                let target = view_target(
+                    &maker.device,
+                    group_target,
+                    place,
+                    placement,
+                    main_batch.id(),
+                    levels,
                 );
+                targets.map.insert(view_key, target);
             }
-            let target = targets.map.get_mut(&key).expect("inserted above");
-            // The output is this view's list in its group's target; the draw
-            // data and the material are the batch's: rebind only when one was
-            // replaced or the material's texture became ready.
-            let Some(material) = material else {
-                continue;
-            };
-            // Each texture once it is ready, else Bevy's white fallback.
-            let ready = batch
-                .material
-                .textures
-                .map(|id| id.and_then(|id| images.get(id).map(|image| (id, image))));
-            let [image, normals, metallic_roughness, emissive, occlusion] =
-                ready.map(|t| t.map_or(&fallback.d2, |(_, image)| image));
-            let bound = (gpu.buffers_id, ready.map(|t| t.map(|(id, _)| id)), uses_levels);
-            if fresh || target.bound != bound {
-                let layout = pipeline_cache.get_bind_group_layout(&bindings.layout);
-                let textures = [image, normals, metallic_roughness, emissive, occlusion];
-                let lists_at = (target.slot, target.levels());
-                let bind_groups = |lists: &CullTarget| {
-                    instance_bind_groups(
-                        &device,
-                        &layout,
-                        lists,
-                        lists_at,
-                        gpu,
-                        material,
-                        textures,
-                        uses_levels,
-                    )
-                };
-                target.bind_groups = bind_groups(&target.target);
-                if let Some(late) = &mut target.late {
-                    late.bind_groups = bind_groups(&late.target);
-                }
-                target.bound = bound;
-            }
-            target.live = true;
         }
     }
-    retire_stale_targets(targets, &sender);
+    retire_stale_targets(targets, &maker.sender);
     demand.0 = kernels_in_use(targets);
+}
+
+/// The mesh of each level of detail of `batch` and where it lies in Bevy's
+/// buffers. Until every level's mesh is ready the batch is not drawn
+/// (`None`), as Bevy's meshes wait for theirs; a level whose vertex layout
+/// differs from the `Mesh3d`'s cannot use its pipeline, and the batch is
+/// drawn without levels.
+fn batch_levels(batch: &BatchData, mesh_id: AssetId<Mesh>, at: &BatchMeshes) -> Option<Levels> {
+    let mesh = at.meshes.get(mesh_id)?;
+    let mut lod: Vec<f32> = batch.lod.iter().map(|(_, size)| *size).collect();
+    let mut meshes: Vec<AssetId<Mesh>> = batch.lod.iter().map(|(id, _)| *id).collect();
+    if meshes.iter().any(|id| at.meshes.get(*id).is_none()) {
+        return None;
+    }
+    if meshes
+        .iter()
+        .any(|id| at.meshes.get(*id).is_some_and(|m| m.layout != mesh.layout))
+    {
+        error_once!(
+            "bevy-gpu-cull: a GpuCullLod mesh has other vertex attributes than the batch's Mesh3d; \
+             the batch is drawn without levels of detail"
+        );
+        lod.clear();
+        meshes.clear();
+    }
+    if meshes.is_empty() {
+        meshes.push(mesh_id);
+    }
+    let args = meshes
+        .iter()
+        .map(|id| mesh_draw_args(at.meshes.get(*id)?, id, &at.allocator))
+        .collect::<Option<Vec<DrawArgs>>>()?;
+    Some(Levels { lod, meshes, args })
+}
+
+impl TargetMaker<'_> {
+    fn culler(&self) -> &RenderCuller {
+        self.culler
+            .as_deref()
+            .expect("prepare_targets returns without a culler")
+    }
+
+    /// The culler, with what it needs to ask Bevy for kernels.
+    fn requester(&mut self) -> (&mut RenderCuller, &mut CullShaders, &PipelineCache) {
+        let culler = self
+            .culler
+            .as_deref_mut()
+            .expect("prepare_targets returns without a culler");
+        (culler, &mut *self.shaders, &*self.pipeline_cache)
+    }
+
+    /// Where `view` culls a batch of `gpu.capacity` instances: in its group,
+    /// or alone where the group's lists would not fit (more than
+    /// `MAX_VIEWS` lists, or more than the output windows hold). A batch
+    /// too large for even one view's levels is drawn without levels.
+    fn place(
+        &self,
+        view: Entity,
+        place: &ViewPlace,
+        gpu: &GpuBatch,
+        levels: &mut Levels,
+        mesh_id: AssetId<Mesh>,
+        at: &BatchMeshes,
+    ) -> Option<Placement> {
+        let culler = self.culler().culler();
+        let fits = |views: u32| views <= MAX_VIEWS && culler.windows_for(gpu.capacity, views).is_ok();
+        let (group, slot, group_views) = if place.group_views > 1 && !fits(place.group_views * levels.count())
+        {
+            (view, 0, 1)
+        } else {
+            (place.group, place.slot, place.group_views)
+        };
+        if levels.count() > 1 && !fits(group_views * levels.count()) {
+            error_once!(
+                "bevy-gpu-cull: a batch is too large for a list per level of detail; it is drawn without levels"
+            );
+            let args = mesh_draw_args(at.meshes.get(mesh_id)?, &mesh_id, &at.allocator)?;
+            *levels = Levels {
+                lod: Vec::new(),
+                meshes: vec![mesh_id],
+                args: vec![args],
+            };
+        }
+        Some(Placement {
+            group,
+            slot: slot * levels.count(),
+            group_views,
+            levels: levels.count(),
+        })
+    }
+
+    /// Requests the kernels a group's cull may take: those that cull by
+    /// cells for a batch sorted into cells (culled flat until they have
+    /// compiled), and the faster forms of its kernels.
+    fn request_kernels(&mut self, occluded: bool, placement: Placement, batch: &BatchData, gpu: &GpuBatch) {
+        let (culler, shaders, pipeline_cache) = self.requester();
+        let target_views = placement.target_views();
+        if gpu.cells.is_some()
+            && let Ok(windows) = culler.culler().windows_for(gpu.capacity, target_views)
+        {
+            for &test in group_tests(occluded, placement.group_views, placement.levels) {
+                let spec = KernelSpec::cells(windows, target_views, test);
+                culler.inner.request(spec, pipeline_cache, shaders);
+            }
+        }
+        request_faster_forms(
+            culler,
+            batch,
+            gpu,
+            (occluded, placement.group_views, placement.levels),
+            pipeline_cache,
+            shaders,
+        );
+    }
+
+    /// The group's target for a batch (`gpu`, its main entity first), made
+    /// again where it is stale. A batch past one storage binding needs a
+    /// kernel with more output windows, an occluded camera the occlusion
+    /// phases': until Bevy has compiled them, the batch is not drawn
+    /// (`None`), as Bevy does with a mesh whose pipeline is not ready.
+    fn group_target<'t>(
+        &mut self,
+        groups: &'t mut HashMap<(Entity, Entity), GroupTarget>,
+        group_key: (Entity, Entity),
+        place: &ViewPlace,
+        placement: Placement,
+        (main_batch, gpu): (Entity, &GpuBatch),
+        lod: &[f32],
+    ) -> Option<&'t mut GroupTarget> {
+        let occluded = place.kind.occluded();
+        let target_views = placement.target_views();
+        let generation = self.culler().generation;
+        let stale = groups.get(&group_key).is_none_or(|g| {
+            g.capacity < gpu.capacity
+                || g.culler_generation != generation
+                || g.views != target_views
+                || g.lod != lod
+                || g.occlusion.is_some() != occluded
+        });
+        if stale {
+            if !self.kernels_ready(occluded, placement, gpu) {
+                return None;
+            }
+            let new_target = || {
+                CullTarget::with_views(
+                    self.device.wgpu_device(),
+                    self.culler().culler(),
+                    gpu.capacity,
+                    target_views,
+                )
+                .map_err(|e| error!("GPU culling: {e}"))
+                .ok()
+            };
+            let target = new_target()?;
+            let occlusion = if occluded {
+                let history = OcclusionHistory::new(self.device.wgpu_device(), gpu.capacity)
+                    .map_err(|e| error!("GPU culling: {e}"))
+                    .ok()?;
+                let late = new_target()?;
+                Some(GroupOcclusion {
+                    late_draw_args: Buffer::from(late.draw_args().clone()),
+                    late: Arc::new(late),
+                    history: std::sync::Mutex::new(history),
+                    by_cells: Default::default(),
+                })
+            } else {
+                None
+            };
+            let group = GroupTarget {
+                draw_args: Buffer::from(target.draw_args().clone()),
+                target: Arc::new(target),
+                views: target_views,
+                capacity: gpu.capacity,
+                culler_generation: generation,
+                written_args: None,
+                lod: lod.to_vec(),
+                main_view: place.main_view,
+                main_batch,
+                shadow: place.shadow,
+                occlusion,
+                live: false,
+            };
+            groups.insert(group_key, group);
+        }
+        groups.get_mut(&group_key)
+    }
+
+    /// Whether the general kernels a group's cull votes with have compiled;
+    /// requests those that have not.
+    fn kernels_ready(&mut self, occluded: bool, placement: Placement, gpu: &GpuBatch) -> bool {
+        let target_views = placement.target_views();
+        let Ok(windows) = self.culler().culler().windows_for(gpu.capacity, target_views) else {
+            // CullTarget::with_views reports it.
+            return true;
+        };
+        let (culler, shaders, pipeline_cache) = self.requester();
+        let mut ready = true;
+        for &test in group_tests(occluded, placement.group_views, placement.levels) {
+            let spec = KernelSpec::flat(windows, target_views, test);
+            if !culler.culler().has_pipelines(spec) {
+                culler.inner.request(spec, pipeline_cache, shaders);
+                ready = false;
+            }
+        }
+        ready
+    }
+}
+
+/// Keeps the view's target at `key` (its readbacks and bind groups live on)
+/// where it still culls into `group`'s lists at `slot` for the same
+/// `meshes`; `false` where it must be made again.
+fn keep_view_target(
+    map: &mut HashMap<(Entity, Entity), ViewTarget>,
+    key: (Entity, Entity),
+    group: &GroupTarget,
+    slot: u32,
+    meshes: &[AssetId<Mesh>],
+) -> bool {
+    let late_lists = |late: Option<&Arc<CullTarget>>| late.map(Arc::as_ptr);
+    let group_late = late_lists(group.occlusion.as_ref().map(|o| &o.late));
+    let Some(old) = map.get_mut(&key) else {
+        return false;
+    };
+    old.live = Arc::ptr_eq(&old.target, &group.target)
+        && old.slot == slot
+        && old.meshes == meshes
+        && late_lists(old.late.as_ref().map(|l| &l.target)) == group_late;
+    old.live
+}
+
+/// A view's part of `group`'s lists: its slot, its levels' meshes, and its
+/// count readbacks (its bind groups are made by `prepare_bind_groups`).
+fn view_target(
+    device: &RenderDevice,
+    group: &GroupTarget,
+    place: &ViewPlace,
+    placement: Placement,
+    main_batch: Entity,
+    levels: Levels,
+) -> ViewTarget {
+    let counts = |label| AsyncReadback::new(device.wgpu_device(), counts_len(placement.levels), label);
+    ViewTarget {
+        target: group.target.clone(),
+        slot: placement.slot,
+        meshes: levels.meshes,
+        lod: levels.lod,
+        draw_args: group.draw_args.clone(),
+        bind_groups: Vec::new(),
+        bound: None,
+        counts: counts("gpu_cull_count_readback"),
+        last_count: AtomicU32::new(u32::MAX),
+        main_view: place.main_view,
+        main_batch,
+        shadow: place.shadow,
+        late: group.occlusion.as_ref().map(|o| LateLists {
+            target: o.late.clone(),
+            draw_args: o.late_draw_args.clone(),
+            bind_groups: Vec::new(),
+            counts: counts("gpu_cull_late_count_readback"),
+            last_counts: std::sync::Mutex::new(Vec::new()),
+        }),
+        live: true,
+    }
 }
 
 /// The kernels the groups' culls use, as (views, visibility test), for the
@@ -655,53 +665,6 @@ fn write_level_args(queue: &RenderQueue, group: &GroupTarget, args: &[DrawArgs],
     }
 }
 
-/// The batch's bind groups for a view's lists in `lists` (its early or late
-/// target; the view's first list at `slot`), one per level: the level's survivors, the batch's draw records,
-/// uniforms and material textures (Bevy's fallback for those not ready).
-#[allow(clippy::too_many_arguments)]
-fn instance_bind_groups(
-    device: &RenderDevice,
-    layout: &BindGroupLayout,
-    lists: &CullTarget,
-    (slot, levels): (u32, u32),
-    gpu: &GpuBatch,
-    material: &GpuMaterial,
-    textures: [&GpuImage; TEXTURES],
-    uses_levels: bool,
-) -> Vec<BindGroup> {
-    let [image, normals, metallic_roughness, emissive, occlusion] = textures;
-    (0..levels)
-        .map(|level| {
-            let survivors = wgpu::BufferBinding {
-                buffer: lists.output_buffer(),
-                offset: lists.view_output_offset(slot + level),
-                size: wgpu::BufferSize::new(lists.capacity() as u64 * lists.output_stride()),
-            };
-            let level_uniform = material.level_binding(uses_levels.then_some(level));
-            device.create_bind_group(
-                "gpu_cull_instances",
-                layout,
-                &BindGroupEntries::with_indices((
-                    (bindings::MESH, material.mesh.as_entire_binding()),
-                    (bindings::INSTANCES, gpu.draw_data.as_entire_binding()),
-                    (bindings::SURVIVORS, wgpu::BindingResource::Buffer(survivors)),
-                    (bindings::MATERIAL, material.buffer.as_entire_binding()),
-                    (bindings::BASE_COLOR_TEXTURE, &image.texture_view),
-                    (bindings::BASE_COLOR_SAMPLER, &image.sampler),
-                    (bindings::NORMAL_MAP_TEXTURE, &normals.texture_view),
-                    (
-                        bindings::METALLIC_ROUGHNESS_TEXTURE,
-                        &metallic_roughness.texture_view,
-                    ),
-                    (bindings::EMISSIVE_TEXTURE, &emissive.texture_view),
-                    (bindings::OCCLUSION_TEXTURE, &occlusion.texture_view),
-                    (bindings::LEVEL, wgpu::BindingResource::Buffer(level_uniform)),
-                )),
-            )
-        })
-        .collect()
-}
-
 /// Requests the faster forms of a group's kernels, each culled with once
 /// Bevy has compiled it and with the general kernel until then (both keep
 /// the same instances; cull-core picks): for a mesh centred on its origin
@@ -726,7 +689,7 @@ fn request_faster_forms(
     if !(centred || plain) {
         return;
     }
-    let Ok(windows) = culler.culler().windows_for_views(gpu.capacity, target_views) else {
+    let Ok(windows) = culler.culler().windows_for(gpu.capacity, target_views) else {
         return;
     };
     for &test in group_tests(occluded, group_views, levels) {
@@ -735,7 +698,7 @@ fn request_faster_forms(
         // Each after its general kernel, which the batch needs to be drawn
         // at all: not ahead of it in Bevy's queue.
         for general in std::iter::once(flat).chain(gpu.cells.is_some().then_some(by_cells)) {
-            if !culler.culler().has_pipelines_of(general) {
+            if !culler.culler().has_pipelines(general) {
                 continue;
             }
             // Several views' levels under the frustum test (a light's views

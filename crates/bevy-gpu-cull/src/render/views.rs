@@ -1,15 +1,13 @@
-//! What each view is, as the cull needs it: the views culled together in
-//! one pass (a camera with its cascades, a point light's faces), whether a
-//! camera is occlusion-culled, and how its frustum, its level-of-detail
-//! metric and its occlusion camera are built, in `f64` from the matrices
+//! Each view's volumes as the cull needs them: whether a camera is
+//! occlusion-culled, and how its frustum, its level-of-detail metric and
+//! its occlusion camera are built, in `f64` from the matrices
 //! Bevy gives, so that each can be built in a batch's own frame
 //! (`cull_core::LocalFrame`).
 
 use crate::components::CullingFrustumOverride;
-use bevy::pbr::{LightEntity, ViewLightEntities};
 use bevy::prelude::*;
 use bevy::render::view::ExtractedView;
-use cull_core::{Frustum, LocalFrame, MAX_VIEWS, SizeMetric};
+use cull_core::{Frustum, LocalFrame, SizeMetric};
 
 /// How a view's frustum is built, so that it can be built in each batch's
 /// frame ([`LocalFrame`]): in `f64` from the matrices Bevy gives, never
@@ -142,32 +140,6 @@ pub(crate) fn level_frusta<'a>(
     }
 }
 
-/// The views culled together in one pass: a camera, then the cascades of
-/// the directional lights it draws shadows for (culled in its run), cut
-/// into groups of at most `MAX_VIEWS`. An occlusion-culled camera is a group
-/// of its own (an occlusion cull's views are one camera's), its cascades
-/// the next. [`prepare_targets`] and the cull both take the groups from
-/// here, so their slots agree.
-pub(crate) fn camera_groups(
-    camera: Entity,
-    lights: Option<&ViewLightEntities>,
-    is_cascade: impl Fn(Entity) -> bool,
-    occluded: bool,
-) -> Vec<Vec<Entity>> {
-    let cascades = lights
-        .into_iter()
-        .flat_map(|l| l.lights.iter().copied())
-        .filter(|&light_view| is_cascade(light_view));
-    if occluded {
-        let cascades: Vec<Entity> = cascades.collect();
-        return std::iter::once(vec![camera])
-            .chain(cascades.chunks(MAX_VIEWS as usize).map(<[Entity]>::to_vec))
-            .collect();
-    }
-    let views: Vec<Entity> = std::iter::once(camera).chain(cascades).collect();
-    views.chunks(MAX_VIEWS as usize).map(<[Entity]>::to_vec).collect()
-}
-
 /// What decides whether a camera view is occlusion-culled, as the render
 /// world has it.
 pub(crate) type OcclusionQueryData = (
@@ -243,67 +215,4 @@ pub(crate) fn occlusion_culled(
 /// as the same shift at every depth (`TemporalJitter::jitter_projection`).
 pub(crate) fn occlusion_jitter(jitter: Option<&bevy::render::camera::TemporalJitter>) -> f32 {
     jitter.map_or(0.0, |j| j.offset.abs().max_element())
-}
-
-/// A point light's cube faces, culled together in one pass: the light's
-/// face views among `views`, in face order.
-pub(crate) fn point_light_faces<'a>(
-    light: Entity,
-    views: impl Iterator<Item = (Entity, &'a LightEntity)>,
-) -> Vec<Entity> {
-    let mut faces: Vec<(usize, Entity)> = views
-        .filter_map(|(view, l)| match l {
-            LightEntity::Point {
-                light_entity,
-                face_index,
-            } if *light_entity == light => Some((*face_index, view)),
-            _ => None,
-        })
-        .collect();
-    faces.sort_unstable_by_key(|&(face, _)| face);
-    faces
-        .into_iter()
-        .map(|(_, view)| view)
-        .take(MAX_VIEWS as usize)
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A camera comes first in its group, then its cascades in order, cut
-    /// into groups of at most `MAX_VIEWS`; other light views stay out.
-    #[test]
-    fn camera_groups_take_cascades_in_order_up_to_max_views() {
-        let camera = Entity::from_raw_u32(1).unwrap();
-        let lights: Vec<Entity> = (10..22).map(|i| Entity::from_raw_u32(i).unwrap()).collect();
-        let view_lights = ViewLightEntities {
-            lights: lights.clone(),
-        };
-        // Every other light view is a cascade: six of them.
-        let is_cascade = |e: Entity| e.index_u32().is_multiple_of(2);
-        let groups = camera_groups(camera, Some(&view_lights), is_cascade, false);
-        let cascades: Vec<Entity> = lights.iter().copied().filter(|&e| is_cascade(e)).collect();
-        assert_eq!(groups.len(), 1);
-        assert_eq!(groups[0][0], camera);
-        assert_eq!(groups[0][1..], cascades[..]);
-        // Twelve cascades: eight views, then five.
-        let groups = camera_groups(camera, Some(&view_lights), |_| true, false);
-        assert_eq!(
-            groups.iter().map(Vec::len).collect::<Vec<_>>(),
-            [MAX_VIEWS as usize, 5]
-        );
-        assert_eq!(groups.concat()[1..], lights[..]);
-        assert_eq!(camera_groups(camera, None, |_| true, false), [vec![camera]]);
-        // An occlusion-culled camera is a group of its own; its twelve
-        // cascades follow in groups of eight and four.
-        let groups = camera_groups(camera, Some(&view_lights), |_| true, true);
-        assert_eq!(
-            groups.iter().map(Vec::len).collect::<Vec<_>>(),
-            [1, MAX_VIEWS as usize, 4]
-        );
-        assert_eq!(groups[0], [camera]);
-        assert_eq!(groups.concat()[1..], lights[..]);
-    }
 }

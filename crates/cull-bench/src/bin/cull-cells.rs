@@ -1,5 +1,5 @@
-//! cull-cells: culling by cells (`Culler::cull_views_in_cells`) against the
-//! flat cull (`Culler::cull_views`) of the same instances, with GPU
+//! cull-cells: culling by cells (`CullRequest::by_cells`) against the
+//! flat cull (`Culler::cull`) of the same instances, with GPU
 //! timestamps, as ratios to each other and to a copy kernel over the flat
 //! cull's bytes measured in the same run.
 //!
@@ -42,8 +42,8 @@ use argh::{FromArgValue, FromArgs};
 use cull_core::cells::CELL_BOUNDS_BYTES;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CellBounds, CellIndex, CellLayout, CullInput, CullTarget, CullViewsParams, Culler, CullerDesc,
-    InstanceFormat, OutputKind, ScanVariant,
+    CellBounds, CellIndex, CellLayout, CullInput, CullRequest, CullTarget, Culler, CullerDesc, Frustum,
+    InstanceFormat, OutputKind, ScanVariant, Sphere,
 };
 use roofline::{Roofline, median, timed_context};
 
@@ -141,7 +141,7 @@ struct Layout {
     cell_pass: Vec<f64>,
     cull_pass: Vec<f64>,
     kept: u32,
-    /// Whether `Culler::cull_views_by_cells_if_faster` would cull by cells.
+    /// Whether `CullRequest::by_cells_if_faster` would cull by cells.
     picks_cells: bool,
 }
 
@@ -198,31 +198,36 @@ fn survivors(
     }
 }
 
+/// What a cull here culls: `count` instances of a mesh bounded by
+/// `local_bounds`, against `frusta`.
+struct Params<'a> {
+    frusta: &'a [Frustum],
+    local_bounds: Sphere,
+    count: u32,
+}
+
 fn cull(
     ctx: &cull_core::GpuContext,
     culler: &Culler,
     layout: &Layout,
     target: &CullTarget,
-    params: &CullViewsParams,
+    params: &Params,
     by_cells: bool,
 ) -> cull_core::CullTimings {
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    if by_cells {
-        culler
-            .cull_views_in_cells(
-                &mut encoder,
-                &ctx.queue,
-                &layout.input,
-                target,
-                params,
-                &layout.cells,
-            )
-            .unwrap();
+    let request = CullRequest::new(
+        &layout.input,
+        target,
+        params.frusta,
+        params.local_bounds,
+        params.count,
+    );
+    let request = if by_cells {
+        request.by_cells(&layout.cells)
     } else {
-        culler
-            .cull_views(&mut encoder, &ctx.queue, &layout.input, target, params)
-            .unwrap();
-    }
+        request
+    };
+    culler.cull(&mut encoder, &ctx.queue, request).unwrap();
     ctx.queue.submit([encoder.finish()]);
     target.read_timings(&ctx.device).unwrap()
 }
@@ -295,7 +300,7 @@ fn main() {
                         upload("unsorted", unsorted, &unsorted_bounds),
                     ];
                     let target = CullTarget::new(&ctx.device, &culler, n as u32).unwrap();
-                    let params = CullViewsParams {
+                    let params = Params {
                         frusta: &frusta,
                         local_bounds: scene.bounds,
                         count: n as u32,
@@ -529,7 +534,7 @@ fn field_row(
     let mut whole = 0u32;
     for frusta in &frames {
         whole += layout.whole_cells(frusta, n as u32);
-        let params = CullViewsParams {
+        let params = Params {
             frusta,
             local_bounds: scene.bounds,
             count: n as u32,
@@ -562,7 +567,7 @@ fn field_row(
     let (mut flat, mut by_cells, mut picked, mut copies) = (0.0, 0.0, 0.0, Vec::new());
     let mut frames_by_cells = 0;
     for frusta in &frames {
-        let params = CullViewsParams {
+        let params = Params {
             frusta,
             local_bounds: scene.bounds,
             count: n as u32,

@@ -208,7 +208,7 @@ fn main() {
                         forms.push((spec.for_plain_views(), format!("{test_name}, plain")));
                     }
                     for (spec, form) in forms {
-                        let source = culler.shader_source_of(spec).unwrap();
+                        let source = culler.shader_source(spec).unwrap();
                         let Some(vulkan) = &vulkan else {
                             let dir = args.dump.as_ref().unwrap();
                             let name = form.replace(", ", "-");

@@ -1,4 +1,4 @@
-//! cull-views: several views culled in one pass (`Culler::cull_views`)
+//! cull-views: several views culled in one pass (`Culler::cull`)
 //! against the same views culled one after the other, over the same
 //! instances, with GPU timestamps, as ratios to one view and to a copy
 //! kernel over one view's bytes measured in the same run.
@@ -15,7 +15,7 @@
 //! exact sets.
 //!
 //! `--occlusion` measures the two phases of occlusion culling instead
-//! (`Culler::cull_views_early` and `cull_views_late`, one view) against a
+//! (`CullRequest::occlusion_early` and `occlusion_late`, one view) against a
 //! plain cull of the same view: a 1280×720 depth buffer whose left half is a
 //! wall at the median depth of the visible instances, its pyramid built
 //! once, the history warmed by one frame (so the early phase draws what
@@ -42,9 +42,9 @@ use argh::FromArgs;
 use cull_core::frustum::SphereClass;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CellIndex, CellLayout, CpuPyramid, CullInput, CullTarget, CullViewsParams, Culler, CullerDesc,
-    DepthOrder, DepthPyramid, Frustum, InstanceFormat, MAX_VIEWS, OcclusionCamera, OcclusionHistory,
-    OutputKind, PyramidBuilder, ScanVariant, SizeMetric, VisibilityTest,
+    CellIndex, CellLayout, CpuPyramid, CullInput, CullRequest, CullTarget, Culler, CullerDesc, DepthOrder,
+    DepthPyramid, Frustum, InstanceFormat, MAX_VIEWS, OcclusionCamera, OcclusionHistory, OutputKind,
+    PyramidBuilder, ScanVariant, SizeMetric, VisibilityTest,
 };
 use glam::Mat4;
 use roofline::{Roofline, median, timed_context};
@@ -58,6 +58,14 @@ const DEFAULT_VARIANTS: [ScanVariant; 4] = [
 ];
 const VIEWS: [u32; 5] = [1, 2, 4, 6, 8];
 const CAMERA: CameraKind = CameraKind::InfiniteReverseZ;
+
+/// `request`, by `cells` where the batch is sorted into them.
+fn maybe_by_cells<'a>(request: CullRequest<'a>, cells: Option<&'a CellIndex>) -> CullRequest<'a> {
+    match cells {
+        Some(cells) => request.by_cells(cells),
+        None => request,
+    }
+}
 
 /// Times several views culled in one pass against the same views culled one
 /// after the other, or (--occlusion) occlusion culling's two phases against a plain cull.
@@ -240,14 +248,8 @@ impl Way {
             self.targets.iter().zip(frusta.chunks(1)).collect()
         };
         for (target, frusta) in &culls {
-            let params = CullViewsParams {
-                frusta,
-                local_bounds: scene.bounds,
-                count: n,
-            };
-            self.culler
-                .cull_views(&mut encoder, &ctx.queue, input, target, &params)
-                .unwrap();
+            let request = CullRequest::new(input, target, frusta, scene.bounds, n);
+            self.culler.cull(&mut encoder, &ctx.queue, request).unwrap();
         }
         ctx.queue.submit([encoder.finish()]);
         culls
@@ -597,11 +599,7 @@ impl Occluded {
             None => (input, None),
         };
         let frusta = [scene.frustum().unwrap()];
-        let params = CullViewsParams {
-            frusta: &frusta,
-            local_bounds: scene.bounds,
-            count: n,
-        };
+        let bounds = scene.bounds;
         let target = || CullTarget::new(&ctx.device, culler, n).unwrap();
         let (plain, plain_cells, early, late) = (target(), target(), target(), target());
         let mut history = OcclusionHistory::new(&ctx.device, n).unwrap();
@@ -625,30 +623,24 @@ impl Occluded {
         // one from the encoder's timestamps.
         let frame = |history: &mut OcclusionHistory| -> [f64; 5] {
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            culler
-                .cull_views(&mut encoder, &ctx.queue, input, &plain, &params)
-                .unwrap();
+            let flat = CullRequest::new(input, &plain, &frusta, bounds, n);
+            culler.cull(&mut encoder, &ctx.queue, flat).unwrap();
             if let Some(cells) = cells {
-                culler
-                    .cull_views_in_cells(&mut encoder, &ctx.queue, input, &plain_cells, &params, cells)
-                    .unwrap();
+                let by_cells = CullRequest::new(input, &plain_cells, &frusta, bounds, n).by_cells(cells);
+                culler.cull(&mut encoder, &ctx.queue, by_cells).unwrap();
             }
+            let early_phase = CullRequest::new(input, &early, &frusta, bounds, n).occlusion_early(history);
             culler
-                .cull_views_early(&mut encoder, &ctx.queue, input, &early, &params, history, cells)
+                .cull(&mut encoder, &ctx.queue, maybe_by_cells(early_phase, cells))
                 .unwrap();
             encoder.write_timestamp(&stamps, 0);
+            let late_phase = CullRequest::new(input, &late, &frusta, bounds, n).occlusion_late(
+                history,
+                &self.pyramid,
+                &self.camera,
+            );
             culler
-                .cull_views_late(
-                    &mut encoder,
-                    &ctx.queue,
-                    input,
-                    &late,
-                    &params,
-                    history,
-                    &self.pyramid,
-                    &self.camera,
-                    cells,
-                )
+                .cull(&mut encoder, &ctx.queue, maybe_by_cells(late_phase, cells))
                 .unwrap();
             encoder.write_timestamp(&stamps, 1);
             encoder.resolve_query_set(&stamps, 0..2, &resolved, 0);

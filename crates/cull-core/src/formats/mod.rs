@@ -57,6 +57,21 @@ pub(crate) struct FormatKernel {
 /// and its `#import` line in `items.wgsl` (and `outputs/instances.wgsl`).
 pub(crate) static FORMATS: [FormatKernel; 3] = [matrix::KERNEL, posquat::KERNEL, packed16::KERNEL];
 
+/// Every format's stride is a whole number of 16-byte parts: instance-copy
+/// output (`shaders/cull/outputs/instances.wgsl`) writes an instance as
+/// `stride / 16` parts of `vec4<u32>`, and a format of another size would
+/// silently write the wrong bytes. Checked when the crate compiles.
+const _: () = {
+    let mut i = 0;
+    while i < FORMATS.len() {
+        assert!(
+            FORMATS[i].stride.is_multiple_of(16) && FORMATS[i].stride > 0,
+            "an instance format's stride must be a whole number of 16-byte parts"
+        );
+        i += 1;
+    }
+};
+
 impl InstanceFormat {
     /// Every format, largest first.
     pub const ALL: [InstanceFormat; 3] = [Self::Matrix, Self::PosQuat, Self::Packed16];

@@ -75,7 +75,7 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
     let pass = match (cx.cells, passes) {
         (None, [pass]) => pass,
         (Some(cells), [cell_pass, pass]) => {
-            crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
+            crate::passes::encode_cell_pass(&mut cx, cell_pass, cells);
             pass
         }
         _ => unreachable!("the cull, after the cell pass by cells, as ModuleShape::passes declares"),

@@ -119,7 +119,7 @@ impl ScanKernel for HillisSteele {
         let [vote, scan, compact, finalize] = match (cx.cells, passes) {
             (None, [vote, scan, compact, finalize]) => [vote, scan, compact, finalize],
             (Some(cells), [cell_pass, vote, scan, compact, finalize]) => {
-                crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
+                crate::passes::encode_cell_pass(&mut cx, cell_pass, cells);
                 [vote, scan, compact, finalize]
             }
             _ => unreachable!("four passes, after the cell pass by cells, as passes() declares"),

@@ -111,7 +111,7 @@ impl ScanKernel for OrderedTwoPass {
         let (vote, gather) = match (cx.cells, passes) {
             (None, [vote, gather]) => (vote, gather),
             (Some(cells), [cell_pass, vote, gather]) => {
-                crate::cells::encode_cell_pass(&mut cx, cell_pass, cells);
+                crate::passes::encode_cell_pass(&mut cx, cell_pass, cells);
                 (vote, gather)
             }
             _ => unreachable!("vote and gather, after the cell pass by cells, as passes() declares"),

@@ -24,15 +24,15 @@ pub enum VisibilityTest {
     /// The frustum test for the levels of detail of one camera: views with
     /// the same planes and size metric ([`crate::Frustum::detail_levels`]).
     /// The frustum test and the size are computed once per instance, and
-    /// each level compares the size with its band. [`crate::Culler::cull_views`]
+    /// each level compares the size with its band. [`crate::CullRequest`]
     /// picks it for such views ([`Self::for_views`]) when its kernel is
     /// available, else [`Self::Frustum`]'s, which keeps the same instances.
     DetailLevels,
     /// Occlusion culling's early phase: the frustum test, and visible after
-    /// the last late phase ([`crate::Culler::cull_views_early`]).
+    /// the last late phase ([`crate::CullRequest::occlusion_early`]).
     OcclusionEarly,
     /// Occlusion culling's late phase: the frustum test and the depth
-    /// pyramid, not drawn early ([`crate::Culler::cull_views_late`]).
+    /// pyramid, not drawn early ([`crate::CullRequest::occlusion_late`]).
     OcclusionLate,
 }
 
@@ -45,7 +45,7 @@ impl VisibilityTest {
         Self::OcclusionLate,
     ];
 
-    /// The test a plain cull of `frusta` ([`crate::Culler::cull_views`])
+    /// The test a plain cull of `frusta` ([`crate::CullRequest`])
     /// votes with: [`Self::DetailLevels`] for several views that are one
     /// camera's levels (the same planes, and no size band in any or bands
     /// of the same metric in all), else [`Self::Frustum`].

@@ -2,12 +2,33 @@
 
 use crate::harness::*;
 use cull_core::{
-    CullError, CullInput, CullParams, CullTarget, Frustum, InstanceFormat, OutputKind, ScanVariant, Sphere,
+    CullError, CullInput, CullRequest, CullTarget, Frustum, InstanceFormat, OutputKind, ScanVariant, Sphere,
 };
 use glam::Mat4;
 
-fn params(count: u32) -> CullParams {
-    CullParams {
+/// What one plain cull here culls: `count` instances of `local_bounds`
+/// against `frustum`.
+struct Params {
+    frustum: Frustum,
+    local_bounds: Sphere,
+    count: u32,
+}
+
+impl Params {
+    /// The plain cull of these parameters from `input` into `target`.
+    fn request<'a>(&'a self, input: &'a CullInput, target: &'a CullTarget) -> CullRequest<'a> {
+        CullRequest::new(
+            input,
+            target,
+            std::slice::from_ref(&self.frustum),
+            self.local_bounds,
+            self.count,
+        )
+    }
+}
+
+fn params(count: u32) -> Params {
+    Params {
         frustum: Frustum::from_clip_from_world(Mat4::perspective_infinite_reverse_rh(1.0, 1.0, 0.1), None)
             .unwrap(),
         local_bounds: Sphere::new(glam::Vec3::ZERO, 1.0),
@@ -25,12 +46,12 @@ fn count_over_capacity_is_an_error() {
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     for count in [51, 101, u32::MAX] {
         let err = culler
-            .cull(&mut encoder, &ctx.queue, &input, &target, &params(count))
+            .cull(&mut encoder, &ctx.queue, params(count).request(&input, &target))
             .unwrap_err();
         assert!(matches!(err, CullError::CountExceedsCapacity { .. }), "{err}");
     }
     culler
-        .cull(&mut encoder, &ctx.queue, &input, &target, &params(50))
+        .cull(&mut encoder, &ctx.queue, params(50).request(&input, &target))
         .unwrap();
     ctx.queue.submit([encoder.finish()]);
 }
@@ -103,12 +124,12 @@ fn mismatched_format_and_foreign_target_are_errors() {
     let target = CullTarget::new(&ctx.device, &a, 10).unwrap();
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     let err = a
-        .cull(&mut encoder, &ctx.queue, &input, &target, &params(1))
+        .cull(&mut encoder, &ctx.queue, params(1).request(&input, &target))
         .unwrap_err();
     assert!(matches!(err, CullError::FormatMismatch { .. }), "{err}");
     let input = CullInput::new(&ctx.device, InstanceFormat::PosQuat, 10).unwrap();
     let err = b
-        .cull(&mut encoder, &ctx.queue, &input, &target, &params(1))
+        .cull(&mut encoder, &ctx.queue, params(1).request(&input, &target))
         .unwrap_err();
     assert!(matches!(err, CullError::ForeignTarget), "{err}");
 }
@@ -134,7 +155,7 @@ fn zero_instances_give_a_zero_count() {
         );
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         culler
-            .cull(&mut encoder, &ctx.queue, &input, &target, &params(0))
+            .cull(&mut encoder, &ctx.queue, params(0).request(&input, &target))
             .unwrap();
         ctx.queue.submit([encoder.finish()]);
         assert_eq!(
@@ -192,12 +213,11 @@ fn invalid_bounds_are_an_error() {
             .cull(
                 &mut encoder,
                 &ctx.queue,
-                &input,
-                &target,
-                &CullParams {
+                Params {
                     local_bounds: bounds,
                     ..params(1)
-                },
+                }
+                .request(&input, &target),
             )
             .unwrap_err();
         assert!(matches!(err, CullError::InvalidBounds { .. }), "{err}");

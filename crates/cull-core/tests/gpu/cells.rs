@@ -1,5 +1,5 @@
 //! Cell culling (`cull_core::cells`): a batch sorted into cells and culled
-//! with `Culler::cull_views_in_cells` keeps exactly what the flat cull
+//! with `CullRequest::by_cells` keeps exactly what the flat cull
 //! keeps (`Ordered` in order), in every variant that culls cells, format, output kind, size,
 //! view set (one view, several, one camera's levels of detail), across
 //! chunks and two-dimensional dispatches; and the cell pass does cull
@@ -8,8 +8,8 @@
 use crate::harness::*;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CellIndex, CellLayout, CullError, CullTarget, CullViewsParams, Culler, Frustum, InstanceFormat,
-    OutputKind, ScanVariant, Tuning,
+    CellIndex, CellLayout, CullError, CullRequest, CullTarget, Culler, Frustum, InstanceFormat, OutputKind,
+    ScanVariant, Tuning,
 };
 
 const SIZES: [usize; 5] = [0, 1, 257, 4099, 100_003];
@@ -81,17 +81,12 @@ pub fn cull_cells_again(
     cells: &CellIndex,
     frusta: &[Frustum],
 ) -> (Vec<Vec<u32>>, u32) {
-    let params = CullViewsParams {
-        frusta,
-        local_bounds: scene.bounds,
-        count: scene.instances.len() as u32,
-    };
+    let count = scene.instances.len() as u32;
+    let request = CullRequest::new(&job.input, target, frusta, scene.bounds, count).by_cells(cells);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    culler
-        .cull_views_in_cells(&mut encoder, &ctx.queue, &job.input, target, &params, cells)
-        .unwrap();
+    culler.cull(&mut encoder, &ctx.queue, request).unwrap();
     ctx.queue.submit([encoder.finish()]);
-    let survivors = read_views(ctx, culler, &job.bytes, target, frusta.len(), params.count);
+    let survivors = read_views(ctx, culler, &job.bytes, target, frusta.len(), count);
     (survivors, cells.read_kept(&ctx.device, &ctx.queue).unwrap())
 }
 
@@ -445,22 +440,13 @@ fn the_pick_culls_flat_when_cells_cannot_help() {
     let job = Job::new(ctx, &culler, &scene, 50_000);
     let cells = CellIndex::new(&ctx.device, &culler, 50_000).unwrap();
     cells.write_bounds(&ctx.queue, 0, &unsorted.bounds).unwrap();
-    let params = CullViewsParams {
-        frusta: &frusta,
-        local_bounds: scene.bounds,
-        count: 50_000,
-    };
+    let request = CullRequest::new(&job.input, &job.target, &frusta, scene.bounds, 50_000)
+        .by_cells_if_faster(&unsorted, &cells);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     let pick = culler
-        .cull_views_by_cells_if_faster(
-            &mut encoder,
-            &ctx.queue,
-            &job.input,
-            &job.target,
-            &params,
-            &unsorted,
-            &cells,
-        )
+        .cull(&mut encoder, &ctx.queue, request)
+        .unwrap()
+        .cell_pick
         .unwrap();
     ctx.queue.submit([encoder.finish()]);
     assert_eq!(
@@ -481,17 +467,13 @@ fn the_pick_culls_flat_when_cells_cannot_help() {
     let mut cells = CellIndex::new(&ctx.device, &culler, 50_000).unwrap();
     cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
     cells.set_min_skipped_bytes(0);
+    let request = CullRequest::new(&job.input, &job.target, &frusta, scene.bounds, 50_000)
+        .by_cells_if_faster(&layout, &cells);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     let pick = culler
-        .cull_views_by_cells_if_faster(
-            &mut encoder,
-            &ctx.queue,
-            &job.input,
-            &job.target,
-            &params,
-            &layout,
-            &cells,
-        )
+        .cull(&mut encoder, &ctx.queue, request)
+        .unwrap()
+        .cell_pick
         .unwrap();
     ctx.queue.submit([encoder.finish()]);
     assert!(pick.by_cells && pick.kept < layout.cells(), "{pick:?}");
@@ -559,25 +541,14 @@ fn cells_refuse_bad_input() {
     );
     let foreign = CellIndex::new(&ctx.device, &other, 3000).unwrap();
     let frusta = [scene.frustum().unwrap()];
-    let params = CullViewsParams {
-        frusta: &frusta,
-        local_bounds: scene.bounds,
-        count: 3000,
-    };
+    let request = || CullRequest::new(&job.input, &job.target, &frusta, scene.bounds, 3000);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     assert!(matches!(
-        culler.cull_views_in_cells(&mut encoder, &ctx.queue, &job.input, &job.target, &params, &small),
+        culler.cull(&mut encoder, &ctx.queue, request().by_cells(&small)),
         Err(CullError::CountExceedsCapacity { .. })
     ));
     assert!(matches!(
-        culler.cull_views_in_cells(
-            &mut encoder,
-            &ctx.queue,
-            &job.input,
-            &job.target,
-            &params,
-            &foreign
-        ),
+        culler.cull(&mut encoder, &ctx.queue, request().by_cells(&foreign)),
         Err(CullError::InvalidParameter(_))
     ));
 }

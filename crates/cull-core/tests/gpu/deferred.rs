@@ -14,9 +14,14 @@ use cull_core::{
 };
 use naga_oil::compose::{ComposableModuleDescriptor, Composer, NagaModuleDescriptor};
 
-/// Compiles `culler.recipe(1, 1)` (one window, one view) the way a renderer would.
+/// The general frustum kernel for one window and one view.
+fn one_view() -> KernelSpec {
+    KernelSpec::flat(1, 1, VisibilityTest::Frustum)
+}
+
+/// Compiles `culler.recipe(one_view())` (one window, one view) the way a renderer would.
 fn compile_recipe(device: &wgpu::Device, culler: &Culler) -> Vec<wgpu::ComputePipeline> {
-    compile(device, culler.recipe(1, 1))
+    compile(device, culler.recipe(one_view()))
 }
 
 /// Compiles `recipe` the way a renderer would.
@@ -124,9 +129,7 @@ fn assert_culls_exactly(ctx: &GpuContext, culler: &Culler, job: &Job, scene: &Sc
 /// one-window, one-view kernel was not provided (not a panic in wgpu).
 fn assert_not_ready(ctx: &GpuContext, culler: &Culler, job: &Job, what: &str) {
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    let err = culler
-        .cull(&mut encoder, &ctx.queue, &job.input, &job.target, &job.params)
-        .unwrap_err();
+    let err = culler.cull(&mut encoder, &ctx.queue, job.request()).unwrap_err();
     assert!(
         matches!(err, CullError::PipelinesNotReady { windows: 1, views: 1 }),
         "{what}: {err}"
@@ -149,7 +152,7 @@ fn deferred_desc(variant: ScanVariant, format: InstanceFormat) -> CullerDesc {
 /// `culler`.
 fn provide(ctx: &GpuContext, culler: &Culler, spec: KernelSpec) {
     culler
-        .provide_pipelines_of(spec, compile(&ctx.device, culler.recipe_of(spec)))
+        .provide_pipelines(spec, compile(&ctx.device, culler.recipe(spec)))
         .unwrap();
 }
 
@@ -168,7 +171,7 @@ fn kernels_compiled_by_the_renderer_cull_exact_sets() {
         let scene = harness::edge_scene(7, 10_007, Camera::Perspective, InstanceFormat::PosQuat);
         let job = Job::new(ctx, &culler, &scene, 10_007);
         // Nothing compiled yet: a typed error, not a panic in wgpu.
-        assert!(!culler.has_pipelines(1, 1));
+        assert!(!culler.has_pipelines(one_view()));
         assert_not_ready(
             ctx,
             &culler,
@@ -177,17 +180,22 @@ fn kernels_compiled_by_the_renderer_cull_exact_sets() {
         );
         // Wrong handovers are refused.
         assert!(matches!(
-            culler.provide_pipelines(1, 1, Vec::new()).unwrap_err(),
+            culler.provide_pipelines(one_view(), Vec::new()).unwrap_err(),
             CullError::PipelineCount { got: 0, .. }
         ));
         assert!(matches!(
-            culler.provide_pipelines(0, 1, Vec::new()).unwrap_err(),
+            culler
+                .provide_pipelines(KernelSpec::flat(0, 1, VisibilityTest::Frustum), Vec::new())
+                .unwrap_err(),
             CullError::InvalidParameter(_)
         ));
         culler
-            .provide_pipelines(1, 1, compile_recipe(&ctx.device, &culler))
+            .provide_pipelines(one_view(), compile_recipe(&ctx.device, &culler))
             .unwrap();
-        assert!(culler.has_pipelines(1, 1) && !culler.has_pipelines(0, 1));
+        assert!(
+            culler.has_pipelines(one_view())
+                && !culler.has_pipelines(KernelSpec::flat(0, 1, VisibilityTest::Frustum))
+        );
         assert_culls_exactly(ctx, &culler, &job, &scene, &format!("deferred {variant:?}"));
         assert!(ScanVariant::compiled().any(|v| v == culler.variant()));
         // A mesh centred on its origin: a culler that compiles its own
@@ -224,15 +232,15 @@ fn plain_kernel_compiled_by_the_renderer_culls_only_plain_views() {
         let what = format!("deferred plain kernel, {variant:?}");
         assert!(culler.takes_plain_form(1), "{what}");
         assert_ne!(
-            culler.recipe_of(plain).shader_defs,
-            culler.recipe_of(general).shader_defs,
+            culler.recipe(plain).shader_defs,
+            culler.recipe(general).shader_defs,
             "{what}"
         );
         for spec in [plain, plain.for_centred_meshes()] {
             provide(ctx, &culler, spec);
         }
         assert!(
-            culler.has_pipelines_of(plain) && !culler.has_pipelines_of(general),
+            culler.has_pipelines(plain) && !culler.has_pipelines(general),
             "{what}"
         );
         // Five planes (an infinite reverse-Z camera), no band.
@@ -254,8 +262,8 @@ fn plain_kernel_compiled_by_the_renderer_culls_only_plain_views() {
         // So does a view with a size band.
         let scene = harness::edge_scene(12, 4_099, Camera::InfiniteReverseZ, format);
         let mut job = Job::new(ctx, &culler, &scene, 4_099);
-        job.params.frustum = harness::test_levels(&job.params.frustum).remove(1);
-        assert!(job.params.frustum.size_band.is_some());
+        job.frustum = harness::test_levels(&job.frustum).remove(1);
+        assert!(job.frustum.size_band.is_some());
         assert_not_ready(ctx, &culler, &job, &format!("{what}, a band"));
         // Turned off, the plain form is never taken.
         let off = CullerDesc {
@@ -290,13 +298,13 @@ fn centred_kernel_compiled_by_the_renderer_culls_centred_meshes() {
             let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
             let what = format!("deferred centred kernel, {variant:?}, {format:?}");
             assert_ne!(
-                culler.recipe_of(centred).shader_defs,
-                culler.recipe_of(general).shader_defs,
+                culler.recipe(centred).shader_defs,
+                culler.recipe(general).shader_defs,
                 "{what}"
             );
             provide(ctx, &culler, centred);
             assert!(
-                culler.has_pipelines_of(centred) && !culler.has_pipelines_of(general),
+                culler.has_pipelines(centred) && !culler.has_pipelines(general),
                 "{what}"
             );
             let scene = harness::edge_scene_centred(9, 4_099, Camera::Perspective, format);
@@ -321,7 +329,7 @@ fn centred_kernel_compiled_by_the_renderer_culls_centred_meshes() {
     let scene = harness::edge_scene_centred(10, 4_099, Camera::Perspective, InstanceFormat::PosQuat);
     let levels = harness::test_levels(&scene.frustum().unwrap());
     assert_eq!(VisibilityTest::for_views(&levels), VisibilityTest::DetailLevels);
-    let windows = culler.windows_for_views(4_099, 4).unwrap();
+    let windows = culler.windows_for(4_099, 4).unwrap();
     let spec = KernelSpec::flat(windows, 4, VisibilityTest::DetailLevels).for_centred_meshes();
     provide(ctx, &culler, spec);
     let survivors = harness::run_views(ctx, &culler, &scene, &levels, 4_099, 4);
@@ -340,11 +348,11 @@ fn centred_kernel_compiled_by_the_renderer_culls_centred_meshes() {
     let culler = Culler::deferred(&ctx.device, &ctx.queue, &desc).unwrap();
     assert!(!InstanceFormat::Matrix.has_centred_form());
     assert_eq!(
-        culler.recipe_of(centred).shader_defs,
-        culler.recipe_of(general).shader_defs
+        culler.recipe(centred).shader_defs,
+        culler.recipe(general).shader_defs
     );
     culler
-        .provide_pipelines(1, 1, compile_recipe(&ctx.device, &culler))
+        .provide_pipelines(one_view(), compile_recipe(&ctx.device, &culler))
         .unwrap();
-    assert!(culler.has_pipelines_of(centred));
+    assert!(culler.has_pipelines(centred));
 }

@@ -4,8 +4,8 @@
 use cull_core::cpu::Reference;
 use cull_core::scene::{CameraKind, Scene, SceneRng};
 use cull_core::{
-    CullInput, CullParams, CullTarget, CullViewsParams, Culler, CullerDesc, Frustum, GpuContext,
-    InstanceFormat, OutputKind, ScanVariant, Sphere, Tuning,
+    CullInput, CullRequest, CullTarget, Culler, CullerDesc, Frustum, GpuContext, InstanceFormat, OutputKind,
+    ScanVariant, Sphere, Tuning,
 };
 use glam::{Mat4, Vec3, Vec4Swizzles};
 use std::sync::OnceLock;
@@ -245,17 +245,11 @@ pub fn run_views(
 ) -> Vec<Vec<u32>> {
     let job = Job::new(ctx, culler, scene, capacity);
     let target = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
-    let params = CullViewsParams {
-        frusta,
-        local_bounds: scene.bounds,
-        count: job.params.count,
-    };
+    let request = CullRequest::new(&job.input, &target, frusta, scene.bounds, job.count);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    culler
-        .cull_views(&mut encoder, &ctx.queue, &job.input, &target, &params)
-        .unwrap();
+    culler.cull(&mut encoder, &ctx.queue, request).unwrap();
     ctx.queue.submit([encoder.finish()]);
-    read_views(ctx, culler, &job.bytes, &target, frusta.len(), params.count)
+    read_views(ctx, culler, &job.bytes, &target, frusta.len(), job.count)
 }
 
 /// The survivors of `target`'s first `views` views as batch indices, in
@@ -321,19 +315,22 @@ pub fn posquat_culler(ctx: &GpuContext, variant: ScanVariant) -> Culler {
 pub fn run(ctx: &GpuContext, culler: &Culler, scene: &Scene, capacity: u32) -> Vec<u32> {
     let job = Job::new(ctx, culler, scene, capacity);
     job.cull(ctx, culler);
-    let count = job.params.count;
+    let count = job.count;
     let visible = job.target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
     assert!(visible <= count, "visible count {visible} > {count}");
     let out = job.target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
     survivors_as_indices(culler.format(), culler.output(), &job.bytes, &out)
 }
 
-/// A scene uploaded for one culler: input, target and parameters.
+/// A scene uploaded for one culler: input, target and what to cull (the
+/// scene's frustum, its mesh's local bounds, its instance count).
 pub struct Job {
     pub bytes: Vec<u8>,
     pub input: CullInput,
     pub target: CullTarget,
-    pub params: CullParams,
+    pub frustum: Frustum,
+    pub local_bounds: Sphere,
+    pub count: u32,
 }
 
 impl Job {
@@ -343,25 +340,31 @@ impl Job {
         let input = CullInput::new(&ctx.device, culler.format(), capacity).unwrap();
         input.write(&ctx.queue, 0, &bytes).unwrap();
         let target = CullTarget::new(&ctx.device, culler, capacity).unwrap();
-        let params = CullParams {
-            frustum: scene.frustum().unwrap(),
-            local_bounds: scene.bounds,
-            count: scene.instances.len() as u32,
-        };
         Self {
             bytes,
             input,
             target,
-            params,
+            frustum: scene.frustum().unwrap(),
+            local_bounds: scene.bounds,
+            count: scene.instances.len() as u32,
         }
+    }
+
+    /// The plain cull of this job into its target.
+    pub fn request(&self) -> CullRequest<'_> {
+        CullRequest::new(
+            &self.input,
+            &self.target,
+            std::slice::from_ref(&self.frustum),
+            self.local_bounds,
+            self.count,
+        )
     }
 
     /// Records and submits one cull.
     pub fn cull(&self, ctx: &GpuContext, culler: &Culler) {
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        culler
-            .cull(&mut encoder, &ctx.queue, &self.input, &self.target, &self.params)
-            .unwrap();
+        culler.cull(&mut encoder, &ctx.queue, self.request()).unwrap();
         ctx.queue.submit([encoder.finish()]);
     }
 }

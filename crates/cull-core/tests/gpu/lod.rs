@@ -1,5 +1,5 @@
 //! Level of detail: one view per level (`Frustum::detail_levels`), all
-//! culled in one pass (`Culler::cull_views`), in every variant (both forms
+//! culled in one pass (`Culler::cull`), in every variant (both forms
 //! of the ordered one), format and output kind, with the kernel that
 //! measures the frustum once for all levels and with the one that tests
 //! each view's own frustum, for four levels and for the most one cull
@@ -12,8 +12,8 @@
 use crate::harness::*;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CullError, CullTarget, CullViewsParams, Culler, Frustum, GpuContext, InstanceFormat, MAX_VIEWS,
-    OutputKind, SizeBand, SizeMetric, VisibilityTest,
+    CullError, CullRequest, CullTarget, Culler, Frustum, GpuContext, InstanceFormat, MAX_VIEWS, OutputKind,
+    SizeBand, SizeMetric, VisibilityTest,
 };
 use glam::Vec3;
 
@@ -274,13 +274,15 @@ fn invalid_bands_are_refused() {
     let target = CullTarget::with_views(&ctx.device, &culler, 128, 1).unwrap();
     for (min, max) in [(f32::NAN, 1.0), (0.5, 0.5), (-1.0, 1.0), (0.1, f32::NAN)] {
         let band = frustum.with_size_band(SizeBand { metric, min, max });
-        let params = CullViewsParams {
-            frusta: std::slice::from_ref(&band),
-            local_bounds: scene.bounds,
-            count: job.params.count,
-        };
+        let request = CullRequest::new(
+            &job.input,
+            &target,
+            std::slice::from_ref(&band),
+            scene.bounds,
+            job.count,
+        );
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        let result = culler.cull_views(&mut encoder, &ctx.queue, &job.input, &target, &params);
+        let result = culler.cull(&mut encoder, &ctx.queue, request);
         assert!(
             matches!(result, Err(CullError::InvalidParameter(_))),
             "min {min}, max {max}: {result:?}"

@@ -1,10 +1,10 @@
-//! Several views culled in one pass (`Culler::cull_views`): every variant
+//! Several views culled in one pass (`Culler::cull`): every variant
 //! (both forms of the ordered one), format and output kind; each view's
 //! survivors against the CPU reference as exact sets, and equal to a
 //! single-view cull of the same frustum.
 
 use crate::harness::*;
-use cull_core::{CullError, CullTarget, CullViewsParams, InstanceFormat, MAX_VIEWS, OutputKind, Tuning};
+use cull_core::{CullError, CullRequest, CullTarget, InstanceFormat, MAX_VIEWS, OutputKind, Tuning};
 
 const SIZES: [usize; 6] = [0, 1, 257, 1025, 4099, 100_003];
 
@@ -193,13 +193,9 @@ fn view_counts_are_checked() {
     let target = CullTarget::with_views(&ctx.device, &culler, 100, 2).unwrap();
     let frusta = view_frusta(&scene, 3, 3);
     for k in [0, 3] {
-        let params = CullViewsParams {
-            frusta: &frusta[..k],
-            local_bounds: scene.bounds,
-            count: 100,
-        };
+        let request = CullRequest::new(&job.input, &target, &frusta[..k], scene.bounds, 100);
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        let err = culler.cull_views(&mut encoder, &ctx.queue, &job.input, &target, &params);
+        let err = culler.cull(&mut encoder, &ctx.queue, request);
         assert!(
             matches!(err, Err(CullError::ViewCount { .. })),
             "{k} frusta: {err:?}"

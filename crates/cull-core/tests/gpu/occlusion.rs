@@ -11,8 +11,8 @@ use cull_core::cpu::Reference;
 use cull_core::frustum::SphereClass;
 use cull_core::scene::{CameraKind, Scene, SceneRng};
 use cull_core::{
-    CpuPyramid, CullError, CullInput, CullTarget, CullViewsParams, Culler, DepthOrder, DepthPyramid, Frustum,
-    GpuContext, InstanceFormat, OcclusionCamera, OcclusionHistory, OutputKind, PyramidBuilder,
+    CellIndex, CpuPyramid, CullError, CullInput, CullRequest, CullTarget, Culler, DepthOrder, DepthPyramid,
+    Frustum, GpuContext, InstanceFormat, OcclusionCamera, OcclusionHistory, OutputKind, PyramidBuilder,
 };
 use glam::Vec3;
 
@@ -20,6 +20,14 @@ const SIZES: [usize; 5] = [0, 1, 257, 4099, 100_003];
 /// The depth buffer: odd sizes, so that pyramid levels round up.
 const WIDTH: u32 = 61;
 const HEIGHT: u32 = 37;
+
+/// `request`, by `cells` where there are cells.
+fn maybe_by_cells<'a>(request: CullRequest<'a>, cells: Option<&'a CellIndex>) -> CullRequest<'a> {
+    match cells {
+        Some(cells) => request.by_cells(cells),
+        None => request,
+    }
+}
 
 fn depth_order(camera: CameraKind) -> DepthOrder {
     match camera {
@@ -334,11 +342,6 @@ pub fn two_frames_with(
     let mut history = OcclusionHistory::new(&ctx.device, capacity).unwrap();
     let camera = occlusion_camera(scene, jitter);
     let order = depth_order(camera_kind);
-    let params = CullViewsParams {
-        frusta: &frusta,
-        local_bounds: scene.bounds,
-        count,
-    };
     let ordered = culler.variant().preserves_order();
     // The history is in the frustum and past the pyramid, whatever the band.
     let plain = Frustum {
@@ -351,29 +354,18 @@ pub fn two_frames_with(
         let depth = occluders(scene, order, 77 + frame);
         let (pyramid, cpu_pyramid) = build_pyramid(ctx, builder, &depth, order);
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let request =
+            CullRequest::new(&input, &early, &frusta, scene.bounds, count).occlusion_early(&history);
         culler
-            .cull_views_early(
-                &mut encoder,
-                &ctx.queue,
-                &input,
-                &early,
-                &params,
-                &history,
-                cells.as_ref(),
-            )
+            .cull(&mut encoder, &ctx.queue, maybe_by_cells(request, cells.as_ref()))
             .unwrap();
+        let request = CullRequest::new(&input, &late, &frusta, scene.bounds, count).occlusion_late(
+            &mut history,
+            &pyramid,
+            &camera,
+        );
         culler
-            .cull_views_late(
-                &mut encoder,
-                &ctx.queue,
-                &input,
-                &late,
-                &params,
-                &mut history,
-                &pyramid,
-                &camera,
-                cells.as_ref(),
-            )
+            .cull(&mut encoder, &ctx.queue, maybe_by_cells(request, cells.as_ref()))
             .unwrap();
         ctx.queue.submit([encoder.finish()]);
         let early_lists = read_views(ctx, culler, &bytes, &early, frusta.len(), count);
@@ -507,39 +499,18 @@ fn late_phase_by_cells_clears_the_history_of_culled_cells() {
         let mut seen_before = 0;
         for frame in [&scene, &scene, &turned] {
             let frusta = [frame.frustum().unwrap()];
-            let params = CullViewsParams {
-                frusta: &frusta,
-                local_bounds: frame.bounds,
-                count,
-            };
             let camera = occlusion_camera(frame, 0.0);
             let depth = occluders(frame, order, 5);
             let (pyramid, cpu_pyramid) = build_pyramid(ctx, Some(&builder), &depth, order);
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            culler
-                .cull_views_early(
-                    &mut encoder,
-                    &ctx.queue,
-                    &input,
-                    &early,
-                    &params,
-                    &history,
-                    Some(&cells),
-                )
-                .unwrap();
-            culler
-                .cull_views_late(
-                    &mut encoder,
-                    &ctx.queue,
-                    &input,
-                    &late,
-                    &params,
-                    &mut history,
-                    &pyramid,
-                    &camera,
-                    Some(&cells),
-                )
-                .unwrap();
+            let request = CullRequest::new(&input, &early, &frusta, frame.bounds, count)
+                .occlusion_early(&history)
+                .by_cells(&cells);
+            culler.cull(&mut encoder, &ctx.queue, request).unwrap();
+            let request = CullRequest::new(&input, &late, &frusta, frame.bounds, count)
+                .occlusion_late(&mut history, &pyramid, &camera)
+                .by_cells(&cells);
+            culler.cull(&mut encoder, &ctx.queue, request).unwrap();
             ctx.queue.submit([encoder.finish()]);
             let now = history.read_back(&ctx.device, &ctx.queue, count).unwrap();
             let expected = classes(format, &bytes, frame, &frusta[0], Some((&camera, &cpu_pyramid)));
@@ -589,28 +560,14 @@ fn late_phase_by_cells_culls_the_cells_behind_a_wall() {
             let late = CullTarget::new(&ctx.device, &culler, count).unwrap();
             let mut history = OcclusionHistory::new(&ctx.device, count).unwrap();
             let frusta = [scene.frustum().unwrap()];
-            let params = CullViewsParams {
-                frusta: &frusta,
-                local_bounds: scene.bounds,
-                count,
-            };
             let camera = occlusion_camera(&scene, 0.0);
             let wall = vec![near; occluders(&scene, order, 1).len()];
             let (pyramid, cpu_pyramid) = build_pyramid(ctx, Some(&builder), &wall, order);
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            culler
-                .cull_views_late(
-                    &mut encoder,
-                    &ctx.queue,
-                    &input,
-                    &late,
-                    &params,
-                    &mut history,
-                    &pyramid,
-                    &camera,
-                    Some(&cells),
-                )
-                .unwrap();
+            let request = CullRequest::new(&input, &late, &frusta, scene.bounds, count)
+                .occlusion_late(&mut history, &pyramid, &camera)
+                .by_cells(&cells);
+            culler.cull(&mut encoder, &ctx.queue, request).unwrap();
             ctx.queue.submit([encoder.finish()]);
             let kept = cells.read_kept(&ctx.device, &ctx.queue).unwrap();
             let in_frustum = layout.kept_cells(&frusta, count);
@@ -883,37 +840,23 @@ fn occlusion_refuses_bad_input() {
     let two_cameras = [frustum, other];
     let mut history = OcclusionHistory::new(&ctx.device, 100).unwrap();
     let camera = occlusion_camera(&scene, 0.0);
-    let params = CullViewsParams {
-        frusta: &two_cameras,
-        local_bounds: scene.bounds,
-        count: 100,
-    };
     {
-        let mut late = |params: &CullViewsParams, camera: &OcclusionCamera| {
-            culler.cull_views_late(
-                &mut encoder,
-                &ctx.queue,
-                &input,
-                &target,
-                params,
+        let mut late = |frusta: &[Frustum], camera: &OcclusionCamera| {
+            let request = CullRequest::new(&input, &target, frusta, scene.bounds, 100).occlusion_late(
                 &mut history,
                 &pyramid,
                 camera,
-                None,
-            )
+            );
+            culler.cull(&mut encoder, &ctx.queue, request)
         };
         // Two cameras: an occlusion cull's views must be one camera's.
         assert!(matches!(
-            late(&params, &camera),
+            late(&two_cameras, &camera),
             Err(CullError::InvalidParameter(_))
         ));
         // A jitter must be finite and not negative: refused when the camera
         // is made, and by the late phase when the public field is set.
-        let one = [frustum];
-        let one_camera = CullViewsParams {
-            frusta: &one,
-            ..params
-        };
+        let one_camera = [frustum];
         for bad in [-0.5, f32::NAN, f32::INFINITY] {
             assert!(
                 matches!(camera.with_jitter(bad), Err(CullError::InvalidParameter(_))),
@@ -931,12 +874,9 @@ fn occlusion_refuses_bad_input() {
     }
     let small = OcclusionHistory::new(&ctx.device, 50).unwrap();
     let one = [frustum];
-    let params = CullViewsParams {
-        frusta: &one,
-        ..params
-    };
+    let request = CullRequest::new(&input, &target, &one, scene.bounds, 100).occlusion_early(&small);
     assert!(matches!(
-        culler.cull_views_early(&mut encoder, &ctx.queue, &input, &target, &params, &small, None),
+        culler.cull(&mut encoder, &ctx.queue, request),
         Err(CullError::CountExceedsCapacity { .. })
     ));
 }
@@ -951,28 +891,20 @@ pub fn refused_on_gl(ctx: &GpuContext, culler: &Culler, scene: &Scene) {
     let mut history = OcclusionHistory::new(&ctx.device, capacity).unwrap();
     let pyramid = DepthPyramid::new(&ctx.device, WIDTH, HEIGHT, DepthOrder::ReverseZ).unwrap();
     let frusta = [scene.frustum().unwrap()];
-    let params = CullViewsParams {
-        frusta: &frusta,
-        local_bounds: scene.bounds,
-        count,
-    };
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    let early = culler.cull_views_early(&mut encoder, &ctx.queue, &input, &target, &params, &history, None);
+    let request = CullRequest::new(&input, &target, &frusta, scene.bounds, count).occlusion_early(&history);
+    let early = culler.cull(&mut encoder, &ctx.queue, request);
     assert!(
         matches!(early, Err(CullError::UnsupportedBackend { .. })),
         "{early:?}"
     );
-    let late = culler.cull_views_late(
-        &mut encoder,
-        &ctx.queue,
-        &input,
-        &target,
-        &params,
+    let camera = occlusion_camera(scene, 0.0);
+    let request = CullRequest::new(&input, &target, &frusta, scene.bounds, count).occlusion_late(
         &mut history,
         &pyramid,
-        &occlusion_camera(scene, 0.0),
-        None,
+        &camera,
     );
+    let late = culler.cull(&mut encoder, &ctx.queue, request);
     assert!(
         matches!(late, Err(CullError::UnsupportedBackend { .. })),
         "{late:?}"
@@ -1025,25 +957,13 @@ fn an_overflowed_sphere_survives_the_late_phase() {
         let target = CullTarget::new(&ctx.device, &culler, 2).unwrap();
         let mut history = OcclusionHistory::new(&ctx.device, 2).unwrap();
         let frusta = [scene.frustum().unwrap()];
-        let params = CullViewsParams {
-            frusta: &frusta,
-            local_bounds: scene.bounds,
-            count: 2,
-        };
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        culler
-            .cull_views_late(
-                &mut encoder,
-                &ctx.queue,
-                &input,
-                &target,
-                &params,
-                &mut history,
-                &pyramid,
-                &camera,
-                None,
-            )
-            .unwrap();
+        let request = CullRequest::new(&input, &target, &frusta, scene.bounds, 2).occlusion_late(
+            &mut history,
+            &pyramid,
+            &camera,
+        );
+        culler.cull(&mut encoder, &ctx.queue, request).unwrap();
         ctx.queue.submit([encoder.finish()]);
         let kept = read_views(ctx, &culler, &bytes, &target, 1, 2);
         assert_eq!(kept[0], [1], "{variant:?} ({})", form_name(&culler));

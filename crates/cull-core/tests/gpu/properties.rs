@@ -15,8 +15,8 @@
 use crate::harness::*;
 use cull_core::instance::{PACKED_ROTATION_ERROR_BOUND, unpack_quat};
 use cull_core::{
-    CullInput, CullParams, CullTarget, Culler, Frustum, Instance, InstanceFormat, OutputKind, PackedInstance,
-    PosQuatInstance, Sphere,
+    CullInput, CullRequest, CullTarget, Culler, Frustum, Instance, InstanceFormat, OutputKind,
+    PackedInstance, PosQuatInstance, Sphere,
 };
 use glam::{DMat3, DMat4, DQuat, DVec3, DVec4, Mat4, Vec3, Vec4};
 use proptest::prelude::*;
@@ -415,25 +415,28 @@ fn decide(view: &ExactView, e: &Exact, local: Sphere) -> (bool, bool) {
     (keep, drop)
 }
 
-/// The survivors of one cull with `params`' frustum. A culler of two views
-/// culls it as view 1 beside a view that keeps everything, so the property
-/// holds through the multi-view path's per-view planes too.
-fn survivors(ctx: &cull_core::GpuContext, culler: &Culler, bytes: &[u8], params: &CullParams) -> Vec<u32> {
+/// The survivors of one cull of `count` instances of a mesh bounded by
+/// `local_bounds` against `frustum`. A culler of two views culls it as view
+/// 1 beside a view that keeps everything, so the property holds through the
+/// multi-view path's per-view planes too.
+fn survivors(
+    ctx: &cull_core::GpuContext,
+    culler: &Culler,
+    bytes: &[u8],
+    frustum: Frustum,
+    local_bounds: Sphere,
+    count: u32,
+) -> Vec<u32> {
     let n = (bytes.len() as u64 / culler.format().stride()) as u32;
     let input = CullInput::new(&ctx.device, culler.format(), n).unwrap();
     input.write(&ctx.queue, 0, bytes).unwrap();
     let views = culler.max_views();
     let target = CullTarget::with_views(&ctx.device, culler, n, views).unwrap();
-    let frusta = [Frustum::everything(), params.frustum];
-    let views_params = cull_core::CullViewsParams {
-        frusta: &frusta[frusta.len() - views as usize..],
-        local_bounds: params.local_bounds,
-        count: params.count,
-    };
+    let frusta = [Frustum::everything(), frustum];
+    let frusta = &frusta[frusta.len() - views as usize..];
+    let request = CullRequest::new(&input, &target, frusta, local_bounds, count);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    culler
-        .cull_views(&mut encoder, &ctx.queue, &input, &target, &views_params)
-        .unwrap();
+    culler.cull(&mut encoder, &ctx.queue, request).unwrap();
     ctx.queue.submit([encoder.finish()]);
     let view = views - 1;
     let visible = target.read_view_count(&ctx.device, &ctx.queue, view).unwrap();
@@ -490,11 +493,6 @@ fn random_views_keep_what_touches_them_in_every_variant_and_format() {
                         dropped + decided.iter().filter(|d| d.1).count(),
                     ));
                     let reference = cull_core::cpu::classify(format, &bytes, local, &frustum).unwrap();
-                    let params = CullParams {
-                        frustum,
-                        local_bounds: local,
-                        count: INSTANCES as u32,
-                    };
                     for pair in cullers.iter().filter(|c| c[0].format() == format) {
                         let culler = &pair[(seed % 2) as usize];
                         let what = format!(
@@ -503,7 +501,7 @@ fn random_views_keep_what_touches_them_in_every_variant_and_format() {
                             form_name(culler),
                             culler.max_views()
                         );
-                        let got = survivors(ctx, culler, &bytes, &params);
+                        let got = survivors(ctx, culler, &bytes, frustum, local, INSTANCES as u32);
                         reference
                             .check(&got)
                             .map_err(|e| TestCaseError::fail(format!("{what}: vs the CPU reference: {e}")))?;

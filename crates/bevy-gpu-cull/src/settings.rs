@@ -1,0 +1,68 @@
+//! What an application sets: the plugin's run-time settings, and its
+//! system sets for ordering its own systems against the plugin's.
+
+use bevy::prelude::*;
+use cull_core::{InstanceFormat, ScanVariant};
+
+/// The plugin's systems, for ordering your own against them.
+///
+/// ```no_run
+/// # use bevy::prelude::*;
+/// # use bevy_gpu_cull::GpuCullSystems;
+/// # fn read_survivors() {}
+/// # let mut render_app = App::new();
+/// // In the render app: a pass of yours that reads this frame's culled sets.
+/// render_app.add_systems(
+///     bevy::core_pipeline::schedule::Core3d,
+///     read_survivors.after(GpuCullSystems::Cull),
+/// );
+/// ```
+#[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuCullSystems {
+    /// Main world, `PostUpdate`: fills in [`crate::GpuCullBounds`] for
+    /// batches whose mesh has loaded.
+    ComputeBounds,
+    /// Main world, `PreUpdate`: takes the render world's statistics into
+    /// [`crate::GpuCullStats`].
+    ReceiveStats,
+    /// Render world, `ExtractSchedule`: brings the batches' changes and the
+    /// settings over.
+    Extract,
+    /// Render world, in `RenderSystems::PrepareResources`: the culler, each
+    /// batch's buffers, the view groups and each (view, batch) target, in
+    /// that order (the targets' draw bind groups follow in
+    /// `RenderSystems::PrepareBindGroups`).
+    Prepare,
+    /// Render world, in `RenderSystems::QueueMeshes`: each (view, batch)
+    /// put into the view's phases (`Opaque3d` after Bevy's
+    /// `queue_material_meshes`; `Shadow`, `Opaque3dPrepass` and the
+    /// deferred phase after Bevy's `queue_shadows` and
+    /// `queue_prepass_material_meshes`).
+    Queue,
+    /// Render world, in the `Core3d` schedule: the cull of every batch for
+    /// each view, before it draws (a camera before `Core3dSystems::Prepass`,
+    /// its directional cascades before Bevy's `per_view_shadow_pass`, point
+    /// and spot light views before `shared_shadow_pass`).
+    Cull,
+    /// Render world, in `RenderSystems::Cleanup`: the asynchronous readback
+    /// of counts and timings, and the statistics sent to the main world.
+    Readback,
+}
+
+/// Run-time settings; a change takes effect on the next frame.
+#[derive(Resource, Clone, Debug, PartialEq, Eq)]
+pub struct GpuCullSettings {
+    /// The scan variant; `None` picks the fastest compiled-in one the adapter runs.
+    pub variant: Option<ScanVariant>,
+    /// How instances are stored for culling.
+    pub format: InstanceFormat,
+}
+
+impl Default for GpuCullSettings {
+    fn default() -> Self {
+        Self {
+            variant: None,
+            format: InstanceFormat::PosQuat,
+        }
+    }
+}

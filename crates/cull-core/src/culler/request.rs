@@ -1,0 +1,314 @@
+//! What one cull asks for ([`CullRequest`]): the instances, where the
+//! survivors go, the views, and how the instances vote (by cells or not,
+//! in an occlusion phase or not). [`Culler::cull`] checks it, then records
+//! it (`encode`).
+
+use super::setup::Culler;
+use crate::CullError;
+use crate::buffers::{CullInput, CullTarget};
+use crate::cells::{CellIndex, CellLayout, CellPick};
+use crate::frustum::{Frustum, Sphere};
+use crate::occlusion::{DepthPyramid, OcclusionCamera, OcclusionHistory};
+use crate::visibility::VisibilityTest;
+
+/// One cull: `count` instances of `input`, whose mesh's bounding sphere in
+/// its local space is `local_bounds`, voted against every frustum of
+/// `frusta`; view `v`'s survivors go densely to `target`'s view `v`
+/// ([`CullTarget::view_output_offset`]) and their number to its draw
+/// arguments ([`CullTarget::draw_args_offset`]). The target needs as many
+/// views ([`CullTarget::with_views`]); its other views are left as they
+/// were.
+///
+/// Built with [`CullRequest::new`], then optionally culled by cells
+/// ([`Self::by_cells`], [`Self::by_cells_if_faster`]) or as a phase of
+/// occlusion culling ([`Self::occlusion_early`], [`Self::occlusion_late`]).
+/// Every form keeps exactly the instances its test keeps; the forms differ
+/// in what they read.
+///
+/// ```no_run
+/// # fn f(culler: &cull_core::Culler, encoder: &mut wgpu::CommandEncoder, queue: &wgpu::Queue,
+/// #      input: &cull_core::CullInput, target: &cull_core::CullTarget,
+/// #      camera: cull_core::Frustum, bounds: cull_core::Sphere) -> Result<(), cull_core::CullError> {
+/// use cull_core::CullRequest;
+/// culler.cull(encoder, queue, CullRequest::new(input, target, &[camera], bounds, 10_000))?;
+/// # Ok(()) }
+/// ```
+pub struct CullRequest<'a> {
+    pub(super) input: &'a CullInput,
+    pub(super) target: &'a CullTarget,
+    pub(super) frusta: &'a [Frustum],
+    pub(super) local_bounds: Sphere,
+    pub(super) count: u32,
+    pub(super) cells: Cells<'a>,
+    pub(super) phase: Phase<'a>,
+}
+
+/// Whether a cull reads the batch by cells.
+#[derive(Clone, Copy)]
+pub(super) enum Cells<'a> {
+    Never,
+    Always(&'a CellIndex),
+    IfFaster(&'a CellLayout, &'a CellIndex),
+}
+
+/// Which phase of occlusion culling a cull is, if any.
+pub(super) enum Phase<'a> {
+    Plain,
+    Early(&'a OcclusionHistory),
+    Late {
+        history: &'a mut OcclusionHistory,
+        pyramid: &'a DepthPyramid,
+        camera: &'a OcclusionCamera,
+    },
+}
+
+/// What [`Culler::cull`] decided on its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct CullOutcome {
+    /// For [`CullRequest::by_cells_if_faster`]: whether it culled by cells,
+    /// and how many cells the cell pass keeps (the CPU mirror's count).
+    pub cell_pick: Option<CellPick>,
+}
+
+impl<'a> CullRequest<'a> {
+    /// A plain cull of `count` instances of `input` into `target` against
+    /// `frusta` (one frustum per view of the target, from the first).
+    /// Views that are one camera's levels of detail
+    /// ([`crate::Frustum::detail_levels`]) vote with
+    /// [`VisibilityTest::DetailLevels`]'s kernel where it is at hand, which
+    /// tests the frustum once per instance.
+    pub fn new(
+        input: &'a CullInput,
+        target: &'a CullTarget,
+        frusta: &'a [Frustum],
+        local_bounds: Sphere,
+        count: u32,
+    ) -> Self {
+        Self {
+            input,
+            target,
+            frusta,
+            local_bounds,
+            count,
+            cells: Cells::Never,
+            phase: Phase::Plain,
+        }
+    }
+
+    /// Culls a batch sorted into cells ([`crate::cells`]) by them: first
+    /// the cell pass votes `cells`' spheres, then the cull reads only the
+    /// kept cells' instances. The survivors are the plain cull's, as
+    /// indices into the sorted batch: in no particular order, or with the
+    /// order-preserving variants in the sorted batch's order. Every variant
+    /// culls by cells, in every phase.
+    pub fn by_cells(self, cells: &'a CellIndex) -> Self {
+        Self {
+            cells: Cells::Always(cells),
+            ..self
+        }
+    }
+
+    /// [`Self::by_cells`] where `layout` says it pays off for these views
+    /// (enough instances left unread: [`CellLayout::pays_off`], or
+    /// [`CellIndex::set_min_skipped_bytes`]'s threshold), else the flat
+    /// cull. [`CullOutcome::cell_pick`] says which, and how many cells the
+    /// cell pass keeps. The survivors are the same either way. `layout`
+    /// must be the one whose bounds `cells` holds.
+    pub fn by_cells_if_faster(self, layout: &'a CellLayout, cells: &'a CellIndex) -> Self {
+        Self {
+            cells: Cells::IfFaster(layout, cells),
+            ..self
+        }
+    }
+
+    /// Occlusion culling's early phase ([`crate::occlusion`]): keeps only
+    /// the instances that `history` says were visible after the last late
+    /// phase. Draw its survivors, build the depth pyramid from their depth,
+    /// then record the late phase into another target. The views must be
+    /// one camera's: the same frustum, with levels of detail or not. By
+    /// cells, only the kept cells' instances and history are read.
+    pub fn occlusion_early(self, history: &'a OcclusionHistory) -> Self {
+        Self {
+            phase: Phase::Early(history),
+            ..self
+        }
+    }
+
+    /// Occlusion culling's late phase ([`crate::occlusion`]): keeps the
+    /// instances in the frustum that may be visible past `pyramid` (built
+    /// from the depth the early phase's survivors drew, seen by `camera`)
+    /// and that the early phase did not keep; records for the next frame
+    /// which instances passed, and swaps `history`'s halves. The views must
+    /// be the early phase's, the target another than its target. By cells,
+    /// the cell pass also tests the cells against the pyramid, and the
+    /// history of the cells it drops is cleared (they are outside the
+    /// frustum or hidden). The survivors and the history are the same.
+    pub fn occlusion_late(
+        self,
+        history: &'a mut OcclusionHistory,
+        pyramid: &'a DepthPyramid,
+        camera: &'a OcclusionCamera,
+    ) -> Self {
+        Self {
+            phase: Phase::Late {
+                history,
+                pyramid,
+                camera,
+            },
+            ..self
+        }
+    }
+
+    /// The occlusion phase's test, if any.
+    pub(super) fn phase_test(&self) -> Option<VisibilityTest> {
+        match self.phase {
+            Phase::Plain => None,
+            Phase::Early(_) => Some(VisibilityTest::OcclusionEarly),
+            Phase::Late { .. } => Some(VisibilityTest::OcclusionLate),
+        }
+    }
+
+    /// The visibility history the phase reads and writes.
+    pub(super) fn history(&self) -> Option<&OcclusionHistory> {
+        match &self.phase {
+            Phase::Plain => None,
+            Phase::Early(history) => Some(history),
+            Phase::Late { history, .. } => Some(history),
+        }
+    }
+
+    /// The late phase's pyramid and camera.
+    pub(super) fn late(&self) -> Option<(&DepthPyramid, &OcclusionCamera)> {
+        match &self.phase {
+            Phase::Late { pyramid, camera, .. } => Some((pyramid, camera)),
+            _ => None,
+        }
+    }
+}
+
+impl Culler {
+    /// Records `request` into `encoder`: survivors written densely to the
+    /// target's views, their number to the instance counts of its draw
+    /// arguments. Writes the cull's uniforms through `queue` (applied at
+    /// the next submit), so each target should be culled once per
+    /// submission. The unordered variants vote every view in one pass, and
+    /// [`crate::ScanVariant::OrderedTwoPass`] in one vote pass: each
+    /// instance is read and its world sphere computed once.
+    /// [`crate::ScanVariant::Ordered`] and
+    /// [`crate::ScanVariant::HillisSteele`] run their passes once per view.
+    pub fn cull(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        mut request: CullRequest,
+    ) -> Result<CullOutcome, CullError> {
+        let mut outcome = CullOutcome::default();
+        if let Cells::IfFaster(layout, cells) = request.cells {
+            let pick = layout.pick(
+                self.format,
+                request.frusta,
+                request.count,
+                cells.min_skipped_bytes,
+            );
+            request.cells = if pick.by_cells {
+                Cells::Always(cells)
+            } else {
+                Cells::Never
+            };
+            outcome.cell_pick = Some(pick);
+        }
+        self.check(&request)?;
+        self.encode(encoder, queue, &request)?;
+        if let Phase::Late { history, .. } = &mut request.phase {
+            history.advance();
+        }
+        Ok(outcome)
+    }
+
+    /// Refuses a request this culler cannot record as asked.
+    fn check(&self, request: &CullRequest) -> Result<(), CullError> {
+        let CullRequest {
+            input,
+            target,
+            frusta,
+            count,
+            ..
+        } = *request;
+        if let Some((_, camera)) = request.late() {
+            camera.validate()?;
+        }
+        if target.culler_id() != self.id {
+            return Err(CullError::ForeignTarget);
+        }
+        if let Cells::Always(cells) = request.cells {
+            check_cells(self, cells, count)?;
+        }
+        let views = frusta.len();
+        if views == 0 || views > target.views() as usize {
+            return Err(CullError::ViewCount {
+                views,
+                max: target.views(),
+            });
+        }
+        request.local_bounds.validate()?;
+        for band in frusta.iter().filter_map(|f| f.size_band.as_ref()) {
+            band.validate()?;
+        }
+        if input.format() != self.format {
+            return Err(CullError::FormatMismatch {
+                input: input.format(),
+                culler: self.format,
+            });
+        }
+        for capacity in [input.capacity(), target.capacity()] {
+            check_count(count, capacity)?;
+        }
+        if let Some(history) = request.history() {
+            self.check_occlusion(request, history)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses an occlusion phase this device or these views cannot run.
+    fn check_occlusion(&self, request: &CullRequest, history: &OcclusionHistory) -> Result<(), CullError> {
+        // On wgpu's GL backend (llvmpipe), the late phase lost visible
+        // instances in the views after the first; refused until found.
+        let backend = self.device.adapter_info().backend;
+        if backend == wgpu::Backend::Gl {
+            return Err(CullError::UnsupportedBackend {
+                backend,
+                what: "occlusion culling",
+            });
+        }
+        check_count(request.count, history.capacity())?;
+        if !crate::visibility::views_share_camera(request.frusta) {
+            return Err(CullError::InvalidParameter(
+                "an occlusion cull's views are one camera's: the same frustum and size metric (its levels of detail)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a cell index of another culler, or one that covers too few
+/// instances.
+fn check_cells(culler: &Culler, cells: &CellIndex, count: u32) -> Result<(), CullError> {
+    if cells.culler_id != culler.id {
+        return Err(CullError::InvalidParameter(
+            "a cell index is culled by the culler that made it",
+        ));
+    }
+    check_count(count, cells.cells as u64 * cells.cell_len as u64)
+}
+
+fn check_count(count: u32, capacity: impl Into<u64>) -> Result<(), CullError> {
+    let capacity = capacity.into();
+    if count as u64 > capacity {
+        return Err(CullError::CountExceedsCapacity {
+            count: count as u64,
+            capacity,
+        });
+    }
+    Ok(())
+}
