@@ -1,0 +1,18 @@
+//! The plugin in a headless app on the adapter Bevy finds (lavapipe on
+//! machines without a GPU): visible counts equal the CPU reference per
+//! camera, pixels are covered where instances are and background elsewhere,
+//! counts follow edits, and empty batches draw nothing.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod backends;
+mod cells;
+mod counts;
+mod harness;
+mod lod;
+mod materials;
+mod occlusion;
+mod prepass;
+mod shadows;
+mod soak;
