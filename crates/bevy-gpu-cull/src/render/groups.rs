@@ -125,9 +125,17 @@ pub(crate) fn prepare_view_groups(
             None if main_view.is_some() => {
                 camera_groups(view, lights, is_cascade, occlusion_culled(occlusion, &pyramids))
             }
+            // A light's faces are found once, by its first face met, and
+            // filed under every face.
+            Some(LightEntity::Point { .. }) if groups.culled_by.contains_key(&view) => continue,
             Some(LightEntity::Point { light_entity, .. }) => {
                 let light_views = views.iter().filter_map(|(e, _, _, _, l, _)| l.map(|l| (e, l)));
-                vec![point_light_faces(*light_entity, light_views)]
+                let faces = point_light_faces(*light_entity, light_views);
+                groups.place_group(&faces, kind_of);
+                for &face in &faces {
+                    groups.culled_by.insert(face, vec![faces.clone()]);
+                }
+                continue;
             }
             Some(LightEntity::Spot { .. }) => vec![vec![view]],
             _ => continue,
