@@ -1,39 +1,23 @@
 // What every variant does per instance: load it, vote on it, write it out.
-// This module picks the stages by shader def, one import line each: the
-// instance format (FORMAT_*), the visibility test (VISIBILITY_*) and the
-// output kind (OUTPUT_*). The variants import only this module, `params`
-// and their scans, so a new format, test or output is a module and a line
-// here, not an edit of every variant.
+// This module picks the stages by shader def: the instance format
+// (FORMAT_*), the visibility test (VISIBILITY_*) and the output kind
+// (OUTPUT_*), each by a `#select` line that cull_core expands into one
+// import per stage of its Rust registry (cull_core::selection). The
+// variants import only this module, `params` and their scans, so a new
+// format, test or output is its module pair and a registry line, not an
+// edit of any WGSL file.
 #define_import_path cull::items
 
 #import cull::params::{params, WORKGROUP_SIZE}
 #import cull::math::WorldSphere
 
-#ifdef FORMAT_MATRIX
-#import cull::formats::matrix::{InstanceData, instances, world_sphere}
-#else ifdef FORMAT_POSQUAT
-#import cull::formats::posquat::{InstanceData, instances, world_sphere}
-#else ifdef FORMAT_PACKED16
-#import cull::formats::packed16::{InstanceData, instances, world_sphere}
-#endif
+// #select formats: InstanceData, instances, world_sphere
 
 // Every test has the same two steps (see sphere_frustum.wgsl): classify()
 // once per instance, keeps() per view (keeps_rows() for four items).
-#ifdef VISIBILITY_SPHERE_FRUSTUM
-#import cull::visibility::sphere_frustum::{Verdict, classify, keeps, keeps_rows}
-#else ifdef VISIBILITY_DETAIL_LEVELS
-#import cull::visibility::sphere_frustum::{Verdict, classify, keeps, keeps_rows}
-#else ifdef VISIBILITY_OCCLUSION_EARLY
-#import cull::visibility::occlusion::{Verdict, classify, keeps, keeps_rows}
-#else ifdef VISIBILITY_OCCLUSION_LATE
-#import cull::visibility::occlusion::{Verdict, classify, keeps, keeps_rows}
-#endif
+// #select visibility: Verdict, classify, keeps, keeps_rows
 
-#ifdef OUTPUT_INSTANCES
-#import cull::outputs::instances::{OutputElement, output_element}
-#else ifdef OUTPUT_INDICES
-#import cull::outputs::indices::{OutputElement, output_element}
-#endif
+// #select outputs: OutputElement, output_element
 
 // The draws' indirect arguments, DRAW_ARGS_WORDS per view; word
 // INSTANCE_COUNT of each is the visible count the variants add to

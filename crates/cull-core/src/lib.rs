@@ -117,6 +117,7 @@ mod outputs;
 mod passes;
 pub mod readback;
 pub mod scene;
+mod selection;
 pub mod shader;
 pub mod timing;
 pub mod variant;

@@ -2,7 +2,8 @@
 //! `shaders/cull/` with an import path (`cull::params`, `cull::items`,
 //! `cull::formats::posquat`, ...); a variant's entry module imports what it
 //! uses, and shader defs pick the format, output kind and visibility test
-//! and carry Rust's constants (`#{WORKGROUP_SIZE}`, `#{BINDING_PARAMS}`,
+//! (each selected by an import ladder generated from its registry,
+//! [`crate::selection`]) and carry Rust's constants (`#{WORKGROUP_SIZE}`, `#{BINDING_PARAMS}`,
 //! ...). naga_oil, the composer Bevy uses, composes them here; the Bevy
 //! plugin hands the same modules and defs to Bevy's `PipelineCache`.
 
@@ -33,7 +34,9 @@ pub fn library() -> Vec<ShaderModule> {
     for variant in ScanVariant::compiled() {
         modules.extend(variant.kernel().into_iter().flat_map(|k| k.library()));
     }
-    modules
+    // The stages' selection in `items.wgsl` and the outputs, from the
+    // registries (crate::selection).
+    modules.into_iter().map(crate::selection::expand).collect()
 }
 
 /// The entry modules of every compiled-in variant, in both forms where a

@@ -5,14 +5,8 @@
 // (cull::scans::ballot_rows).
 #define_import_path cull::outputs::instances
 
-// The format's InstanceData (one line per format, as in items.wgsl).
-#ifdef FORMAT_MATRIX
-#import cull::formats::matrix::{InstanceData, instance_parts}
-#else ifdef FORMAT_POSQUAT
-#import cull::formats::posquat::{InstanceData, instance_parts}
-#else ifdef FORMAT_PACKED16
-#import cull::formats::packed16::{InstanceData, instance_parts}
-#endif
+// The format's InstanceData (a #select line, as in items.wgsl).
+// #select formats: InstanceData, instance_parts
 
 // 16-byte parts per instance: the format's stride / 16 (cull_core's
 // FormatKernel::stride).

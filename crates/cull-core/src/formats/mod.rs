@@ -37,7 +37,8 @@ pub(crate) struct FormatKernel {
     /// Radians a stored rotation may differ from the one written
     /// ([`InstanceFormat::rotation_error_bound`]).
     pub rotation_error: f32,
-    /// The shader def that selects it in `shaders/cull/items.wgsl`.
+    /// The shader def that selects it (the `#select formats` lines of
+    /// `shaders/cull/items.wgsl` and `outputs/instances.wgsl`).
     pub shader_def: &'static str,
     /// Whether its vote rotates the mesh's local center, and so has a
     /// kernel form for meshes centred on their origin (`LOCAL_CENTER_ORIGIN`)
@@ -54,7 +55,7 @@ pub(crate) struct FormatKernel {
 
 /// The registry: every format, largest first. Adding one is a module pair
 /// (`formats/<name>.rs` + `shaders/cull/formats/<name>.wgsl`), a line here
-/// and its `#import` line in `items.wgsl` (and `outputs/instances.wgsl`).
+/// (the WGSL's `#select formats` lines import it from here: [`crate::selection`]).
 pub(crate) static FORMATS: [FormatKernel; 3] = [matrix::KERNEL, posquat::KERNEL, packed16::KERNEL];
 
 /// Every format's stride is a whole number of 16-byte parts: instance-copy

@@ -1,6 +1,8 @@
 //! Output kinds: what compaction writes for each survivor. One module each
 //! (the Rust descriptor here, the WGSL in `shaders/cull/outputs/`),
-//! registered in [`OUTPUTS`] and selected by shader def in `items.wgsl`.
+//! registered in [`OUTPUTS`] and selected by shader def in `items.wgsl`
+//! (its `#select outputs` line, generated from the registry:
+//! [`crate::selection`]).
 
 use crate::InstanceFormat;
 use crate::kernel::{ShaderModule, shader_module};

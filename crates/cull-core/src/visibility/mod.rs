@@ -2,7 +2,8 @@
 //! each (its descriptor here, the WGSL in `shaders/cull/visibility/`, its
 //! CPU mirror named in the module: `Frustum::classify` for the frustum
 //! test), registered in [`VISIBILITY_TESTS`] and selected by shader def in
-//! `items.wgsl`. The sphere against the view frustum also applies each
+//! `items.wgsl` (its `#select visibility` line, generated from the
+//! registry: [`crate::selection`]). The sphere against the view frustum also applies each
 //! view's level-of-detail band ([`screen_size`], a library module of its
 //! own); the two phases of occlusion culling ([`occlusion`]) add the
 //! visibility history and the depth pyramid to it.
