@@ -289,7 +289,7 @@ impl GpuCulledInstances {
 
     /// As [`Self::visible_on_cpu`], split as the GPU may answer: the indices
     /// it must keep (`visible`), and those within a few ulps of the frustum
-    /// boundary as widened by `cull_core::frustum::PLANE_TOLERANCE`
+    /// boundary as widened by `cull_core::PLANE_TOLERANCE`
     /// (`borderline`: spheres that touch the view only by less than that
     /// tolerance), which it may keep or drop. `visible_on_cpu` keeps both.
     pub fn reference_on_cpu(

@@ -2,7 +2,7 @@
 //! the survivors and draw arguments go ([`CullTarget`]).
 
 pub use crate::kernel::INSTANCE_COUNT_OFFSET;
-use crate::kernel::{DRAW_ARGS_WORDS, PARAMS_STRIDE, ScratchBuffer};
+use crate::kernel::{DRAW_ARGS_WORDS, PARAMS_STRIDE, ScratchBuffer, TEST_UNIFORM_BYTES};
 pub use crate::readback::read_back;
 use crate::timing::{Recorder, TimingQueries};
 use crate::{CullError, CullTimings, Instance, InstanceFormat};
@@ -142,6 +142,8 @@ pub struct CullTarget {
     output: wgpu::Buffer,
     draw_args: wgpu::Buffer,
     params: wgpu::Buffer,
+    /// The visibility test's own uniforms (a spot cone per view).
+    test_uniforms: wgpu::Buffer,
     scratch: Vec<wgpu::Buffer>,
     timing: Option<TimingQueries>,
     timestamp_period: f32,
@@ -199,6 +201,12 @@ impl CullTarget {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let test_uniforms = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("cull-test-uniforms"),
+            size: TEST_UNIFORM_BYTES,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
         let scratch = spec
             .scratch
             .iter()
@@ -223,6 +231,7 @@ impl CullTarget {
             output,
             draw_args,
             params,
+            test_uniforms,
             scratch,
             timing,
             timestamp_period: spec.timestamp_period,
@@ -237,6 +246,7 @@ impl CullTarget {
         self.output.size()
             + self.draw_args.size()
             + self.params.size()
+            + self.test_uniforms.size()
             + scratch
             + self.timing.as_ref().map_or(0, TimingQueries::buffer_bytes)
     }
@@ -357,6 +367,11 @@ impl CullTarget {
 
     pub(crate) fn params_buffer(&self) -> &wgpu::Buffer {
         &self.params
+    }
+
+    /// The visibility test's own uniforms ([`crate::kernel::bindings::TEST_UNIFORMS`]).
+    pub(crate) fn test_uniforms(&self) -> &wgpu::Buffer {
+        &self.test_uniforms
     }
 
     /// The variant's scratch buffers, in the order it declared them.

@@ -49,9 +49,10 @@
 //! sphere (see `cell_in_band`).
 
 use crate::error::CullError;
-use crate::frustum::{Frustum, Sphere, widen_radius};
+use crate::frustum::Frustum;
 use crate::instance::InstanceFormat;
 use crate::kernel::{PassLayout, ShaderModule, Slot, bindings, shader_module};
+use crate::sphere::{Sphere, widen_radius};
 use crate::timing::PassKind;
 
 /// Words of a chunk's record of kept cells before their tiles: their
@@ -60,7 +61,7 @@ pub const CELL_RECORD_WORDS: u32 = 1;
 
 /// Relative widening of a cell's sphere in the cell pass:
 /// `r + CELL_TOLERANCE·(|c|₁ + r + |d|)` per plane. Four times the frustum
-/// test's [`crate::frustum::PLANE_TOLERANCE`]: it covers the cell pass's own
+/// test's [`crate::sphere::PLANE_TOLERANCE`]: it covers the cell pass's own
 /// rounding and the instance test's, which may round the other way.
 pub const CELL_TOLERANCE: f32 = 1.0 / (1 << 16) as f32;
 
@@ -426,7 +427,7 @@ fn instance_reach(format: InstanceFormat, bytes: &[u8], index: usize, bounds: Sp
     if !wide.is_finite() || !s.center.is_finite() {
         return Err(());
     }
-    let slack = crate::frustum::PLANE_TOLERANCE as f64
+    let slack = crate::sphere::PLANE_TOLERANCE as f64
         * (s.center.abs().element_sum() as f64 + s.radius as f64 + s.terms as f64);
     Ok(Some((s.center.as_dvec3(), wide as f64 + slack, s.radius.abs())))
 }

@@ -4,7 +4,8 @@
 //! survivors) and the fallback where there is no GPU. [`cull`] runs the
 //! three stages, on all cores with the `parallel` feature.
 
-use crate::frustum::{Frustum, Sphere, SphereClass};
+use crate::frustum::Frustum;
+use crate::sphere::{Sphere, SphereClass};
 use crate::{CullError, InstanceFormat};
 
 /// `f` over `0..n`, on all cores with the `parallel` feature, else on this thread.
@@ -122,7 +123,7 @@ pub fn copies_to_indices(stride: usize, input: &[u8], output: &[u8]) -> Vec<u32>
 
 /// For comparing against the GPU: the clearly visible indices, and those
 /// within rounding of the boundary, which either answer may keep (see
-/// [`crate::frustum::PLANE_TOLERANCE`]).
+/// [`crate::sphere::PLANE_TOLERANCE`]).
 pub fn classify(
     format: InstanceFormat,
     bytes: &[u8],

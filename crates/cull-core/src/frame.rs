@@ -11,6 +11,7 @@
 //! no instance.
 
 use crate::CullError;
+use crate::cone::SpotCone;
 use crate::frustum::{Frustum, SizeMetric};
 use crate::occlusion::OcclusionCamera;
 use glam::{DMat4, DVec3, DVec4, Mat4};
@@ -185,6 +186,36 @@ impl LocalFrame {
         OcclusionCamera::from_clip_from_world_f64(self.clip_from_local(clip_from_world), origin)
     }
 
+    /// A spot light's `cone`, given in the world, in this frame, for
+    /// [`Frustum::with_cone`]: exact where the frame is a similarity
+    /// (rotation, translation, uniform scale, mirroring), which takes a
+    /// cone to a cone, its angle widened by `1e-5` radians and its range by
+    /// as much relatively, for the frame's rounding. `None` under a
+    /// non-uniform scale or a shear, whose image of a cone is not one: the
+    /// view then culls with its frustum alone, which keeps more.
+    pub fn spot_cone(&self, cone: SpotCone) -> Option<SpotCone> {
+        /// How far from a similarity the frame's axes may be, relatively.
+        const SIMILAR: f64 = 1.0e-7;
+        /// The widening that covers it and the conversions.
+        const WIDEN: f64 = 1.0e-5;
+        let m = self.local_from_world;
+        let axes = [m.x_axis, m.y_axis, m.z_axis].map(|c: DVec4| c.truncate());
+        let scale = axes[0].length();
+        let off = |a: DVec3, b: DVec3| a.dot(b).abs() > SIMILAR * scale * scale;
+        if axes.iter().any(|a| (a.length() - scale).abs() > SIMILAR * scale)
+            || off(axes[0], axes[1])
+            || off(axes[1], axes[2])
+            || off(axes[0], axes[2])
+        {
+            return None;
+        }
+        let apex = self.local_point(cone.apex().as_dvec3());
+        let axis = m.transform_vector3(cone.axis().as_dvec3());
+        let half_angle = (cone.half_angle() as f64 + WIDEN).min(std::f64::consts::FRAC_PI_2);
+        let range = cone.range() as f64 * scale * (1.0 + WIDEN);
+        SpotCone::new(apex.as_vec3(), axis.as_vec3(), half_angle as f32, range as f32).ok()
+    }
+
     /// Where the world point `world` lies in the frame, in `f64`.
     pub fn local_point(&self, world: DVec3) -> DVec3 {
         self.local_from_world.transform_point3(world)
@@ -219,7 +250,7 @@ impl Default for LocalFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frustum::SphereClass;
+    use crate::sphere::SphereClass;
     use glam::{Quat, Vec3};
 
     fn camera() -> (Mat4, Mat4) {

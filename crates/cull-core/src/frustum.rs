@@ -13,79 +13,9 @@
 //! row difference loses a plane (see `docs/architecture.md`, "Contracts").
 
 use crate::CullError;
+use crate::cone::SpotCone;
+use crate::sphere::{BORDER_BAND, PLANE_TOLERANCE, SphereClass, WorldSphere, slack_magnitude};
 use glam::{DMat4, DVec3, DVec4, Mat4, Vec3, Vec4};
-
-/// A bounding sphere: `center` and `radius` in the space of the mesh (local)
-/// or of the world, depending on context.
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
-pub struct Sphere {
-    /// Center of the sphere.
-    pub center: Vec3,
-    /// Radius, never negative.
-    pub radius: f32,
-}
-
-impl Sphere {
-    /// A sphere from its center and radius.
-    pub const fn new(center: Vec3, radius: f32) -> Self {
-        Self { center, radius }
-    }
-
-    /// `Ok` when the sphere can bound a mesh: a finite center and a finite,
-    /// non-negative radius. [`crate::Culler::cull`] and the CPU reference
-    /// refuse other bounds with [`CullError::InvalidBounds`].
-    pub fn validate(&self) -> Result<(), CullError> {
-        if self.center.is_finite() && self.radius.is_finite() && self.radius >= 0.0 {
-            Ok(())
-        } else {
-            Err(CullError::InvalidBounds {
-                center: self.center.to_array(),
-                radius: self.radius,
-            })
-        }
-    }
-
-    /// The mesh-space sphere that bounds this one under every uniform scale
-    /// in `min_scale..=max_scale` (negative scales included), for instance
-    /// formats that carry no scale ([`crate::InstanceFormat::carries_scale`]):
-    /// cull with it and draw with each instance's own scale, and no scaled
-    /// instance is culled while visible.
-    ///
-    /// Centered at the middle scale `k`, the sphere's points `s·v` lie within
-    /// `|s − k|·|c| + |s|·r` of `k·c`. Returns `None` when a scale is not
-    /// finite or `min_scale > max_scale`.
-    pub fn covering_scales(&self, min_scale: f32, max_scale: f32) -> Option<Sphere> {
-        if !(min_scale.is_finite() && max_scale.is_finite() && min_scale <= max_scale) {
-            return None;
-        }
-        let (lo, hi) = (min_scale as f64, max_scale as f64);
-        let k = 0.5 * (lo + hi);
-        let center = self.center.as_dvec3();
-        let radius = 0.5 * (hi - lo) * center.length() + lo.abs().max(hi.abs()) * self.radius as f64;
-        // Rounded outwards: f32 conversion may round down by half an ulp.
-        let radius = (radius as f32) * (1.0 + f32::EPSILON);
-        Some(Sphere::new((center * k).as_vec3(), radius))
-    }
-}
-
-/// Relative tolerance of the sphere/plane test, shared by the CPU reference
-/// and the shaders (`PLANE_TOLERANCE` in `shaders/cull/visibility/sphere_frustum.wgsl`).
-///
-/// A sphere is kept when, for every plane,
-/// `dot(n, c) + d' + r' >= 0` with `d' = d + PLANE_TOLERANCE·|d|` (widened
-/// once per frame, [`widen_plane`]) and
-/// `r' = r + PLANE_TOLERANCE·(|c|₁ + r + t)` (once per instance,
-/// [`widen_radius`]), where `t` is the magnitude of the terms the center was
-/// computed from ([`WorldSphere::terms`]: the position and the transformed
-/// mesh-space offset, which may cancel). For a unit normal `Σ|nᵢcᵢ| ≤ |c|₁`,
-/// so the slack is at least `2⁻¹⁸` of the magnitudes of every term, about 32
-/// ulps: it bounds the rounding of the left side and of the world sphere, so
-/// mathematically tangent spheres survive whatever the rounding (fused
-/// multiply-add on the GPU, none on the CPU), which is what "conservative"
-/// demands. GPU and CPU can then only disagree within a few ulps of that
-/// slightly widened boundary; the tests count such borderline instances and
-/// allow either answer for them alone.
-pub const PLANE_TOLERANCE: f32 = 1.0 / (1 << 18) as f32;
 
 /// A plane whose normal is this small against the magnitude of the matrix
 /// entries it was combined from (`|n| ≤ 2⁻²⁰·(|a| + |b|)` for `n = a ± b`)
@@ -102,33 +32,6 @@ pub fn widen_plane(p: Vec4) -> Vec4 {
     Vec4::new(p.x, p.y, p.z, p.w + PLANE_TOLERANCE * p.w.abs())
 }
 
-/// The magnitude the slack scales with: `|c|₁ + r + terms`, as the shaders
-/// compute it.
-fn slack_magnitude(center: Vec3, radius: f32, terms: f32) -> f32 {
-    center.x.abs() + center.y.abs() + center.z.abs() + radius + terms
-}
-
-/// A sphere's radius widened by the tolerance, as the shaders compute it;
-/// `terms` is [`WorldSphere::terms`] (0 for a sphere given in world space).
-pub fn widen_radius(center: Vec3, radius: f32, terms: f32) -> f32 {
-    radius + PLANE_TOLERANCE * slack_magnitude(center, radius, terms)
-}
-
-/// An instance's bounding sphere in world space, as a format computes it
-/// ([`crate::InstanceFormat::world_sphere`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct WorldSphere {
-    /// Center in world space.
-    pub center: Vec3,
-    /// Radius. NaN or infinite when the transform overflows `f32` (such a
-    /// sphere is kept: it may cover anything).
-    pub radius: f32,
-    /// Magnitude of the terms the center was summed from (the position and
-    /// the transformed mesh-space center): its rounding is relative to this,
-    /// not to the center, when the two cancel.
-    pub terms: f32,
-}
-
 /// The planes of a view frustum, normals pointing inwards, normalized, and
 /// optionally a level-of-detail band: the view then keeps only the
 /// instances whose projected size lies in the band ([`Self::detail_levels`]
@@ -142,6 +45,9 @@ pub struct Frustum {
     pub len: usize,
     /// The projected sizes this view keeps; `None`: every size.
     pub size_band: Option<SizeBand>,
+    /// The cone this view's light lights ([`Self::with_cone`]); `None`:
+    /// the whole frustum.
+    pub cone: Option<SpotCone>,
 }
 
 /// How big a sphere looks from a camera: the fraction of the screen height
@@ -381,6 +287,7 @@ impl Frustum {
             planes: planes.planes,
             len: planes.len,
             size_band: None,
+            cone: None,
         })
     }
 
@@ -392,6 +299,7 @@ impl Frustum {
             planes: [Vec4::ZERO; 6],
             len: 0,
             size_band: None,
+            cone: None,
         }
     }
 
@@ -399,6 +307,19 @@ impl Frustum {
     pub fn with_size_band(self, band: SizeBand) -> Self {
         Self {
             size_band: Some(band),
+            ..self
+        }
+    }
+
+    /// This frustum keeping only what touches `cone`, the cone a spot light
+    /// lights (its shadow map's frustum is the square around the cone):
+    /// culled with [`crate::VisibilityTest::SpotCone`], which keeps fewer
+    /// shadow casters than the frustum alone and loses none that can shadow
+    /// a lit point. A frustum's levels of detail ([`Self::detail_levels`])
+    /// keep its cone.
+    pub fn with_cone(self, cone: SpotCone) -> Self {
+        Self {
+            cone: Some(cone),
             ..self
         }
     }
@@ -527,25 +448,12 @@ impl Frustum {
                 class = SphereClass::Borderline;
             }
         }
-        class
+        match self.cone.map(|cone| cone.classify(sphere)) {
+            Some(SphereClass::Outside) => SphereClass::Outside,
+            Some(SphereClass::Borderline) => SphereClass::Borderline,
+            _ => class,
+        }
     }
-}
-
-/// Half-width, relative to the magnitude of the terms, of the band around the
-/// boundary where the GPU's rounding (FMA contraction) may decide
-/// differently from the CPU: about 8 ulps, a quarter of the slack, so that
-/// exactly tangent spheres are clearly kept, never borderline.
-const BORDER_BAND: f32 = 1.0 / (1 << 20) as f32;
-
-/// How a sphere relates to the frustum, for tests that compare GPU and CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SphereClass {
-    /// Clearly kept.
-    Inside,
-    /// Within rounding of the kept/culled boundary: either answer is right.
-    Borderline,
-    /// Clearly culled.
-    Outside,
 }
 
 /// The planes of a clip-from-world matrix, before they become a

@@ -66,7 +66,14 @@ pub mod bindings {
     /// OrderedTwoPass: each view's count before the chunk, each tile's
     /// count and each super-tile's sum.
     pub const TILE_SUMS: u32 = 17;
+    /// The visibility test's own uniforms (a spot light's cone per view),
+    /// written from the views by the test and bound whole.
+    pub const TEST_UNIFORMS: u32 = 18;
 }
+
+/// Bytes of a target's test uniforms ([`bindings::TEST_UNIFORMS`]): 64 per
+/// view, room for four vectors of a test's own per view.
+pub const TEST_UNIFORM_BYTES: u64 = MAX_VIEWS as u64 * 64;
 
 /// [`crate::ScanVariant::OrderedTwoPass`]: tiles whose counts one sum adds
 /// up (`SUPER_TILES` in `shaders/cull/variants/ordered_votes.wgsl`), so that
@@ -206,6 +213,8 @@ pub enum Slot {
     /// A 2D texture of unfilterable floats, read with `textureLoad` (the
     /// depth pyramid).
     FloatTexture,
+    /// A uniform buffer bound whole (a visibility test's own uniforms).
+    Uniform,
 }
 
 /// One compute pass of a kernel: its entry point and what it binds.
@@ -248,6 +257,11 @@ impl PassLayout {
                         ty: wgpu::BufferBindingType::Uniform,
                         has_dynamic_offset: true,
                         min_binding_size: wgpu::BufferSize::new(size_of::<GpuParams>() as u64),
+                    },
+                    Slot::Uniform => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
                     },
                     Slot::FloatTexture => wgpu::BindingType::Texture {
                         sample_type: wgpu::TextureSampleType::Float { filterable: false },

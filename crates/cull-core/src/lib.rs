@@ -93,7 +93,7 @@ compile_error!(
 );
 
 // Layers, bottom up (each imports only those below it; docs/architecture.md
-// has the map): error, frustum, timing, readback, kernel (descriptors) and
+// has the map): error, sphere, cone, frustum, timing, readback, kernel (descriptors) and
 // the stage registries formats, outputs, visibility; buffers; cells (the
 // cell spheres and kept cells a cull by cells binds); passes;
 // variants; shader (composition); occlusion (the pyramid and history the
@@ -101,6 +101,7 @@ compile_error!(
 // public paths of formats and variants; cpu and scene are the CPU side.
 pub mod buffers;
 pub mod cells;
+mod cone;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod context;
@@ -119,6 +120,7 @@ pub mod readback;
 pub mod scene;
 mod selection;
 pub mod shader;
+mod sphere;
 pub mod timing;
 pub mod variant;
 mod variants;
@@ -126,6 +128,7 @@ mod visibility;
 
 pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE, INSTANCE_COUNT_OFFSET};
 pub use cells::{CellBounds, CellIndex, CellLayout, CellPick};
+pub use cone::SpotCone;
 #[cfg(feature = "blocking")]
 pub use context::GpuContext;
 pub use culler::{
@@ -134,13 +137,14 @@ pub use culler::{
 };
 pub use error::CullError;
 pub use frame::LocalFrame;
-pub use frustum::{Frustum, SizeBand, SizeMetric, Sphere, WorldSphere};
+pub use frustum::{Frustum, SizeBand, SizeMetric};
 pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
 pub use occlusion::{
     CpuPyramid, DepthOrder, DepthPyramid, OcclusionCamera, OcclusionHistory, PyramidBuilder,
 };
 pub use readback::AsyncReadback;
 pub use shader::KernelRecipe;
+pub use sphere::{PLANE_TOLERANCE, Sphere, SphereClass, WorldSphere, widen_radius};
 pub use timing::{CullTimings, PassKind};
 pub use variant::ScanVariant;
 pub use visibility::VisibilityTest;

@@ -2,7 +2,8 @@
 //! Random ones serve the tests and the benchmark; the replay example loads
 //! them from files (`docs/scene-format.md`).
 
-use crate::frustum::{Frustum, Sphere};
+use crate::frustum::Frustum;
+use crate::sphere::Sphere;
 use crate::{CullError, Instance, InstanceFormat};
 use glam::{Mat4, Quat, Vec3, Vec4};
 

@@ -193,6 +193,7 @@ impl ModuleShape {
             ("BINDING_CELL_LISTS", UInt(bindings::CELL_LISTS)),
             ("BINDING_VOTE_BITS", UInt(bindings::VOTE_BITS)),
             ("BINDING_TILE_SUMS", UInt(bindings::TILE_SUMS)),
+            ("BINDING_TEST_UNIFORMS", UInt(bindings::TEST_UNIFORMS)),
             ("ORDERED_SUPER_TILES", UInt(crate::kernel::ORDERED_SUPER_TILES)),
             ("ORDERED_GATHER_TILES", UInt(crate::kernel::ORDERED_GATHER_TILES)),
             ("CELL_RECORD_WORDS", UInt(crate::cells::CELL_RECORD_WORDS)),
@@ -590,7 +591,10 @@ mod tests {
                         let binding = g.binding.as_ref()?;
                         assert_eq!(binding.group, 0, "{shape:?}: one bind group");
                         let slot = match g.space {
-                            naga::AddressSpace::Uniform => Slot::Params,
+                            naga::AddressSpace::Uniform if binding.binding == bindings::PARAMS => {
+                                Slot::Params
+                            }
+                            naga::AddressSpace::Uniform => Slot::Uniform,
                             naga::AddressSpace::Storage { access }
                                 if access.contains(naga::StorageAccess::STORE) =>
                             {
@@ -664,7 +668,7 @@ mod tests {
                 crate::visibility::VisibilityTest::Frustum.kernel().module.source,
                 "PLANE_TOLERANCE"
             ),
-            crate::frustum::PLANE_TOLERANCE
+            crate::sphere::PLANE_TOLERANCE
         );
         let occlusion = crate::visibility::VisibilityTest::OcclusionLate
             .kernel()

@@ -9,7 +9,7 @@ use super::pyramids::Pyramids;
 use super::targets::{GroupOcclusion, ViewTargets};
 use super::views::{
     CameraMatrices, OcclusionQueryData, ViewVolume, camera_volume, frusta_in, level_frusta, occlusion_camera,
-    occlusion_culled, occlusion_jitter,
+    occlusion_culled, occlusion_jitter, spot_cone,
 };
 use crate::components::CullingFrustumOverride;
 use crate::stats::{CellStats, StatMessage, StatSender};
@@ -594,6 +594,7 @@ pub(crate) fn cull_light_view(
         .ok()
         .map(|l| l.range)
         .filter(|r| r.is_finite() && *r > 0.0);
+    let spot = matches!(light, LightEntity::Spot { .. });
     let volumes: Vec<_> = group
         .iter()
         .map(|&member| match light_views.get(member) {
@@ -601,6 +602,8 @@ pub(crate) fn cull_light_view(
                 clip_from_view: extracted.clip_from_view,
                 world_from_view: extracted.world_from_view.to_matrix(),
                 max_distance: range,
+                // A spot light's view keeps only what touches its cone.
+                cone: spot.then(|| spot_cone(extracted, range)).flatten(),
             },
             Err(_) => ViewVolume::Missing("a light view without matrices"),
         })

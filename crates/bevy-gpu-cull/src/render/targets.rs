@@ -7,7 +7,7 @@
 
 use super::batches::GpuBatch;
 use super::extract::BatchData;
-use super::groups::{ViewGroups, ViewPlace};
+use super::groups::{ViewGroups, ViewKind, ViewPlace};
 use super::kernels::{CullShaders, KernelDemand, RenderCuller};
 use super::standard::TEXTURES;
 use crate::stats::{ShadowViewId, StatMessage, StatSender};
@@ -27,13 +27,16 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
 /// The kernels a group's cull votes with: the occlusion phases for an
-/// occluded camera; for a camera alone with levels of detail, the kernel
+/// occluded camera; a spot light's cone test for its view; for a camera
+/// alone with levels of detail, the kernel
 /// that tests its frustum once for all levels (what `Culler::cull`
 /// picks for such views, `VisibilityTest::for_views`); else the frustum
 /// test's.
-fn group_tests(occluded: bool, group_views: u32, levels: u32) -> &'static [VisibilityTest] {
-    if occluded {
+fn group_tests(kind: ViewKind, group_views: u32, levels: u32) -> &'static [VisibilityTest] {
+    if kind.occluded() {
         &[VisibilityTest::OcclusionEarly, VisibilityTest::OcclusionLate]
+    } else if kind == ViewKind::Spot {
+        &[VisibilityTest::SpotCone]
     } else if group_views == 1 && levels > 1 {
         &[VisibilityTest::DetailLevels]
     } else {
@@ -48,6 +51,8 @@ pub(crate) struct GroupTarget {
     /// `target.draw_args()` as a Bevy buffer, for the render pass.
     pub draw_args: Buffer,
     pub views: u32,
+    /// The visibility tests its cull votes with ([`group_tests`]).
+    pub tests: &'static [VisibilityTest],
     pub capacity: u32,
     pub culler_generation: u64,
     /// The draw arguments last written to `target` (all but the counts),
@@ -293,7 +298,7 @@ pub(crate) fn prepare_targets(
             let Some(placement) = maker.place(view, place, gpu, &mut levels, mesh_id, &batch_meshes) else {
                 continue;
             };
-            maker.request_kernels(place.kind.occluded(), placement, batch, gpu);
+            maker.request_kernels(place.kind, placement, batch, gpu);
             let group_key = (placement.group, batch_entity);
             let Some(group_target) = maker.group_target(
                 &mut targets.groups,
@@ -440,13 +445,13 @@ impl TargetMaker<'_> {
     /// Requests the kernels a group's cull may take: those that cull by
     /// cells for a batch sorted into cells (culled flat until they have
     /// compiled), and the faster forms of its kernels.
-    fn request_kernels(&mut self, occluded: bool, placement: Placement, batch: &BatchData, gpu: &GpuBatch) {
+    fn request_kernels(&mut self, kind: ViewKind, placement: Placement, batch: &BatchData, gpu: &GpuBatch) {
         let (culler, shaders, pipeline_cache) = self.requester();
         let target_views = placement.target_views();
         if gpu.cells.is_some()
             && let Ok(windows) = culler.culler().windows_for(gpu.capacity, target_views)
         {
-            for &test in group_tests(occluded, placement.group_views, placement.levels) {
+            for &test in group_tests(kind, placement.group_views, placement.levels) {
                 let spec = KernelSpec::cells(windows, target_views, test);
                 culler.inner.request(spec, pipeline_cache, shaders);
             }
@@ -455,7 +460,7 @@ impl TargetMaker<'_> {
             culler,
             batch,
             gpu,
-            (occluded, placement.group_views, placement.levels),
+            (kind, placement.group_views, placement.levels),
             pipeline_cache,
             shaders,
         );
@@ -476,6 +481,7 @@ impl TargetMaker<'_> {
         lod: &[f32],
     ) -> Option<&'t mut GroupTarget> {
         let occluded = place.kind.occluded();
+        let tests = group_tests(place.kind, placement.group_views, placement.levels);
         let target_views = placement.target_views();
         let generation = self.culler().generation;
         let stale = groups.get(&group_key).is_none_or(|g| {
@@ -483,10 +489,10 @@ impl TargetMaker<'_> {
                 || g.culler_generation != generation
                 || g.views != target_views
                 || g.lod != lod
-                || g.occlusion.is_some() != occluded
+                || g.tests != tests
         });
         if stale {
-            if !self.kernels_ready(occluded, placement, gpu) {
+            if !self.kernels_ready(place.kind, placement, gpu) {
                 return None;
             }
             let new_target = || {
@@ -518,6 +524,7 @@ impl TargetMaker<'_> {
                 draw_args: Buffer::from(target.draw_args().clone()),
                 target: Arc::new(target),
                 views: target_views,
+                tests,
                 capacity: gpu.capacity,
                 culler_generation: generation,
                 written_args: None,
@@ -535,7 +542,7 @@ impl TargetMaker<'_> {
 
     /// Whether the general kernels a group's cull votes with have compiled;
     /// requests those that have not.
-    fn kernels_ready(&mut self, occluded: bool, placement: Placement, gpu: &GpuBatch) -> bool {
+    fn kernels_ready(&mut self, kind: ViewKind, placement: Placement, gpu: &GpuBatch) -> bool {
         let target_views = placement.target_views();
         let Ok(windows) = self.culler().culler().windows_for(gpu.capacity, target_views) else {
             // CullTarget::with_views reports it.
@@ -543,7 +550,7 @@ impl TargetMaker<'_> {
         };
         let (culler, shaders, pipeline_cache) = self.requester();
         let mut ready = true;
-        for &test in group_tests(occluded, placement.group_views, placement.levels) {
+        for &test in group_tests(kind, placement.group_views, placement.levels) {
             let spec = KernelSpec::flat(windows, target_views, test);
             if !culler.culler().has_pipelines(spec) {
                 culler.inner.request(spec, pipeline_cache, shaders);
@@ -617,12 +624,7 @@ fn kernels_in_use(targets: &ViewTargets) -> Vec<(u32, VisibilityTest)> {
     targets
         .groups
         .values()
-        .flat_map(|g| {
-            let levels = (g.lod.len() as u32).max(1);
-            group_tests(g.occlusion.is_some(), g.views / levels, levels)
-                .iter()
-                .map(move |&test| (g.views, test))
-        })
+        .flat_map(|g| g.tests.iter().map(move |&test| (g.views, test)))
         .collect()
 }
 
@@ -672,16 +674,16 @@ fn write_level_args(queue: &RenderQueue, group: &GroupTarget, args: &[DrawArgs],
 /// (`KernelSpec::centred`); for plain views (Bevy's perspective cameras and
 /// lights' views, without a level's band), the form without a sixth plane
 /// or a band (`KernelSpec::plain_views`); and both together. `shape`: the
-/// group is occluded, its views, the batch's levels.
+/// kind of the group's views, its views, the batch's levels.
 fn request_faster_forms(
     culler: &mut RenderCuller,
     batch: &BatchData,
     gpu: &GpuBatch,
-    shape: (bool, u32, u32),
+    shape: (ViewKind, u32, u32),
     pipeline_cache: &PipelineCache,
     shaders: &mut CullShaders,
 ) {
-    let (occluded, group_views, levels) = shape;
+    let (kind, group_views, levels) = shape;
     let target_views = group_views * levels;
     let format = culler.culler().format();
     let centred = format.has_centred_form() && batch.cull_bounds(format).center == Vec3::ZERO;
@@ -692,7 +694,7 @@ fn request_faster_forms(
     let Ok(windows) = culler.culler().windows_for(gpu.capacity, target_views) else {
         return;
     };
-    for &test in group_tests(occluded, group_views, levels) {
+    for &test in group_tests(kind, group_views, levels) {
         let flat = KernelSpec::flat(windows, target_views, test);
         let by_cells = KernelSpec { cells: true, ..flat };
         // Each after its general kernel, which the batch needs to be drawn

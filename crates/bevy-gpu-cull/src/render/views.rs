@@ -7,7 +7,7 @@
 use crate::components::CullingFrustumOverride;
 use bevy::prelude::*;
 use bevy::render::view::ExtractedView;
-use cull_core::{Frustum, LocalFrame, SizeMetric};
+use cull_core::{Frustum, LocalFrame, SizeMetric, SpotCone};
 
 /// How a view's frustum is built, so that it can be built in each batch's
 /// frame ([`LocalFrame`]): in `f64` from the matrices Bevy gives, never
@@ -15,11 +15,13 @@ use cull_core::{Frustum, LocalFrame, SizeMetric};
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum ViewVolume {
     /// A camera's or a light's projection and transform, bounded by
-    /// `max_distance` (a light's range) where given.
+    /// `max_distance` (a light's range) where given, and for a spot light
+    /// by the cone it lights.
     View {
         clip_from_view: Mat4,
         world_from_view: Mat4,
         max_distance: Option<f32>,
+        cone: Option<SpotCone>,
     },
     /// A `clip_from_world` matrix (Bevy's, or a frozen
     /// `CullingFrustumOverride`).
@@ -37,12 +39,52 @@ impl ViewVolume {
                 clip_from_view,
                 world_from_view,
                 max_distance,
-            } => frame.frustum_from_view(clip_from_view, world_from_view, max_distance),
+                cone,
+            } => {
+                let frustum = frame.frustum_from_view(clip_from_view, world_from_view, max_distance)?;
+                // A frame that is no similarity has no cone: the frustum
+                // alone, which keeps more.
+                Ok(match cone.and_then(|cone| frame.spot_cone(cone)) {
+                    Some(cone) => frustum.with_cone(cone),
+                    None => frustum,
+                })
+            }
             Self::ClipFromWorld(m) => frame.frustum_from_clip_from_world(m),
             Self::Cascade(m) => frame.shadow_cascade(m),
             Self::Missing(why) => Err(cull_core::CullError::DegenerateFrustum(why)),
         }
     }
+}
+
+/// Shadow-map texels the cone of a spot light's view is widened by on each
+/// side: what Bevy's shadow filters (at most a few texels around the
+/// sample) and its normal bias (a texel or two) may read across the cone's
+/// edge, where a caster just outside the cone shades a lit point just
+/// inside.
+const SPOT_CONE_MARGIN_TEXELS: f32 = 8.0;
+
+/// The cone a spot light's shadow view (`view`) lights, bounded by its
+/// `range`: the light's position and direction, and the half angle of the
+/// view's square projection (Bevy's `spot_light_clip_from_view` of the
+/// outer angle, whose `1 / y_axis.y` is the angle's tangent), widened by
+/// [`SPOT_CONE_MARGIN_TEXELS`] of its shadow map. Outside it nothing is
+/// lit by the light, so no caster there shadows anything; only the corners
+/// of the square map lie outside it. `None` (the frustum alone) for a view
+/// whose projection is not such a square.
+pub(crate) fn spot_cone(view: &ExtractedView, range: Option<f32>) -> Option<SpotCone> {
+    let projection = view.clip_from_view;
+    let tan = 1.0 / projection.y_axis.y;
+    let square = projection.x_axis.x == projection.y_axis.y && projection.w_axis.w == 0.0;
+    if !(square && tan.is_finite() && tan > 0.0) {
+        return None;
+    }
+    let texels = view.viewport.z.max(1) as f32;
+    let half_angle = (tan * (1.0 + 2.0 * SPOT_CONE_MARGIN_TEXELS / texels))
+        .atan()
+        .min(std::f32::consts::FRAC_PI_2);
+    let apex = view.world_from_view.translation();
+    let axis = view.world_from_view.forward().as_vec3();
+    SpotCone::new(apex, axis, half_angle, range.unwrap_or(f32::INFINITY)).ok()
 }
 
 /// The views' frusta in `frame`. A view whose matrices give no frustum
@@ -93,6 +135,7 @@ pub(crate) fn camera_volume(view: &ExtractedView, frozen: Option<&CullingFrustum
             clip_from_view: view.clip_from_view,
             world_from_view: view.world_from_view.to_matrix(),
             max_distance: None,
+            cone: None,
         },
     }
 }

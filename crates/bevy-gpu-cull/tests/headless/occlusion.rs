@@ -140,7 +140,7 @@ fn occlusion_with_a_wall(h: &mut Harness) -> Entity {
 /// instances it must keep (in the frustum and past the pyramid however the
 /// GPU rounds) and how many it may keep or cull (borderline in either).
 fn occlusion_reference(h: &mut Harness, depth: &[f32]) -> (u32, u32) {
-    use cull_core::frustum::SphereClass;
+    use cull_core::SphereClass;
     let world = h.app.world_mut();
     let camera = h.cameras[0];
     let (cam, transform) = world

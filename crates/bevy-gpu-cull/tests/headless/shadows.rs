@@ -181,25 +181,79 @@ fn point_light_shadows_are_cast() {
     );
 }
 
-/// Issue 16: the batch casts shadows from a spot light (its one view culled
-/// on the GPU like a point light's faces).
+/// The batch casts shadows from a spot light, its one view culled on the
+/// GPU by the cone the light lights: its count is the CPU reference's for
+/// the view's frustum and cone (the cone's angle the outer angle, widened by
+/// eight texels of the shadow map on each side), fewer than the frustum
+/// alone keeps (four instances are added in the square map's corners,
+/// outside the cone, and two others removed), and the batch darkens the
+/// ground.
 #[test]
-fn spot_light_shadows_are_cast() {
+fn spot_light_shadows_are_cast_and_culled_by_the_cone() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (mut h, _, _) = shadow_contrast("spot");
     let world = h.app.world_mut();
-    let light = world
-        .query_filtered::<Entity, With<SpotLight>>()
+    let (light, light_transform, spot) = world
+        .query::<(Entity, &GlobalTransform, &SpotLight)>()
         .single(world)
         .unwrap();
-    let stats = world.resource::<GpuCullStats>();
+    let (light_transform, spot) = (*light_transform, *spot);
+    let (position, forward) = (light_transform.translation(), light_transform.forward());
+    let map_size = world.resource::<bevy::light::DirectionalLightShadowMap>().size as f32;
+    let format = world.resource::<GpuCullSettings>().format;
+    let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
+    // The view as Bevy builds it (spot_light_world_from_view and
+    // spot_light_clip_from_view), bounded by the range.
+    let world_from_view = Mat4::from(bevy::light::spot_light_world_from_view(&light_transform));
+    let projection = bevy::light::spot_light_clip_from_view(spot.outer_angle, spot.shadow_map_near_z);
+    let frustum = cull_core::Frustum::from_view(projection, world_from_view, Some(spot.range)).unwrap();
+    // Small instances 3 units out toward the map's four corners: in the
+    // frustum, outside the cone.
+    let tan = spot.outer_angle.tan() * 0.97;
+    // Two fewer of the others, so that no count of the old batch matches.
+    let mut batch = world.get_mut::<GpuCulledInstances>(h.batch).unwrap();
+    let kept = batch.instances().len() - 2;
+    batch.instances_mut().truncate(kept);
+    for (x, y) in [(1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0)] {
+        let p = world_from_view.transform_point3(Vec3::new(x * tan, y * tan, -1.0) * 3.0);
+        batch.push(CulledInstance::new(p, Srgba::rgb(1.0, 0.2, 0.1)).with_scale(0.2));
+    }
+    let batch = batch.clone();
+    let widened = (spot.outer_angle.tan() * (1.0 + 16.0 / map_size)).atan();
+    let cone = cull_core::SpotCone::new(position, forward.as_vec3(), widened, spot.range).unwrap();
+    let in_frustum = batch.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32;
+    let in_cone = batch
+        .visible_on_cpu(bounds, &frustum.with_cone(cone), format)
+        .unwrap()
+        .len() as u32;
+    assert!(
+        0 < in_cone && in_cone + 4 <= in_frustum,
+        "cone {in_cone}, frustum {in_frustum}"
+    );
     let id = ShadowViewId {
         light,
         camera: None,
         index: 0,
     };
-    let count = stats.shadow_visible.get(&(id, h.batch)).copied();
-    assert!(count.is_some_and(|n| n > 0), "{:?}", stats.shadow_visible);
+    let mut count = None;
+    for _ in 0..200 {
+        h.app.update();
+        count = h
+            .app
+            .world()
+            .resource::<GpuCullStats>()
+            .shadow_visible
+            .get(&(id, h.batch))
+            .copied();
+        if count == Some(in_cone) {
+            break;
+        }
+    }
+    assert_eq!(
+        count,
+        Some(in_cone),
+        "the spot view's count (the frustum keeps {in_frustum})"
+    );
 }
 
 /// Issue 16: instances receive shadows like Bevy meshes: in the shadow of an

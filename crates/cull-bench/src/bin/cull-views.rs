@@ -39,7 +39,7 @@ mod local_center;
 mod roofline;
 
 use argh::FromArgs;
-use cull_core::frustum::SphereClass;
+use cull_core::SphereClass;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
     CellIndex, CellLayout, CpuPyramid, CullInput, CullRequest, CullTarget, Culler, CullerDesc, DepthOrder,

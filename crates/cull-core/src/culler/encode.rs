@@ -34,7 +34,7 @@ impl Culler {
             Cells::Always(cells) => Some(cells),
             _ => None,
         };
-        let kernel = self.kernel_of(request, cells.is_some())?;
+        let (test, kernel) = self.kernel_of(request, cells.is_some())?;
         let chunks = self.chunks(request.count);
         let views = request.frusta.len() as u32;
         let layout = UniformLayout {
@@ -48,6 +48,10 @@ impl Culler {
         };
         self.write_uniforms(queue, request, cells, &chunks, layout);
         self.clear(encoder, request, cells, &chunks);
+        // The test's own uniforms, from the views.
+        if let Some(write) = test.kernel().uniforms {
+            queue.write_buffer(request.target.test_uniforms(), 0, &write(request.frusta));
+        }
         let visibility_entries = visibility_entries(request);
         let mut recorder = request.target.timing_recorder();
         self.kernel.encode(
@@ -78,7 +82,11 @@ impl Culler {
     /// the size once, where that kernel is at hand, else the frustum test,
     /// which keeps the same instances) in the fastest form at hand, or the
     /// general kernel, which `kernel_for` compiles or reports as not ready.
-    fn kernel_of(&self, request: &CullRequest, by_cells: bool) -> Result<Kernel, CullError> {
+    fn kernel_of(
+        &self,
+        request: &CullRequest,
+        by_cells: bool,
+    ) -> Result<(VisibilityTest, Kernel), CullError> {
         // A mesh centred on its origin, in a format whose vote rotates the
         // center: it may take the kernel that leaves the rotation out.
         let centred_mesh = request.local_bounds.center == glam::Vec3::ZERO && self.format.has_centred_form();
@@ -98,7 +106,7 @@ impl Culler {
         });
         let key = spec(test);
         let key = self.ready_form(key, centred_mesh, request.frusta).unwrap_or(key);
-        self.kernel_for(key)
+        Ok((test, self.kernel_for(key)?))
     }
 
     /// The chunks of a cull of `count` instances: one per `window_len`.
@@ -242,10 +250,14 @@ impl Culler {
     }
 }
 
-/// The occlusion phase's bindings: the history, and the late phase's
-/// pyramid.
+/// The visibility tests' bindings: their own uniforms (bound to the passes
+/// of the tests that declare them), the occlusion phase's history, and the
+/// late phase's pyramid.
 fn visibility_entries<'a>(request: &'a CullRequest) -> Vec<wgpu::BindGroupEntry<'a>> {
-    let mut entries = Vec::new();
+    let mut entries = vec![wgpu::BindGroupEntry {
+        binding: crate::kernel::bindings::TEST_UNIFORMS,
+        resource: request.target.test_uniforms().as_entire_binding(),
+    }];
     if let Some(history) = request.history() {
         entries.push(wgpu::BindGroupEntry {
             binding: crate::kernel::bindings::VISIBILITY_HISTORY,

@@ -7,8 +7,9 @@ use super::setup::Culler;
 use crate::CullError;
 use crate::buffers::{CullInput, CullTarget};
 use crate::cells::{CellIndex, CellLayout, CellPick};
-use crate::frustum::{Frustum, Sphere};
+use crate::frustum::Frustum;
 use crate::occlusion::{DepthPyramid, OcclusionCamera, OcclusionHistory};
+use crate::sphere::Sphere;
 use crate::visibility::VisibilityTest;
 
 /// One cull: `count` instances of `input`, whose mesh's bounding sphere in
@@ -282,6 +283,11 @@ impl Culler {
             });
         }
         check_count(request.count, history.capacity())?;
+        if request.frusta.iter().any(|f| f.cone.is_some()) {
+            return Err(CullError::InvalidParameter(
+                "an occlusion cull's views are a camera's: a view with a spot cone is culled without occlusion",
+            ));
+        }
         if !crate::visibility::views_share_camera(request.frusta) {
             return Err(CullError::InvalidParameter(
                 "an occlusion cull's views are one camera's: the same frustum and size metric (its levels of detail)",

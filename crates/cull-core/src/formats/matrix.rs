@@ -2,8 +2,8 @@
 //! 64 B (`shaders/cull/formats/matrix.wgsl`).
 
 use super::{FormatKernel, Instance, InstanceFormat, abs_sum};
-use crate::frustum::{Sphere, WorldSphere};
 use crate::kernel::shader_module;
+use crate::sphere::{Sphere, WorldSphere};
 use glam::{Mat4, Vec3};
 
 pub(super) const KERNEL: FormatKernel = FormatKernel {

@@ -20,9 +20,9 @@ pub use packed16::{PACKED_ROTATION_ERROR_BOUND, PackedInstance, pack_quat, unpac
 pub use posquat::PosQuatInstance;
 
 use crate::CullError;
-use crate::frustum::{Sphere, WorldSphere};
 use crate::instance::{Instance, InstanceFormat};
 use crate::kernel::ShaderModule;
+use crate::sphere::{Sphere, WorldSphere};
 use glam::{Vec3, Vec4};
 
 /// One format, described: what it stores, its shader, and its CPU mirror.

@@ -2,8 +2,8 @@
 //! in 32 bits, no scale, 16 B (`shaders/cull/formats/packed16.wgsl`).
 
 use super::{FormatKernel, Instance, InstanceFormat, abs_sum, rotate};
-use crate::frustum::{Sphere, WorldSphere};
 use crate::kernel::shader_module;
+use crate::sphere::{Sphere, WorldSphere};
 use bytemuck::{Pod, Zeroable};
 use glam::{Quat, Vec3, Vec4};
 

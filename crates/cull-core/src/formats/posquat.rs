@@ -2,8 +2,8 @@
 //! quaternion, 32 B (`shaders/cull/formats/posquat.wgsl`).
 
 use super::{FormatKernel, Instance, InstanceFormat, abs_sum, rotate};
-use crate::frustum::{Sphere, WorldSphere};
 use crate::kernel::shader_module;
+use crate::sphere::{Sphere, WorldSphere};
 use bytemuck::{Pod, Zeroable};
 use glam::{Vec3, Vec4};
 

@@ -3,7 +3,7 @@
 
 use super::{CpuPyramid, OCCLUSION_DEPTH_TOLERANCE, OCCLUSION_PIXEL_MARGIN};
 use crate::CullError;
-use crate::frustum::{PLANE_TOLERANCE, SphereClass, WorldSphere};
+use crate::sphere::{PLANE_TOLERANCE, SphereClass, WorldSphere};
 use glam::{DMat4, DVec3, DVec4, Mat4, Vec3};
 
 /// The camera an occlusion test projects with: its `clip_from_world`, with

@@ -91,7 +91,7 @@ pub fn pyramid_level_size(width: u32, height: u32, k: u32) -> (u32, u32) {
 mod tests {
     use super::*;
     use crate::CullError;
-    use crate::frustum::{SphereClass, WorldSphere};
+    use crate::sphere::{SphereClass, WorldSphere};
     use glam::{Mat4, Vec3};
 
     #[test]

@@ -11,6 +11,7 @@
 mod occlusion;
 mod screen_size;
 mod sphere_frustum;
+mod spot_cone;
 
 use crate::frustum::Frustum;
 use crate::kernel::{ShaderModule, Slot};
@@ -35,23 +36,32 @@ pub enum VisibilityTest {
     /// Occlusion culling's late phase: the frustum test and the depth
     /// pyramid, not drawn early ([`crate::CullRequest::occlusion_late`]).
     OcclusionLate,
+    /// A spot light's views: the frustum test and the cone the light
+    /// lights ([`crate::Frustum::with_cone`]). [`Self::for_views`] picks it
+    /// where a view has a cone; where its kernel is not available, the
+    /// frustum test's keeps a superset.
+    SpotCone,
 }
 
 impl VisibilityTest {
     /// Every test, in the registry's order.
-    pub const ALL: [VisibilityTest; 4] = [
+    pub const ALL: [VisibilityTest; 5] = [
         Self::Frustum,
         Self::DetailLevels,
         Self::OcclusionEarly,
         Self::OcclusionLate,
+        Self::SpotCone,
     ];
 
     /// The test a plain cull of `frusta` ([`crate::CullRequest`])
-    /// votes with: [`Self::DetailLevels`] for several views that are one
-    /// camera's levels (the same planes, and no size band in any or bands
-    /// of the same metric in all), else [`Self::Frustum`].
+    /// votes with: [`Self::SpotCone`] where a view has a cone;
+    /// [`Self::DetailLevels`] for several views that are one camera's
+    /// levels (the same planes, and no size band in any or bands of the
+    /// same metric in all); else [`Self::Frustum`].
     pub fn for_views(frusta: &[Frustum]) -> Self {
-        if frusta.len() > 1 && views_share_camera(frusta) {
+        if frusta.iter().any(|f| f.cone.is_some()) {
+            Self::SpotCone
+        } else if frusta.len() > 1 && views_share_camera(frusta) {
             Self::DetailLevels
         } else {
             Self::Frustum
@@ -98,6 +108,9 @@ pub(crate) fn views_are_plain(frusta: &[Frustum], test: VisibilityTest) -> bool 
         .all(|f| f.planes().len() <= 5 && (test != VisibilityTest::Frustum || f.size_band.is_none()))
 }
 
+/// How a test writes its own uniforms from a cull's views.
+pub(crate) type WriteUniforms = fn(&[Frustum]) -> Vec<u8>;
+
 /// One visibility test, described.
 pub(crate) struct VisibilityKernel {
     /// A short name.
@@ -112,14 +125,20 @@ pub(crate) struct VisibilityKernel {
     /// What it binds beyond the uniforms, in every pass that
     /// votes (`crate::passes::EncodeContext::chunk_entries` binds them).
     pub bindings: &'static [(u32, Slot)],
+    /// Its own uniforms, written from a cull's views into the target's
+    /// test uniforms ([`crate::kernel::bindings::TEST_UNIFORMS`], at most
+    /// [`crate::kernel::TEST_UNIFORM_BYTES`]) before its passes; `None`
+    /// for a test that has none.
+    pub uniforms: Option<WriteUniforms>,
 }
 
 /// The registry, in [`VisibilityTest`]'s order.
-pub(crate) static VISIBILITY_TESTS: [VisibilityKernel; 4] = [
+pub(crate) static VISIBILITY_TESTS: [VisibilityKernel; 5] = [
     sphere_frustum::KERNEL,
     sphere_frustum::DETAIL_LEVELS,
     occlusion::EARLY,
     occlusion::LATE,
+    spot_cone::KERNEL,
 ];
 
 /// Library modules the tests import, in dependency order (before the

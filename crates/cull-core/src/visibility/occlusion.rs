@@ -14,6 +14,7 @@ pub(super) const EARLY: VisibilityKernel = VisibilityKernel {
     shader_def: "VISIBILITY_OCCLUSION_EARLY",
     module: shader_module!("visibility/occlusion.wgsl"),
     bindings: &[(bindings::VISIBILITY_HISTORY, Slot::Read)],
+    uniforms: None,
 };
 
 /// Frustum and pyramid; reads one half of the history and writes the other.
@@ -25,4 +26,5 @@ pub(super) const LATE: VisibilityKernel = VisibilityKernel {
         (bindings::VISIBILITY_HISTORY, Slot::ReadWrite),
         (bindings::DEPTH_PYRAMID, Slot::FloatTexture),
     ],
+    uniforms: None,
 };

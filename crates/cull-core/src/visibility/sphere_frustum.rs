@@ -1,7 +1,7 @@
 //! The conservative sphere-against-frustum test
 //! (`shaders/cull/visibility/sphere_frustum.wgsl`). Its CPU mirror is
 //! [`crate::Frustum::classify`], in the same order of operations, with the
-//! tolerance [`crate::frustum::PLANE_TOLERANCE`] that a test holds equal to
+//! tolerance [`crate::sphere::PLANE_TOLERANCE`] that a test holds equal to
 //! the WGSL's.
 
 use super::VisibilityKernel;
@@ -12,6 +12,7 @@ pub(super) const KERNEL: VisibilityKernel = VisibilityKernel {
     shader_def: "VISIBILITY_SPHERE_FRUSTUM",
     module: shader_module!("visibility/sphere_frustum.wgsl"),
     bindings: &[],
+    uniforms: None,
 };
 
 /// The same module for one camera's levels of detail: the frustum test and
@@ -21,4 +22,5 @@ pub(super) const DETAIL_LEVELS: VisibilityKernel = VisibilityKernel {
     shader_def: "VISIBILITY_DETAIL_LEVELS",
     module: shader_module!("visibility/sphere_frustum.wgsl"),
     bindings: &[],
+    uniforms: None,
 };

@@ -211,7 +211,7 @@ fn check_levels(
         let Some(s) = format.world_sphere(&bytes, i, scene.bounds) else {
             continue;
         };
-        let clearly = plain.classify(&s) == cull_core::frustum::SphereClass::Inside;
+        let clearly = plain.classify(&s) == cull_core::SphereClass::Inside;
         if clearly && s.radius.is_finite() && metric.size(s.center, s.radius) > cut_off {
             assert!(kept >= 1, "{what}: instance {i} is in no level");
         }

@@ -19,6 +19,7 @@ mod ordered;
 #[cfg(feature = "ordered-two-pass")]
 mod ordered_two_pass;
 mod properties;
+mod spot_cone;
 mod subgroups;
 mod timing;
 mod webgpu_limits;

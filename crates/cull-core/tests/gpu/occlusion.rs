@@ -7,8 +7,8 @@
 //! drawn early, and the history records what passed.
 
 use crate::harness::*;
+use cull_core::SphereClass;
 use cull_core::cpu::Reference;
-use cull_core::frustum::SphereClass;
 use cull_core::scene::{CameraKind, Scene, SceneRng};
 use cull_core::{
     CellIndex, CpuPyramid, CullError, CullInput, CullRequest, CullTarget, Culler, DepthOrder, DepthPyramid,
