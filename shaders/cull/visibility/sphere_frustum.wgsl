@@ -6,7 +6,7 @@
 #import cull::math::{WorldSphere, finite}
 #import cull::visibility::screen_size::{in_size_band, level_terms, rows_in_band}
 
-// Must equal cull_core::frustum::PLANE_TOLERANCE (2^-18, a test holds them
+// Must equal cull_core::PLANE_TOLERANCE (2^-18, a test holds them
 // equal): a few ulps of slack so that mathematically tangent spheres survive
 // any rounding.
 const PLANE_TOLERANCE: f32 = 3.814697265625e-6;
