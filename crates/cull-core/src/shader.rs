@@ -3,7 +3,7 @@
 //! `cull::formats::posquat`, ...); a variant's entry module imports what it
 //! uses, and shader defs pick the format, output kind and visibility test
 //! (each selected by an import ladder generated from its registry,
-//! [`crate::selection`]) and carry Rust's constants (`#{WORKGROUP_SIZE}`, `#{BINDING_PARAMS}`,
+//! `selection.rs`) and carry Rust's constants (`#{WORKGROUP_SIZE}`, `#{BINDING_PARAMS}`,
 //! ...). naga_oil, the composer Bevy uses, composes them here; the Bevy
 //! plugin hands the same modules and defs to Bevy's `PipelineCache`.
 
