@@ -248,59 +248,6 @@ impl CullResources<'_, '_> {
     }
 }
 
-/// Which lists the draws take: Bevy renders the prepass phases twice for a
-/// camera with its own two-phase occlusion culling (an early and a late
-/// prepass, the same phase items), so the draw command asks this which pass
-/// it is in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum DrawPhase {
-    /// Shadow passes and the early prepass: every target's lists, an
-    /// occluded camera's early ones.
-    Early = 0,
-    /// The late prepass (and Bevy's late shadow pass): only the late
-    /// phase's lists; everything else was drawn early.
-    Late = 1,
-    /// The main pass: all lists.
-    Main = 2,
-}
-
-/// The [`DrawPhase`] of the view being rendered (`Core3d` runs its views
-/// one after the other): set by the cull systems (early), before the late
-/// prepass, and before the main pass.
-#[derive(Resource)]
-pub(crate) struct CurrentDrawPhase(std::sync::atomic::AtomicU8);
-
-impl Default for CurrentDrawPhase {
-    fn default() -> Self {
-        Self(std::sync::atomic::AtomicU8::new(DrawPhase::Main as u8))
-    }
-}
-
-impl CurrentDrawPhase {
-    pub fn set(&self, phase: DrawPhase) {
-        self.0.store(phase as u8, Ordering::Relaxed);
-    }
-
-    pub fn get(&self) -> DrawPhase {
-        match self.0.load(Ordering::Relaxed) {
-            0 => DrawPhase::Early,
-            1 => DrawPhase::Late,
-            _ => DrawPhase::Main,
-        }
-    }
-}
-
-/// Before Bevy's late prepass (and late shadow pass) of every view.
-pub(crate) fn enter_late_phase(phase: Res<CurrentDrawPhase>) {
-    phase.set(DrawPhase::Late);
-}
-
-/// Before the main pass of every view.
-pub(crate) fn enter_main_phase(phase: Res<CurrentDrawPhase>) {
-    phase.set(DrawPhase::Main);
-}
-
 /// Drops the pyramids of views that are gone or no longer occlusion-culled.
 pub(crate) fn prune_pyramids(
     pyramids: Res<Pyramids>,
@@ -522,11 +469,9 @@ pub(crate) fn cull_view(
     light_views: Query<&ExtractedView, With<LightEntity>>,
     groups: Res<ViewGroups>,
     resources: CullResources,
-    phase: Res<CurrentDrawPhase>,
     mut ctx: RenderContext,
 ) {
     let (camera, extracted, frozen) = view.into_inner();
-    phase.set(DrawPhase::Early);
     let camera_matrices = CameraMatrices::of(extracted);
     // The camera's and its cascades' culls, as one span of Bevy's render
     // diagnostics (RenderDiagnosticsPlugin: render/gpu_cull/elapsed_gpu).
@@ -564,11 +509,9 @@ pub(crate) fn cull_light_view(
     cameras: Query<(&ExtractedView, &ExtractedCamera), (With<Camera3d>, Without<LightEntity>)>,
     groups_culled: Res<LightGroupsCulled>,
     resources: CullResources,
-    phase: Res<CurrentDrawPhase>,
     mut ctx: RenderContext,
 ) {
     let (view_entity, _, light) = view.into_inner();
-    phase.set(DrawPhase::Early);
     let light_entity = match light {
         LightEntity::Point { light_entity, .. } | LightEntity::Spot { light_entity } => *light_entity,
         // Culled with its camera (cull_view).

@@ -6,7 +6,6 @@
 //! with the plugin's bindings instead.
 
 use super::bindings::InstanceBindings;
-use super::cull::{CurrentDrawPhase, DrawPhase};
 use super::custom_material::{
     CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
 };
@@ -433,6 +432,66 @@ pub(crate) fn report_drawn(drawn: Res<DrawnThisFrame>, sender: Res<StatSender>) 
     if drawn.0.swap(false, Ordering::Relaxed) {
         let _ = sender.0.lock().map(|s| s.send(StatMessage::Drawn));
     }
+}
+
+/// Which lists the draws take: Bevy renders the prepass phases twice for a
+/// camera with its own two-phase occlusion culling (an early and a late
+/// prepass, the same phase items), so the draw command asks this which pass
+/// it is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum DrawPhase {
+    /// Shadow passes and the early prepass: every target's lists, an
+    /// occluded camera's early ones.
+    Early = 0,
+    /// The late prepass (and Bevy's late shadow pass): only the late
+    /// phase's lists; everything else was drawn early.
+    Late = 1,
+    /// The main pass: all lists.
+    Main = 2,
+}
+
+/// The [`DrawPhase`] of the view being rendered (`Core3d` runs its views
+/// one after the other): set by the three systems below, at the start of a
+/// view's run (before its culls and shadow passes), before the late
+/// prepass and before the main pass. No cull system touches it.
+#[derive(Resource)]
+pub(crate) struct CurrentDrawPhase(std::sync::atomic::AtomicU8);
+
+impl Default for CurrentDrawPhase {
+    fn default() -> Self {
+        Self(std::sync::atomic::AtomicU8::new(DrawPhase::Main as u8))
+    }
+}
+
+impl CurrentDrawPhase {
+    pub fn set(&self, phase: DrawPhase) {
+        self.0.store(phase as u8, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> DrawPhase {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => DrawPhase::Early,
+            1 => DrawPhase::Late,
+            _ => DrawPhase::Main,
+        }
+    }
+}
+
+/// At the start of every view's run: its culls, shadow passes and early
+/// prepass come next.
+pub(crate) fn enter_early_phase(phase: Res<CurrentDrawPhase>) {
+    phase.set(DrawPhase::Early);
+}
+
+/// Before Bevy's late prepass (and late shadow pass) of every view.
+pub(crate) fn enter_late_phase(phase: Res<CurrentDrawPhase>) {
+    phase.set(DrawPhase::Late);
+}
+
+/// Before the main pass of every view.
+pub(crate) fn enter_main_phase(phase: Res<CurrentDrawPhase>) {
+    phase.set(DrawPhase::Main);
 }
 
 /// Binds the batch's instance data for this view and issues its indirect draw.

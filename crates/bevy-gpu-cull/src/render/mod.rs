@@ -66,6 +66,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     init_render_resources(render_app);
     add_startup_and_prepare_systems(render_app);
     add_cull_systems(render_app);
+    add_draw_phase_systems(render_app);
 }
 
 /// The render world's resources and draw commands.
@@ -81,7 +82,7 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_resource::<draw::TwinPipelines<AlphaMask3dDeferred>>()
         .init_resource::<cull::CulledThisFrame>()
         .init_resource::<cull::LightGroupsCulled>()
-        .init_resource::<cull::CurrentDrawPhase>()
+        .init_resource::<draw::CurrentDrawPhase>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
         .init_gpu_resource::<targets::ViewTargets>()
@@ -179,20 +180,44 @@ fn add_cull_systems(render_app: &mut SubApp) {
             // Occlusion culling's late phase, where Bevy runs its own:
             // after the early prepass and its depth pyramid, before the
             // late prepass; then the main pass draws every list.
-            (cull::enter_late_phase, cull::cull_view_late)
-                .chain()
+            cull::cull_view_late
                 .after(early_prepass)
                 .after(early_downsample_depth)
                 .before(late_prepass)
                 .before(per_view_shadow_pass::<LATE_SHADOW_PASS>)
                 .before(shared_shadow_pass::<LATE_SHADOW_PASS>),
-            cull::enter_main_phase
+        )
+            .in_set(GpuCullSystems::Cull),
+    );
+}
+
+/// Which lists the draws take ([`draw::CurrentDrawPhase`]), set at the
+/// boundaries of a view's passes in `Core3d`: the early lists from the
+/// start of its run, the late ones for the late prepass, all of them for
+/// the main pass.
+fn add_draw_phase_systems(render_app: &mut SubApp) {
+    render_app.add_systems(
+        Core3d,
+        (
+            draw::enter_early_phase
+                .before(cull::cull_view)
+                .before(cull::cull_light_view)
+                .before(Core3dSystems::Prepass)
+                .before(per_view_shadow_pass::<EARLY_SHADOW_PASS>)
+                .before(shared_shadow_pass::<EARLY_SHADOW_PASS>),
+            draw::enter_late_phase
+                .after(early_prepass)
+                .after(early_downsample_depth)
+                .before(cull::cull_view_late)
+                .before(late_prepass)
+                .before(per_view_shadow_pass::<LATE_SHADOW_PASS>)
+                .before(shared_shadow_pass::<LATE_SHADOW_PASS>),
+            draw::enter_main_phase
                 .after(Core3dSystems::Prepass)
                 .after(per_view_shadow_pass::<LATE_SHADOW_PASS>)
                 .after(shared_shadow_pass::<LATE_SHADOW_PASS>)
                 .before(Core3dSystems::MainPass),
-        )
-            .in_set(GpuCullSystems::Cull),
+        ),
     );
 }
 
