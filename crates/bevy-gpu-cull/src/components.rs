@@ -677,7 +677,7 @@ pub struct GpuCullCells {
 impl Default for GpuCullCells {
     fn default() -> Self {
         Self {
-            min_skipped_bytes: cull_core::cells::CELLS_MIN_SKIPPED_BYTES,
+            min_skipped_bytes: cull_core::CELLS_MIN_SKIPPED_BYTES,
         }
     }
 }

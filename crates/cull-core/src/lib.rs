@@ -73,6 +73,7 @@
 //! |---|---|---|
 //! | `parallel` | on | the CPU reference ([`cpu`]) and random scenes ([`scene`]) run on all cores (rayon); off, on the calling thread |
 //! | `blocking` | on | `GpuContext`, which opens an adapter and a device by blocking on wgpu's futures (pollster) |
+//! | `scenes` | off | `scene`: random test scenes (cameras, instances, a small generator) for tests, benchmarks and examples |
 //!
 //! Neither is used on the GPU path: a renderer that only culls turns both off
 //! (`default-features = false` and the variants it wants), as the Bevy plugin does.
@@ -93,57 +94,70 @@ compile_error!(
 );
 
 // Layers, bottom up (each imports only those below it; docs/architecture.md
-// has the map): error, sphere, cone, frustum, timing, readback, kernel (descriptors) and
-// the stage registries formats, outputs, visibility; buffers; cells (the
-// cell spheres and kept cells a cull by cells binds); passes;
-// variants; shader (composition); occlusion (the pyramid and history the
-// occlusion phases bind); culler. instance and variant are the
-// public paths of formats and variants; cpu and scene are the CPU side.
-pub mod buffers;
-pub mod cells;
+// has the map): error, sphere, cone, frustum, timing, readback, kernel
+// (descriptors) and the stage registries formats, outputs, visibility;
+// buffers; cells (the cell spheres and kept cells a cull by cells binds);
+// passes; variants; shader (composition); occlusion (the pyramid and history
+// the occlusion phases bind); culler. instance and variant are the
+// public faces of formats and variants; cpu and scene are the CPU side.
+//
+// Every public type has one path: the crate root, except the three
+// modules that are namespaces of their own: `cpu` (the CPU reference),
+// `shader` (what a renderer that compiles the kernels itself needs) and,
+// with the `scenes` feature, `scene` (random test scenes).
+mod buffers;
+mod cells;
 mod cone;
 #[cfg(feature = "blocking")]
-#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
-pub mod context;
+mod context;
 pub mod cpu;
-pub mod culler;
-pub mod error;
+mod culler;
+mod error;
 mod formats;
-pub mod frame;
-pub mod frustum;
-pub mod instance;
-pub mod kernel;
-pub mod occlusion;
+mod frame;
+mod frustum;
+mod instance;
+mod kernel;
+mod occlusion;
 mod outputs;
 mod passes;
-pub mod readback;
+mod readback;
+#[cfg(any(test, feature = "scenes"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "scenes")))]
 pub mod scene;
 mod selection;
 pub mod shader;
 mod sphere;
-pub mod timing;
-pub mod variant;
+mod timing;
+mod variant;
 mod variants;
 mod visibility;
 
-pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE, INSTANCE_COUNT_OFFSET};
-pub use cells::{CellBounds, CellIndex, CellLayout, CellPick};
+pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE};
+pub use cells::{
+    CELL_BOUNDS_BYTES, CELL_TOLERANCE, CELLS_MIN_SKIPPED_BYTES, CellBounds, CellIndex, CellLayout, CellPick,
+};
 pub use cone::SpotCone;
 #[cfg(feature = "blocking")]
-pub use context::GpuContext;
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+pub use context::{GpuContext, USEFUL_FEATURES};
 pub use culler::{
-    CullOutcome, CullRequest, Culler, CullerDesc, KernelSpec, MAX_OUTPUT_WINDOWS, MAX_VIEWS, OutputKind,
-    Tuning,
+    CullOutcome, CullRequest, Culler, CullerDesc, DEFAULT_LOOKBACK_SPIN_LIMIT, DEFAULT_WORKGROUP_SIZE,
+    KernelSpec, OutputKind, Tuning,
 };
 pub use error::CullError;
 pub use frame::LocalFrame;
-pub use frustum::{Frustum, SizeBand, SizeMetric};
-pub use instance::{Instance, InstanceFormat, PackedInstance, PosQuatInstance};
-pub use occlusion::{
-    CpuPyramid, DepthOrder, DepthPyramid, OcclusionCamera, OcclusionHistory, PyramidBuilder,
+pub use frustum::{Frustum, SIZE_BAND_TOLERANCE, SizeBand, SizeMetric, widen_plane};
+pub use instance::{
+    Instance, InstanceFormat, PACKED_ROTATION_ERROR_BOUND, PackedInstance, PosQuatInstance, pack_quat,
+    unpack_quat,
 };
-pub use readback::AsyncReadback;
-pub use shader::KernelRecipe;
+pub use kernel::{INSTANCE_COUNT_OFFSET, MAX_OUTPUT_WINDOWS, MAX_VIEWS};
+pub use occlusion::{
+    CpuPyramid, DepthOrder, DepthPyramid, OCCLUSION_DEPTH_TOLERANCE, OCCLUSION_PIXEL_MARGIN, OcclusionCamera,
+    OcclusionHistory, PYRAMID_SHADER, PyramidBuilder, pyramid_level_size, pyramid_levels,
+};
+pub use readback::{AsyncReadback, read_back};
 pub use sphere::{PLANE_TOLERANCE, Sphere, SphereClass, WorldSphere, widen_radius};
 pub use timing::{CullTimings, PassKind};
 pub use variant::ScanVariant;

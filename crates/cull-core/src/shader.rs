@@ -8,9 +8,12 @@
 //! plugin hands the same modules and defs to Bevy's `PipelineCache`.
 
 use crate::kernel::{
-    DRAW_ARGS_WORDS, INSTANCE_COUNT_OFFSET, ITEMS_PER_THREAD, MAX_OUTPUT_WINDOWS, MAX_VIEWS, PassLayout,
-    STAGED_VIEWS, ShaderDefValue, ShaderModule, Slot, bindings, shader_module,
+    DRAW_ARGS_WORDS, INSTANCE_COUNT_OFFSET, ITEMS_PER_THREAD, MAX_OUTPUT_WINDOWS, MAX_VIEWS, STAGED_VIEWS,
+    shader_module,
 };
+/// What a renderer that compiles the kernels itself reads: the modules, the
+/// shader defs' values, each pass's layout and the binding numbers.
+pub use crate::kernel::{PassLayout, ShaderDefValue, ShaderModule, Slot, TEST_UNIFORM_BYTES, bindings};
 use crate::timing::PassKind;
 use crate::variants::{KernelTuning, SCAN_LIBRARY, ScanKernel};
 use crate::visibility::VisibilityKernel;

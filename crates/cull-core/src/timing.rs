@@ -20,7 +20,7 @@ pub enum PassKind {
     /// Vote, scan and compaction in one pass (the single-pass variants; the
     /// vote and gather dispatches of the two-pass ordered variant).
     Fused,
-    /// The cell pass of a cull by cells ([`crate::cells`]).
+    /// The cell pass of a cull by cells ([`crate::CellLayout`]).
     Cells,
 }
 
@@ -48,7 +48,7 @@ pub struct CullTimings {
     pub compact: Option<Duration>,
     /// Single passes doing all three (the other variants).
     pub fused: Option<Duration>,
-    /// The cell pass of a cull by cells ([`crate::cells`]).
+    /// The cell pass of a cull by cells ([`crate::CellLayout`]).
     pub cells: Option<Duration>,
     /// From the start of the first pass to the end of the last.
     pub total: Duration,

@@ -50,10 +50,10 @@ pub(crate) struct KernelKey {
     passes: Vec<(
         &'static str,
         &'static str,
-        Vec<(u32, cull_core::kernel::Slot)>,
+        Vec<(u32, cull_core::shader::Slot)>,
         bool,
     )>,
-    shader_defs: Vec<(&'static str, cull_core::kernel::ShaderDefValue)>,
+    shader_defs: Vec<(&'static str, cull_core::shader::ShaderDefValue)>,
 }
 
 impl KernelKey {
@@ -79,7 +79,7 @@ impl KernelKey {
 impl CullShaders {
     pub fn add_to(app: &mut App) -> Self {
         let mut shaders = app.world_mut().resource_mut::<Assets<Shader>>();
-        let mut add = |m: cull_core::kernel::ShaderModule| {
+        let mut add = |m: cull_core::shader::ShaderModule| {
             shaders.add(Shader::from_wgsl(m.source, format!("cull_core/{}", m.path)))
         };
         let library = cull_core::shader::library().into_iter().map(&mut add).collect();
@@ -148,8 +148,8 @@ impl CompilingCuller {
             .shader_defs
             .iter()
             .map(|&(name, value)| match value {
-                cull_core::kernel::ShaderDefValue::Bool(b) => ShaderDefVal::Bool(name.into(), b),
-                cull_core::kernel::ShaderDefValue::UInt(u) => ShaderDefVal::UInt(name.into(), u),
+                cull_core::shader::ShaderDefValue::Bool(b) => ShaderDefVal::Bool(name.into(), b),
+                cull_core::shader::ShaderDefValue::UInt(u) => ShaderDefVal::UInt(name.into(), u),
             })
             .collect();
         let variant = self.culler.variant().name();

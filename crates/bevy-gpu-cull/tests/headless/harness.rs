@@ -496,8 +496,7 @@ pub(crate) fn prepass_depth(h: &Harness, probe: &DepthProbe) -> Vec<f32> {
         .unwrap()
         .clone()
         .expect("the prepass depth was copied");
-    let bytes =
-        cull_core::buffers::read_back(device.wgpu_device(), queue, &buffer, 0, buffer.size()).unwrap();
+    let bytes = cull_core::read_back(device.wgpu_device(), queue, &buffer, 0, buffer.size()).unwrap();
     (0..(WIDTH * HEIGHT) as usize)
         .map(|i| {
             let (x, y) = (i % WIDTH as usize, i / WIDTH as usize);

@@ -39,7 +39,7 @@ mod flags;
 mod roofline;
 
 use argh::{FromArgValue, FromArgs};
-use cull_core::cells::CELL_BOUNDS_BYTES;
+use cull_core::CELL_BOUNDS_BYTES;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
     CellBounds, CellIndex, CellLayout, CullInput, CullRequest, CullTarget, Culler, CullerDesc, Frustum,

@@ -558,7 +558,7 @@ impl Occluded {
                 encoder.write_timestamp(&queries, 1);
                 encoder.resolve_query_set(&queries, 0..2, &resolve, 0);
                 ctx.queue.submit([encoder.finish()]);
-                let bytes = cull_core::buffers::read_back(&ctx.device, &ctx.queue, &resolve, 0, 16).unwrap();
+                let bytes = cull_core::read_back(&ctx.device, &ctx.queue, &resolve, 0, 16).unwrap();
                 let t: [u64; 2] = bytemuck::pod_read_unaligned(&bytes);
                 t[1].saturating_sub(t[0]) as f64 * ctx.queue.get_timestamp_period() as f64 / 1e3
             })
@@ -647,7 +647,7 @@ impl Occluded {
             ctx.queue.submit([encoder.finish()]);
             let us = |t: &CullTarget| t.read_timings(&ctx.device).unwrap().total.as_secs_f64() * 1e6;
             let whole: [u64; 2] = bytemuck::pod_read_unaligned(
-                &cull_core::buffers::read_back(&ctx.device, &ctx.queue, &resolved, 0, 16).unwrap(),
+                &cull_core::read_back(&ctx.device, &ctx.queue, &resolved, 0, 16).unwrap(),
             );
             let whole_us =
                 whole[1].saturating_sub(whole[0]) as f64 * ctx.queue.get_timestamp_period() as f64 / 1e3;

@@ -17,7 +17,6 @@ mod request;
 mod setup;
 mod spec;
 
-pub use crate::kernel::{MAX_OUTPUT_WINDOWS, MAX_VIEWS};
 pub use crate::outputs::OutputKind;
 pub use desc::{CullerDesc, DEFAULT_LOOKBACK_SPIN_LIMIT, DEFAULT_WORKGROUP_SIZE, Tuning};
 pub use request::{CullOutcome, CullRequest};

@@ -97,7 +97,7 @@ impl<'a> CullRequest<'a> {
         }
     }
 
-    /// Culls a batch sorted into cells ([`crate::cells`]) by them: first
+    /// Culls a batch sorted into cells ([`crate::CellLayout`], [`crate::CellIndex`]) by them: first
     /// the cell pass votes `cells`' spheres, then the cull reads only the
     /// kept cells' instances. The survivors are the plain cull's, as
     /// indices into the sorted batch: in no particular order, or with the
@@ -123,7 +123,7 @@ impl<'a> CullRequest<'a> {
         }
     }
 
-    /// Occlusion culling's early phase ([`crate::occlusion`]): keeps only
+    /// Occlusion culling's early phase ([`crate::OcclusionHistory`]): keeps only
     /// the instances that `history` says were visible after the last late
     /// phase. Draw its survivors, build the depth pyramid from their depth,
     /// then record the late phase into another target. The views must be
@@ -136,7 +136,7 @@ impl<'a> CullRequest<'a> {
         }
     }
 
-    /// Occlusion culling's late phase ([`crate::occlusion`]): keeps the
+    /// Occlusion culling's late phase ([`crate::DepthPyramid`]): keeps the
     /// instances in the frustum that may be visible past `pyramid` (built
     /// from the depth the early phase's survivors drew, seen by `camera`)
     /// and that the early phase did not keep; records for the next frame

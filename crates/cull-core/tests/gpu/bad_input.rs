@@ -163,7 +163,7 @@ fn zero_instances_give_a_zero_count() {
             0,
             "{variant:?}"
         );
-        let args = cull_core::buffers::read_back(&ctx.device, &ctx.queue, target.draw_args(), 0, 20).unwrap();
+        let args = cull_core::read_back(&ctx.device, &ctx.queue, target.draw_args(), 0, 20).unwrap();
         let args: Vec<u32> = bytemuck::pod_collect_to_vec(&args);
         assert_eq!(
             args,

@@ -6,11 +6,10 @@
 
 use crate::harness::{self, Camera, Job};
 use cull_core::GpuContext;
-use cull_core::kernel::ShaderDefValue;
 use cull_core::scene::Scene;
+use cull_core::shader::{KernelRecipe, ShaderDefValue};
 use cull_core::{
-    CullError, Culler, CullerDesc, InstanceFormat, KernelRecipe, KernelSpec, OutputKind, ScanVariant,
-    VisibilityTest,
+    CullError, Culler, CullerDesc, InstanceFormat, KernelSpec, OutputKind, ScanVariant, VisibilityTest,
 };
 use naga_oil::compose::{ComposableModuleDescriptor, Composer, NagaModuleDescriptor};
 

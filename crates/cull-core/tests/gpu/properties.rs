@@ -13,11 +13,11 @@
 //! for a longer run.
 
 use crate::harness::*;
-use cull_core::instance::{PACKED_ROTATION_ERROR_BOUND, unpack_quat};
 use cull_core::{
     CullInput, CullRequest, CullTarget, Culler, Frustum, Instance, InstanceFormat, OutputKind,
     PackedInstance, PosQuatInstance, Sphere,
 };
+use cull_core::{PACKED_ROTATION_ERROR_BOUND, unpack_quat};
 use glam::{DMat3, DMat4, DQuat, DVec3, DVec4, Mat4, Vec3, Vec4};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};

@@ -48,7 +48,7 @@ fn measured_subgroup_size(ctx: &cull_core::GpuContext) -> u32 {
         pass.dispatch_workgroups(1, 1, 1);
     }
     ctx.queue.submit([encoder.finish()]);
-    let bytes = cull_core::buffers::read_back(device, &ctx.queue, &buffer, 0, 4).unwrap();
+    let bytes = cull_core::read_back(device, &ctx.queue, &buffer, 0, 4).unwrap();
     bytemuck::pod_read_unaligned(&bytes)
 }
 
