@@ -9,11 +9,10 @@ use super::bindings::InstanceBindings;
 use super::custom_material::{
     CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
 };
+use super::queue::{BatchQueue, TwinPipelines, remove_from_phase};
 use super::targets::{ViewTarget, ViewTargets};
 use crate::stats::{StatMessage, StatSender};
-use bevy::core_pipeline::core_3d::{
-    AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey, Transparent3d,
-};
+use bevy::core_pipeline::core_3d::{AlphaMask3d, Opaque3d, Transparent3d};
 use bevy::core_pipeline::prepass::DeferredPrepass;
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::mesh::MeshVertexBufferLayoutRef;
@@ -22,16 +21,14 @@ use bevy::pbr::{
     RenderMeshInstances, SetMeshViewBindGroup, SetMeshViewBindingArrayBindGroup, Transmissive3d,
     ViewKeyCache,
 };
-use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::render::erased_render_asset::ErasedRenderAssets;
 use bevy::render::mesh::RenderMesh;
-use bevy::render::mesh::allocator::{MeshAllocator, MeshSlabs};
+use bevy::render::mesh::allocator::MeshAllocator;
 use bevy::render::render_asset::RenderAssets;
 use bevy::render::render_phase::{
-    BinnedPhaseItem, BinnedRenderPhaseType, DrawFunctionId, DrawFunctions, InputUniformIndex, PhaseItem,
-    RenderCommand, RenderCommandResult, SetItemPipeline, TrackedRenderPass, ViewBinnedRenderPhases,
-    ViewSortedRenderPhases,
+    DrawFunctionId, PhaseItem, RenderCommand, RenderCommandResult, SetItemPipeline, TrackedRenderPass,
+    ViewBinnedRenderPhases, ViewSortedRenderPhases,
 };
 use bevy::render::render_resource::{
     BindGroupLayoutDescriptor, CachedRenderPipelineId, PipelineCache, RenderPipelineDescriptor,
@@ -40,7 +37,6 @@ use bevy::render::render_resource::{
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
 use bevy::shader::{Shader, ShaderRef};
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bevy's mesh pipeline with an application's draw shader
@@ -133,27 +129,11 @@ impl SpecializedMeshPipeline for CulledPipeline {
 }
 
 /// Takes the items of `entities` out of `view`'s phase, where it has one.
-pub(crate) fn remove_from_phase<P: BinnedPhaseItem>(
-    phases: &mut ViewBinnedRenderPhases<P>,
-    view: &RetainedViewEntity,
-    entities: impl IntoIterator<Item = MainEntity>,
-) {
-    if let Some(phase) = phases.get_mut(view) {
-        entities.into_iter().for_each(|e| phase.remove(e));
-    }
-}
-
-/// The batches this plugin put into each view's `Opaque3d` phase last frame.
-/// Binned phases are retained across frames, so items are taken out again
-/// when a batch or its target goes away.
-#[derive(Resource, Default)]
-pub(crate) struct QueuedBatches(HashMap<RetainedViewEntity, Vec<MainEntity>>);
-
 /// Puts each (view, batch) with a cull target into the view's `Opaque3d`
-/// phase as a non-mesh item: the draw is indirect, so Bevy's per-mesh
-/// batching and preprocessing do not apply.
+/// phase (through the shared [`BatchQueue`]), drawn by its material's
+/// pipeline or the application's draw shader.
 pub(crate) fn queue_batches(
-    draw_functions: Res<DrawFunctions<Opaque3d>>,
+    mut opaque: BatchQueue<Opaque3d>,
     pipeline: Option<Res<CulledPipeline>>,
     mut pipelines: ResMut<SpecializedMeshPipelines<CulledPipeline>>,
     pipeline_cache: Res<PipelineCache>,
@@ -162,32 +142,26 @@ pub(crate) fn queue_batches(
     view_keys: Res<ViewKeyCache>,
     targets: Res<ViewTargets>,
     batches: Query<(Entity, &MainEntity, &super::extract::BatchData), With<super::batches::GpuBatch>>,
-    mut phases: ResMut<ViewBinnedRenderPhases<Opaque3d>>,
     mut alpha_mask_phases: ResMut<ViewBinnedRenderPhases<AlphaMask3d>>,
-    mut queued: ResMut<QueuedBatches>,
     views: Query<(Entity, &ExtractedView, Has<DeferredPrepass>)>,
     (material_instances, render_materials, mut material_pipeline): (
         Res<RenderMaterialInstances>,
         Res<ErasedRenderAssets<PreparedMaterial>>,
         Option<ResMut<CulledMaterialPipeline>>,
     ),
-    (mut transparent_phases, mut transmissive_phases, mut twins): (
+    (mut transparent_phases, mut transmissive_phases): (
         ResMut<ViewSortedRenderPhases<Transparent3d>>,
         ResMut<ViewSortedRenderPhases<Transmissive3d>>,
-        ResMut<TwinPipelines<Opaque3d>>,
     ),
 ) {
-    twins.clear();
     // Take out last frame's items; the live ones go back in below.
-    for (view, entities) in queued.0.drain() {
-        remove_from_phase(&mut phases, &view, entities);
-    }
+    opaque.clear();
     // Bevy's own items for the batch entities go (remove_bevy_items).
     let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();
     for (_, view, _) in &views {
-        let binned = (&mut *phases, &mut *alpha_mask_phases);
+        opaque.remove(&view.retained_view_entity, mains.iter().copied());
         let sorted = (&mut *transparent_phases, &mut *transmissive_phases);
-        remove_bevy_items(&view.retained_view_entity, &mains, binned, sorted);
+        remove_bevy_items(&view.retained_view_entity, &mains, &mut alpha_mask_phases, sorted);
     }
     let Some(pipeline) = pipeline else {
         return;
@@ -199,13 +173,13 @@ pub(crate) fn queue_batches(
         material_pipeline: material_pipeline.as_deref_mut(),
         materials: &render_materials,
         material_instances: &material_instances,
-        draw: draw_functions.read().id::<DrawCulled>(),
-        draw_material: draw_functions.read().id::<DrawCulledMaterial>(),
+        draw: opaque.draw_function::<DrawCulled>(),
+        draw_material: opaque.draw_function::<DrawCulledMaterial>(),
     };
     for (view_entity, view, deferred) in &views {
-        let Some(phase) = phases.get_mut(&view.retained_view_entity) else {
+        if !opaque.has(&view.retained_view_entity) {
             continue;
-        };
+        }
         let Some(view_key) = view_keys.get(&view.retained_view_entity) else {
             continue;
         };
@@ -227,68 +201,33 @@ pub(crate) fn queue_batches(
             else {
                 continue;
             };
-            if let Some(twin) = twin {
-                twins.insert(view_entity, entity, twin);
-            }
-            add_non_mesh_item(
-                phase,
-                (id, draw_function),
-                mesh_instance.mesh_asset_id(),
+            opaque.add(
+                (view_entity, view.retained_view_entity),
                 (entity, *main_entity),
+                mesh_instance.mesh_asset_id().untyped(),
+                (id, draw_function),
+                twin,
             );
-            queued
-                .0
-                .entry(view.retained_view_entity)
-                .or_default()
-                .push(*main_entity);
         }
     }
 }
 
-/// Adds a batch's draw to an `Opaque3d` phase as a non-mesh item, binned
-/// by its pipeline and mesh.
-fn add_non_mesh_item(
-    phase: &mut bevy::render::render_phase::BinnedRenderPhase<Opaque3d>,
-    (pipeline, draw_function): (CachedRenderPipelineId, DrawFunctionId),
-    mesh: AssetId<Mesh>,
-    entities: (Entity, MainEntity),
-) {
-    phase.add(
-        Opaque3dBatchSetKey {
-            pipeline,
-            draw_function,
-            material_bind_group_index: None,
-            slabs: MeshSlabs::default(),
-            lightmap_slab: None,
-        },
-        Opaque3dBinKey {
-            asset_id: mesh.untyped(),
-        },
-        entities,
-        InputUniformIndex::default(),
-        BinnedRenderPhaseType::NonMesh,
-    );
-}
-
 /// Removes Bevy's own items for the batches `mains` from a view's main-pass
-/// phases. A material on the batch entity makes Bevy queue the mesh itself,
-/// at the entity's transform: the plugin draws the batch with that material
-/// instead. Bevy's item is in the opaque or alpha-mask phase, or, for a blended or transmissive
-/// material, a sorted phase (the batch itself is drawn opaque), where Bevy
-/// keys its mesh items by the main entity alone.
+/// phases other than the opaque one (`BatchQueue::remove` takes those). A
+/// material on the batch entity makes Bevy queue the mesh itself, at the
+/// entity's transform: the plugin draws the batch with that material
+/// instead. Bevy's item is in the opaque or alpha-mask phase, or, for a
+/// blended or transmissive material, a sorted phase (the batch itself is
+/// drawn opaque), where Bevy keys its mesh items by the main entity alone.
 fn remove_bevy_items(
     view: &RetainedViewEntity,
     mains: &[MainEntity],
-    (opaque, alpha_mask): (
-        &mut ViewBinnedRenderPhases<Opaque3d>,
-        &mut ViewBinnedRenderPhases<AlphaMask3d>,
-    ),
+    alpha_mask: &mut ViewBinnedRenderPhases<AlphaMask3d>,
     (transparent, transmissive): (
         &mut ViewSortedRenderPhases<Transparent3d>,
         &mut ViewSortedRenderPhases<Transmissive3d>,
     ),
 ) {
-    remove_from_phase(opaque, view, mains.iter().copied());
     remove_from_phase(alpha_mask, view, mains.iter().copied());
     if let Some(phase) = transparent.get_mut(view) {
         mains
@@ -585,36 +524,6 @@ fn draw_lists<'w>(
     RenderCommandResult::Success
 }
 
-/// The second pipeline of each (view, batch) whose instances wind both
-/// ways ([`super::extract::BatchData::windings`]) in phase `P`: the clockwise front
-/// face. Rebuilt each frame by the phase's queue system.
-#[derive(Resource)]
-pub(crate) struct TwinPipelines<P> {
-    pipelines: HashMap<(Entity, Entity), CachedRenderPipelineId>,
-    phase: PhantomData<fn() -> P>,
-}
-
-impl<P> Default for TwinPipelines<P> {
-    fn default() -> Self {
-        Self {
-            pipelines: HashMap::default(),
-            phase: PhantomData,
-        }
-    }
-}
-
-impl<P> TwinPipelines<P> {
-    /// Forgets last frame's pipelines.
-    pub fn clear(&mut self) {
-        self.pipelines.clear();
-    }
-
-    /// Draws `batch`'s instances that wind backwards in `view` with `twin`.
-    pub fn insert(&mut self, view: Entity, batch: Entity, twin: CachedRenderPipelineId) {
-        self.pipelines.insert((view, batch), twin);
-    }
-}
-
 /// The second draw of a batch whose instances wind both ways:
 /// the same lists with the clockwise front face (the vertex stage keeps the
 /// instances that wind backwards, which the first draw dropped).
@@ -639,7 +548,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledTwin {
         (twins, cache, targets, meshes, allocator, phase): SystemParamItem<'w, '_, Self::Param>,
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
-        let Some(&twin) = twins.into_inner().pipelines.get(&(view, item.entity())) else {
+        let Some(twin) = twins.into_inner().get(view, item.entity()) else {
             return RenderCommandResult::Success;
         };
         let (cache, targets) = (cache.into_inner(), targets.into_inner());

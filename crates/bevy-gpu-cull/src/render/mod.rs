@@ -19,6 +19,7 @@ mod kernels;
 mod material;
 mod material_prepass;
 mod pyramids;
+mod queue;
 mod queue_prepass;
 mod shadow;
 mod standard;
@@ -74,12 +75,7 @@ fn init_render_resources(render_app: &mut SubApp) {
     render_app
         .init_resource::<bindings::InstanceBindings>()
         .init_resource::<kernels::RenderFrame>()
-        .init_resource::<draw::QueuedBatches>()
         .init_resource::<draw::DrawnThisFrame>()
-        .init_resource::<draw::TwinPipelines<Opaque3d>>()
-        .init_resource::<draw::TwinPipelines<Shadow>>()
-        .init_resource::<draw::TwinPipelines<Opaque3dPrepass>>()
-        .init_resource::<draw::TwinPipelines<AlphaMask3dDeferred>>()
         .init_resource::<cull::CulledThisFrame>()
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<draw::CurrentDrawPhase>()
@@ -91,9 +87,12 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_gpu_resource::<pyramids::Pyramids>()
         .init_gpu_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
         .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
-        .init_resource::<queue_prepass::QueuedPrepassBatches>()
         .add_render_command::<Opaque3d, draw::DrawCulled>()
         .add_render_command::<Opaque3d, draw::DrawCulledMaterial>();
+    queue::init_resources::<Opaque3d>(render_app);
+    queue::init_resources::<Shadow>(render_app);
+    queue::init_resources::<Opaque3dPrepass>(render_app);
+    queue::init_resources::<AlphaMask3dDeferred>(render_app);
     queue_prepass::add_render_commands::<Shadow>(render_app);
     queue_prepass::add_render_commands::<Opaque3dPrepass>(render_app);
     queue_prepass::add_render_commands::<AlphaMask3dDeferred>(render_app);

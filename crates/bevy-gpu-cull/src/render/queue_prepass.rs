@@ -8,70 +8,46 @@
 
 use super::batches::GpuBatch;
 use super::custom_material::batch_material;
-use super::draw::{TwinPipelines, remove_from_phase};
 use super::material_prepass::{
     CulledMaterialPrepassPipeline, DrawCulledDepthOnlyPrepass, DrawCulledMaterialPrepass, PrepassView,
 };
+use super::queue::{BatchPhase, BatchQueue, remove_from_phase};
 use super::shadow::{CulledPrepassKey, CulledPrepassPipeline, DrawCulledPrepass};
 use super::targets::ViewTargets;
 use bevy::asset::UntypedAssetId;
 use bevy::core_pipeline::deferred::{AlphaMask3dDeferred, Opaque3dDeferred};
-use bevy::core_pipeline::prepass::{
-    AlphaMask3dPrepass, DeferredPrepass, Opaque3dPrepass, OpaqueNoLightmap3dBatchSetKey,
-    OpaqueNoLightmap3dBinKey,
-};
+use bevy::core_pipeline::prepass::{AlphaMask3dPrepass, DeferredPrepass, Opaque3dPrepass};
 use bevy::ecs::system::SystemParam;
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
     LightKeyCache, MeshPipelineKey, PreparedMaterial, RenderMaterialInstances, RenderMeshInstances, Shadow,
-    ShadowBatchSetKey, ShadowBinKey, ViewKeyPrepassCache,
+    ViewKeyPrepassCache,
 };
-use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::render::erased_render_asset::ErasedRenderAssets;
 use bevy::render::mesh::RenderMesh;
-use bevy::render::mesh::allocator::MeshSlabs;
 use bevy::render::render_asset::RenderAssets;
-use bevy::render::render_phase::{
-    BinnedRenderPhaseType, CachedRenderPipelinePhaseItem, DrawFunctionId, DrawFunctions, InputUniformIndex,
-    PhaseItem, ViewBinnedRenderPhases,
-};
+use bevy::render::render_phase::{CachedRenderPipelinePhaseItem, DrawFunctionId, ViewBinnedRenderPhases};
 use bevy::render::render_resource::{
     CachedRenderPipelineId, PipelineCache, SpecializedMeshPipelineError, SpecializedMeshPipelines,
 };
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ExtractedView, RetainedViewEntity};
 
-/// The batches this plugin put into each view's `Shadow`,
-/// `Opaque3dPrepass` and `AlphaMask3dDeferred` phases last frame (binned
-/// phases are retained).
-#[derive(Resource, Default)]
-pub(crate) struct QueuedPrepassBatches {
-    shadow: HashMap<RetainedViewEntity, Vec<MainEntity>>,
-    prepass: HashMap<RetainedViewEntity, Vec<MainEntity>>,
-    deferred: HashMap<RetainedViewEntity, Vec<MainEntity>>,
-}
-
 /// The phases a batch's prepass draws go to, and Bevy's own phases its
 /// entity's mesh would otherwise be drawn in.
 #[derive(SystemParam)]
 pub(crate) struct PrepassPhases<'w> {
-    shadow: ResMut<'w, ViewBinnedRenderPhases<Shadow>>,
-    prepass: ResMut<'w, ViewBinnedRenderPhases<Opaque3dPrepass>>,
+    shadow: BatchQueue<'w, Shadow>,
+    prepass: BatchQueue<'w, Opaque3dPrepass>,
     /// The batches' G-buffer draws: Bevy 0.19 renders its opaque deferred
     /// phase only when it holds meshes, and never its non-mesh items, so a
     /// view whose only deferred draws are batches would draw none; the
     /// alpha-mask deferred phase, rendered right after it into the same
     /// G-buffer, renders them.
-    deferred: ResMut<'w, ViewBinnedRenderPhases<AlphaMask3dDeferred>>,
+    deferred: BatchQueue<'w, AlphaMask3dDeferred>,
     opaque_deferred: ResMut<'w, ViewBinnedRenderPhases<Opaque3dDeferred>>,
     alpha_mask_prepass: ResMut<'w, ViewBinnedRenderPhases<AlphaMask3dPrepass>>,
-    shadow_twins: ResMut<'w, TwinPipelines<Shadow>>,
-    prepass_twins: ResMut<'w, TwinPipelines<Opaque3dPrepass>>,
-    deferred_twins: ResMut<'w, TwinPipelines<AlphaMask3dDeferred>>,
-    shadow_draws: Res<'w, DrawFunctions<Shadow>>,
-    prepass_draws: Res<'w, DrawFunctions<Opaque3dPrepass>>,
-    deferred_draws: Res<'w, DrawFunctions<AlphaMask3dDeferred>>,
 }
 
 /// What the specializers of a batch's prepass draws read.
@@ -127,12 +103,11 @@ struct PhaseCommands {
 }
 
 impl PhaseCommands {
-    fn of<P: PhaseItem>(functions: &DrawFunctions<P>) -> Self {
-        let functions = functions.read();
+    fn of<P: BatchPhase>(queue: &BatchQueue<P>) -> Self {
         Self {
-            depth_only_plugin: functions.id::<DrawCulledPrepass>(),
-            material: functions.id::<DrawCulledMaterialPrepass>(),
-            depth_only: functions.id::<DrawCulledDepthOnlyPrepass>(),
+            depth_only_plugin: queue.draw_function::<DrawCulledPrepass>(),
+            material: queue.draw_function::<DrawCulledMaterialPrepass>(),
+            depth_only: queue.draw_function::<DrawCulledDepthOnlyPrepass>(),
         }
     }
 
@@ -237,53 +212,40 @@ impl PrepassPhases<'_> {
     /// the batch entities (a material on a batch entity makes Bevy queue
     /// its mesh at the entity's transform: the plugin draws the batch
     /// instead).
-    fn clear(
-        &mut self,
-        queued: &mut QueuedPrepassBatches,
-        views: impl Iterator<Item = RetainedViewEntity>,
-        batches: &[MainEntity],
-    ) {
-        for (view, entities) in queued.shadow.drain() {
-            remove_from_phase(&mut self.shadow, &view, entities);
-        }
-        for (view, entities) in queued.prepass.drain() {
-            remove_from_phase(&mut self.prepass, &view, entities);
-        }
-        for (view, entities) in queued.deferred.drain() {
-            remove_from_phase(&mut self.deferred, &view, entities);
-        }
+    fn clear(&mut self, views: impl Iterator<Item = RetainedViewEntity>, batches: &[MainEntity]) {
+        self.shadow.clear();
+        self.prepass.clear();
+        self.deferred.clear();
         for view in views {
             let mains = || batches.iter().copied();
-            remove_from_phase(&mut self.shadow, &view, mains());
-            remove_from_phase(&mut self.prepass, &view, mains());
-            remove_from_phase(&mut self.deferred, &view, mains());
+            self.shadow.remove(&view, mains());
+            self.prepass.remove(&view, mains());
+            self.deferred.remove(&view, mains());
             remove_from_phase(&mut self.alpha_mask_prepass, &view, mains());
             remove_from_phase(&mut self.opaque_deferred, &view, mains());
         }
-        self.shadow_twins.clear();
-        self.prepass_twins.clear();
-        self.deferred_twins.clear();
     }
 
     /// The draw functions of the three phases, by command.
     fn commands(&self) -> [PhaseCommands; 3] {
         [
-            PhaseCommands::of(&self.shadow_draws),
-            PhaseCommands::of(&self.prepass_draws),
-            PhaseCommands::of(&self.deferred_draws),
+            PhaseCommands::of(&self.shadow),
+            PhaseCommands::of(&self.prepass),
+            PhaseCommands::of(&self.deferred),
         ]
     }
 
     /// Whether `view` has the phases of a `kind` view.
     fn has(&self, view: &RetainedViewEntity, kind: PrepassView) -> bool {
         match kind {
-            PrepassView::Shadow => self.shadow.contains_key(view),
-            PrepassView::Camera { .. } => self.prepass.contains_key(view) || self.deferred.contains_key(view),
+            PrepassView::Shadow => self.shadow.has(view),
+            PrepassView::Camera { .. } => self.prepass.has(view) || self.deferred.has(view),
         }
     }
 
     /// Adds `draw` of batch `(entity, main_entity)` drawing `mesh` to its
-    /// phase of `view` (`view_entity` in the render world).
+    /// phase of `view` (`view_entity` in the render world), through that
+    /// phase's [`BatchQueue`].
     fn add(
         &mut self,
         view: (Entity, RetainedViewEntity),
@@ -291,53 +253,16 @@ impl PrepassPhases<'_> {
         mesh: UntypedAssetId,
         draw: &QueuedDraw,
         commands: &[PhaseCommands; 3],
-        queued: &mut QueuedPrepassBatches,
     ) {
-        let (view_entity, rve) = view;
         let [shadow, prepass, deferred] = commands;
-        let (commands, phase_queued) = match draw.phase {
-            PrepassPhase::Shadow => (shadow, &mut queued.shadow),
-            PrepassPhase::Prepass => (prepass, &mut queued.prepass),
-            PrepassPhase::Deferred => (deferred, &mut queued.deferred),
+        let function = |commands: &PhaseCommands| (draw.pipeline, commands.id(draw.command));
+        match draw.phase {
+            PrepassPhase::Shadow => self.shadow.add(view, batch, mesh, function(shadow), draw.twin),
+            PrepassPhase::Prepass => self.prepass.add(view, batch, mesh, function(prepass), draw.twin),
+            PrepassPhase::Deferred => self
+                .deferred
+                .add(view, batch, mesh, function(deferred), draw.twin),
         };
-        let draw_function = commands.id(draw.command);
-        let opaque_key = || OpaqueNoLightmap3dBatchSetKey {
-            pipeline: draw.pipeline,
-            draw_function,
-            material_bind_group_index: None,
-            slabs: MeshSlabs::default(),
-        };
-        let (uniform, non_mesh) = (InputUniformIndex::default(), BinnedRenderPhaseType::NonMesh);
-        let added = match draw.phase {
-            PrepassPhase::Shadow => self.shadow.get_mut(&rve).map(|phase| {
-                let key = ShadowBatchSetKey {
-                    pipeline: draw.pipeline,
-                    draw_function,
-                    material_bind_group_index: None,
-                    slabs: MeshSlabs::default(),
-                };
-                phase.add(key, ShadowBinKey { asset_id: mesh }, batch, uniform, non_mesh);
-            }),
-            PrepassPhase::Prepass => self.prepass.get_mut(&rve).map(|phase| {
-                let bin = OpaqueNoLightmap3dBinKey { asset_id: mesh };
-                phase.add(opaque_key(), bin, batch, uniform, non_mesh);
-            }),
-            PrepassPhase::Deferred => self.deferred.get_mut(&rve).map(|phase| {
-                let bin = OpaqueNoLightmap3dBinKey { asset_id: mesh };
-                phase.add(opaque_key(), bin, batch, uniform, non_mesh);
-            }),
-        };
-        if added.is_none() {
-            return;
-        }
-        phase_queued.entry(rve).or_default().push(batch.1);
-        if let Some(twin) = draw.twin {
-            match draw.phase {
-                PrepassPhase::Shadow => self.shadow_twins.insert(view_entity, batch.0, twin),
-                PrepassPhase::Prepass => self.prepass_twins.insert(view_entity, batch.0, twin),
-                PrepassPhase::Deferred => self.deferred_twins.insert(view_entity, batch.0, twin),
-            }
-        }
     }
 }
 
@@ -348,17 +273,12 @@ impl PrepassPhases<'_> {
 pub(crate) fn queue_prepass_batches(
     mut pipelines: PrepassPipelines,
     mut phases: PrepassPhases,
-    mut queued: ResMut<QueuedPrepassBatches>,
     targets: Res<ViewTargets>,
     batches: Query<(Entity, &MainEntity, &super::extract::BatchData), With<GpuBatch>>,
     views: Query<(Entity, &ExtractedView, Has<DeferredPrepass>)>,
 ) {
     let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();
-    phases.clear(
-        &mut queued,
-        views.iter().map(|(_, v, _)| v.retained_view_entity),
-        &mains,
-    );
+    phases.clear(views.iter().map(|(_, v, _)| v.retained_view_entity), &mains);
     let commands = phases.commands();
     for (view_entity, view, deferred) in &views {
         let rve = view.retained_view_entity;
@@ -395,14 +315,7 @@ pub(crate) fn queue_prepass_batches(
                 None => continue,
             };
             let batch = (entity, *main_entity);
-            phases.add(
-                (view_entity, rve),
-                batch,
-                mesh_id.untyped(),
-                &draw,
-                &commands,
-                &mut queued,
-            );
+            phases.add((view_entity, rve), batch, mesh_id.untyped(), &draw, &commands);
         }
     }
 }
