@@ -60,33 +60,12 @@ struct CullParams {
     cell_count: u32,
     cells_per_chunk: u32,
     cell_region_words: u32,
-    // Occlusion (cull::visibility::occlusion; zeros in other culls): the
-    // camera's clip_from_world with its translation taken about
-    // occlusion_origin, so that the projection works on sphere centers
-    // relative to the camera and keeps its precision far from the origin.
-    occlusion_clip: mat4x4<f32>,
-    // xyz: the point positions are taken relative to (the camera's).
-    occlusion_origin: vec4<f32>,
-    // The depth pyramid's level 0 (the depth buffer's size), its levels,
-    // and 1 when nearer depths are greater (reverse-Z), 0 when smaller.
-    pyramid_size: vec2<u32>,
-    pyramid_levels: u32,
-    reverse_z: u32,
-    // Where the visibility history's halves start, in words (a bit per
-    // instance): the late phase reads the last frame's half and writes the
-    // other.
-    history_read: u32,
-    history_write: u32,
     // Cell culling: the views the cell pass votes, all of the cull's (an
     // ordered cull's entries each take one view in view_count).
     cell_views: u32,
     // OrderedTwoPass: tiles of the largest chunk, rounded up to the gather
     // pass's blocks (cull::variants::ordered_votes's scratch layout).
     tile_capacity: u32,
-    // Occlusion: how far, in pixels, what the pyramid was drawn from may lie
-    // from occlusion_clip's projection (a TAA jitter): the screen rectangle
-    // widens by it.
-    occlusion_jitter: f32,
 }
 
 @group(0) @binding(#{BINDING_PARAMS}) var<uniform> params: CullParams;

@@ -132,25 +132,14 @@ pub(crate) struct GpuParams {
     pub cell_count: u32,
     pub cells_per_chunk: u32,
     pub cell_region_words: u32,
-    /// Occlusion: `clip_from_world` about `occlusion_origin` (column-major).
-    pub occlusion_clip: [[f32; 4]; 4],
-    pub occlusion_origin: [f32; 4],
-    pub pyramid_size: [u32; 2],
-    pub pyramid_levels: u32,
-    pub reverse_z: u32,
-    pub history_read: u32,
-    pub history_write: u32,
     /// Cell culling: the views the cell pass votes, every view of the cull
     /// (the ordered variant's entries each hold one in `view_count`).
     pub cell_views: u32,
     /// [`crate::ScanVariant::OrderedTwoPass`]: tiles of the largest chunk,
     /// rounded up to its gather blocks ([`ordered_tile_capacity`]).
     pub tile_capacity: u32,
-    /// Occlusion: how far, in pixels, what the pyramid was drawn from may
-    /// lie from `occlusion_clip`'s projection ([`crate::OcclusionCamera::jitter`]).
-    pub occlusion_jitter: f32,
     /// Up to the WGSL struct's size (a multiple of 16 bytes).
-    pub _padding: [u32; 3],
+    pub _padding: [u32; 2],
 }
 
 /// One chunk of a batch: the instances one set of bindings covers.

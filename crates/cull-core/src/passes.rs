@@ -219,12 +219,13 @@ pub(crate) fn encode_cell_pass(cx: &mut EncodeContext, cell_pass: &CompiledPass,
             resource: cells.kept.as_entire_binding(),
         },
     ];
-    // The late occlusion phase's pyramid (ModuleShape::passes gives the
-    // cell pass that binding then).
+    // The late occlusion phase's pyramid and uniforms (ModuleShape::passes
+    // gives the cell pass those bindings then; bind_group drops them for a
+    // cell pass without).
     entries.extend(
         cx.visibility_entries
             .iter()
-            .filter(|e| e.binding == bindings::DEPTH_PYRAMID)
+            .filter(|e| [bindings::DEPTH_PYRAMID, bindings::TEST_UNIFORMS].contains(&e.binding))
             .cloned(),
     );
     let bind_group = cx.bind_group(cell_pass, &entries);

@@ -250,13 +250,20 @@ impl ModuleShape {
         if self.cells {
             let mut cell_pass = crate::cells::cell_pass();
             // The late occlusion phase's cell pass tests cells against the
-            // depth pyramid too.
-            cell_pass.bindings.extend(
-                self.visibility
-                    .bindings
-                    .iter()
-                    .filter(|(binding, _)| *binding == bindings::DEPTH_PYRAMID),
-            );
+            // depth pyramid too, with the phase's own uniforms.
+            if self
+                .visibility
+                .bindings
+                .iter()
+                .any(|(b, _)| *b == bindings::DEPTH_PYRAMID)
+            {
+                cell_pass.bindings.extend(
+                    self.visibility
+                        .bindings
+                        .iter()
+                        .filter(|(b, _)| [bindings::DEPTH_PYRAMID, bindings::TEST_UNIFORMS].contains(b)),
+                );
+            }
             passes.insert(0, cell_pass);
         }
         passes

@@ -40,6 +40,29 @@ const DEPTH_TOLERANCE: f32 = 1.52587890625e-5;
 const MIN_W: f32 = 1.0e-30;
 const FIT_MIN: f32 = 1.0e-6;
 
+// The phases' own uniforms (cull_core's visibility::occlusion::Uniforms),
+// the same for every chunk of a cull: the camera's clip_from_world with its
+// translation taken about `origin`, so that the projection works on sphere
+// centers relative to the camera and keeps its precision far from the
+// origin; `origin.w`, the slack of that subtraction; the depth pyramid's
+// level 0 (the depth buffer's size), its levels and 1 when nearer depths
+// are greater (reverse-Z); where the history's halves start, in words (the
+// late phase reads the last frame's half and writes the other); and how
+// far, in pixels, what the pyramid was drawn from may lie from `clip`'s
+// projection (a TAA jitter).
+struct Occlusion {
+    clip: mat4x4<f32>,
+    origin: vec4<f32>,
+    pyramid_size: vec2<u32>,
+    pyramid_levels: u32,
+    reverse_z: u32,
+    history_read: u32,
+    history_write: u32,
+    jitter: f32,
+}
+
+@group(0) @binding(#{BINDING_TEST_UNIFORMS}) var<uniform> occlusion: Occlusion;
+
 #ifdef VISIBILITY_OCCLUSION_LATE
 @group(0) @binding(#{BINDING_VISIBILITY_HISTORY}) var<storage, read_write> history: array<atomic<u32>>;
 // Level 0 is the depth buffer; each level above is a mip (sizes halve,
@@ -51,7 +74,7 @@ const FIT_MIN: f32 = 1.0e-6;
 #endif
 
 // Chunk-local instance `i`'s bit: its word in a half of the history
-// (params.history_read and history_write are word offsets) and its mask.
+// (occlusion.history_read and history_write are word offsets) and its mask.
 fn history_bit(i: u32) -> vec2<u32> {
     let bit = params.chunk_start + i;
     return vec2<u32>(bit >> 5u, 1u << (bit & 31u));
@@ -61,16 +84,16 @@ fn history_bit(i: u32) -> vec2<u32> {
 fn was_visible(i: u32) -> bool {
     let b = history_bit(i);
 #ifdef VISIBILITY_OCCLUSION_LATE
-    let word = atomicLoad(&history[params.history_read + b.x]);
+    let word = atomicLoad(&history[occlusion.history_read + b.x]);
 #else
-    let word = history[params.history_read + b.x];
+    let word = history[occlusion.history_read + b.x];
 #endif
     return (word & b.y) != 0u;
 }
 
 // The farther of two depths.
 fn farther(a: f32, b: f32) -> f32 {
-    return select(max(a, b), min(a, b), params.reverse_z != 0u);
+    return select(max(a, b), min(a, b), occlusion.reverse_z != 0u);
 }
 
 #ifdef VISIBILITY_OCCLUSION_LATE
@@ -78,9 +101,9 @@ fn farther(a: f32, b: f32) -> f32 {
 fn hiz_visible(s: WorldSphere) -> bool {
     // occlusion_origin.w widens the radius by the rounding of the center
     // relative to the camera (a tolerance of the origin's magnitude).
-    let r = wide_radius(s) + params.occlusion_origin.w;
-    let m = params.occlusion_clip;
-    let relative = s.center - params.occlusion_origin.xyz;
+    let r = wide_radius(s) + occlusion.origin.w;
+    let m = occlusion.clip;
+    let relative = s.center - occlusion.origin.xyz;
     let base = m * vec4<f32>(relative, 1.0);
     // Every clip coordinate is affine in the point, so over the sphere it
     // lies within base ± r·|row|, the row's length over its xyz part (the
@@ -130,11 +153,11 @@ fn hiz_visible(s: WorldSphere) -> bool {
     let z_hi = a + max(b_lo, b_hi) + max((e_center + e_reach) * inv_lo, (e_center + e_reach) * inv_hi);
     let lo = vec3<f32>(lo_xy, z_lo);
     let hi = vec3<f32>(hi_xy, z_hi);
-    let size = vec2<f32>(params.pyramid_size);
+    let size = vec2<f32>(occlusion.pyramid_size);
     // Pixels: x right, y down from the top row.
     // Widened by the rounding's margin and by the camera's jitter: what was
     // drawn may lie that far from this projection.
-    let margin = PIXEL_MARGIN + params.occlusion_jitter;
+    let margin = PIXEL_MARGIN + occlusion.jitter;
     let px_lo = vec2<f32>(lo.x * 0.5 + 0.5, 0.5 - hi.y * 0.5) * size - margin;
     let px_hi = vec2<f32>(hi.x * 0.5 + 0.5, 0.5 - lo.y * 0.5) * size + margin;
     let last = size - 1.0;
@@ -143,19 +166,19 @@ fn hiz_visible(s: WorldSphere) -> bool {
     // The level where a span of `extent` pixels touches at most two texels:
     // 2^level >= extent.
     let extent = max(p1.x - p0.x, p1.y - p0.y) + 1u;
-    let level = min(select(0u, 32u - countLeadingZeros(extent - 1u), extent > 1u), params.pyramid_levels - 1u);
+    let level = min(select(0u, 32u - countLeadingZeros(extent - 1u), extent > 1u), occlusion.pyramid_levels - 1u);
     // Pixels map to texels clamped to the level's last, which covers the
     // rest of an odd size (see pyramid.wgsl).
     // (The level's size from the uniforms, as the texture's mips are
     // sized: lavapipe answered textureDimensions of a level with 1x1.)
-    let top = max(params.pyramid_size >> vec2<u32>(level), vec2<u32>(1u)) - 1u;
+    let top = max(occlusion.pyramid_size >> vec2<u32>(level), vec2<u32>(1u)) - 1u;
     let t0 = min(p0 >> vec2<u32>(level), top);
     let t1 = min(p1 >> vec2<u32>(level), top);
     let lv = i32(level);
     let far = farther(
         farther(textureLoad(depth_pyramid, vec2<i32>(t0), lv).x, textureLoad(depth_pyramid, vec2<i32>(i32(t1.x), i32(t0.y)), lv).x),
         farther(textureLoad(depth_pyramid, vec2<i32>(i32(t0.x), i32(t1.y)), lv).x, textureLoad(depth_pyramid, vec2<i32>(t1), lv).x));
-    if params.reverse_z != 0u {
+    if occlusion.reverse_z != 0u {
         return hi.z >= far - DEPTH_TOLERANCE * abs(far);
     }
     return lo.z <= far + DEPTH_TOLERANCE * abs(far);
@@ -194,7 +217,7 @@ fn classify(s: WorldSphere, i: u32) -> Verdict {
     }
     if seen {
         let b = history_bit(i);
-        atomicOr(&history[params.history_write + b.x], b.y);
+        atomicOr(&history[occlusion.history_write + b.x], b.y);
     }
     return Verdict(seen & !was, overflow, terms);
 #else

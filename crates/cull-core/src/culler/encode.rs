@@ -9,7 +9,9 @@ use crate::CullError;
 use crate::cells::CellIndex;
 use crate::kernel::{Chunk, GpuParams, MAX_VIEWS, PARAMS_STRIDE};
 use crate::passes::EncodeContext;
+use crate::visibility::TestInputs;
 use crate::visibility::VisibilityTest;
+use crate::visibility::occlusion::{LateInputs, OcclusionInputs};
 use bytemuck::Zeroable;
 
 /// How the uniforms of one cull are laid out: per chunk, `param_views`
@@ -48,9 +50,10 @@ impl Culler {
         };
         self.write_uniforms(queue, request, cells, &chunks, layout);
         self.clear(encoder, request, cells, &chunks);
-        // The test's own uniforms, from the views.
+        // The test's own uniforms, from what the request carries.
         if let Some(write) = test.kernel().uniforms {
-            queue.write_buffer(request.target.test_uniforms(), 0, &write(request.frusta));
+            let bytes = write(&Self::test_inputs(request));
+            queue.write_buffer(request.target.test_uniforms(), 0, &bytes);
         }
         let visibility_entries = visibility_entries(request);
         let mut recorder = request.target.timing_recorder();
@@ -124,8 +127,8 @@ impl Culler {
     }
 
     /// What every uniform entry of `request` shares: the views' planes and
-    /// size bands, the mesh's sphere, the cells, the occlusion phase's
-    /// history halves, pyramid and camera.
+    /// size bands, the mesh's sphere, the cells (the visibility test's own
+    /// parameters go to its own uniforms, `test_inputs`).
     fn shared_params(&self, request: &CullRequest, cells: Option<&CellIndex>, views: u32) -> GpuParams {
         let mut base = GpuParams::zeroed();
         // Unused planes keep everything; the shader skips an unused sixth.
@@ -158,18 +161,27 @@ impl Culler {
             .dispatch
             .dims(self.dispatch.groups_for(target.capacity().min(self.window_len)));
         base.tile_capacity = crate::kernel::ordered_tile_capacity(x as u64 * y as u64);
-        if let Some(history) = request.history() {
-            (base.history_read, base.history_write) = history.halves();
-        }
-        if let Some((pyramid, camera)) = request.late() {
-            base.occlusion_clip = camera.clip_from_relative.to_cols_array_2d();
-            base.occlusion_origin = camera.origin.extend(camera.origin_slack()).to_array();
-            base.occlusion_jitter = camera.jitter;
-            base.pyramid_size = [pyramid.width(), pyramid.height()];
-            base.pyramid_levels = pyramid.levels();
-            base.reverse_z = u32::from(pyramid.order() == crate::occlusion::DepthOrder::ReverseZ);
-        }
         base
+    }
+
+    /// What the test's own uniforms are written from: the views, and an
+    /// occlusion phase's history halves, camera and pyramid.
+    fn test_inputs<'a>(request: &CullRequest<'a>) -> TestInputs<'a> {
+        let occlusion = request.history().map(|history| OcclusionInputs {
+            history: history.halves(),
+            late: request.late().map(|(pyramid, camera)| LateInputs {
+                clip: camera.clip_from_relative.to_cols_array_2d(),
+                origin: camera.origin.extend(camera.origin_slack()).to_array(),
+                jitter: camera.jitter,
+                pyramid_size: [pyramid.width(), pyramid.height()],
+                pyramid_levels: pyramid.levels(),
+                reverse_z: pyramid.order() == crate::occlusion::DepthOrder::ReverseZ,
+            }),
+        });
+        TestInputs {
+            frusta: request.frusta,
+            occlusion,
+        }
     }
 
     /// Writes every uniform entry of `request` into its target's params

@@ -8,7 +8,7 @@
 //! own); the two phases of occlusion culling ([`occlusion`]) add the
 //! visibility history and the depth pyramid to it.
 
-mod occlusion;
+pub(crate) mod occlusion;
 mod screen_size;
 mod sphere_frustum;
 mod spot_cone;
@@ -108,8 +108,17 @@ pub(crate) fn views_are_plain(frusta: &[Frustum], test: VisibilityTest) -> bool 
         .all(|f| f.planes().len() <= 5 && (test != VisibilityTest::Frustum || f.size_band.is_none()))
 }
 
-/// How a test writes its own uniforms from a cull's views.
-pub(crate) type WriteUniforms = fn(&[Frustum]) -> Vec<u8>;
+/// How a test writes its own uniforms from what a cull carries.
+pub(crate) type WriteUniforms = fn(&TestInputs) -> Vec<u8>;
+
+/// What a cull hands its visibility test's uniforms ([`VisibilityKernel::uniforms`]).
+pub(crate) struct TestInputs<'a> {
+    /// The cull's views.
+    pub frusta: &'a [Frustum],
+    /// An occlusion phase's camera, pyramid and history; `None` in other
+    /// culls.
+    pub occlusion: Option<occlusion::OcclusionInputs>,
+}
 
 /// One visibility test, described.
 pub(crate) struct VisibilityKernel {
@@ -125,8 +134,8 @@ pub(crate) struct VisibilityKernel {
     /// What it binds beyond the uniforms, in every pass that
     /// votes (`crate::passes::EncodeContext::chunk_entries` binds them).
     pub bindings: &'static [(u32, Slot)],
-    /// Its own uniforms, written from a cull's views into the target's
-    /// test uniforms ([`crate::kernel::bindings::TEST_UNIFORMS`], at most
+    /// Its own uniforms, written from what the cull carries into the
+    /// target's test uniforms ([`crate::kernel::bindings::TEST_UNIFORMS`], at most
     /// [`crate::kernel::TEST_UNIFORM_BYTES`]) before its passes; `None`
     /// for a test that has none.
     pub uniforms: Option<WriteUniforms>,

@@ -11,8 +11,7 @@
 //! [`write_uniforms`] into the target's test uniforms
 //! ([`crate::kernel::bindings::TEST_UNIFORMS`]), not the shared block.
 
-use super::VisibilityKernel;
-use crate::frustum::Frustum;
+use super::{TestInputs, VisibilityKernel};
 use crate::kernel::{MAX_VIEWS, Slot, bindings, shader_module};
 
 pub(super) const KERNEL: VisibilityKernel = VisibilityKernel {
@@ -25,9 +24,9 @@ pub(super) const KERNEL: VisibilityKernel = VisibilityKernel {
 
 /// Writes each view's cone (a view without one: zeros, no cone) as the
 /// `SpotCones` block of `spot_cone.wgsl`.
-fn write_uniforms(frusta: &[Frustum]) -> Vec<u8> {
+fn write_uniforms(inputs: &TestInputs) -> Vec<u8> {
     let mut cones = [[[0.0f32; 4]; 3]; MAX_VIEWS as usize];
-    for (dst, frustum) in cones.iter_mut().zip(frusta) {
+    for (dst, frustum) in cones.iter_mut().zip(inputs.frusta) {
         if let Some(cone) = frustum.cone {
             *dst = cone.gpu();
         }
@@ -38,14 +37,18 @@ fn write_uniforms(frusta: &[Frustum]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SpotCone;
+    use crate::{Frustum, SpotCone};
     use glam::Vec3;
 
     /// The block is the WGSL's: three vectors per view, for every view.
     #[test]
     fn uniforms_hold_every_view() {
         let cone = SpotCone::new(Vec3::ONE, Vec3::Y, 0.4, 9.0).unwrap();
-        let bytes = write_uniforms(&[Frustum::everything(), Frustum::everything().with_cone(cone)]);
+        let frusta = [Frustum::everything(), Frustum::everything().with_cone(cone)];
+        let bytes = write_uniforms(&TestInputs {
+            frusta: &frusta,
+            occlusion: None,
+        });
         assert_eq!(bytes.len(), MAX_VIEWS as usize * 48);
         let floats: &[f32] = bytemuck::cast_slice(&bytes);
         assert_eq!(floats[11], 0.0, "no cone in view 0");
