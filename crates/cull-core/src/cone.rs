@@ -145,14 +145,6 @@ impl SpotCone {
 mod tests {
     use super::*;
 
-    fn sphere(center: Vec3, radius: f32) -> WorldSphere {
-        WorldSphere {
-            center,
-            radius,
-            terms: 0.0,
-        }
-    }
-
     /// A sphere tangent to the cone's side, to its back (the apex's plane)
     /// or to its range is kept; one a little farther out is not; the
     /// corners of the square frustum around the cone are outside it.
@@ -165,22 +157,22 @@ mod tests {
         let on_side = apex + Vec3::new(s, 0.0, -c) * 10.0;
         let normal = Vec3::new(c, 0.0, s);
         for r in [0.01, 0.5, 3.0] {
-            let touching = sphere(on_side + normal * r, r);
+            let touching = WorldSphere::exact(on_side + normal * r, r);
             assert_eq!(cone.classify(&touching), SphereClass::Inside, "r = {r}");
-            let apart = sphere(on_side + normal * (r * 1.01 + 0.01), r);
+            let apart = WorldSphere::exact(on_side + normal * (r * 1.01 + 0.01), r);
             assert_eq!(cone.classify(&apart), SphereClass::Outside, "r = {r}");
         }
-        let behind = sphere(apex + Vec3::Z * 2.0, 1.0);
+        let behind = WorldSphere::exact(apex + Vec3::Z * 2.0, 1.0);
         assert_eq!(cone.classify(&behind), SphereClass::Outside);
-        let at_range = sphere(apex + Vec3::NEG_Z * 21.0, 1.0);
+        let at_range = WorldSphere::exact(apex + Vec3::NEG_Z * 21.0, 1.0);
         assert_eq!(cone.classify(&at_range), SphereClass::Inside);
         assert_eq!(
-            cone.classify(&sphere(apex + Vec3::NEG_Z * 21.1, 1.0)),
+            cone.classify(&WorldSphere::exact(apex + Vec3::NEG_Z * 21.1, 1.0)),
             SphereClass::Outside
         );
         // The frustum's corner at distance 10: tan(0.5) off the axis in x and y.
         let t = 0.5f32.tan() * 10.0;
-        let corner = sphere(apex + Vec3::new(t, t, -10.0) * 0.98, 0.1);
+        let corner = WorldSphere::exact(apex + Vec3::new(t, t, -10.0) * 0.98, 0.1);
         assert_eq!(cone.classify(&corner), SphereClass::Outside);
     }
 
@@ -192,7 +184,7 @@ mod tests {
         let cone = SpotCone::new(apex, Vec3::X, 0.3, f32::INFINITY).unwrap();
         let (s, c) = 0.3f32.sin_cos();
         let on_side = apex + Vec3::new(c, s, 0.0) * 50.0;
-        let touching = sphere(on_side + Vec3::new(-s, c, 0.0) * 2.0, 2.0);
+        let touching = WorldSphere::exact(on_side + Vec3::new(-s, c, 0.0) * 2.0, 2.0);
         assert_eq!(cone.classify(&touching), SphereClass::Inside);
     }
 

@@ -103,6 +103,19 @@ pub struct WorldSphere {
     pub terms: f32,
 }
 
+#[cfg(test)]
+impl WorldSphere {
+    /// A sphere given in world space (no terms it was summed from): the
+    /// unit tests' spheres.
+    pub(crate) fn exact(center: Vec3, radius: f32) -> Self {
+        Self {
+            center,
+            radius,
+            terms: 0.0,
+        }
+    }
+}
+
 /// Half-width, relative to the magnitude of the terms, of the band around the
 /// boundary where the GPU's rounding (FMA contraction) may decide
 /// differently from the CPU: about 8 ulps, a quarter of the slack, so that

@@ -142,14 +142,6 @@ mod tests {
         OcclusionCamera::from_view(proj, Mat4::IDENTITY).unwrap()
     }
 
-    fn sphere(center: Vec3, radius: f32) -> WorldSphere {
-        WorldSphere {
-            center,
-            radius,
-            terms: 0.0,
-        }
-    }
-
     #[test]
     fn a_wall_hides_what_is_behind_it() {
         // A wall at distance 5 covering the whole screen (reverse-Z: depth
@@ -159,27 +151,29 @@ mod tests {
         let p = CpuPyramid::build(w, h, &vec![wall; (w * h) as usize], DepthOrder::ReverseZ).unwrap();
         let cam = camera();
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -10.0), 1.0), &p)
+            cam.classify(&WorldSphere::exact(Vec3::new(0.0, 0.0, -10.0), 1.0), &p)
                 .unwrap(),
             SphereClass::Outside
         );
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -3.0), 1.0), &p).unwrap(),
+            cam.classify(&WorldSphere::exact(Vec3::new(0.0, 0.0, -3.0), 1.0), &p)
+                .unwrap(),
             SphereClass::Inside
         );
         // Reaching through the wall: kept.
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -6.0), 1.5), &p).unwrap(),
+            cam.classify(&WorldSphere::exact(Vec3::new(0.0, 0.0, -6.0), 1.5), &p)
+                .unwrap(),
             SphereClass::Inside
         );
         // Around the camera: kept.
         assert_eq!(
-            cam.classify(&sphere(Vec3::ZERO, 0.5), &p).unwrap(),
+            cam.classify(&WorldSphere::exact(Vec3::ZERO, 0.5), &p).unwrap(),
             SphereClass::Inside
         );
         // Overflowed: kept.
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -10.0), f32::INFINITY), &p)
+            cam.classify(&WorldSphere::exact(Vec3::new(0.0, 0.0, -10.0), f32::INFINITY), &p)
                 .unwrap(),
             SphereClass::Inside
         );
@@ -188,7 +182,7 @@ mod tests {
     #[test]
     fn a_camera_with_bad_fields_is_refused_not_classified() {
         let p = CpuPyramid::build(4, 4, &[0.5; 16], DepthOrder::ReverseZ).unwrap();
-        let s = sphere(Vec3::new(0.0, 0.0, -10.0), 1.0);
+        let s = WorldSphere::exact(Vec3::new(0.0, 0.0, -10.0), 1.0);
         for jitter in [f32::NAN, -1.0, f32::INFINITY] {
             let cam = OcclusionCamera { jitter, ..camera() };
             assert!(
@@ -226,13 +220,13 @@ mod tests {
         let cam = camera();
         // Far behind, but its rectangle covers the hole's pixel.
         assert_ne!(
-            cam.classify(&sphere(Vec3::new(0.0, 0.0, -50.0), 2.0), &p)
+            cam.classify(&WorldSphere::exact(Vec3::new(0.0, 0.0, -50.0), 2.0), &p)
                 .unwrap(),
             SphereClass::Outside
         );
         // Off to the side, behind solid wall.
         assert_eq!(
-            cam.classify(&sphere(Vec3::new(-20.0, -20.0, -50.0), 1.0), &p)
+            cam.classify(&WorldSphere::exact(Vec3::new(-20.0, -20.0, -50.0), 1.0), &p)
                 .unwrap(),
             SphereClass::Outside
         );
@@ -253,12 +247,12 @@ mod tests {
         // At 10^7 from the origin, f32 positions are a unit apart: the
         // slack makes the sphere about 60 units wide, still behind the wall.
         assert_eq!(
-            cam.classify(&sphere(origin + Vec3::new(0.0, 0.0, -500.0), 1.0), &p)
+            cam.classify(&WorldSphere::exact(origin + Vec3::new(0.0, 0.0, -500.0), 1.0), &p)
                 .unwrap(),
             SphereClass::Outside
         );
         assert_eq!(
-            cam.classify(&sphere(origin + Vec3::new(0.0, 0.0, -3.0), 1.0), &p)
+            cam.classify(&WorldSphere::exact(origin + Vec3::new(0.0, 0.0, -3.0), 1.0), &p)
                 .unwrap(),
             SphereClass::Inside
         );
