@@ -22,11 +22,20 @@ use naga_oil::compose::{ComposableModuleDescriptor, Composer, NagaModuleDescript
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+/// `cull::encode`: a transform written in any format's bytes on the GPU
+/// (`encode_instance`), for a renderer's own compute passes that write
+/// instances. It has no bindings and no shader defs.
+pub const ENCODE_MODULE: ShaderModule = shader_module!("encode.wgsl");
+
 /// Every library module (those with an import path), in dependency order:
 /// what a renderer registers as shader libraries before composing a
 /// kernel's entry module ([`KernelRecipe::entry`]).
 pub fn library() -> Vec<ShaderModule> {
-    let mut modules = vec![shader_module!("params.wgsl"), shader_module!("math.wgsl")];
+    let mut modules = vec![
+        shader_module!("params.wgsl"),
+        shader_module!("math.wgsl"),
+        ENCODE_MODULE,
+    ];
     modules.extend(crate::visibility::LIBRARY);
     modules.extend(crate::visibility::modules());
     modules.extend(crate::formats::FORMATS.iter().map(|f| f.module));
@@ -459,6 +468,51 @@ pub(crate) fn every_shape() -> Vec<ModuleShape> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `cull::encode` composes and validates in a compute pass of a
+    /// renderer's own, and its format numbers are `encode_id`'s.
+    #[test]
+    fn the_encode_module_validates_and_numbers_formats_as_rust_does() {
+        let mut composer = Composer::default();
+        for module in [shader_module!("math.wgsl"), ENCODE_MODULE] {
+            let added = composer.add_composable_module(ComposableModuleDescriptor {
+                source: module.source,
+                file_path: module.path,
+                ..Default::default()
+            });
+            if let Err(e) = added {
+                panic!("{}", e.emit_to_string(&composer));
+            }
+        }
+        let entry = "#import cull::encode::{encode_instance, culled_part}
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<u32>>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let e = encode_instance(id.x % 3u, vec3<f32>(1.0), 2.0, vec4<f32>(0.0, 0.0, 0.0, 1.0));
+    for (var k = 0u; k < e.count; k++) { out[id.x * 4u + k] = e.parts[k]; }
+    out[0] = culled_part();
+}";
+        let made = composer.make_naga_module(NagaModuleDescriptor {
+            source: entry,
+            file_path: "encode_test.wgsl",
+            ..Default::default()
+        });
+        let module = made.unwrap_or_else(|e| panic!("{}", e.emit_to_string(&composer)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::empty(),
+        )
+        .validate(&module)
+        .unwrap();
+        for format in InstanceFormat::ALL {
+            let name = format!(
+                "const FORMAT_{}: u32 = {}u;",
+                format.name().to_uppercase(),
+                format.encode_id()
+            );
+            assert!(ENCODE_MODULE.source.contains(&name), "encode.wgsl lacks `{name}`");
+        }
+    }
 
     /// Every composition composes and validates, with the capabilities the
     /// device will have: the shaders are checked here, on every `cargo

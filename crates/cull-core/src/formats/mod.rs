@@ -103,6 +103,14 @@ impl InstanceFormat {
         self.kernel().centred_form
     }
 
+    /// The format's number in `cull::encode` ([`crate::shader::ENCODE_MODULE`]):
+    /// the `format` argument of its `encode_instance`, which a compute pass
+    /// takes at run time (a uniform branch) so that one pipeline writes
+    /// every format.
+    pub const fn encode_id(self) -> u32 {
+        self as u32
+    }
+
     /// A short lowercase name (`matrix`, `posquat`, `packed16`).
     pub const fn name(self) -> &'static str {
         self.kernel().name
