@@ -14,14 +14,7 @@
 #import bevy_pbr::mesh_functions::{mesh_normal_local_to_world, mesh_tangent_local_to_world}
 #import bevy_render::maths::{affine3_to_square, mat2x4_f32_to_mat3x3_unpack}
 
-// bevy_gpu_cull::CulledInstance: 64 bytes.
-struct CulledInstance {
-    position_scale: vec4<f32>,
-    rotation: vec4<f32>,
-    color: vec4<f32>,
-    // The application's own data (CulledInstance::user).
-    user: vec4<u32>,
-}
+#import bevy_gpu_cull::types::CulledInstance
 
 // The batch's StandardMaterial, as the plugin passes it on
 // (bevy_gpu_cull's MaterialUniform): base color (times each instance's
@@ -103,6 +96,10 @@ const FADE_MARGIN: f32 = 0.02;
 @group(2) @binding(17) var emissive_texture: texture_2d<f32>;
 @group(2) @binding(18) var occlusion_texture: texture_2d<f32>;
 @group(2) @binding(19) var<uniform> level: GpuCullLevel;
+// Last frame's records, for motion vectors: a copy made after last frame's
+// draws for a batch with GpuCullMotionVectors, else the records themselves
+// (the instances' own motion is then none).
+@group(2) @binding(20) var<storage, read> previous_instances: array<CulledInstance>;
 
 // The material's metallic (x) and perceptual roughness (y) at `uv`.
 fn material_metallic_roughness(uv: vec2<f32>) -> vec2<f32> {
@@ -163,6 +160,11 @@ fn masked_out(color: vec4<f32>) -> bool {
 // The survivor drawn as instance `instance_index`.
 fn fetch_instance(instance_index: u32) -> CulledInstance {
     return instances[survivors[instance_index]];
+}
+
+// The survivor drawn as instance `instance_index`, as it was last frame.
+fn fetch_previous_instance(instance_index: u32) -> CulledInstance {
+    return previous_instances[survivors[instance_index]];
 }
 
 // The record of the survivor drawn as instance `instance_index`: what
@@ -315,10 +317,10 @@ fn instance_to_world(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
     return instance_to_world_by(batch_world_from_local(), instance, v);
 }
 
-// Where this vertex was last frame, had the instance not moved (the batch
-// may have).
-fn instance_to_previous_world(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
-    return instance_to_world_by(batch_previous_world_from_local(), instance, v);
+// Where this vertex was last frame, given the instance as it was last
+// frame (fetch_previous_instance) and the batch's transform last frame.
+fn instance_to_previous_world(previous: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+    return instance_to_world_by(batch_previous_world_from_local(), previous, v);
 }
 
 // A mesh-space normal in the world for this instance: turned by its

@@ -16,7 +16,7 @@
     drawn_by_other_winding, skipped_position,
 }
 #ifdef MOTION_VECTOR_PREPASS
-#import bevy_gpu_cull::instance::instance_to_previous_world
+#import bevy_gpu_cull::instance::{instance_to_previous_world, fetch_previous_instance}
 #endif
 #ifdef VISIBILITY_RANGE_DITHER
 #import bevy_gpu_cull::instance::level_dither
@@ -83,10 +83,9 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.color = instance.color;
 #endif
 #ifdef MOTION_VECTOR_PREPASS
-    // Where the vertex was last frame: the batch's transform may have
-    // moved. (An instance the application moved within its batch this
-    // frame gets only that, not its own motion.)
-    out.previous_world_position = vec4<f32>(instance_to_previous_world(instance, vertex.position), 1.0);
+    // Where the vertex was last frame: the batch's transform and (with
+    // GpuCullMotionVectors) the instance may have moved.
+    out.previous_world_position = vec4<f32>(instance_to_previous_world(fetch_previous_instance(vertex.instance_index), vertex.position), 1.0);
 #endif
 #ifdef VERTEX_OUTPUT_INSTANCE_INDEX
     out.instance_index = 0u;

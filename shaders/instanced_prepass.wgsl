@@ -16,7 +16,7 @@
 #endif
 #import bevy_gpu_cull::instance::{fetch_instance, instance_to_world, instance_normal_to_world}
 #ifdef MOTION_VECTOR_PREPASS
-#import bevy_gpu_cull::instance::instance_to_previous_world
+#import bevy_gpu_cull::instance::{instance_to_previous_world, fetch_previous_instance}
 #endif
 #ifdef GPU_CULL_ALPHA_MASK
 #import bevy_gpu_cull::instance::{material_color, masked_out}
@@ -55,7 +55,8 @@ struct VertexOutput {
     @location(5) @interpolate(flat) dither: i32,
 #endif
 #ifdef MOTION_VECTOR_PREPASS
-    // Where the vertex was last frame: the batch's transform may have moved.
+    // Where the vertex was last frame: the batch's transform and (with
+    // GpuCullMotionVectors) the instance may have moved.
     @location(6) previous_world_position: vec4<f32>,
 #endif
 }
@@ -68,7 +69,7 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.position = position_world_to_clip(world);
     out.world_position = vec4<f32>(world, 1.0);
 #ifdef MOTION_VECTOR_PREPASS
-    out.previous_world_position = vec4<f32>(instance_to_previous_world(instance, vertex.position), 1.0);
+    out.previous_world_position = vec4<f32>(instance_to_previous_world(fetch_previous_instance(vertex.instance_index), vertex.position), 1.0);
 #endif
 #ifdef NORMAL_PREPASS
     out.world_normal = instance_normal_to_world(instance, vertex.normal);
@@ -127,9 +128,8 @@ fn fragment(in: VertexOutput) -> FragmentOutput {
     out.normal = vec4<f32>(normalize(in.world_normal) * 0.5 + vec3<f32>(0.5), 1.0);
 #endif
 #ifdef MOTION_VECTOR_PREPASS
-    // The camera's motion and the batch transform's, as Bevy's meshes get
-    // theirs. (An instance the application moved within its batch this
-    // frame gets only those, not its own.)
+    // The camera's motion, the batch transform's and the instance's own
+    // (with GpuCullMotionVectors), as Bevy's meshes get theirs.
     let clip_t = view.unjittered_clip_from_world * in.world_position;
     let previous_t = previous_view_uniforms.clip_from_world * in.previous_world_position;
     out.motion_vector = (clip_t.xy / clip_t.w - previous_t.xy / previous_t.w) * vec2<f32>(0.5, -0.5);

@@ -356,6 +356,13 @@ impl ScaleRange {
         }
     }
 
+    /// Widens it to `lo..=hi` too.
+    pub fn widen_to(&mut self, lo: f32, hi: f32) {
+        let (l, h) = self.0.get_or_insert((lo, hi));
+        *l = l.min(lo);
+        *h = h.max(hi);
+    }
+
     /// Whether some instance may have a negative scale (a mirror image),
     /// and whether some may have a scale that is not negative.
     pub fn signs(&self) -> (bool, bool) {

@@ -47,6 +47,7 @@
 
 mod capture;
 mod components;
+mod gpu_instances;
 mod plugin;
 mod render;
 mod settings;
@@ -62,16 +63,19 @@ pub use components::{
 /// named through it so that nothing clashes with Bevy's own `Frustum`.
 pub use cull_core;
 pub use cull_core::{InstanceFormat, KernelSpec, ScanVariant};
+pub use gpu_instances::{GpuCullComputeWrites, GpuCullMotionVectors};
 pub use plugin::GpuCullPlugin;
+pub use render::gpu_writes::{GpuCullInstanceBuffer, GpuCullInstanceBuffers};
 pub use settings::{GpuCullSettings, GpuCullSystems};
 pub use stats::{CellStats, GpuCullStats, ShadowViewId};
 
 /// The plugin, its settings and the batch component.
 pub mod prelude {
     pub use crate::{
-        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullCells, GpuCullLod,
-        GpuCullOcclusion, GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, GpuCulledInstances,
-        InstanceFormat, LodLevel, ScanVariant, ShadowViewId,
+        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullCells,
+        GpuCullComputeWrites, GpuCullInstanceBuffers, GpuCullLod, GpuCullMotionVectors, GpuCullOcclusion,
+        GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, GpuCulledInstances, InstanceFormat,
+        LodLevel, ScanVariant, ShadowViewId,
     };
 }
 

@@ -77,6 +77,8 @@ impl Plugin for GpuCullPlugin {
             .register_type::<crate::components::GpuCullLod>()
             .register_type::<crate::components::GpuCullCells>()
             .register_type::<crate::components::GpuCullOcclusion>()
+            .register_type::<crate::gpu_instances::GpuCullComputeWrites>()
+            .register_type::<crate::gpu_instances::GpuCullMotionVectors>()
             .register_type::<crate::components::CullingFrustumOverride>()
             .add_message::<crate::capture::CaptureScene>()
             .add_systems(Last, crate::capture::write_captures)

@@ -39,6 +39,13 @@ pub enum GpuCullSystems {
     /// deferred phase after Bevy's `queue_shadows` and
     /// `queue_prepass_material_meshes`).
     Queue,
+    /// Render world, in the `RenderGraph` schedule's
+    /// `RenderGraphSystems::Begin`: the application's compute passes that
+    /// write instances ([`crate::GpuCullComputeWrites`]), before every
+    /// view's run, so before any cull; the plugin's pass that marks the
+    /// instances past each batch's count culled follows. Systems here take
+    /// Bevy's `RenderContext` and [`crate::GpuCullInstanceBuffers`].
+    WriteInstances,
     /// Render world, in the `Core3d` schedule: the cull of every batch for
     /// each view, before it draws (a camera before `Core3dSystems::Prepass`,
     /// its directional cascades before Bevy's `per_view_shadow_pass`, point

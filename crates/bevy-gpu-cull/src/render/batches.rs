@@ -5,6 +5,7 @@
 use super::extract::BatchData;
 use super::kernels::{RenderCuller, batch_capacity, next_id};
 use crate::components::CulledInstance;
+use crate::gpu_instances::GpuCullComputeWrites;
 use crate::stats::{StatMessage, StatSender};
 use bevy::prelude::*;
 use bevy::render::renderer::{RenderDevice, RenderQueue};
@@ -28,6 +29,45 @@ pub(crate) struct GpuBatch {
     /// A batch culled by cells ([`crate::GpuCullCells`]): the buffers hold
     /// its instances in cell order.
     pub cells: Option<BatchCells>,
+    /// A batch written on the GPU ([`crate::GpuCullComputeWrites`]): its
+    /// header (count, capacity, format, scales).
+    pub gpu_writes: Option<wgpu::Buffer>,
+    /// A batch with [`crate::GpuCullMotionVectors`]: last frame's draw
+    /// records, copied from `draw_data` after each frame's draws.
+    pub previous: Option<wgpu::Buffer>,
+}
+
+impl GpuBatch {
+    /// Instances each cull reads: a batch written on the GPU is culled over
+    /// its capacity (those past its count are marked culled on the GPU).
+    pub fn cull_count(&self) -> u32 {
+        if self.gpu_writes.is_some() {
+            self.capacity
+        } else {
+            self.count
+        }
+    }
+
+    /// The records the motion-vector prepass reads as last frame's: the
+    /// copy where the batch keeps one, else this frame's (no motion of
+    /// the instances' own).
+    pub fn previous_records(&self) -> &wgpu::Buffer {
+        self.previous.as_ref().unwrap_or(&self.draw_data)
+    }
+}
+
+/// The header of a batch written on the GPU (`GpuCullBatchHeader` in
+/// `bevy_gpu_cull::gpu_writes`).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct GpuWritesHeader {
+    count: u32,
+    capacity: u32,
+    format: u32,
+    parts: u32,
+    min_scale: f32,
+    max_scale: f32,
+    _padding: [u32; 2],
 }
 
 /// A batch sorted into cells: instance `k` of the GPU buffers is the
@@ -279,13 +319,19 @@ pub(crate) fn prepare_batches(
         let data = data.as_mut();
         let count = data.instances.len() as u32;
         // A batch sorted into cells is sorted again when its list is
-        // replaced or resized.
-        let want_cells = data.cells.is_some();
+        // replaced or resized; one written on the GPU gets new buffers for
+        // a new capacity.
+        let want_cells = data.culls_by_cells();
         let reusable = |g: &GpuBatch| {
-            g.capacity >= count
-                && g.culler_generation == culler.generation
+            g.culler_generation == culler.generation
                 && g.cells.is_some() == want_cells
                 && (!want_cells || (g.count == count && !data.upload_all))
+                && g.gpu_writes.is_some() == data.gpu_writes.is_some()
+                && g.previous.is_some() == data.motion
+                && match data.gpu_writes {
+                    Some(writes) => g.capacity == gpu_capacity(count, writes),
+                    None => g.capacity >= count,
+                }
         };
         match gpu {
             Some(mut gpu) if reusable(&gpu) => uploaded += upload_edits(&queue, format, data, gpu.as_mut()),
@@ -325,6 +371,11 @@ fn upload_edits(
     };
     data.upload_all = false;
     let mut uploaded = 0;
+    if let Some(header) = &gpu.gpu_writes
+        && gpu.count != count
+    {
+        queue.write_buffer(header, 0, bytemuck::bytes_of(&count));
+    }
     for range in ranges {
         let slice = &data.instances[range.start as usize..range.end as usize];
         let encoded: Vec<Instance> = slice.iter().map(|i| i.cull_instance(format)).collect();
@@ -332,11 +383,17 @@ fn upload_edits(
             error!("GPU culling: {e}");
             continue;
         }
-        queue.write_buffer(
-            &gpu.draw_data,
-            range.start as u64 * size_of::<CulledInstance>() as u64,
-            bytemuck::cast_slice(&draw_records(slice)),
-        );
+        let records = draw_records(slice);
+        let offset = range.start as u64 * size_of::<CulledInstance>() as u64;
+        queue.write_buffer(&gpu.draw_data, offset, bytemuck::cast_slice(&records));
+        // Instances new to the list have no motion of their own.
+        if let Some(previous) = &gpu.previous
+            && range.end > gpu.count
+        {
+            let new = range.start.max(gpu.count) - range.start;
+            let at = (range.start + new) as u64 * size_of::<CulledInstance>() as u64;
+            queue.write_buffer(previous, at, bytemuck::cast_slice(&records[new as usize..]));
+        }
         uploaded += slice.len() as u64;
     }
     gpu.count = count;
@@ -380,17 +437,24 @@ fn upload_new(
     data: &mut BatchData,
 ) -> Option<GpuBatch> {
     let format = culler.culler().format();
-    let capacity = batch_capacity(data.instances.len());
+    let count = data.instances.len() as u32;
+    let capacity = match data.gpu_writes {
+        Some(writes) => gpu_capacity(count, writes),
+        None => batch_capacity(data.instances.len()),
+    };
     let input = CullInput::new(device, format, capacity)
         .map_err(|e| error!("GPU culling: {e}"))
         .ok()?;
-    let draw_data = device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("gpu_cull_draw_data"),
-        size: capacity as u64 * size_of::<CulledInstance>() as u64,
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let cells = if data.cells.is_some() {
+    let records = |label| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: capacity as u64 * size_of::<CulledInstance>() as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        })
+    };
+    let draw_data = records("gpu_cull_draw_data");
+    let cells = if data.culls_by_cells() {
         let cells = BatchCells::upload(device, queue, culler.culler(), capacity, data, &input, &draw_data);
         Some(cells.map_err(|e| error!("GPU culling: {e}")).ok()?)
     } else {
@@ -404,17 +468,76 @@ fn upload_new(
             0,
             bytemuck::cast_slice(&draw_records(&data.instances)),
         );
+        if data.gpu_writes.is_some() {
+            // Past the count: culled, until the GPU writes them.
+            let culled = Instance {
+                position: Vec3::NAN,
+                ..Instance::default()
+            };
+            let tail = vec![culled; (capacity - count) as usize];
+            input
+                .write_instances(queue, count, &tail)
+                .map_err(|e| error!("GPU culling: {e}"))
+                .ok()?;
+        }
         None
     };
+    // Last frame's records start as this frame's: no motion of their own.
+    let previous = data.motion.then(|| {
+        let previous = records("gpu_cull_previous_draw_data");
+        let mut encoder = device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&draw_data, 0, &previous, 0, draw_data.size());
+        queue.submit([encoder.finish()]);
+        previous
+    });
+    let gpu_writes = data
+        .gpu_writes
+        .map(|writes| gpu_writes_header(device, queue, format, count, capacity, writes));
     data.upload_all = false;
     data.uploads.clear();
     Some(GpuBatch {
         input,
         draw_data,
-        count: data.instances.len() as u32,
+        count,
         capacity,
         culler_generation: culler.generation,
         buffers_id: next_id(),
         cells,
+        gpu_writes,
+        previous,
     })
+}
+
+/// The capacity of a batch written on the GPU: what it asks for, at least
+/// its list's length and 1.
+fn gpu_capacity(count: u32, writes: GpuCullComputeWrites) -> u32 {
+    writes.capacity.max(count).max(1)
+}
+
+/// The header of a batch written on the GPU, its count its list's length.
+fn gpu_writes_header(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    format: InstanceFormat,
+    count: u32,
+    capacity: u32,
+    writes: GpuCullComputeWrites,
+) -> wgpu::Buffer {
+    let header = GpuWritesHeader {
+        count,
+        capacity,
+        format: format.encode_id(),
+        parts: (format.stride() / 16) as u32,
+        min_scale: writes.scales[0],
+        max_scale: writes.scales[1],
+        _padding: [0; 2],
+    };
+    let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("gpu_cull_gpu_writes_header"),
+        size: size_of::<GpuWritesHeader>() as u64,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    queue.write_buffer(&buffer, 0, bytemuck::bytes_of(&header));
+    buffer
 }

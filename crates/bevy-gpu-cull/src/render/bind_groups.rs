@@ -107,6 +107,10 @@ fn instance_bind_groups(
                     (bindings::EMISSIVE_TEXTURE, &emissive.texture_view),
                     (bindings::OCCLUSION_TEXTURE, &occlusion.texture_view),
                     (bindings::LEVEL, wgpu::BindingResource::Buffer(level_uniform)),
+                    (
+                        bindings::PREVIOUS_INSTANCES,
+                        gpu.previous_records().as_entire_binding(),
+                    ),
                 )),
             )
         })

@@ -30,6 +30,9 @@ pub(crate) const EMISSIVE_TEXTURE: u32 = 17;
 pub(crate) const OCCLUSION_TEXTURE: u32 = 18;
 /// The drawn level's `GpuCullLevel`.
 pub(crate) const LEVEL: u32 = 19;
+/// Last frame's draw records (this frame's for a batch without
+/// `GpuCullMotionVectors`), for motion vectors.
+pub(crate) const PREVIOUS_INSTANCES: u32 = 20;
 
 /// The layout of the batch's bind group.
 #[derive(Resource, Clone)]
@@ -56,6 +59,7 @@ impl Default for InstanceBindings {
                     (EMISSIVE_TEXTURE, texture()),
                     (OCCLUSION_TEXTURE, texture()),
                     (LEVEL, uniform_buffer_sized(false, None)),
+                    (PREVIOUS_INSTANCES, storage_buffer_read_only_sized(false, None)),
                 ),
             ),
         );

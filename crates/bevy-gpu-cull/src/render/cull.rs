@@ -185,7 +185,7 @@ impl CullResources<'_, '_> {
             return;
         };
         let test = occlusion.map(|_| VisibilityTest::OcclusionEarly);
-        let request = CullRequest::new(&batch.input, target, frusta, local_bounds, batch.count);
+        let request = CullRequest::new(&batch.input, target, frusta, local_bounds, batch.cull_count());
         // Sorted into cells, and the kernel that culls by cells is compiled:
         // by cells where enough is left unread.
         let request = match &batch.cells {
@@ -417,7 +417,15 @@ impl CullResources<'_, '_> {
             return;
         };
         let local_bounds = data.cull_bounds(culler.culler().format());
-        let request = || CullRequest::new(&batch.input, &late.target, &frusta, local_bounds, batch.count);
+        let request = || {
+            CullRequest::new(
+                &batch.input,
+                &late.target,
+                &frusta,
+                local_bounds,
+                batch.cull_count(),
+            )
+        };
         let encoder = ctx.command_encoder();
         let mut history = group.history.lock().unwrap_or_else(|e| e.into_inner());
         let culled = match (pyramid, camera.occlusion_in(&data.frame)) {

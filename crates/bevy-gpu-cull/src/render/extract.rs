@@ -5,6 +5,7 @@
 use crate::components::{
     CulledInstance, DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCulledInstances, ScaleRange,
 };
+use crate::gpu_instances::{GpuCullComputeWrites, GpuCullMotionVectors};
 use crate::settings::GpuCullSettings;
 use bevy::camera::visibility::RenderLayers;
 use bevy::ecs::system::SystemState;
@@ -58,6 +59,11 @@ pub(crate) struct BatchData {
     pub frame: LocalFrame,
     /// Whether its transform places anything (`frame` is its own).
     pub placed: bool,
+    /// Written on the GPU too ([`GpuCullComputeWrites`]).
+    pub gpu_writes: Option<GpuCullComputeWrites>,
+    /// Keeps last frame's instances for motion vectors
+    /// ([`crate::GpuCullMotionVectors`]).
+    pub motion: bool,
 }
 
 /// What a batch's entity says of it besides its list and transform.
@@ -69,6 +75,8 @@ struct BatchProperties {
     lod_facing: u32,
     lod_cross_fade: f32,
     cells: Option<GpuCullCells>,
+    gpu_writes: Option<GpuCullComputeWrites>,
+    motion: bool,
 }
 
 impl BatchData {
@@ -89,6 +97,8 @@ impl BatchData {
             lod_facing,
             lod_cross_fade,
             cells,
+            gpu_writes,
+            motion,
         } = properties;
         BatchData {
             instances: batch.instances().to_vec(),
@@ -108,6 +118,8 @@ impl BatchData {
             previous_world_from_local: world_from_local,
             placed: frame.is_some(),
             frame: frame.unwrap_or_default(),
+            gpu_writes,
+            motion,
         }
     }
 
@@ -124,6 +136,25 @@ impl BatchData {
         self.lod_facing = properties.lod_facing;
         self.lod_cross_fade = properties.lod_cross_fade;
         self.cells = properties.cells;
+        self.gpu_writes = properties.gpu_writes;
+        self.motion = properties.motion;
+    }
+
+    /// Whether it is culled by cells: it asks for them, and its instances
+    /// are not written on the GPU (whose writes the cells' bounds, computed
+    /// on the CPU, would not cover).
+    pub fn culls_by_cells(&self) -> bool {
+        self.cells.is_some() && self.gpu_writes.is_none()
+    }
+
+    /// Every scale its instances may have: the list's, and those GPU
+    /// writes may give.
+    fn all_scales(&self) -> ScaleRange {
+        let mut scales = self.scales;
+        if let Some(writes) = self.gpu_writes {
+            scales.widen_to(writes.scales[0], writes.scales[1]);
+        }
+        scales
     }
 
     /// Applies the changes recorded in the main world's list: the changed
@@ -191,7 +222,7 @@ impl BatchData {
     /// the opposite front face, so that its back faces are culled and lit
     /// as on a mesh.
     pub fn windings(&self) -> Windings {
-        let (mirror_images, upright) = self.scales.signs();
+        let (mirror_images, upright) = self.all_scales().signs();
         let mirrors = self.frame.mirrors();
         let (clockwise, counter_clockwise) = if mirrors {
             (upright, mirror_images)
@@ -212,7 +243,7 @@ impl BatchData {
         if format.carries_scale() {
             self.bounds
         } else {
-            self.scales.cover(self.bounds)
+            self.all_scales().cover(self.bounds)
         }
     }
 }
@@ -250,6 +281,8 @@ type MainBatches<'w, 's> = Query<
         Option<&'static MeshMaterial3d<StandardMaterial>>,
         Option<&'static GpuCullLod>,
         Option<&'static GpuCullCells>,
+        Option<&'static GpuCullComputeWrites>,
+        Has<GpuCullMotionVectors>,
         &'static InheritedVisibility,
         &'static GlobalTransform,
     ),
@@ -279,6 +312,21 @@ fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, u32, f32)
         .map(|level| (level.mesh.id(), level.min_screen_size))
         .collect();
     (levels, facing, lod.cross_fade)
+}
+
+/// A batch's GPU writes as the render world takes them: none (with an
+/// error, once) when the component breaks its rules; a warning, once,
+/// where it asks for cells too, which it is culled without.
+fn gpu_writes_of(writes: Option<&GpuCullComputeWrites>, cells: bool) -> Option<GpuCullComputeWrites> {
+    let writes = writes?;
+    if let Some(problem) = writes.problem() {
+        error_once!("bevy-gpu-cull: {problem}; the batch's GPU writes are ignored");
+        return None;
+    }
+    if cells {
+        warn_once!("bevy-gpu-cull: a batch written on the GPU is culled without its GpuCullCells");
+    }
+    Some(*writes)
 }
 
 /// The frame a batch's instances are culled in, `None` (the batch shows
@@ -319,6 +367,8 @@ pub(crate) fn extract_batches(
         material,
         lod,
         cells,
+        gpu_writes,
+        motion,
         visibility,
         transform,
     ) in &mut main_batches
@@ -343,6 +393,8 @@ pub(crate) fn extract_batches(
             lod_facing,
             lod_cross_fade,
             cells,
+            gpu_writes: gpu_writes_of(gpu_writes, cells.is_some()),
+            motion,
         };
         let Ok((_, mut data)) = batches.get_mut(render_entity) else {
             let batch = batch.bypass_change_detection();

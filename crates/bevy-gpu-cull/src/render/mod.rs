@@ -14,6 +14,7 @@ mod cull;
 mod custom_material;
 mod draw;
 mod extract;
+pub(crate) mod gpu_writes;
 mod groups;
 mod kernels;
 mod material;
@@ -44,13 +45,17 @@ use bevy::pbr::{
 use bevy::prelude::*;
 use bevy::render::render_phase::AddRenderCommand;
 use bevy::render::render_resource::SpecializedMeshPipelines;
+use bevy::render::renderer::{RenderGraph, RenderGraphSystems};
 use bevy::render::{ExtractSchedule, GpuResourceAppExt, Render, RenderApp, RenderStartup, RenderSystems};
 use bevy::shader::load_shader_library;
 
 pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader::ShaderRef) {
     // The draw shader and the instance-fetch library it imports (which custom
     // shaders can import too), embedded in the binary.
+    load_shader_library!(app, "shaders/gpu_cull_types.wgsl");
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
+    load_shader_library!(app, "shaders/gpu_cull_gpu_writes.wgsl");
+    embedded_asset!(app, "shaders/gpu_cull_count.wgsl");
     load_shader_library!(app, "shaders/gpu_cull_forward_io.wgsl");
     embedded_asset!(app, "shaders/instanced_prepass.wgsl");
     embedded_asset!(app, "shaders/instanced_material.wgsl");
@@ -68,6 +73,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     add_startup_and_prepare_systems(render_app);
     add_cull_systems(render_app);
     add_draw_phase_systems(render_app);
+    add_gpu_write_systems(render_app);
 }
 
 /// The render world's resources and draw commands.
@@ -79,6 +85,7 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_resource::<cull::CulledThisFrame>()
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<draw::CurrentDrawPhase>()
+        .init_resource::<gpu_writes::GpuCullInstanceBuffers>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
         .init_gpu_resource::<targets::ViewTargets>()
@@ -116,6 +123,7 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                     .chain(),
                 kernels::forget_cullers,
                 batches::forget_gpu_batches,
+                gpu_writes::init_count_pass,
             ),
         )
         .add_systems(
@@ -129,6 +137,7 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                     kernels::count_frame,
                     kernels::prepare_culler,
                     batches::prepare_batches,
+                    gpu_writes::publish_instance_buffers,
                     material::prepare_materials,
                     groups::prepare_view_groups,
                     targets::prepare_targets,
@@ -218,6 +227,27 @@ fn add_draw_phase_systems(render_app: &mut SubApp) {
                 .before(Core3dSystems::MainPass),
         ),
     );
+}
+
+/// Instances on the GPU, in the `RenderGraph` schedule: the application's
+/// writes and the plugin's pass after them before any view's run (so
+/// before every cull), last frame's records kept after the frame's
+/// submission.
+fn add_gpu_write_systems(render_app: &mut SubApp) {
+    render_app
+        .configure_sets(
+            RenderGraph,
+            GpuCullSystems::WriteInstances.in_set(RenderGraphSystems::Begin),
+        )
+        .add_systems(
+            RenderGraph,
+            (
+                gpu_writes::mark_past_count
+                    .after(GpuCullSystems::WriteInstances)
+                    .in_set(RenderGraphSystems::Begin),
+                gpu_writes::keep_previous_instances.in_set(RenderGraphSystems::Finish),
+            ),
+        );
 }
 
 pub(crate) fn finish(app: &mut App) {
