@@ -227,6 +227,17 @@ impl SceneArgs {
     /// anything else. A headless run is small unless `--size` says (lavapipe
     /// renders every pixel on the CPU).
     pub fn parse(count: usize, frames: u32, usage: &str) -> Self {
+        Self::parse_from(std::env::args().skip(1), count, frames, usage)
+    }
+
+    /// [`Self::parse`] of `args` (without the program's name): for an
+    /// example that takes flags of its own out first.
+    pub fn parse_from(
+        flags: impl IntoIterator<Item = String>,
+        count: usize,
+        frames: u32,
+        usage: &str,
+    ) -> Self {
         let fail = || -> ! {
             eprintln!("{usage}");
             std::process::exit(2)
@@ -246,7 +257,7 @@ impl SceneArgs {
             pass_times: false,
             depth_prepass: false,
         };
-        let mut it = std::env::args().skip(1);
+        let mut it = flags.into_iter();
         let mut sized = false;
         while let Some(flag) = it.next() {
             let mut value = || it.next().unwrap_or_else(|| fail());

@@ -1,0 +1,404 @@
+//! A field of grass placed and swayed on the GPU: each frame a compute
+//! pass of the example's own (`shaders/grass.wgsl`) places every blade on
+//! a grid over a height field and bends it in the wind, writing it into a
+//! batch with `GpuCullComputeWrites`; the plugin culls what the pass wrote
+//! in the same frame, picks each blade's level of detail, and casts the
+//! blades' shadows. A million blades by default.
+//!
+//! `--mode static` writes the blades once and never moves them again;
+//! `--mode cpu` moves them from the CPU instead (the same sway, computed in
+//! a system and uploaded as edits of `GpuCulledInstances`): the frame times
+//! of the three modes compare what moving them costs.
+//!
+//! ```text
+//! cargo run --release --example grass
+//! cargo run --release --example grass -- --mode cpu
+//! cargo run --release --example grass -- --headless --frames 60 --screenshot grass.png
+//! ```
+
+// Bevy systems take many parameters by design.
+#![allow(clippy::too_many_arguments)]
+
+mod support;
+
+use bevy::camera::RenderTarget;
+use bevy::prelude::*;
+use bevy::render::RenderApp;
+use bevy::render::extract_resource::{ExtractResource, ExtractResourcePlugin};
+use bevy::render::render_resource::binding_types::uniform_buffer_sized;
+use bevy::render::render_resource::{
+    BindGroup, BindGroupEntries, BindGroupLayoutDescriptor, BindGroupLayoutEntries, Buffer,
+    BufferInitDescriptor, BufferUsages, CachedComputePipelineId, ComputePipelineDescriptor, PipelineCache,
+    ShaderStages,
+};
+use bevy::render::renderer::{RenderContext, RenderDevice, RenderGraph, RenderQueue};
+use bevy::shader::Shader;
+use bevy_gpu_cull::prelude::*;
+
+/// The grass's pass, compiled into the example.
+const GRASS_SHADER: Handle<Shader> = bevy::asset::uuid_handle!("7c2e9a41-3b5d-4f60-9e18-2a4b6c8d0e1f");
+
+/// Meters between blades.
+const SPACING: f32 = 0.25;
+/// Half the blade mesh's height (`HALF_HEIGHT` in the shader).
+const HALF_HEIGHT: f32 = 0.4;
+/// The fixed step of the wind's clock, so that every run sways alike.
+const STEP: f32 = 1.0 / 60.0;
+
+/// How the blades move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Swayed every frame by the GPU pass.
+    Gpu,
+    /// Written once by the GPU pass, then still.
+    Static,
+    /// Swayed every frame on the CPU and uploaded.
+    Cpu,
+}
+
+/// The field, in both worlds.
+#[derive(Resource, Clone, ExtractResource)]
+struct Field {
+    batch: Entity,
+    count: u32,
+    side: u32,
+    mode: Mode,
+}
+
+#[derive(Resource)]
+struct Args {
+    scene: support::SceneArgs,
+    mode: Mode,
+}
+
+fn main() {
+    // `--mode` is this example's own; the rest are the shared scene flags.
+    let mut mode = Mode::Gpu;
+    let mut rest = Vec::new();
+    let mut raw = std::env::args().skip(1);
+    while let Some(arg) = raw.next() {
+        if arg == "--mode" {
+            mode = match raw.next().as_deref() {
+                Some("gpu") => Mode::Gpu,
+                Some("static") => Mode::Static,
+                Some("cpu") => Mode::Cpu,
+                _ => {
+                    eprintln!("--mode takes gpu, static or cpu");
+                    std::process::exit(2)
+                }
+            };
+        } else {
+            rest.push(arg);
+        }
+    }
+    let scene = support::SceneArgs::parse_from(
+        rest,
+        1_000_000,
+        60,
+        "usage: grass [--count N] [--mode gpu|static|cpu] [--headless --frames N --screenshot out.png --size WxH]",
+    );
+    if !scene.headless {
+        support::require_display(
+            "grass",
+            "cargo run --release --example grass -- --headless --frames 60 --screenshot grass.png",
+        );
+    }
+    let mut app = App::new();
+    support::add_default_plugins(
+        &mut app,
+        scene.headless,
+        "bevy-gpu-cull: grass",
+        scene.width,
+        scene.height,
+    );
+    app.world_mut()
+        .resource_mut::<Assets<Shader>>()
+        .insert(
+            GRASS_SHADER.id(),
+            Shader::from_wgsl(include_str!("shaders/grass.wgsl"), "shaders/grass.wgsl"),
+        )
+        .expect("a UUID handle always inserts");
+    app.add_plugins((
+        GpuCullPlugin::default(),
+        ExtractResourcePlugin::<Field>::default(),
+    ))
+    .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
+    .insert_resource(Args { scene, mode })
+    .init_resource::<support::HeadlessRun>()
+    .add_systems(Startup, setup)
+    .add_systems(Update, (sway_on_cpu, finish_headless));
+    app.sub_app_mut(RenderApp)
+        .add_systems(RenderGraph, sway_on_gpu.in_set(GpuCullSystems::WriteInstances));
+    app.run();
+}
+
+/// The ground's height (`height` in the shader).
+fn height(x: f32, z: f32) -> f32 {
+    1.5 * (0.05 * x).sin() * (0.07 * z).cos() + 0.5 * (0.13 * x + 0.2 * z).sin()
+}
+
+fn setup(
+    mut commands: Commands,
+    args: Res<Args>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+    mut images: ResMut<Assets<Image>>,
+) {
+    let count = args.scene.count as u32;
+    let side = (count as f32).sqrt().ceil() as u32;
+    let size = side as f32 * SPACING;
+    // The ground: a plane bent by the same height field.
+    let mut ground = Plane3d::default()
+        .mesh()
+        .size(size, size)
+        .subdivisions(96)
+        .build();
+    if let Some(bevy::mesh::VertexAttributeValues::Float32x3(positions)) =
+        ground.attribute_mut(Mesh::ATTRIBUTE_POSITION)
+    {
+        for p in positions.iter_mut() {
+            p[1] = height(p[0], p[2]);
+        }
+    }
+    ground.compute_smooth_normals();
+    commands.spawn((
+        Mesh3d(meshes.add(ground)),
+        MeshMaterial3d(materials.add(StandardMaterial {
+            base_color: Color::srgb(0.25, 0.2, 0.1),
+            perceptual_roughness: 1.0,
+            ..default()
+        })),
+    ));
+    // Near blades are thin boxes, far ones a single quad.
+    let near = meshes.add(Cuboid::new(0.05, 2.0 * HALF_HEIGHT, 0.01));
+    let far = meshes.add(Rectangle::new(0.05, 2.0 * HALF_HEIGHT));
+    let mut batch = commands.spawn((
+        Mesh3d(near.clone()),
+        MeshMaterial3d(materials.add(StandardMaterial {
+            perceptual_roughness: 0.8,
+            double_sided: true,
+            cull_mode: None,
+            ..default()
+        })),
+        GpuCullLod::new([(near, 0.02), (far, 0.003)]),
+        // Bounds that hold every blade (the box's), whichever level.
+        GpuCullBounds {
+            center: Vec3::ZERO,
+            radius: HALF_HEIGHT * 1.01,
+        },
+    ));
+    if args.mode == Mode::Cpu {
+        batch.insert(GpuCulledInstances::new(blades_at(count, side, 0.0)));
+    } else {
+        batch.insert((
+            GpuCulledInstances::default(),
+            GpuCullComputeWrites::new(count).with_scales(0.6, 1.4),
+        ));
+    }
+    let batch = batch.id();
+    commands.insert_resource(Field {
+        batch,
+        count,
+        side,
+        mode: args.mode,
+    });
+    commands.spawn((
+        DirectionalLight {
+            illuminance: 10_000.0,
+            shadow_maps_enabled: true,
+            ..default()
+        },
+        Transform::from_xyz(4.0, 10.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y),
+    ));
+    let eye = Vec3::new(0.0, 6.0, size * 0.5 + 4.0);
+    let mut camera = commands.spawn((
+        Camera3d::default(),
+        Transform::from_translation(eye).looking_at(Vec3::new(0.0, 0.0, size * 0.2), Vec3::Y),
+    ));
+    if args.scene.headless {
+        camera.insert(support::headless_target(
+            &mut images,
+            args.scene.width,
+            args.scene.height,
+        ));
+    }
+}
+
+/// The shader's hash of an index, in [0, 1].
+fn hash(n: u32) -> f32 {
+    let mut x = n.wrapping_mul(0x9e37_79b9) ^ 0x85eb_ca6b;
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^= x >> 16;
+    x as f32 / u32::MAX as f32
+}
+
+/// Every blade at wind time `time`, as the shader places them.
+fn blades_at(count: u32, side: u32, time: f32) -> Vec<CulledInstance> {
+    let half = side as f32 * SPACING * 0.5;
+    (0..count)
+        .map(|i| {
+            let x = ((i % side) as f32 + hash(3 * i)) * SPACING - half;
+            let z = ((i / side) as f32 + hash(3 * i + 1)) * SPACING - half;
+            let scale = 0.6 + 0.8 * hash(3 * i + 2);
+            let yaw = Quat::from_rotation_y(hash(i ^ 0x5bd1_e995) * std::f32::consts::TAU);
+            let bend = 0.35 * (time * 1.3 + 0.08 * x + 0.05 * z).sin() + 0.1;
+            let rotation = Quat::from_rotation_z(bend) * yaw;
+            let base = Vec3::new(x, height(x, z), z);
+            let position = base - rotation * Vec3::new(0.0, -HALF_HEIGHT * scale, 0.0);
+            let shade = 0.5 + 0.5 * hash(i.wrapping_mul(7) + 5);
+            CulledInstance::new(
+                position,
+                LinearRgba::rgb(0.25 * shade, 0.6 * shade + 0.2, 0.12 * shade),
+            )
+            .with_scale(scale)
+            .with_rotation(rotation)
+        })
+        .collect()
+}
+
+/// `--mode cpu`: the whole field swayed on the CPU each frame and uploaded.
+fn sway_on_cpu(
+    field: Option<Res<Field>>,
+    mut frame: Local<u32>,
+    mut batches: Query<&mut GpuCulledInstances>,
+) {
+    let Some(field) = field.filter(|f| f.mode == Mode::Cpu) else {
+        return;
+    };
+    *frame += 1;
+    if let Ok(mut batch) = batches.get_mut(field.batch) {
+        let blades = blades_at(field.count, field.side, *frame as f32 * STEP);
+        batch.edit(0..blades.len()).copy_from_slice(&blades);
+    }
+}
+
+/// The pass's uniform and pipeline (render world).
+#[derive(Resource)]
+struct GrassGpu {
+    pipeline: CachedComputePipelineId,
+    uniform: Buffer,
+    bind_group: BindGroup,
+    frame: u32,
+    /// Frames the pass has written the field.
+    writes: u32,
+}
+
+fn field_layout() -> BindGroupLayoutDescriptor {
+    BindGroupLayoutDescriptor::new(
+        "grass",
+        &BindGroupLayoutEntries::single(ShaderStages::COMPUTE, uniform_buffer_sized(false, None)),
+    )
+}
+
+impl GrassGpu {
+    fn new(device: &RenderDevice, cache: &PipelineCache) -> Self {
+        let uniform = device.create_buffer_with_data(&BufferInitDescriptor {
+            label: Some("grass_field"),
+            contents: &[0; 16],
+            usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
+        });
+        let layout = cache.get_bind_group_layout(&field_layout());
+        let bind_group = device.create_bind_group(
+            "grass",
+            &layout,
+            &BindGroupEntries::single(uniform.as_entire_binding()),
+        );
+        let pipeline = cache.queue_compute_pipeline(ComputePipelineDescriptor {
+            label: Some("grass_sway".into()),
+            layout: vec![GpuCullInstanceBuffers::layout_descriptor(), field_layout()],
+            immediate_size: 0,
+            shader: GRASS_SHADER,
+            shader_defs: Vec::new(),
+            entry_point: Some("sway".into()),
+            zero_initialize_workgroup_memory: false,
+        });
+        Self {
+            pipeline,
+            uniform,
+            bind_group,
+            frame: 0,
+            writes: 0,
+        }
+    }
+}
+
+/// Places and sways every blade: the application's pass in
+/// `GpuCullSystems::WriteInstances`, before every cull. `--mode static`
+/// writes the field a few times, then never again.
+fn sway_on_gpu(
+    field: Option<Res<Field>>,
+    mut gpu: Option<ResMut<GrassGpu>>,
+    mut commands: Commands,
+    buffers: Res<GpuCullInstanceBuffers>,
+    cache: Res<PipelineCache>,
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    mut ctx: RenderContext,
+) {
+    let Some(field) = field.filter(|f| f.mode != Mode::Cpu) else {
+        return;
+    };
+    let Some(gpu) = gpu.as_deref_mut() else {
+        commands.insert_resource(GrassGpu::new(&device, &cache));
+        return;
+    };
+    gpu.frame += 1;
+    let (Some(pipeline), Some(batch)) = (cache.get_compute_pipeline(gpu.pipeline), buffers.get(field.batch))
+    else {
+        return;
+    };
+    if field.mode == Mode::Static && gpu.writes >= 3 {
+        return;
+    }
+    let uniform = [
+        field.count,
+        field.side,
+        SPACING.to_bits(),
+        (gpu.frame as f32 * STEP).to_bits(),
+    ];
+    queue.write_buffer(&gpu.uniform, 0, bytemuck::cast_slice(&uniform));
+    let mut pass = ctx.command_encoder().begin_compute_pass(&Default::default());
+    pass.set_pipeline(pipeline);
+    pass.set_bind_group(0, &**batch.bind_group(), &[]);
+    pass.set_bind_group(1, &*gpu.bind_group, &[]);
+    let (x, y) = batch.workgroups(64);
+    pass.dispatch_workgroups(x, y, 1);
+    gpu.writes += 1;
+}
+
+/// Headless: a screenshot once the field has been drawn, then one summary
+/// line (blades, visible, median frame time), and exit.
+fn finish_headless(
+    args: Res<Args>,
+    mut run: ResMut<support::HeadlessRun>,
+    settled: Res<support::PipelinesSettled>,
+    stats: Res<GpuCullStats>,
+    targets: Query<&RenderTarget, With<Camera3d>>,
+    mut commands: Commands,
+    mut exit: MessageWriter<AppExit>,
+) {
+    if !args.scene.headless {
+        return;
+    }
+    let visible = stats.visible.values().sum::<u32>();
+    let ready = stats.drawn_frames >= 2 && visible > 0;
+    let support::HeadlessStep::Finish(exit_code) =
+        run.step(&args.scene, ready, &settled, targets.single().ok(), &mut commands)
+    else {
+        return;
+    };
+    println!(
+        "grass: frames={} instances={} visible={} drawn_frames={} frame_ms={:.3} mode={:?} variant={}",
+        run.frames,
+        args.scene.count,
+        visible,
+        stats.drawn_frames,
+        run.median_frame_ms(),
+        args.mode,
+        stats.variant.map_or("-", |v| v.name()),
+    );
+    exit.write(exit_code);
+}
