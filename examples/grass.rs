@@ -7,8 +7,9 @@
 //!
 //! `--mode static` writes the blades once and never moves them again;
 //! `--mode cpu` moves them from the CPU instead (the same sway, computed in
-//! a system and uploaded as edits of `GpuCulledInstances`): the frame times
-//! of the three modes compare what moving them costs.
+//! a system and uploaded as edits of `GpuCulledInstances`); `--mode list`
+//! uploads them once as a plain list, without GPU writes: the frame times
+//! of the modes compare what moving them costs.
 //!
 //! ```text
 //! cargo run --release --example grass
@@ -54,6 +55,8 @@ enum Mode {
     Static,
     /// Swayed every frame on the CPU and uploaded.
     Cpu,
+    /// A plain list uploaded once: no GPU writes, never moved.
+    List,
 }
 
 /// The field, in both worlds.
@@ -82,8 +85,9 @@ fn main() {
                 Some("gpu") => Mode::Gpu,
                 Some("static") => Mode::Static,
                 Some("cpu") => Mode::Cpu,
+                Some("list") => Mode::List,
                 _ => {
-                    eprintln!("--mode takes gpu, static or cpu");
+                    eprintln!("--mode takes gpu, static, cpu or list");
                     std::process::exit(2)
                 }
             };
@@ -95,7 +99,7 @@ fn main() {
         rest,
         1_000_000,
         60,
-        "usage: grass [--count N] [--mode gpu|static|cpu] [--headless --frames N --screenshot out.png --size WxH]",
+        "usage: grass [--count N] [--mode gpu|static|cpu|list] [--headless --frames N --screenshot out.png --size WxH]",
     );
     if !scene.headless {
         support::require_display(
@@ -187,7 +191,7 @@ fn setup(
             radius: HALF_HEIGHT * 1.01,
         },
     ));
-    if args.mode == Mode::Cpu {
+    if matches!(args.mode, Mode::Cpu | Mode::List) {
         batch.insert(GpuCulledInstances::new(blades_at(count, side, 0.0)));
     } else {
         batch.insert((
@@ -338,7 +342,7 @@ fn sway_on_gpu(
     queue: Res<RenderQueue>,
     mut ctx: RenderContext,
 ) {
-    let Some(field) = field.filter(|f| f.mode != Mode::Cpu) else {
+    let Some(field) = field.filter(|f| matches!(f.mode, Mode::Gpu | Mode::Static)) else {
         return;
     };
     let Some(gpu) = gpu.as_deref_mut() else {

@@ -29,7 +29,11 @@
 //! [`GpuCulledInstances`]'s methods, which record what changed so that only
 //! that is uploaded; [`GpuCullStats`] reports visible counts and GPU times.
 //! The draw shader's instance fetch is a shader library,
-//! `bevy_gpu_cull::instance`, for custom draw shaders.
+//! `bevy_gpu_cull::instance`, for custom draw shaders. A batch with
+//! [`GpuCullComputeWrites`] is written by compute passes of yours, in
+//! [`GpuCullSystems::WriteInstances`], through the shader library
+//! `bevy_gpu_cull::gpu_writes` and [`GpuCullInstanceBuffers`]; the `boids`
+//! and `grass` examples show how.
 //!
 //! # Cargo features
 //!

@@ -105,31 +105,37 @@ fn write_instances(
 
 /// The harness's grid, its batch written on the GPU by [`PASS`], in
 /// `format`.
-fn gpu_written(variant: Option<ScanVariant>, format: InstanceFormat, cells: bool) -> Harness {
+/// Adds the application's pass `source` (entry point `write`, one thread
+/// per instance of the capacity) to `app`, for the batch set in the
+/// returned cell once it is spawned.
+pub(crate) fn add_test_pass(app: &mut App, source: &'static str) -> std::sync::Arc<std::sync::Mutex<Entity>> {
     let batch = std::sync::Arc::new(std::sync::Mutex::new(Entity::PLACEHOLDER));
-    let shared = batch.clone();
+    let shader = app
+        .world_mut()
+        .resource_mut::<Assets<bevy::shader::Shader>>()
+        .add(bevy::shader::Shader::from_wgsl(source, "test_gpu_writes.wgsl"));
+    app.sub_app_mut(RenderApp)
+        .insert_resource(TestPass {
+            batch: batch.clone(),
+            shader,
+        })
+        .add_systems(Render, queue_pipeline)
+        .add_systems(
+            RenderGraph,
+            write_instances.in_set(GpuCullSystems::WriteInstances),
+        );
+    batch
+}
+
+fn gpu_written(variant: Option<ScanVariant>, format: InstanceFormat, cells: bool) -> Harness {
+    let mut batch = None;
     let mut h = harness_with_plugins(
         variant,
         &[looking_down_grid()],
         crate::harness::CameraSetup::Plain,
-        |app| {
-            let shader = app
-                .world_mut()
-                .resource_mut::<Assets<bevy::shader::Shader>>()
-                .add(bevy::shader::Shader::from_wgsl(PASS, "test_gpu_writes.wgsl"));
-            let render_app = app.sub_app_mut(RenderApp);
-            render_app
-                .insert_resource(TestPass {
-                    batch: shared,
-                    shader,
-                })
-                .add_systems(Render, queue_pipeline)
-                .add_systems(
-                    RenderGraph,
-                    write_instances.in_set(GpuCullSystems::WriteInstances),
-                );
-        },
+        |app| batch = Some(add_test_pass(app, PASS)),
     );
+    let batch = batch.expect("the harness adds the test's plugins");
     h.app.world_mut().resource_mut::<GpuCullSettings>().format = format;
     h.app
         .world_mut()
