@@ -1,7 +1,8 @@
 // Writing instances on the GPU: a transform (position, uniform scale,
 // rotation quaternion) in any registered format's bytes, as
 // cull_core::InstanceFormat::encode writes it on the CPU (normalized, an
-// instance that cannot be drawn written so that it is culled). No bindings
+// instance that cannot be drawn written so that it is culled), and read
+// back from them (decode_instance). No bindings
 // and no shader defs: a renderer's own compute pass imports it, and picks
 // the format at run time by its id (cull_core::InstanceFormat::encode_id),
 // a branch uniform over the dispatch.
@@ -118,6 +119,77 @@ fn encode_instance(format: u32, position: vec3<f32>, scale: f32, rotation: vec4<
     }
     if !drawable {
         out.parts[0] = culled_part();
+    }
+    return out;
+}
+
+// A transform read back from an instance's parts (decode_instance).
+struct DecodedInstance {
+    position: vec3<f32>,
+    scale: f32,
+    rotation: vec4<f32>,
+}
+
+// The packed rotation (cull_core::unpack_quat).
+fn unpack_quat(bits: u32) -> vec4<f32> {
+    let c = vec3<f32>((vec3<u32>(bits) >> vec3<u32>(20u, 10u, 0u)) & vec3<u32>(1023u)) * (2.0 * 0.70710677 / 1023.0) - 0.70710677;
+    let d = sqrt(max(1.0 - dot(c, c), 0.0));
+    switch bits >> 30u {
+        case 0u: { return vec4<f32>(d, c.x, c.y, c.z); }
+        case 1u: { return vec4<f32>(c.x, d, c.y, c.z); }
+        case 2u: { return vec4<f32>(c.x, c.y, d, c.z); }
+        default: { return vec4<f32>(c.x, c.y, c.z, d); }
+    }
+}
+
+// The rotation of an orthonormal basis (the columns of a rotation matrix),
+// by the largest of the four ways to take it (Shepperd's method).
+fn basis_rotation(x: vec3<f32>, y: vec3<f32>, z: vec3<f32>) -> vec4<f32> {
+    let trace = x.x + y.y + z.z;
+    if trace > 0.0 {
+        let s = sqrt(trace + 1.0) * 2.0;
+        return vec4<f32>((y.z - z.y) / s, (z.x - x.z) / s, (x.y - y.x) / s, 0.25 * s);
+    }
+    if x.x > y.y && x.x > z.z {
+        let s = sqrt(1.0 + x.x - y.y - z.z) * 2.0;
+        return vec4<f32>(0.25 * s, (y.x + x.y) / s, (z.x + x.z) / s, (y.z - z.y) / s);
+    }
+    if y.y > z.z {
+        let s = sqrt(1.0 + y.y - x.x - z.z) * 2.0;
+        return vec4<f32>((y.x + x.y) / s, 0.25 * s, (z.y + y.z) / s, (z.x - x.z) / s);
+    }
+    let s = sqrt(1.0 + z.z - x.x - y.y) * 2.0;
+    return vec4<f32>((z.x + x.z) / s, (z.y + y.z) / s, 0.25 * s, (x.y - y.x) / s);
+}
+
+// The transform instance `parts` of format `format` holds: what
+// encode_instance wrote, up to rounding (the packed format's scale is 1
+// and its rotation quantized; a matrix's scale is its first column's
+// length and its rotation that of its normalized columns, so only a
+// matrix of one positive uniform scale and a rotation decodes to what it
+// is).
+fn decode_instance(format: u32, parts: array<vec4<u32>, 4>) -> DecodedInstance {
+    var out: DecodedInstance;
+    switch format {
+        case FORMAT_MATRIX: {
+            let x = bitcast<vec4<f32>>(parts[0]).xyz;
+            let y = bitcast<vec4<f32>>(parts[1]).xyz;
+            let z = bitcast<vec4<f32>>(parts[2]).xyz;
+            out.position = bitcast<vec4<f32>>(parts[3]).xyz;
+            out.scale = length(x);
+            out.rotation = basis_rotation(x / out.scale, y / length(y), z / length(z));
+        }
+        case FORMAT_PACKED16: {
+            out.position = bitcast<vec3<f32>>(parts[0].xyz);
+            out.scale = 1.0;
+            out.rotation = unpack_quat(parts[0].w);
+        }
+        default: {
+            let p = bitcast<vec4<f32>>(parts[0]);
+            out.position = p.xyz;
+            out.scale = p.w;
+            out.rotation = bitcast<vec4<f32>>(parts[1]);
+        }
     }
     return out;
 }

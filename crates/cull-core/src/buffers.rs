@@ -321,6 +321,38 @@ impl CullTarget {
         &self.draw_args
     }
 
+    /// Binds `view`'s survivors as vertex buffer `slot`, for a pipeline
+    /// whose instance layout is [`InstanceFormat::vertex_layout`]: the
+    /// instance copies of a cull with [`crate::OutputKind::Instances`] (a
+    /// cull with index output is read by the vertex shader from
+    /// [`Self::output_buffer`] instead).
+    pub fn bind_view_instances(&self, pass: &mut wgpu::RenderPass<'_>, slot: u32, view: u32) {
+        let start = self.view_output_offset(view);
+        let len = self.capacity as u64 * self.output_stride;
+        pass.set_vertex_buffer(slot, self.output.slice(start..start + len));
+    }
+
+    /// Records `view`'s indexed draw of its survivors: indirect, with the
+    /// arguments [`Self::set_indexed_draw`] set and the cull's visible
+    /// count. The pipeline, index buffer, bind groups and (for instance
+    /// output) [`Self::bind_view_instances`] are the caller's.
+    ///
+    /// ```no_run
+    /// # fn f(target: &cull_core::CullTarget, pass: &mut wgpu::RenderPass<'_>) {
+    /// target.bind_view_instances(pass, 1, 0);
+    /// target.draw_view_indexed(pass, 0);
+    /// # }
+    /// ```
+    pub fn draw_view_indexed(&self, pass: &mut wgpu::RenderPass<'_>, view: u32) {
+        pass.draw_indexed_indirect(&self.draw_args, self.draw_args_offset(view));
+    }
+
+    /// [`Self::draw_view_indexed`] without an index buffer
+    /// ([`Self::set_draw`]'s arguments).
+    pub fn draw_view(&self, pass: &mut wgpu::RenderPass<'_>, view: u32) {
+        pass.draw_indirect(&self.draw_args, self.draw_args_offset(view));
+    }
+
     /// Instances the target holds per view.
     pub fn capacity(&self) -> u32 {
         self.capacity

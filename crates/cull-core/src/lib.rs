@@ -24,8 +24,11 @@
 //! let request = CullRequest::new(&input, &target, std::slice::from_ref(&camera), bounds, 100_000);
 //! let mut encoder = gpu.device.create_command_encoder(&Default::default());
 //! culler.cull(&mut encoder, &gpu.queue, request)?;
-//! // ... then draw with `draw_indexed_indirect(target.draw_args(), 0)`,
-//! // reading instances from `target.output_buffer()`.
+//! // Then, in a render pass whose pipeline takes the survivors as
+//! // per-instance vertices (`culler.format().vertex_layout(..)`) and an
+//! // index buffer whose arguments `target.set_indexed_draw` set:
+//! // target.bind_view_instances(&mut pass, 1, 0);
+//! // target.draw_view_indexed(&mut pass, 0);
 //! gpu.queue.submit([encoder.finish()]);
 //! # Ok(()) }
 //! ```

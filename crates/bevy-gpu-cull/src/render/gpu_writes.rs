@@ -33,11 +33,37 @@ pub struct GpuCullInstanceBuffers {
 /// One batch's buffers in [`GpuCullInstanceBuffers`].
 pub struct GpuCullInstanceBuffer {
     capacity: u32,
+    list_len: u32,
     bind_group: BindGroup,
+    buffers: [wgpu::Buffer; 3],
     buffers_id: u64,
 }
 
 impl GpuCullInstanceBuffer {
+    /// The count the batch's list last set (its length when it was last
+    /// uploaded). The count the GPU writes is not read back: a pass reads
+    /// it with `instance_count()`.
+    pub fn list_len(&self) -> u32 {
+        self.list_len
+    }
+
+    /// The batch's records, `CulledInstance`s of 64 bytes (binding 0), for
+    /// a bind group of your own.
+    pub fn records(&self) -> &wgpu::Buffer {
+        &self.buffers[0]
+    }
+
+    /// The batch's header (binding 1): count, capacity, format, scales.
+    pub fn header(&self) -> &wgpu::Buffer {
+        &self.buffers[1]
+    }
+
+    /// The cull's input in the culler's format (binding 2), which
+    /// `write_instance` writes besides the record.
+    pub fn cull_input(&self) -> &wgpu::Buffer {
+        &self.buffers[2]
+    }
+
     /// The most instances the batch holds: a pass writing one instance per
     /// thread dispatches this many threads.
     pub fn capacity(&self) -> u32 {
@@ -104,11 +130,10 @@ pub(crate) fn publish_instance_buffers(
             continue;
         };
         live.push(main.id());
-        if published
-            .batches
-            .get(&main.id())
-            .is_some_and(|b| b.buffers_id == gpu.buffers_id)
+        if let Some(published) = published.batches.get_mut(&main.id())
+            && published.buffers_id == gpu.buffers_id
         {
+            published.list_len = gpu.count;
             continue;
         }
         let layout = pipeline_cache.get_bind_group_layout(&GpuCullInstanceBuffers::layout_descriptor());
@@ -125,7 +150,9 @@ pub(crate) fn publish_instance_buffers(
             main.id(),
             GpuCullInstanceBuffer {
                 capacity: gpu.capacity,
+                list_len: gpu.count,
                 bind_group,
+                buffers: [gpu.draw_data.clone(), header.clone(), gpu.input.buffer().clone()],
                 buffers_id: gpu.buffers_id,
             },
         );

@@ -16,6 +16,12 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     shader_def: "FORMAT_MATRIX",
     module: shader_module!("formats/matrix.wgsl"),
     encode,
+    vertex_fields: &[
+        (wgpu::VertexFormat::Float32x4, 0),
+        (wgpu::VertexFormat::Float32x4, 16),
+        (wgpu::VertexFormat::Float32x4, 32),
+        (wgpu::VertexFormat::Float32x4, 48),
+    ],
     world_sphere,
 };
 

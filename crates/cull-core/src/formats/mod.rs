@@ -48,6 +48,9 @@ pub(crate) struct FormatKernel {
     pub module: ShaderModule,
     /// Writes instances (normalized, scale fitted) as bytes.
     pub encode: fn(&[Instance]) -> Vec<u8>,
+    /// Its fields as vertex attributes of one instance: each field's
+    /// format and byte offset, in order ([`InstanceFormat::vertex_attributes`]).
+    pub vertex_fields: &'static [(wgpu::VertexFormat, u64)],
     /// The world sphere of one instance's bytes, as the shader computes it;
     /// `c_terms` is [`local_terms`] of the local center.
     pub world_sphere: fn(raw: &[u8], local: Sphere, c_terms: f32) -> Option<WorldSphere>,
@@ -109,6 +112,46 @@ impl InstanceFormat {
     /// every format.
     pub const fn encode_id(self) -> u32 {
         self as u32
+    }
+
+    /// The format's fields as per-instance vertex attributes, at shader
+    /// locations from `first_location` on: for drawing the survivors of a
+    /// cull with instance output ([`crate::OutputKind::Instances`]) as a
+    /// vertex buffer ([`crate::CullTarget::bind_view_instances`]). A matrix
+    /// is its four columns (`Float32x4` each); position + quaternion is
+    /// `position.xyz, scale` then the rotation (`Float32x4` each); the
+    /// packed format is the position (`Float32x3`) and the packed rotation
+    /// (`Uint32`, unpacked by the shader as `cull_core::unpack_quat` does).
+    ///
+    /// ```
+    /// let format = cull_core::InstanceFormat::PosQuat;
+    /// let attributes = format.vertex_attributes(3);
+    /// let layout = format.vertex_layout(&attributes);
+    /// assert_eq!(layout.array_stride, 32);
+    /// assert_eq!(layout.step_mode, wgpu::VertexStepMode::Instance);
+    /// assert_eq!(attributes[1].shader_location, 4);
+    /// ```
+    pub fn vertex_attributes(self, first_location: u32) -> Vec<wgpu::VertexAttribute> {
+        self.kernel()
+            .vertex_fields
+            .iter()
+            .zip(first_location..)
+            .map(|(&(format, offset), shader_location)| wgpu::VertexAttribute {
+                format,
+                offset,
+                shader_location,
+            })
+            .collect()
+    }
+
+    /// The per-instance vertex buffer layout of this format's instances,
+    /// with `attributes` from [`Self::vertex_attributes`].
+    pub fn vertex_layout(self, attributes: &[wgpu::VertexAttribute]) -> wgpu::VertexBufferLayout<'_> {
+        wgpu::VertexBufferLayout {
+            array_stride: self.stride(),
+            step_mode: wgpu::VertexStepMode::Instance,
+            attributes,
+        }
     }
 
     /// A short lowercase name (`matrix`, `posquat`, `packed16`).
@@ -216,6 +259,23 @@ fn rotate(q: Vec4, v: Vec3) -> Vec3 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each format's vertex attributes cover its instance exactly, field
+    /// after field, at consecutive locations.
+    #[test]
+    fn vertex_attributes_tile_each_instance() {
+        for format in InstanceFormat::ALL {
+            let attributes = format.vertex_attributes(5);
+            let mut end = 0;
+            for (k, a) in attributes.iter().enumerate() {
+                assert_eq!(a.offset, end, "{format:?} attribute {k}");
+                assert_eq!(a.shader_location, 5 + k as u32);
+                end += a.format.size();
+            }
+            assert_eq!(end, format.stride(), "{format:?}");
+            assert_eq!(format.vertex_layout(&attributes).array_stride, format.stride());
+        }
+    }
     use glam::{Mat4, Quat};
 
     fn random_quat(state: &mut u64) -> Quat {

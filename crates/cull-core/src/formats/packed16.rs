@@ -17,6 +17,10 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     shader_def: "FORMAT_PACKED16",
     module: shader_module!("formats/packed16.wgsl"),
     encode,
+    vertex_fields: &[
+        (wgpu::VertexFormat::Float32x3, 0),
+        (wgpu::VertexFormat::Uint32, 12),
+    ],
     world_sphere,
 };
 

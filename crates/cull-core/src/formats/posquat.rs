@@ -17,6 +17,10 @@ pub(super) const KERNEL: FormatKernel = FormatKernel {
     shader_def: "FORMAT_POSQUAT",
     module: shader_module!("formats/posquat.wgsl"),
     encode,
+    vertex_fields: &[
+        (wgpu::VertexFormat::Float32x4, 0),
+        (wgpu::VertexFormat::Float32x4, 16),
+    ],
     world_sphere,
 };
 

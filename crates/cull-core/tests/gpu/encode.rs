@@ -1,7 +1,8 @@
 //! `cull::encode`, the GPU's writer of instances: a compute pass of the
 //! test's own encodes random transforms (edge cases included) into each
-//! format's bytes, which match the CPU's `InstanceFormat::encode`, and every
-//! variant culls the bytes read back exactly as the CPU reference does.
+//! format's bytes, which match the CPU's `InstanceFormat::encode` and decode
+//! back to the transforms (`decode_instance`), and every variant culls the
+//! bytes read back exactly as the CPU reference does.
 
 use crate::harness::{Camera, assert_exact, edge_scene, forms, gpu, survivors_as_indices};
 use cull_core::scene::Scene;
@@ -11,11 +12,12 @@ use wgpu::util::DeviceExt;
 
 /// The test's pass: instance `i` of `records` (position and scale, then the
 /// rotation) written by `encode_instance` into `out`.
-const ENTRY: &str = "#import cull::encode::encode_instance
+const ENTRY: &str = "#import cull::encode::{encode_instance, decode_instance}
 struct Job { count: u32, format: u32, parts: u32, _pad: u32 }
 @group(0) @binding(0) var<storage, read> records: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<vec4<u32>>;
 @group(0) @binding(2) var<uniform> job: Job;
+@group(0) @binding(3) var<storage, read_write> decoded: array<vec4<f32>>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let i = id.x;
@@ -23,6 +25,9 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let p = records[2u * i];
     let e = encode_instance(job.format, p.xyz, p.w, records[2u * i + 1u]);
     for (var k = 0u; k < e.count; k++) { out[i * job.parts + k] = e.parts[k]; }
+    let d = decode_instance(job.format, e.parts);
+    decoded[2u * i] = vec4<f32>(d.position, d.scale);
+    decoded[2u * i + 1u] = d.rotation;
 }";
 
 /// The test pass's pipeline, composed from cull-core's library by naga_oil.
@@ -74,7 +79,7 @@ fn encode_on_gpu(
     pipeline: &wgpu::ComputePipeline,
     scene: &Scene,
     format: InstanceFormat,
-) -> (CullInput, Vec<u8>) {
+) -> (CullInput, Vec<u8>, Vec<[f32; 4]>) {
     let n = scene.instances.len() as u32;
     let records: Vec<[f32; 4]> = scene
         .instances
@@ -107,6 +112,19 @@ fn encode_on_gpu(
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
+    let decoded_size = 32 * n.max(1) as u64;
+    let decoded = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("decoded"),
+        size: decoded_size,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let decoded_readback = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("decoded_readback"),
+        size: decoded_size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
     let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
         layout: &pipeline.get_bind_group_layout(0),
@@ -123,6 +141,10 @@ fn encode_on_gpu(
                 binding: 2,
                 resource: job.as_entire_binding(),
             },
+            wgpu::BindGroupEntry {
+                binding: 3,
+                resource: decoded.as_entire_binding(),
+            },
         ],
     });
     let mut encoder = device.create_command_encoder(&Default::default());
@@ -133,11 +155,16 @@ fn encode_on_gpu(
         pass.dispatch_workgroups(n.div_ceil(64).max(1), 1, 1);
     }
     encoder.copy_buffer_to_buffer(&out, 0, &readback, 0, size);
+    encoder.copy_buffer_to_buffer(&decoded, 0, &decoded_readback, 0, decoded_size);
     ctx.queue.submit([encoder.finish()]);
     readback.slice(..).map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    decoded_readback
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
     device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
     let bytes = readback.slice(..).get_mapped_range()[..(n as u64 * format.stride()) as usize].to_vec();
-    (CullInput::from_buffer(out, format).unwrap(), bytes)
+    let decoded = bytemuck::pod_collect_to_vec(&decoded_readback.slice(..).get_mapped_range()[..]);
+    (CullInput::from_buffer(out, format).unwrap(), bytes, decoded)
 }
 
 /// The scene with rotations the CPU normalizes too: some far longer than
@@ -202,6 +229,54 @@ fn assert_encoded_alike(format: InstanceFormat, i: usize, gpu: &[u8], cpu: &[u8]
     }
 }
 
+/// `decode_instance` of an instance's parts gives back its transform:
+/// the position, the scale (1 in the packed format; a matrix's for a
+/// positive scale) and the rotation, up to the sign of a quaternion and
+/// the packed format's quantization.
+fn assert_decoded(
+    format: InstanceFormat,
+    instance: &cull_core::Instance,
+    decoded: &[[f32; 4]],
+    what: &str,
+    i: usize,
+) {
+    let unit = instance.normalized();
+    let drawable = unit.position.is_finite() && unit.rotation.is_finite() && instance.scale.is_finite();
+    if !drawable || (format == InstanceFormat::Matrix && instance.scale <= 0.0) {
+        return;
+    }
+    let [x, y, z, scale] = decoded[0];
+    let position = glam::Vec3::new(x, y, z);
+    let rotation = glam::Quat::from_array(decoded[1]);
+    let tolerance = 1.0e-5 * (1.0 + unit.position.abs().max_element());
+    assert!(
+        (position - unit.position).abs().max_element() <= tolerance,
+        "{what}: instance {i} decodes at {position}, not {}",
+        unit.position
+    );
+    let expected_scale = if format.carries_scale() {
+        instance.scale
+    } else {
+        1.0
+    };
+    assert!(
+        (scale - expected_scale).abs() <= 1.0e-5 * expected_scale.abs().max(1.0),
+        "{what}: instance {i} decodes with scale {scale}, not {expected_scale}"
+    );
+    // |cos| of half the angle between them: the packed format's rotations
+    // are within PACKED_ROTATION_ERROR_BOUND radians.
+    let min_cos = if format == InstanceFormat::Packed16 {
+        (cull_core::PACKED_ROTATION_ERROR_BOUND / 2.0).cos() - 1.0e-6
+    } else {
+        1.0 - 1.0e-5
+    };
+    assert!(
+        rotation.dot(unit.rotation).abs() >= min_cos,
+        "{what}: instance {i} decodes with rotation {rotation}, not {}",
+        unit.rotation
+    );
+}
+
 #[test]
 fn gpu_encoded_instances_match_the_cpu_and_every_variant_culls_them_exactly() {
     let ctx = gpu();
@@ -211,9 +286,10 @@ fn gpu_encoded_instances_match_the_cpu_and_every_variant_culls_them_exactly() {
             let what = format!("{format:?}, {n} instances");
             let scene = scene_with_long_rotations(seed, n, format);
             let cpu = format.encode(&scene.instances).unwrap();
-            let (input, gpu_bytes) = encode_on_gpu(ctx, &pipeline, &scene, format);
+            let (input, gpu_bytes, decoded) = encode_on_gpu(ctx, &pipeline, &scene, format);
             for i in 0..n {
                 assert_encoded_alike(format, i, &gpu_bytes, &cpu, &what);
+                assert_decoded(format, &scene.instances[i], &decoded[2 * i..2 * i + 2], &what, i);
             }
             let frustum = scene.frustum().unwrap();
             let reference = cull_core::cpu::classify(format, &gpu_bytes, scene.bounds, &frustum).unwrap();

@@ -7,6 +7,7 @@
 mod bad_input;
 mod cells;
 mod deferred;
+mod draw;
 mod encode;
 mod exact_sets;
 mod fallback;
