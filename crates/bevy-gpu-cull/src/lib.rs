@@ -44,6 +44,10 @@
 //! the next frame. For survivors drawn in their input order, the plugin
 //! (which writes indices, and culls a light's views together) is best served
 //! by `ScanVariant::OrderedTwoPass`.
+//!
+//! `picking` (on by default): [`GpuCullPickingPlugin`], a `bevy_picking`
+//! backend for the instances of batches, and [`GpuCullRayCast`]; it turns
+//! on Bevy's `bevy_picking` and `mesh_picking` features.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Bevy systems take many parameters of long types by nature.
@@ -52,6 +56,8 @@
 mod capture;
 mod components;
 mod gpu_instances;
+#[cfg(feature = "picking")]
+mod picking;
 mod plugin;
 mod render;
 mod settings;
@@ -68,6 +74,8 @@ pub use components::{
 pub use cull_core;
 pub use cull_core::{InstanceFormat, KernelSpec, ScanVariant};
 pub use gpu_instances::{GpuCullComputeWrites, GpuCullMotionVectors};
+#[cfg(feature = "picking")]
+pub use picking::{GpuCullHit, GpuCullPickingPlugin, GpuCullRayCast, GpuCullRayHit};
 pub use plugin::GpuCullPlugin;
 pub use render::gpu_writes::{GpuCullInstanceBuffer, GpuCullInstanceBuffers};
 pub use settings::{GpuCullSettings, GpuCullSystems};

@@ -15,6 +15,7 @@ mod lod;
 mod materials;
 mod motion;
 mod occlusion;
+mod picking;
 mod prepass;
 mod shadows;
 mod soak;

@@ -1,0 +1,114 @@
+//! Picking through `bevy_picking`: a pointer moved over a pixel of a
+//! camera and pressed fires `Pointer<Click>` on the batch, its hit carrying
+//! the instance under the pixel (the nearest along the ray); over the sky,
+//! nothing.
+
+use crate::harness::{CameraSetup, harness_with_plugins, looking_down_grid};
+use bevy::camera::{NormalizedRenderTarget, RenderTarget};
+use bevy::picking::backend::HitData;
+use bevy::picking::pointer::{Location, PointerAction, PointerButton, PointerId, PointerInput};
+use bevy::prelude::*;
+use bevy_gpu_cull::prelude::*;
+use bevy_gpu_cull::{GpuCullHit, GpuCullPickingPlugin};
+use std::sync::{Arc, Mutex};
+
+/// The clicks seen: the entity and the instance its hit carries.
+type Clicks = Arc<Mutex<Vec<(Entity, Option<u32>)>>>;
+
+/// The instance a ray through `pixel` hits first on the CPU: the harness's
+/// spheres (radius 0.5, their meshes icospheres within 1% of it).
+fn nearest_sphere(app: &mut App, camera: Entity, batch: Entity, pixel: Vec2) -> Option<u32> {
+    let world = app.world_mut();
+    let (cam, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    let ray = cam.viewport_to_world(transform, pixel).unwrap();
+    let instances = world.get::<GpuCulledInstances>(batch).unwrap().instances();
+    instances
+        .iter()
+        .enumerate()
+        .filter_map(|(i, inst)| {
+            let to = ray.origin - inst.position;
+            let b = to.dot(*ray.direction);
+            let disc = b * b - (to.length_squared() - 0.25);
+            (disc >= 0.0).then(|| (i as u32, -b - disc.sqrt()))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i)
+}
+
+/// Moves the mouse to `pixel` of `target`, runs frames, presses and
+/// releases the primary button, runs frames.
+fn click(app: &mut App, target: &NormalizedRenderTarget, pixel: Vec2) {
+    let location = Location {
+        target: target.clone(),
+        position: pixel,
+    };
+    let send = |app: &mut App, action: PointerAction| {
+        app.world_mut()
+            .write_message(PointerInput::new(PointerId::Mouse, location.clone(), action));
+    };
+    send(app, PointerAction::Move { delta: Vec2::ZERO });
+    for _ in 0..3 {
+        app.update();
+    }
+    send(app, PointerAction::Press(PointerButton::Primary));
+    app.update();
+    send(app, PointerAction::Release(PointerButton::Primary));
+    for _ in 0..3 {
+        app.update();
+    }
+}
+
+#[test]
+fn a_click_on_an_instance_fires_on_the_batch_with_the_instance() {
+    let _serial = crate::harness::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with_plugins(None, &[looking_down_grid()], CameraSetup::Plain, |app| {
+        app.add_plugins(GpuCullPickingPlugin);
+    });
+    // Bevy's picking tests a pointer's location against the cameras only
+    // where there is a primary window (here one that no window backend
+    // opens; the camera draws into an image).
+    h.app
+        .world_mut()
+        .spawn((Window::default(), bevy::window::PrimaryWindow));
+    let clicks: Clicks = Arc::default();
+    let sink = clicks.clone();
+    h.app.add_observer(move |event: On<Pointer<Click>>| {
+        let hit: &HitData = &event.hit;
+        let instance = hit.extra_as::<GpuCullHit>().map(|h| h.instance);
+        sink.lock().unwrap().push((event.entity, instance));
+    });
+    // Frames until the bounds exist and the camera knows its target's size.
+    for _ in 0..10 {
+        h.app.update();
+    }
+    let camera = h.cameras[0];
+    let target = h
+        .app
+        .world()
+        .get::<RenderTarget>(camera)
+        .unwrap()
+        .normalize(None)
+        .unwrap();
+    // The pixel of an instance in the middle of the grid, seen over its
+    // neighbours: the nearest sphere along its ray.
+    let world = h.app.world_mut();
+    let (cam, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    let pixel = cam
+        .world_to_viewport(transform, Vec3::new(0.0, 0.3, -10.0))
+        .unwrap();
+    let expected = nearest_sphere(&mut h.app, camera, h.batch, pixel).expect("a sphere under the pixel");
+    click(&mut h.app, &target, pixel);
+    let seen = clicks.lock().unwrap().clone();
+    assert_eq!(seen, vec![(h.batch, Some(expected))], "clicks at {pixel}");
+    // The sky: no click on the batch.
+    clicks.lock().unwrap().clear();
+    click(&mut h.app, &target, Vec2::new(48.0, 1.0));
+    let seen = clicks.lock().unwrap().clone();
+    assert!(seen.is_empty(), "a click on the sky hit {seen:?}");
+}
