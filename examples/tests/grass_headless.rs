@@ -3,41 +3,17 @@
 //! levelled and drawn green over the ground; the same field moved from the
 //! CPU (`--mode cpu`) keeps about as many blades in view.
 
-use std::process::Command;
-
 mod common;
 
 /// The summary line and the green pixels of a headless run in `mode`.
 fn run(mode: &str) -> (String, usize) {
-    let shot = std::env::temp_dir().join(format!("grass-{mode}.png"));
-    let _ = std::fs::remove_file(&shot);
-    let out = Command::new(common::example("grass"))
-        .args([
-            "--headless",
-            "--frames",
-            "20",
-            "--count",
-            "40000",
-            "--size",
-            "240x136",
-            "--mode",
-            mode,
-        ])
-        .arg("--screenshot")
-        .arg(&shot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}", out.status);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("grass:"))
-        .unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"))
-        .to_string();
-    let img = image::open(&shot)
-        .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
-        .to_rgba8();
+    let (line, img) = common::run_headless(
+        "grass",
+        &[
+            "--frames", "20", "--count", "40000", "--size", "240x136", "--mode", mode,
+        ],
+        &format!("grass-{mode}.png"),
+    );
     let green = img
         .pixels()
         .filter(|p| p[1] > 60 && p[1] as u32 > p[0] as u32 + 20 && p[1] as u32 > p[2] as u32 + 20)

@@ -266,8 +266,8 @@ impl GpuCullRayCast<'_, '_> {
                 hits.push((entity, hit));
             }
         }
-        let live: Vec<Entity> = self.batches.iter().map(|b| b.0).collect();
-        self.indices.retain(|e, _| live.contains(e));
+        let batches = &self.batches;
+        self.indices.retain(|e, _| batches.contains(*e));
         hits.sort_by(|a, b| a.1.hit.distance.total_cmp(&b.1.hit.distance));
         hits
     }

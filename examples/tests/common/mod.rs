@@ -16,6 +16,36 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// Runs example `name` headless with `args` and a screenshot: its summary
+/// line (the one starting `name:`) and the screenshot. Fails, with what it
+/// printed, when it exits unsuccessfully or prints no summary.
+// Not every test binary that includes this module runs an example this way.
+#[allow(dead_code)]
+pub fn run_headless(name: &str, args: &[&str], shot_name: &str) -> (String, image::RgbaImage) {
+    let shot = std::env::temp_dir().join(shot_name);
+    let _ = std::fs::remove_file(&shot);
+    let out = std::process::Command::new(example(name))
+        .arg("--headless")
+        .args(args)
+        .arg("--screenshot")
+        .arg(&shot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}", out.status);
+    let prefix = format!("{name}:");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"))
+        .to_string();
+    let img = image::open(&shot)
+        .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
+        .to_rgba8();
+    (line, img)
+}
+
 /// The value of `key=value` in a summary line.
 pub fn field(line: &str, key: &str) -> String {
     line.split_whitespace()

@@ -124,12 +124,12 @@ pub(crate) fn publish_instance_buffers(
     device: Res<RenderDevice>,
     pipeline_cache: Res<PipelineCache>,
 ) {
-    let mut live = Vec::new();
+    let mut live = bevy::platform::collections::HashSet::new();
     for (main, gpu) in &batches {
         let Some(header) = &gpu.gpu_writes else {
             continue;
         };
-        live.push(main.id());
+        live.insert(main.id());
         if let Some(published) = published.batches.get_mut(&main.id())
             && published.buffers_id == gpu.buffers_id
         {
