@@ -214,6 +214,55 @@ impl Reference {
     }
 }
 
+/// The point a depth sort orders instance `index` of `bytes` by: the
+/// instance's transform of `local_center`, as `sort_point()` in
+/// `shaders/cull/sort.wgsl` computes it (a matrix's columns in full; a
+/// position, scale and rotation otherwise).
+pub fn sort_point(
+    format: InstanceFormat,
+    bytes: &[u8],
+    index: usize,
+    local_center: glam::Vec3,
+) -> glam::Vec3 {
+    use glam::{Quat, Vec3};
+    let s = format.stride() as usize;
+    let words: &[u32] = bytemuck::cast_slice(&bytes[index * s..(index + 1) * s]);
+    let f = |i: usize| f32::from_bits(words[i]);
+    let v = |i: usize| Vec3::new(f(i), f(i + 1), f(i + 2));
+    let c = local_center;
+    let rotate = |q: Quat, p: Vec3| {
+        let u = Vec3::new(q.x, q.y, q.z);
+        p + 2.0 * u.cross(u.cross(p) + q.w * p)
+    };
+    match format {
+        InstanceFormat::Matrix => v(0) * c.x + v(4) * c.y + v(8) * c.z + v(12),
+        InstanceFormat::PosQuat => {
+            let q = Quat::from_xyzw(f(4), f(5), f(6), f(7));
+            v(0) + rotate(q, c * f(3))
+        }
+        InstanceFormat::Packed16 => v(0) + rotate(Quat::from_vec4(crate::unpack_quat(words[3])), c),
+    }
+}
+
+/// The CPU mirror of [`crate::DepthSorter`]: `survivors` (instance indices
+/// of `bytes`) back to front by `order`, ties in index order.
+pub fn back_to_front(
+    format: InstanceFormat,
+    bytes: &[u8],
+    survivors: &[u32],
+    order: &crate::DepthSortView,
+) -> Vec<u32> {
+    let mut keyed: Vec<(u32, u32)> = survivors
+        .iter()
+        .map(|&i| {
+            let p = sort_point(format, bytes, i as usize, order.local_center);
+            (crate::depth_sort_key(order.depth(p)), i)
+        })
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, i)| i).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

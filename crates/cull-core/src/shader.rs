@@ -369,6 +369,30 @@ pub(crate) fn wgsl(shape: &ModuleShape, entry: ShaderModule) -> Result<String, S
         .map_err(|e| format!("{shape:?}: {e}"))
 }
 
+/// An entry module of no shader defs that imports only from [`library`]
+/// (the depth sort's), composed and written out as plain WGSL.
+pub(crate) fn compose_entry(entry: ShaderModule) -> Result<String, String> {
+    let module = COMPOSERS.with(|composers| {
+        let mut composers = composers.borrow_mut();
+        let composer = match composers.entry(false) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(new_composer(false)?),
+        };
+        composer
+            .make_naga_module(NagaModuleDescriptor {
+                source: entry.source,
+                file_path: entry.path,
+                ..Default::default()
+            })
+            .map_err(|e| e.emit_to_string(composer))
+    })?;
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities(false))
+        .validate(&module)
+        .map_err(|e| format!("{}: {e:?}", entry.path))?;
+    naga::back::wgsl::write_string(&module, &info, naga::back::wgsl::WriterFlags::empty())
+        .map_err(|e| format!("{}: {e}", entry.path))
+}
+
 /// Every shape a module can be composed for (both forms of the ordered
 /// variant; one view at every window count, and several views at the
 /// fewest and most windows), with test values for the tunable constants.

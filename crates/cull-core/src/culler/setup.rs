@@ -169,6 +169,11 @@ impl Culler {
             .unwrap_or(!(self.variant == ScanVariant::BlockAtomic && (2..=4).contains(&views)))
     }
 
+    /// What ties its targets to it.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The variant in use (after any fallback).
     pub fn variant(&self) -> ScanVariant {
         self.variant

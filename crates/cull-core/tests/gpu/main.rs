@@ -21,6 +21,7 @@ mod ordered;
 #[cfg(feature = "ordered-two-pass")]
 mod ordered_two_pass;
 mod properties;
+mod sort;
 mod spot_cone;
 mod subgroups;
 mod timing;
