@@ -171,6 +171,12 @@ impl DepthSorter {
         })
     }
 
+    /// Whether it sorts the lists of `culler`'s targets (a sorter is made
+    /// for one culler).
+    pub fn sorts_for(&self, culler: &Culler) -> bool {
+        culler.id() == self.culler_id
+    }
+
     /// Scratch for sorting `target`'s views.
     pub fn scratch(&self, device: &wgpu::Device, target: &CullTarget) -> DepthSortScratch {
         let capacity = target.capacity();
@@ -202,10 +208,29 @@ impl DepthSorter {
     }
 
     /// Records the sort of `view`'s survivors in `target` (culled from
-    /// `input`) by `order`, after the cull that wrote them in `encoder`.
+    /// `input`) by `order`, in a compute pass of its own, after the cull
+    /// that wrote them in `encoder`.
     pub fn sort(
         &self,
         encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        lists: (&CullInput, &CullTarget),
+        scratch: &DepthSortScratch,
+        view: u32,
+        order: &DepthSortView,
+    ) -> Result<(), CullError> {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("cull-sort"),
+            timestamp_writes: None,
+        });
+        self.sort_in_pass(&mut pass, queue, lists, scratch, view, order)
+    }
+
+    /// [`Self::sort`] recorded into `pass` (several sorts in one pass, or a
+    /// pass with timestamps).
+    pub fn sort_in_pass(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
         queue: &wgpu::Queue,
         (input, target): (&CullInput, &CullTarget),
         scratch: &DepthSortScratch,
@@ -223,12 +248,8 @@ impl DepthSorter {
         let index_digits = index_digits(target.capacity());
         let passes = index_digits + KEY_DIGITS;
         let job_offset = (view as u64 * ENTRY_STRIDE) as u32;
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("cull-sort"),
-            timestamp_writes: None,
-        });
         // The keys go into pairs A (the flipped group writes A).
-        self.dispatch(&mut pass, 0, &groups[1], [job_offset, 0], (x, y));
+        self.dispatch(pass, 0, &groups[1], [job_offset, 0], (x, y));
         for k in 0..passes {
             let entry = if k < index_digits {
                 k
@@ -237,12 +258,12 @@ impl DepthSorter {
             };
             let offsets = [job_offset, (entry as u64 * ENTRY_STRIDE) as u32];
             let group = &groups[(k % 2) as usize];
-            self.dispatch(&mut pass, 1, group, offsets, (x, y));
-            self.dispatch(&mut pass, 2, group, offsets, (1, 1));
-            self.dispatch(&mut pass, 3, group, offsets, (x, y));
+            self.dispatch(pass, 1, group, offsets, (x, y));
+            self.dispatch(pass, 2, group, offsets, (1, 1));
+            self.dispatch(pass, 3, group, offsets, (x, y));
         }
         let last = (passes % 2) as usize;
-        self.dispatch(&mut pass, 4, &groups[last], [job_offset, 0], (x, y));
+        self.dispatch(pass, 4, &groups[last], [job_offset, 0], (x, y));
         scratch.result.store(last, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
@@ -273,7 +294,7 @@ impl DepthSorter {
                 "the view to sort is past the target's views",
             ));
         }
-        if scratch.capacity != target.capacity() || scratch.views != target.views() {
+        if !scratch.fits(target) {
             return Err(CullError::InvalidParameter(
                 "the depth sort's scratch was made for another target",
             ));
@@ -368,6 +389,11 @@ impl DepthSortScratch {
         let bytes = crate::read_back(device, queue, &self.pairs[result], 0, count as u64 * 8)?;
         let pairs: Vec<[u32; 2]> = bytemuck::pod_collect_to_vec(&bytes);
         Ok(pairs.into_iter().map(|[key, _]| key).collect())
+    }
+
+    /// Whether it was made for a target of `target`'s capacity and views.
+    pub fn fits(&self, target: &CullTarget) -> bool {
+        self.capacity == target.capacity() && self.views == target.views()
     }
 
     /// Bytes of GPU memory it holds.
