@@ -3,6 +3,7 @@
 use bevy::camera::primitives::MeshAabb;
 use bevy::camera::visibility::NoFrustumCulling;
 use bevy::prelude::*;
+use bevy::render::batching::NoAutomaticBatching;
 use bevy::render::extract_component::ExtractComponent;
 use bevy::render::sync_world::SyncToRenderWorld;
 use bytemuck::{Pod, Zeroable};
@@ -128,6 +129,8 @@ impl CulledInstance {
 ///
 /// Bevy's own frustum culling of the entity is turned off
 /// ([`NoFrustumCulling`]): the batch's instances are culled one by one instead.
+/// So is Bevy's automatic batching of its mesh ([`NoAutomaticBatching`]):
+/// the batch is drawn on its own.
 ///
 /// Its `Visibility` is honoured as for a mesh: a hidden batch (or one under
 /// a hidden parent) is neither culled nor drawn, casts no shadow and has no
@@ -135,7 +138,13 @@ impl CulledInstance {
 /// showing it again uploads nothing.
 #[derive(Component, Clone, Debug, Default, Reflect)]
 #[reflect(Component, Default, Debug, Clone)]
-#[require(Transform, Visibility, NoFrustumCulling, SyncToRenderWorld)]
+#[require(
+    Transform,
+    Visibility,
+    NoFrustumCulling,
+    NoAutomaticBatching,
+    SyncToRenderWorld
+)]
 pub struct GpuCulledInstances {
     instances: Vec<CulledInstance>,
     #[reflect(ignore)]

@@ -8,7 +8,7 @@
 //! has found the candidates. The CPU's copy of the instances is what is
 //! picked: batches written on the GPU are not pickable.
 
-use crate::components::{GpuCullBounds, GpuCulledInstances};
+use crate::components::{CulledInstance, GpuCullBounds, GpuCullLod, GpuCulledInstances};
 use crate::gpu_instances::GpuCullComputeWrites;
 use bevy::camera::visibility::RenderLayers;
 use bevy::ecs::change_detection::Tick;
@@ -16,7 +16,7 @@ use bevy::ecs::system::SystemParam;
 use bevy::math::{Affine3A, Ray3d};
 use bevy::mesh::{Indices, VertexAttributeValues};
 use bevy::picking::backend::prelude::*;
-use bevy::picking::mesh_picking::ray_cast::{Backfaces, RayMeshHit, ray_mesh_intersection};
+use bevy::picking::mesh_picking::ray_cast::{Backfaces, RayMeshHit, SimplifiedMesh, ray_mesh_intersection};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use std::sync::Arc;
@@ -33,6 +33,21 @@ impl Plugin for GpuCullPickingPlugin {
     fn build(&self, app: &mut App) {
         app.add_systems(PreUpdate, update_hits.in_set(PickingSystems::Backend));
     }
+}
+
+/// A mesh handle no asset is ever stored under.
+const NO_MESH: Handle<Mesh> = bevy::asset::uuid_handle!("0c0bb8f1-5a7e-4d0e-9b8e-2f3c6a71d4e9");
+
+/// Keeps Bevy's own mesh picking (`MeshPickingPlugin`) off a batch entity's
+/// `Mesh3d`, which stands at the entity's transform but is not drawn
+/// there: every batch gets a `SimplifiedMesh` that resolves to no mesh, so
+/// Bevy's backend skips the entity and only the batch's backend
+/// ([`GpuCullPickingPlugin`]) picks its instances.
+pub(crate) fn hide_batch_meshes_from_mesh_picking(app: &mut App) {
+    // Already registered by an earlier `GpuCullPlugin` in this app: fine.
+    let _ = app.try_register_required_components_with::<GpuCulledInstances, SimplifiedMesh>(|| {
+        SimplifiedMesh(NO_MESH)
+    });
 }
 
 /// What a batch's hit carries (`HitData::extra_as::<GpuCullHit>()` in a
@@ -232,6 +247,7 @@ pub struct GpuCullRayCast<'w, 's> {
             &'static Mesh3d,
             &'static GlobalTransform,
             &'static InheritedVisibility,
+            Option<&'static GpuCullLod>,
         ),
         Without<GpuCullComputeWrites>,
     >,
@@ -239,17 +255,59 @@ pub struct GpuCullRayCast<'w, 's> {
     indices: Local<'s, HashMap<Entity, BatchIndex>>,
 }
 
+/// The camera a ray comes from ([`GpuCullRayCast::cast_view_ray`]): of a
+/// batch with levels of detail ([`GpuCullLod`]) it picks what the camera
+/// draws, each instance's level's mesh, and nothing of an instance too
+/// small to be drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuCullRayView {
+    /// The camera's projection (`Camera::clip_from_view`).
+    pub clip_from_view: Mat4,
+    /// The camera's transform (its `GlobalTransform`).
+    pub world_from_view: Mat4,
+}
+
 impl GpuCullRayCast<'_, '_> {
     /// Every visible batch `filter` accepts that the ray hits, with its
-    /// nearest instance, nearest batch first.
+    /// nearest instance, nearest batch first. Batches with levels of detail
+    /// are tested against their entity's mesh (`Mesh3d`); a ray from a
+    /// camera picks what it draws with [`Self::cast_view_ray`].
     pub fn cast_ray(&mut self, ray: Ray3d, filter: impl Fn(Entity) -> bool) -> Vec<(Entity, GpuCullRayHit)> {
+        self.cast(ray, None, filter)
+    }
+
+    /// [`Self::cast_ray`] for a ray from `view`: each instance of a batch
+    /// with levels of detail is tested against the level the camera draws
+    /// it at (as a level facing the camera is turned toward it), and an
+    /// instance below the coarsest level's size, which the camera does not
+    /// draw, is not hit.
+    pub fn cast_view_ray(
+        &mut self,
+        ray: Ray3d,
+        view: GpuCullRayView,
+        filter: impl Fn(Entity) -> bool,
+    ) -> Vec<(Entity, GpuCullRayHit)> {
+        self.cast(ray, Some(view), filter)
+    }
+
+    fn cast(
+        &mut self,
+        ray: Ray3d,
+        view: Option<GpuCullRayView>,
+        filter: impl Fn(Entity) -> bool,
+    ) -> Vec<(Entity, GpuCullRayHit)> {
         let mut hits = Vec::new();
-        for (entity, batch, bounds, mesh, transform, visibility) in &self.batches {
+        for (entity, batch, bounds, mesh, transform, visibility, lod) in &self.batches {
             if !visibility.get() || !filter(entity) {
                 continue;
             }
-            let Some(mesh) = self.meshes.get(&mesh.0) else {
-                continue;
+            let levels = lod.zip(view).and_then(|(lod, view)| {
+                PickLevels::new(lod, view, transform.affine(), *bounds, &self.meshes)
+            });
+            let mesh = match (levels, self.meshes.get(&mesh.0)) {
+                (Some(levels), _) => PickMesh::Levels(levels),
+                (None, Some(mesh)) => PickMesh::Single(mesh),
+                (None, None) => continue,
             };
             let changed = batch.last_changed();
             let index = self
@@ -262,7 +320,7 @@ impl GpuCullRayCast<'_, '_> {
                 })
                 .or_insert_with(|| BatchIndex::build(&batch, *bounds, changed));
             let batch_affine = transform.affine();
-            if let Some(hit) = nearest_instance(index, &batch, batch_affine, mesh, ray) {
+            if let Some(hit) = nearest_instance(index, &batch, batch_affine, &mesh, ray) {
                 hits.push((entity, hit));
             }
         }
@@ -273,12 +331,106 @@ impl GpuCullRayCast<'_, '_> {
     }
 }
 
+/// What an instance of a batch is picked against: the batch's mesh, or the
+/// level of detail a camera draws it at.
+enum PickMesh<'a> {
+    Single(&'a Mesh),
+    Levels(PickLevels<'a>),
+}
+
+/// A batch's levels of detail as a camera draws them.
+struct PickLevels<'a> {
+    /// Finest first: each level's mesh, smallest size and whether it faces
+    /// the camera.
+    levels: Vec<(&'a Mesh, f32, bool)>,
+    /// Sizes as the camera sees them, in the batch's space.
+    metric: cull_core::SizeMetric,
+    bounds: GpuCullBounds,
+    /// The camera's orientation (how a level facing it is turned).
+    view_turn: Mat3,
+}
+
+impl<'a> PickLevels<'a> {
+    /// `None` where a level's mesh is not loaded or the batch's transform
+    /// places nothing.
+    fn new(
+        lod: &GpuCullLod,
+        view: GpuCullRayView,
+        batch_affine: Affine3A,
+        bounds: GpuCullBounds,
+        meshes: &'a Assets<Mesh>,
+    ) -> Option<Self> {
+        let levels = lod
+            .levels
+            .iter()
+            .map(|level| {
+                Some((
+                    meshes.get(&level.mesh)?,
+                    level.min_screen_size,
+                    level.facing_camera,
+                ))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let frame = cull_core::LocalFrame::new(Mat4::from(batch_affine)).ok()?;
+        let w = view.world_from_view;
+        Some(Self {
+            levels,
+            metric: frame.size_metric(view.clip_from_view, w),
+            bounds,
+            view_turn: Mat3::from_cols(
+                w.x_axis.truncate().normalize(),
+                w.y_axis.truncate().normalize(),
+                w.z_axis.truncate().normalize(),
+            ),
+        })
+    }
+
+    /// The level `instance` is drawn at: the finest whose smallest size its
+    /// sphere reaches; `None` below the coarsest (not drawn).
+    fn level_of(&self, instance: &CulledInstance) -> Option<(&'a Mesh, bool)> {
+        let c = self.bounds.center;
+        let center = instance.position + instance.rotation.normalize() * (c * instance.scale);
+        let size = self
+            .metric
+            .size(center, self.bounds.radius * instance.scale.abs());
+        self.levels
+            .iter()
+            .find(|(_, min, _)| size >= f64::from(*min))
+            .map(|&(mesh, _, facing)| (mesh, facing))
+    }
+}
+
+/// An instance's mesh-to-world transform as the draw places it: its own
+/// transform under the batch's, or, for a level facing the camera, turned
+/// like the camera about its transformed position, sized by its scale and
+/// the batch's shortest axis, mirrored across the camera's vertical axis
+/// where it winds backwards.
+fn instance_transform(instance: &CulledInstance, batch_affine: Affine3A, facing: Option<Mat3>) -> Affine3A {
+    let Some(view_turn) = facing else {
+        return batch_affine
+            * Affine3A::from_scale_rotation_translation(
+                Vec3::splat(instance.scale),
+                instance.rotation.normalize(),
+                instance.position,
+            );
+    };
+    let m = batch_affine.matrix3;
+    let shortest = m.x_axis.length().min(m.y_axis.length()).min(m.z_axis.length());
+    let backwards = (instance.scale < 0.0) != (m.determinant() < 0.0);
+    let size = instance.scale.abs() * shortest;
+    let mirror = Vec3::new(if backwards { -size } else { size }, size, size);
+    Affine3A::from_mat3_translation(
+        view_turn * Mat3::from_diagonal(mirror),
+        batch_affine.transform_point3(instance.position),
+    )
+}
+
 /// The nearest instance of a batch the ray hits, exactly.
 fn nearest_instance(
     index: &BatchIndex,
     batch: &GpuCulledInstances,
     batch_affine: Affine3A,
-    mesh: &Mesh,
+    mesh: &PickMesh,
     ray: Ray3d,
 ) -> Option<GpuCullRayHit> {
     let local = batch_affine.inverse();
@@ -287,13 +439,14 @@ fn nearest_instance(
     let mut best: Option<GpuCullRayHit> = None;
     index.candidates(origin, direction, f32::MAX, |i| {
         let instance = &batch.instances()[i as usize];
-        let rotation = instance.rotation.normalize();
-        let transform = batch_affine
-            * Affine3A::from_scale_rotation_translation(
-                Vec3::splat(instance.scale),
-                rotation,
-                instance.position,
-            );
+        let (mesh, facing) = match mesh {
+            PickMesh::Single(mesh) => (*mesh, None),
+            PickMesh::Levels(levels) => {
+                let (mesh, facing) = levels.level_of(instance)?;
+                (mesh, facing.then_some(levels.view_turn))
+            }
+        };
+        let transform = instance_transform(instance, batch_affine, facing);
         let hit = mesh_hit(mesh, &transform, ray)?;
         let distance = hit.distance;
         if best.as_ref().is_none_or(|b| distance < b.hit.distance) {
@@ -334,15 +487,19 @@ fn mesh_hit(mesh: &Mesh, transform: &Affine3A, ray: Ray3d) -> Option<RayMeshHit>
 /// the camera sees, as Bevy's mesh backend casts it against meshes.
 fn update_hits(
     ray_map: Res<RayMap>,
-    cameras: Query<(&Camera, Option<&RenderLayers>)>,
+    cameras: Query<(&Camera, &GlobalTransform, Option<&RenderLayers>)>,
     pickables: Query<&Pickable>,
     layers: Query<&RenderLayers>,
     mut ray_cast: GpuCullRayCast,
     mut hits: MessageWriter<PointerHits>,
 ) {
     for (&ray_id, &ray) in ray_map.iter() {
-        let Ok((camera, camera_layers)) = cameras.get(ray_id.camera) else {
+        let Ok((camera, camera_transform, camera_layers)) = cameras.get(ray_id.camera) else {
             continue;
+        };
+        let view = GpuCullRayView {
+            clip_from_view: camera.clip_from_view(),
+            world_from_view: camera_transform.to_matrix(),
         };
         let camera_layers = camera_layers.cloned().unwrap_or_default();
         let filter = |entity| {
@@ -351,7 +508,7 @@ fn update_hits(
                 && pickables.get(entity).ok().is_none_or(|p| p.is_hoverable)
         };
         let picks: Vec<(Entity, HitData)> = ray_cast
-            .cast_ray(ray, filter)
+            .cast_view_ray(ray, view, filter)
             .into_iter()
             .map(|(entity, hit)| {
                 let mut data = HitData::new(
@@ -458,6 +615,88 @@ mod tests {
         // A hidden batch is not hit.
         let (mut world, _) = world_with(instances, Transform::IDENTITY, false);
         assert!(cast(&mut world, ray(Vec3::ZERO, Vec3::new(0.0, 0.0, -1.0))).is_empty());
+    }
+
+    fn cast_view(world: &mut World, ray: Ray3d) -> Vec<(Entity, GpuCullRayHit)> {
+        // A camera at the origin looking down -Z, 1 radian high.
+        let view = GpuCullRayView {
+            clip_from_view: Mat4::perspective_infinite_reverse_rh(1.0, 1.0, 0.1),
+            world_from_view: Mat4::IDENTITY,
+        };
+        world
+            .run_system_once(move |mut cast: GpuCullRayCast| cast.cast_view_ray(ray, view, |_| true))
+            .unwrap()
+    }
+
+    /// A batch with levels of detail (a sphere of radius 0.5 down to size
+    /// 0.2, then a cube of half-size 0.1 down to 0.05) is picked as the
+    /// camera draws it: the sphere near, the small cube farther, nothing
+    /// past the coarsest level; turned toward the camera where the level
+    /// faces it.
+    fn levels_of_detail(facing: bool) -> (World, Entity) {
+        let instances = vec![
+            // Size 0.5 / 2 / tan(0.5) = 0.46: the sphere.
+            CulledInstance::new(Vec3::new(0.0, 0.0, -2.0), LinearRgba::WHITE),
+            // Size about 0.11: the cube, turned 45 degrees about Y.
+            CulledInstance::new(Vec3::new(3.0, 0.0, -8.0), LinearRgba::WHITE)
+                .with_rotation(Quat::from_rotation_y(std::f32::consts::FRAC_PI_4)),
+            // Size about 0.018: not drawn.
+            CulledInstance::new(Vec3::new(-20.0, 0.0, -50.0), LinearRgba::WHITE),
+        ];
+        let (mut world, batch) = world_with(instances, Transform::IDENTITY, true);
+        let mut meshes = world.resource_mut::<Assets<Mesh>>();
+        let sphere = meshes.add(Sphere::new(0.5).mesh().ico(3).unwrap());
+        let cube = meshes.add(Cuboid::from_length(0.2).mesh().build());
+        let mut coarse = crate::components::LodLevel::new(cube, 0.05);
+        if facing {
+            coarse = coarse.facing_camera();
+        }
+        world.entity_mut(batch).insert(GpuCullLod::new(vec![
+            crate::components::LodLevel::new(sphere, 0.2),
+            coarse,
+        ]));
+        (world, batch)
+    }
+
+    #[test]
+    fn a_ray_from_a_camera_picks_the_level_it_draws() {
+        let (mut world, _) = levels_of_detail(false);
+        let toward = |p: Vec3| ray(Vec3::ZERO, p);
+        // The near instance, by its sphere.
+        let near = cast_view(&mut world, toward(Vec3::new(0.0, 0.0, -2.0)));
+        assert_eq!(near[0].1.instance, 0);
+        assert!((near[0].1.hit.distance - 1.5).abs() < 0.01);
+        // The cube, 0.1 across its nearest edge (turned 45 degrees: the
+        // edge at 0.1 * sqrt(2) from its center).
+        let cube = cast_view(&mut world, toward(Vec3::new(3.0, 0.0, -8.0)));
+        assert_eq!(cube[0].1.instance, 1);
+        let to_center = Vec3::new(3.0, 0.0, -8.0).length();
+        assert!(cube[0].1.hit.distance > to_center - 0.15 && cube[0].1.hit.distance < to_center - 0.09);
+        // Where the sphere level would be hit but the cube is not.
+        let beside = toward(Vec3::new(3.0, 0.3, -8.0));
+        assert!(cast_view(&mut world, beside).is_empty());
+        assert_eq!(
+            cast(&mut world, beside)[0].1.instance,
+            1,
+            "the batch's own mesh is hit without a view"
+        );
+        // Too small to be drawn: not picked from the camera.
+        let far = toward(Vec3::new(-20.0, 0.0, -50.0));
+        assert!(cast_view(&mut world, far).is_empty());
+        assert_eq!(cast(&mut world, far)[0].1.instance, 2);
+        // 0.12 beside the cube's center along X, parallel to the view's
+        // axis: within the turned cube (0.14 wide there), outside the cube
+        // facing the camera (0.1).
+        let side = ray(Vec3::new(3.12, 0.0, 0.0), Vec3::new(3.12, 0.0, -8.0));
+        assert_eq!(cast_view(&mut world, side)[0].1.instance, 1);
+        let (mut facing, _) = levels_of_detail(true);
+        assert!(cast_view(&mut facing, side).is_empty());
+        assert_eq!(
+            cast_view(&mut facing, toward(Vec3::new(3.0, 0.0, -8.0)))[0]
+                .1
+                .instance,
+            1
+        );
     }
 
     /// The hierarchy finds what testing every instance finds, over ten

@@ -61,6 +61,8 @@ impl GpuCullPlugin {
 
 impl Plugin for GpuCullPlugin {
     fn build(&self, app: &mut App) {
+        #[cfg(feature = "picking")]
+        crate::picking::hide_batch_meshes_from_mesh_picking(app);
         let (sender, receiver) = std::sync::mpsc::channel();
         app.insert_resource(self.settings.clone())
             .init_resource::<GpuCullStats>()

@@ -15,6 +15,8 @@
 //! another color (the fog-less batch cube of a foggy scene differs by about
 //! 90 of 255 in every block it covers).
 
+#[path = "like_bevy/blend.rs"]
+mod blend;
 mod common;
 
 use bevy::camera::{Hdr, ImageRenderTarget, RenderTarget};

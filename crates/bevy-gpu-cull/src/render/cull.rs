@@ -2,6 +2,7 @@
 //! asynchronous readback of the visible counts.
 
 use super::batches::{BatchCells, GpuBatch};
+use super::blend::BlendedDraws;
 use super::extract::BatchData;
 use super::groups::ViewGroups;
 use super::kernels::{RenderCuller, RenderFrame};
@@ -36,6 +37,8 @@ pub(crate) struct CullResources<'w, 's> {
     frame: Res<'w, RenderFrame>,
     culled: Res<'w, CulledThisFrame>,
     sender: Res<'w, StatSender>,
+    blended: Res<'w, BlendedDraws>,
+    device: Res<'w, RenderDevice>,
 }
 
 /// Set when any view culled a batch this render frame; reported once per
@@ -133,6 +136,29 @@ impl CullResources<'_, '_> {
                     occlusion,
                 );
             }
+        }
+    }
+
+    /// Sorts `camera`'s lists of its blended batches back to front: the
+    /// early (or only) lists, or, where `late`, the late phase's.
+    fn sort_blended(&self, ctx: &mut RenderContext, camera: (Entity, &ExtractedView), late: bool) {
+        for (batch_entity, data, batch) in &self.batches {
+            let Some(view_target) = self.targets.map.get(&(camera.0, batch_entity)) else {
+                continue;
+            };
+            let target = match (&view_target.late, late) {
+                (_, false) => &view_target.target,
+                (Some(lists), true) => &lists.target,
+                (None, true) => continue,
+            };
+            self.blended.sort(
+                &self.device,
+                ctx.command_encoder(),
+                &self.queue,
+                camera,
+                (batch_entity, data, &batch.input),
+                (target, view_target.slot, late),
+            );
         }
     }
 
@@ -339,6 +365,7 @@ pub(crate) fn cull_view_late(
             pyramid,
         );
     }
+    resources.sort_blended(&mut ctx, (camera, extracted), true);
     span.end(ctx.command_encoder());
 }
 
@@ -501,6 +528,7 @@ pub(crate) fn cull_view(
             .collect();
         resources.cull(group, &volumes, Some(camera_matrices), &mut ctx);
     }
+    resources.sort_blended(&mut ctx, (camera, extracted), false);
     span.end(ctx.command_encoder());
 }
 

@@ -184,7 +184,8 @@ pub(crate) fn init_pipeline(
 /// The pipeline key of a material drawn by `view_key`'s view with a mesh of
 /// `mesh_key_bits`, as Bevy's `queue_material_meshes` builds it, with
 /// Bevy's visibility-range dither for a batch whose levels cross-fade.
-/// Blended alpha modes are drawn opaque (the batch is queued in `Opaque3d`).
+/// A blended alpha mode keeps its blend state: the batch is queued in
+/// `Transparent3d` ([`super::blend`]).
 pub(crate) fn material_key(
     view_key: MeshPipelineKey,
     mesh_key_bits: MeshPipelineKey,
@@ -192,16 +193,6 @@ pub(crate) fn material_key(
     type_id: std::any::TypeId,
     cross_fade: bool,
 ) -> ErasedMaterialPipelineKey {
-    let alpha_mode = match properties.alpha_mode {
-        mode @ (AlphaMode::Opaque | AlphaMode::Mask(_)) => mode,
-        _ => {
-            warn_once!(
-                "bevy-gpu-cull: blended alpha modes are not supported; a batch with a blended \
-                 material is drawn opaque (docs/bevy-plugin.md)"
-            );
-            AlphaMode::Opaque
-        }
-    };
     let msaa = Msaa::from_samples(view_key.msaa_samples());
     let dither = if cross_fade {
         MeshPipelineKey::VISIBILITY_RANGE_DITHER
@@ -212,7 +203,7 @@ pub(crate) fn material_key(
         | dither
         | mesh_key_bits
         | properties.mesh_pipeline_key_bits.downcast::<MeshPipelineKey>()
-        | alpha_mode_pipeline_key(alpha_mode, &msaa);
+        | alpha_mode_pipeline_key(properties.alpha_mode, &msaa);
     ErasedMaterialPipelineKey {
         mesh_key: ErasedMeshPipelineKey::new(mesh_key),
         material_key: properties.material_key.clone(),

@@ -15,6 +15,7 @@ use crate::stats::{StatMessage, StatSender};
 use bevy::core_pipeline::core_3d::{AlphaMask3d, Opaque3d, Transparent3d};
 use bevy::core_pipeline::prepass::DeferredPrepass;
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
+use bevy::material::RenderPhaseType;
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
     MATERIAL_BIND_GROUP_INDEX, MeshPipeline, MeshPipelineKey, PreparedMaterial, RenderMaterialInstances,
@@ -23,8 +24,8 @@ use bevy::pbr::{
 };
 use bevy::prelude::*;
 use bevy::render::erased_render_asset::ErasedRenderAssets;
-use bevy::render::mesh::RenderMesh;
 use bevy::render::mesh::allocator::MeshAllocator;
+use bevy::render::mesh::{RenderMesh, RenderMeshBufferInfo};
 use bevy::render::render_asset::RenderAssets;
 use bevy::render::render_phase::{
     DrawFunctionId, PhaseItem, RenderCommand, RenderCommandResult, SetItemPipeline, TrackedRenderPass,
@@ -149,18 +150,19 @@ pub(crate) fn queue_batches(
         Res<ErasedRenderAssets<PreparedMaterial>>,
         Option<ResMut<CulledMaterialPipeline>>,
     ),
-    (mut transparent_phases, mut transmissive_phases): (
-        ResMut<ViewSortedRenderPhases<Transparent3d>>,
+    (mut blended, mut transmissive_phases): (
+        super::blend::BlendedQueue,
         ResMut<ViewSortedRenderPhases<Transmissive3d>>,
     ),
 ) {
     // Take out last frame's items; the live ones go back in below.
     opaque.clear();
+    blended.clear();
     // Bevy's own items for the batch entities go (remove_bevy_items).
     let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();
     for (_, view, _) in &views {
         opaque.remove(&view.retained_view_entity, mains.iter().copied());
-        let sorted = (&mut *transparent_phases, &mut *transmissive_phases);
+        let sorted = (blended.phases(), &mut *transmissive_phases);
         remove_bevy_items(&view.retained_view_entity, &mains, &mut alpha_mask_phases, sorted);
     }
     let Some(pipeline) = pipeline else {
@@ -201,6 +203,23 @@ pub(crate) fn queue_batches(
             else {
                 continue;
             };
+            if let Some((depth_bias, alpha_mode)) = specializer.blended(main_entity) {
+                // Bevy's order-independent transparency composites what
+                // `AlphaMode::Blend` draws in any order: no sort.
+                let composited = key.contains(MeshPipelineKey::OIT_ENABLED) && alpha_mode == AlphaMode::Blend;
+                let draw = super::blend::BlendedDraw {
+                    sorted: !composited,
+                    view: (view_entity, view.retained_view_entity),
+                    batch: (entity, *main_entity),
+                    data,
+                    pipeline: id,
+                    twin,
+                    depth_bias,
+                    indexed: matches!(mesh.buffer_info, RenderMeshBufferInfo::Indexed { .. }),
+                };
+                blended.add::<DrawCulledBlended>(draw, &targets, &meshes);
+                continue;
+            }
             opaque.add(
                 (view_entity, view.retained_view_entity),
                 (entity, *main_entity),
@@ -256,6 +275,19 @@ struct MainPassSpecializer<'a> {
 }
 
 impl MainPassSpecializer<'_> {
+    /// The depth bias and alpha mode of the batch's material where Bevy
+    /// draws it blended (its `Transparent3d` phase), `None` otherwise. An
+    /// application's draw shader draws opaque.
+    fn blended(&self, main_entity: &MainEntity) -> Option<(f32, AlphaMode)> {
+        let material = self
+            .materials
+            .get(batch_material(self.material_instances, main_entity))?;
+        let properties = &material.properties;
+        let transparent = matches!(properties.render_phase_type, RenderPhaseType::Transparent);
+        (self.pipeline.shader.is_none() && transparent)
+            .then_some((properties.depth_bias, properties.alpha_mode))
+    }
+
     /// Whether a camera with Bevy's deferred rendering leaves the batch to
     /// its deferred lighting: the batch's material renders deferred, so its
     /// prepass wrote it into the G-buffer (an application's draw shader
@@ -361,6 +393,18 @@ pub(crate) type DrawCulledMaterial = (
     DrawCulledTwin,
 );
 
+/// The draw of a blended batch (Bevy's `Transparent3d` phase): its
+/// material's, its levels coarsest first (each level's list is sorted back
+/// to front, and coarser levels lie farther).
+pub(crate) type DrawCulledBlended = (
+    SetItemPipeline,
+    SetMeshViewBindGroup<0>,
+    SetMeshViewBindingArrayBindGroup<1>,
+    SetBatchMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
+    DrawCulledLevels<true>,
+    DrawCulledTwin,
+);
+
 /// Set when a culled batch is drawn; reported and cleared once per frame
 /// (`report_drawn`), for [`crate::GpuCullStats::drawn_frames`].
 #[derive(Resource, Default)]
@@ -433,10 +477,15 @@ pub(crate) fn enter_main_phase(phase: Res<CurrentDrawPhase>) {
     phase.set(DrawPhase::Main);
 }
 
-/// Binds the batch's instance data for this view and issues its indirect draw.
-pub(crate) struct DrawCulledInstances;
+/// Binds the batch's instance data for this view and issues its indirect
+/// draws, one per level of detail, finest first.
+pub(crate) type DrawCulledInstances = DrawCulledLevels<false>;
 
-impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
+/// [`DrawCulledInstances`], with the levels coarsest first where
+/// `COARSEST_FIRST`.
+pub(crate) struct DrawCulledLevels<const COARSEST_FIRST: bool>;
+
+impl<P: PhaseItem, const COARSEST_FIRST: bool> RenderCommand<P> for DrawCulledLevels<COARSEST_FIRST> {
     type Param = (
         SRes<ViewTargets>,
         SRes<RenderAssets<RenderMesh>>,
@@ -459,7 +508,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
         let Some(target) = targets.map.get(&(view, item.entity())) else {
             return RenderCommandResult::Skip;
         };
-        let drew = draw_lists(target, phase.get(), meshes, allocator, pass);
+        let drew = draw_lists(target, phase.get(), COARSEST_FIRST, meshes, allocator, pass);
         if !matches!(drew, RenderCommandResult::Success) {
             return drew;
         }
@@ -482,6 +531,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledInstances {
 fn draw_lists<'w>(
     target: &'w ViewTarget,
     phase: DrawPhase,
+    coarsest_first: bool,
     meshes: &'w RenderAssets<RenderMesh>,
     allocator: &'w MeshAllocator,
     pass: &mut TrackedRenderPass<'w>,
@@ -497,7 +547,10 @@ fn draw_lists<'w>(
         if bind_groups.len() != target.meshes.len() {
             return RenderCommandResult::Skip;
         }
-        for (level, (mesh_id, bind_group)) in target.meshes.iter().zip(bind_groups).enumerate() {
+        let levels = target.meshes.len();
+        for k in 0..levels {
+            let level = if coarsest_first { levels - 1 - k } else { k };
+            let (mesh_id, bind_group) = (&target.meshes[level], &bind_groups[level]);
             let Some(mesh) = meshes.get(*mesh_id) else {
                 return RenderCommandResult::Skip;
             };
@@ -564,6 +617,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledTwin {
         draw_lists(
             target,
             phase.get(),
+            false,
             meshes.into_inner(),
             allocator.into_inner(),
             pass,

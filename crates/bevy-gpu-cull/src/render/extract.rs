@@ -31,6 +31,9 @@ pub(crate) struct BatchData {
     pub uploads: DirtyRanges,
     /// The finite scales in the batch, for formats that carry no scale.
     pub scales: ScaleRange,
+    /// The box of its instances' positions, for sorting a blended batch
+    /// among Bevy's transparent meshes.
+    pub positions: PositionBox,
     /// Whether its instances receive shadows (no `NotShadowReceiver`).
     pub shadow_receiver: bool,
     /// The views that see it (its `RenderLayers`, layer 0 without one).
@@ -64,6 +67,32 @@ pub(crate) struct BatchData {
     /// Keeps last frame's instances for motion vectors
     /// ([`crate::GpuCullMotionVectors`]).
     pub motion: bool,
+}
+
+/// The box of a batch's finite instance positions, in its own space:
+/// edits only widen it (as [`ScaleRange`]), a whole new list sets it again.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct PositionBox(Option<(Vec3, Vec3)>);
+
+impl PositionBox {
+    pub fn of(instances: &[CulledInstance]) -> Self {
+        let mut positions = Self::default();
+        positions.widen(instances);
+        positions
+    }
+
+    pub fn widen(&mut self, instances: &[CulledInstance]) {
+        for p in instances.iter().map(|i| i.position).filter(|p| p.is_finite()) {
+            let (lo, hi) = self.0.get_or_insert((p, p));
+            *lo = lo.min(p);
+            *hi = hi.max(p);
+        }
+    }
+
+    /// Its center; the origin for a batch without instances.
+    pub fn center(&self) -> Vec3 {
+        self.0.map_or(Vec3::ZERO, |(lo, hi)| (lo + hi) * 0.5)
+    }
 }
 
 /// What a batch's entity says of it besides its list and transform.
@@ -106,6 +135,7 @@ impl BatchData {
             upload_all: true,
             uploads: DirtyRanges::default(),
             scales: ScaleRange::of(batch.instances()),
+            positions: PositionBox::of(batch.instances()),
             shadow_receiver,
             render_layers,
             material: BatchMaterial::default(),
@@ -168,6 +198,7 @@ impl BatchData {
             self.upload_all = true;
             self.uploads.clear();
             self.scales = ScaleRange::of(source);
+            self.positions = PositionBox::of(source);
             return;
         }
         self.instances.truncate(source.len());
@@ -178,6 +209,7 @@ impl BatchData {
             }
             self.instances[start..end].copy_from_slice(&source[start..end]);
             self.scales.widen(&source[start..end]);
+            self.positions.widen(&source[start..end]);
             self.uploads.mark(range.clone());
         }
         // Ranges still pending from a frame that uploaded nothing may lie
@@ -189,6 +221,7 @@ impl BatchData {
             self.instances.extend_from_slice(source);
             self.upload_all = true;
             self.scales = ScaleRange::of(source);
+            self.positions = PositionBox::of(source);
         }
     }
     /// Takes the entity's transform and inherited visibility: the frame is

@@ -14,6 +14,7 @@ use super::custom_material::{
 };
 use super::draw::{DrawCulledInstances, DrawCulledTwin};
 use bevy::asset::{UntypedAssetId, load_embedded_asset};
+use bevy::material::RenderPhaseType;
 use bevy::material::key::{ErasedMaterialPipelineKey, ErasedMeshPipelineKey};
 use bevy::mesh::MeshVertexBufferLayoutRef;
 use bevy::pbr::{
@@ -85,8 +86,10 @@ pub(crate) struct PrepassDraw {
 
 /// The prepass pipeline key of a material drawn by a prepass view of
 /// `view_and_mesh_key`, as Bevy's `specialize_prepass_material_meshes` and
-/// `specialize_shadows` build it for a mesh. Blended alpha modes and alpha
-/// to coverage are drawn opaque, as in the main pass.
+/// `specialize_shadows` build it for a mesh: a shadow may discard for
+/// every alpha mode Bevy's does (blended ones cast the shadow of what is
+/// not nearly transparent); a camera's prepass draws no blended batch
+/// ([`CulledMaterialPrepassPipeline::specialize_for`]).
 fn prepass_key(
     view_and_mesh_key: MeshPipelineKey,
     material: &PreparedMaterial,
@@ -98,7 +101,15 @@ fn prepass_key(
     let masked = matches!(properties.alpha_mode, AlphaMode::Mask(_));
     match view {
         PrepassView::Shadow => {
-            if masked {
+            let may_discard = matches!(
+                properties.alpha_mode,
+                AlphaMode::Mask(_)
+                    | AlphaMode::Blend
+                    | AlphaMode::Premultiplied
+                    | AlphaMode::Add
+                    | AlphaMode::AlphaToCoverage
+            );
+            if may_discard {
                 key |= MeshPipelineKey::MAY_DISCARD;
             }
         }
@@ -182,9 +193,17 @@ impl CulledMaterialPrepassPipeline {
         layout: &MeshVertexBufferLayoutRef,
     ) -> Option<Result<PrepassDraw, SpecializedMeshPipelineError>> {
         let prepared = materials.get(material)?;
+        // Bevy's camera prepasses leave blended meshes out (they write no
+        // depth); their shadows it draws.
         let enabled = match view {
             PrepassView::Shadow => prepared.properties.shadows_enabled,
-            PrepassView::Camera { .. } => prepared.properties.prepass_enabled,
+            PrepassView::Camera { .. } => {
+                prepared.properties.prepass_enabled
+                    && !matches!(
+                        prepared.properties.render_phase_type,
+                        RenderPhaseType::Transparent
+                    )
+            }
         };
         if !enabled {
             return None;

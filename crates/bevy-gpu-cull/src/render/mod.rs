@@ -3,13 +3,15 @@
 //! together (`groups`, `views`), the culler and its kernels (`kernels`), the
 //! batches' buffers (`batches`) and uniforms (`material`), the cull targets
 //! (`targets`) and their bind groups (`bind_groups`), the cull per view
-//! (`cull`, `pyramids`), queueing and drawing (`draw`, `custom_material`,
+//! (`cull`, `pyramids`), the back-to-front order of blended batches
+//! (`blend`), queueing and drawing (`draw`, `custom_material`,
 //! `queue_prepass`, `material_prepass`, `shadow`). This module only wires
 //! them into Bevy's schedules.
 
 mod batches;
 mod bind_groups;
 mod bindings;
+mod blend;
 mod cull;
 mod custom_material;
 mod draw;
@@ -31,7 +33,7 @@ use crate::settings::GpuCullSystems;
 use crate::stats::StatSender;
 use bevy::app::SubApp;
 use bevy::asset::embedded_asset;
-use bevy::core_pipeline::core_3d::Opaque3d;
+use bevy::core_pipeline::core_3d::{Opaque3d, Transparent3d};
 use bevy::core_pipeline::deferred::AlphaMask3dDeferred;
 use bevy::core_pipeline::mip_generation::experimental::depth::early_downsample_depth;
 use bevy::core_pipeline::prepass::Opaque3dPrepass;
@@ -94,8 +96,11 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_gpu_resource::<pyramids::Pyramids>()
         .init_gpu_resource::<SpecializedMeshPipelines<draw::CulledPipeline>>()
         .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
+        .init_resource::<blend::BlendedDraws>()
+        .init_resource::<queue::TwinPipelines<Transparent3d>>()
         .add_render_command::<Opaque3d, draw::DrawCulled>()
-        .add_render_command::<Opaque3d, draw::DrawCulledMaterial>();
+        .add_render_command::<Opaque3d, draw::DrawCulledMaterial>()
+        .add_render_command::<Transparent3d, draw::DrawCulledBlended>();
     queue::init_resources::<Opaque3d>(render_app);
     queue::init_resources::<Shadow>(render_app);
     queue::init_resources::<Opaque3dPrepass>(render_app);
@@ -152,7 +157,9 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                 // Bevy's material queue removes entities it re-specializes
                 // from the bins by main entity; ours re-adds after it.
                 (
-                    draw::queue_batches.after(queue_material_meshes),
+                    (draw::queue_batches, blend::prepare_sorter)
+                        .chain()
+                        .after(queue_material_meshes),
                     queue_prepass::queue_prepass_batches
                         .after(queue_shadows)
                         .after(queue_prepass_material_meshes),

@@ -154,6 +154,16 @@ impl<P> Default for TwinPipelines<P> {
 }
 
 impl<P> TwinPipelines<P> {
+    /// Forgets every twin (a phase queued again each frame).
+    pub fn clear(&mut self) {
+        self.pipelines.clear();
+    }
+
+    /// Records `batch`'s twin in `view`.
+    pub fn insert(&mut self, view: Entity, batch: Entity, twin: CachedRenderPipelineId) {
+        self.pipelines.insert((view, batch), twin);
+    }
+
     /// The twin of `batch` in `view`, if its instances wind both ways.
     pub fn get(&self, view: Entity, batch: Entity) -> Option<CachedRenderPipelineId> {
         self.pipelines.get(&(view, batch)).copied()

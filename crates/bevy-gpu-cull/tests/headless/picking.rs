@@ -112,3 +112,81 @@ fn a_click_on_an_instance_fires_on_the_batch_with_the_instance() {
     let seen = clicks.lock().unwrap().clone();
     assert!(seen.is_empty(), "a click on the sky hit {seen:?}");
 }
+
+/// With Bevy's own mesh picking beside the batches' backend, the batch
+/// entity's `Mesh3d` (which stands at the entity's transform but is not
+/// drawn there) is never hit: a click where it would be, in the sky, hits
+/// nothing, and a click on an instance carries the instance.
+#[test]
+fn bevy_mesh_picking_never_hits_the_batch_entity_own_mesh() {
+    let _serial = crate::harness::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with_plugins(None, &[looking_down_grid()], CameraSetup::Plain, |app| {
+        app.add_plugins((
+            GpuCullPickingPlugin,
+            bevy::picking::mesh_picking::MeshPickingPlugin,
+        ));
+    });
+    h.app
+        .world_mut()
+        .spawn((Window::default(), bevy::window::PrimaryWindow));
+    // The entity's own mesh, 8 times larger, high in the sky; the instances
+    // given relative to it stay where they were.
+    let sky = Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0));
+    let world = h.app.world_mut();
+    let local: Vec<CulledInstance> = world
+        .get::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .instances()
+        .iter()
+        .map(|i| CulledInstance {
+            position: (i.position - sky.translation) / sky.scale.x,
+            scale: i.scale / sky.scale.x,
+            ..*i
+        })
+        .collect();
+    // Bevy computes no `Aabb` for an entity without frustum culling, so
+    // its mesh backend skips a batch as it is; an application may add one
+    // (for its own queries), which must not make the entity's mesh
+    // pickable.
+    let aabb = bevy::camera::primitives::Aabb::from_min_max(Vec3::splat(-0.5), Vec3::splat(0.5));
+    world.entity_mut(h.batch).insert((sky, aabb));
+    world
+        .get_mut::<GpuCulledInstances>(h.batch)
+        .unwrap()
+        .replace(local);
+    let clicks: Clicks = Arc::default();
+    let sink = clicks.clone();
+    h.app.add_observer(move |event: On<Pointer<Click>>| {
+        let instance = event.hit.extra_as::<GpuCullHit>().map(|h| h.instance);
+        sink.lock().unwrap().push((event.entity, instance));
+    });
+    for _ in 0..10 {
+        h.app.update();
+    }
+    let camera = h.cameras[0];
+    let target = h
+        .app
+        .world()
+        .get::<RenderTarget>(camera)
+        .unwrap()
+        .normalize(None)
+        .unwrap();
+    let world = h.app.world_mut();
+    let (cam, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .unwrap();
+    let own_mesh = cam.world_to_viewport(transform, sky.translation).unwrap();
+    let instance = cam
+        .world_to_viewport(transform, Vec3::new(0.0, 0.3, -10.0))
+        .unwrap();
+    click(&mut h.app, &target, own_mesh);
+    let seen = clicks.lock().unwrap().clone();
+    assert!(seen.is_empty(), "a click on the entity's own mesh hit {seen:?}");
+    click(&mut h.app, &target, instance);
+    let seen = clicks.lock().unwrap().clone();
+    assert!(
+        matches!(seen.as_slice(), [(batch, Some(_))] if *batch == h.batch),
+        "a click on an instance: {seen:?}"
+    );
+}
