@@ -6,13 +6,23 @@
 // The instance index is sorted first (its own passes), so ties come out in
 // index order whatever order the cull wrote its survivors in. Each pass is
 // three dispatches: per-tile digit counts, one workgroup's scan of them,
-// and a scatter that ranks each tile's elements stably. CPU mirror:
+// and a scatter that ranks each tile's elements stably. A tile is
+// BLOCKS blocks of PER_THREAD elements a thread, taken one after the
+// other, so that the counts one workgroup scans stay few. CPU mirror:
 // cull_core::cpu::back_to_front.
 
 #import cull::encode::decode_instance
 #import cull::math::rotate
 
-const TILE: u32 = 256u;
+// Threads of the per-element passes (keys, store) and of the counts' scan.
+const GROUP: u32 = 256u;
+// The counting and scattering passes: THREADS threads take PER_THREAD
+// consecutive elements each, a block; a tile is BLOCKS blocks.
+const THREADS: u32 = 128u;
+const PER_THREAD: u32 = 4u;
+const BLOCK: u32 = THREADS * PER_THREAD;
+const BLOCKS: u32 = 8u;
+const TILE_LEN: u32 = BLOCK * BLOCKS;
 const BINS: u32 = 16u;
 
 // One sort of one view's list (DepthSorter::sort).
@@ -27,8 +37,13 @@ struct SortJob {
     // 16-byte parts per instance, and the format (InstanceFormat::encode_id).
     parts: u32,
     format: u32,
-    // Workgroups along x: a dispatch of more tiles is two-dimensional.
+    // Workgroups along x of the per-element passes (a GROUP each) and of
+    // the per-tile ones (a TILE_LEN each): more are two-dimensional.
     groups_x: u32,
+    tile_groups_x: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 // One radix pass: the digit is (value >> shift) & 15 of the key, or of
@@ -51,22 +66,31 @@ struct SortPass {
 // Digit counts, bin-major (bin * tiles + tile), scanned in place.
 @group(0) @binding(7) var<storage, read_write> counts: array<u32>;
 
-// Per thread, its element's digit as a 1 in a 16-bit field (two bins a
-// word), then the inclusive scan of those over the tile.
-var<workgroup> ranks: array<array<u32, 8>, TILE>;
+// Per thread, how many of its elements have each digit, as 16-bit fields
+// (bins 0 to 7 in `low`, 8 to 15 in `high`, two a word), then the
+// inclusive scan of those over the block.
+var<workgroup> low: array<vec4<u32>, THREADS>;
+var<workgroup> high: array<vec4<u32>, THREADS>;
 var<workgroup> bin_totals: array<atomic<u32>, BINS>;
-var<workgroup> sums: array<u32, TILE>;
+var<workgroup> sums: array<u32, GROUP>;
+// Where each bin's next element goes, in the scatter's tile.
+var<workgroup> next_slot: array<u32, BINS>;
 
 fn list_len() -> u32 {
     return draw_args[job.count_word];
 }
 
 fn tiles_in_use() -> u32 {
-    return (list_len() + TILE - 1u) / TILE;
+    return (list_len() + TILE_LEN - 1u) / TILE_LEN;
+}
+
+// The first element of a per-element pass's workgroup.
+fn first_element(group: vec3<u32>) -> u32 {
+    return (group.x + group.y * job.groups_x) * GROUP;
 }
 
 fn tile_of(group: vec3<u32>) -> u32 {
-    return group.x + group.y * job.groups_x;
+    return group.x + group.y * job.tile_groups_x;
 }
 
 // Bits that order as the floats do (negative ones reversed), for every
@@ -102,7 +126,7 @@ fn digit(pair: vec2<u32>) -> u32 {
 // Each survivor's key and index, in list order.
 @compute @workgroup_size(256)
 fn make_keys(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = tile_of(group) * TILE + lid;
+    let i = first_element(group) + lid;
     if i >= list_len() {
         return;
     }
@@ -113,7 +137,7 @@ fn make_keys(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_
 }
 
 // How many of each tile's elements have each digit.
-@compute @workgroup_size(256)
+@compute @workgroup_size(128)
 fn count_digits(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tile = tile_of(group);
     let tiles = tiles_in_use();
@@ -121,9 +145,12 @@ fn count_digits(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocati
         atomicStore(&bin_totals[lid], 0u);
     }
     workgroupBarrier();
-    let i = tile * TILE + lid;
-    if i < list_len() {
-        atomicAdd(&bin_totals[digit(pairs_in[i])], 1u);
+    let len = list_len();
+    for (var k = 0u; k < TILE_LEN / THREADS; k++) {
+        let i = tile * TILE_LEN + k * THREADS + lid;
+        if i < len {
+            atomicAdd(&bin_totals[digit(pairs_in[i])], 1u);
+        }
     }
     workgroupBarrier();
     if lid < BINS && tile < tiles {
@@ -133,7 +160,7 @@ fn count_digits(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocati
 
 // The inclusive scan of `sums` (one value per thread) over the workgroup.
 fn scan_sums(lid: u32) {
-    for (var offset = 1u; offset < TILE; offset <<= 1u) {
+    for (var offset = 1u; offset < GROUP; offset <<= 1u) {
         var add = 0u;
         if lid >= offset {
             add = sums[lid - offset];
@@ -149,7 +176,7 @@ fn scan_sums(lid: u32) {
 @compute @workgroup_size(256)
 fn scan_counts(@builtin(local_invocation_index) lid: u32) {
     let total = tiles_in_use() * BINS;
-    let run = (total + TILE - 1u) / TILE;
+    let run = (total + GROUP - 1u) / GROUP;
     let first = min(lid * run, total);
     let end = min(first + run, total);
     var sum = 0u;
@@ -167,48 +194,94 @@ fn scan_counts(@builtin(local_invocation_index) lid: u32) {
     }
 }
 
+// A digit's 16-bit field of a (low, high) pair of counters: which vector,
+// which word, which half.
+fn field(l: vec4<u32>, h: vec4<u32>, d: u32) -> u32 {
+    let words = select(l, h, d >= 8u);
+    return (words[(d & 7u) >> 1u] >> (16u * (d & 1u))) & 0xffffu;
+}
+
+// One more of digit `d` in the (low, high) counters; a digit of BINS (an
+// element past the list) adds nothing.
+fn count_one(counters: ptr<function, array<vec4<u32>, 2>>, d: u32) {
+    let one = select(vec4<u32>(0u), vec4<u32>(1u << (16u * (d & 1u))), vec4<u32>(0u, 1u, 2u, 3u) == vec4<u32>((d & 7u) >> 1u));
+    if d < 8u {
+        (*counters)[0] += one;
+    } else if d < BINS {
+        (*counters)[1] += one;
+    }
+}
+
+// The inclusive scan of `low` and `high` over the block.
+fn block_scan(lid: u32) {
+    for (var offset = 1u; offset < THREADS; offset <<= 1u) {
+        var l = vec4<u32>(0u);
+        var h = vec4<u32>(0u);
+        if lid >= offset {
+            l = low[lid - offset];
+            h = high[lid - offset];
+        }
+        workgroupBarrier();
+        low[lid] += l;
+        high[lid] += h;
+        workgroupBarrier();
+    }
+}
+
 // Each element to its place: its bin's start for its tile, plus how many
-// of the tile's earlier elements share its digit (a scan of 16-bit
-// counters, two bins a word), so equal digits keep their order.
-@compute @workgroup_size(256)
+// of the tile's earlier elements share its digit: those of earlier blocks
+// (`next_slot`), of earlier threads of its block (a scan of 16-bit
+// counters), of its thread's earlier elements; so equal digits keep their
+// order.
+@compute @workgroup_size(128)
 fn scatter(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let tile = tile_of(group);
-    let i = tile * TILE + lid;
-    let valid = i < list_len();
-    var pair = vec2<u32>(0u);
-    var d = BINS;
-    if valid {
-        pair = pairs_in[i];
-        d = digit(pair);
+    let tiles = tiles_in_use();
+    let len = list_len();
+    if lid < BINS && tile < tiles {
+        next_slot[lid] = counts[lid * tiles + tile];
     }
-    for (var w = 0u; w < 8u; w++) {
-        ranks[lid][w] = select(0u, 1u << (16u * (d & 1u)), d / 2u == w);
-    }
-    workgroupBarrier();
-    for (var offset = 1u; offset < TILE; offset <<= 1u) {
-        // Assigned, not declared zero: a declaration's zero may be hoisted
-        // out of the loop by a compiler.
-        var add: array<u32, 8>;
-        add = array<u32, 8>();
-        if lid >= offset {
-            add = ranks[lid - offset];
+    for (var b = 0u; b < BLOCKS; b++) {
+        let first = tile * TILE_LEN + b * BLOCK + lid * PER_THREAD;
+        var pairs: array<vec2<u32>, PER_THREAD>;
+        var digits: array<u32, PER_THREAD>;
+        var before: array<u32, PER_THREAD>;
+        var own = array<vec4<u32>, 2>(vec4<u32>(0u), vec4<u32>(0u));
+        for (var k = 0u; k < PER_THREAD; k++) {
+            digits[k] = BINS;
+            if first + k < len {
+                pairs[k] = pairs_in[first + k];
+                digits[k] = digit(pairs[k]);
+                before[k] = field(own[0], own[1], digits[k]);
+            }
+            count_one(&own, digits[k]);
+        }
+        low[lid] = own[0];
+        high[lid] = own[1];
+        workgroupBarrier();
+        block_scan(lid);
+        // Exclusive: the counts of the block's earlier threads.
+        let l = low[lid] - own[0];
+        let h = high[lid] - own[1];
+        for (var k = 0u; k < PER_THREAD; k++) {
+            let d = digits[k];
+            if d < BINS {
+                pairs_out[next_slot[d] + field(l, h, d) + before[k]] = pairs[k];
+            }
         }
         workgroupBarrier();
-        for (var w = 0u; w < 8u; w++) {
-            ranks[lid][w] += add[w];
+        // The block's count of each bin: the last thread's inclusive scan.
+        if lid < BINS {
+            next_slot[lid] += field(low[THREADS - 1u], high[THREADS - 1u], lid);
         }
         workgroupBarrier();
-    }
-    if valid {
-        let before = ((ranks[lid][d / 2u] >> (16u * (d & 1u))) & 0xffffu) - 1u;
-        pairs_out[counts[d * tiles_in_use() + tile] + before] = pair;
     }
 }
 
 // The sorted indices back into the view's list.
 @compute @workgroup_size(256)
 fn store_list(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = tile_of(group) * TILE + lid;
+    let i = first_element(group) + lid;
     if i < list_len() {
         list[i] = pairs_in[i].y;
     }

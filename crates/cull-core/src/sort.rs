@@ -12,8 +12,10 @@ use wgpu::util::DeviceExt;
 /// `cull::math` from [`crate::shader::library`]).
 pub(crate) const SORT_MODULE: ShaderModule = shader_module!("sort.wgsl");
 
-/// Elements per workgroup tile, and digit bins per pass (as `sort.wgsl`).
+/// Elements per workgroup of the per-element passes, per tile of the
+/// counting and scattering ones, and digit bins per pass (as `sort.wgsl`).
 const TILE: u32 = 256;
+const TILE_LEN: u32 = TILE * 16;
 const BINS: u32 = 16;
 const DIGIT_BITS: u32 = 4;
 /// Passes over the key's 32 bits.
@@ -21,7 +23,7 @@ const KEY_DIGITS: u32 = 32 / DIGIT_BITS;
 /// Bytes between the uniform entries bound at dynamic offsets.
 const ENTRY_STRIDE: u64 = 256;
 /// Bytes of `SortJob` (and at most of `SortPass`), bound at each entry.
-const UNIFORM_BYTES: u64 = 48;
+const UNIFORM_BYTES: u64 = 64;
 /// The entry points, in [`DepthSorter::pipelines`]' order.
 const ENTRY_POINTS: [&str; 5] = [
     "make_keys",
@@ -76,7 +78,7 @@ pub struct DepthSortDesc {
 /// variant, including those that write survivors out of order.
 ///
 /// Cost: per sort, `⌈log2 capacity⌉/4 + 8` passes of three dispatches,
-/// each over the capacity's tiles, reading and writing 8 bytes per
+/// each over the capacity's tiles of 4096, reading and writing 8 bytes per
 /// survivor and passing the digit counts through one workgroup.
 pub struct DepthSorter {
     device: wgpu::Device,
@@ -238,18 +240,20 @@ impl DepthSorter {
         order: &DepthSortView,
     ) -> Result<(), CullError> {
         self.check(input, target, scratch, view)?;
-        let (x, y) = self.dims(target.capacity());
+        let elements = self.dims(target.capacity().div_ceil(TILE));
+        let tiles = self.dims(tiles(target.capacity()));
+        let words = job_words(self.format, order, view, [elements.0, tiles.0]);
         queue.write_buffer(
             &scratch.jobs,
             view as u64 * ENTRY_STRIDE,
-            bytemuck::cast_slice(&job_words(self.format, order, view, x)),
+            bytemuck::cast_slice(&words),
         );
         let groups = [false, true].map(|flip| self.bind_group(input, target, scratch, view, flip));
         let index_digits = index_digits(target.capacity());
         let passes = index_digits + KEY_DIGITS;
         let job_offset = (view as u64 * ENTRY_STRIDE) as u32;
         // The keys go into pairs A (the flipped group writes A).
-        self.dispatch(pass, 0, &groups[1], [job_offset, 0], (x, y));
+        self.dispatch(pass, 0, &groups[1], [job_offset, 0], elements);
         for k in 0..passes {
             let entry = if k < index_digits {
                 k
@@ -258,12 +262,12 @@ impl DepthSorter {
             };
             let offsets = [job_offset, (entry as u64 * ENTRY_STRIDE) as u32];
             let group = &groups[(k % 2) as usize];
-            self.dispatch(pass, 1, group, offsets, (x, y));
+            self.dispatch(pass, 1, group, offsets, tiles);
             self.dispatch(pass, 2, group, offsets, (1, 1));
-            self.dispatch(pass, 3, group, offsets, (x, y));
+            self.dispatch(pass, 3, group, offsets, tiles);
         }
         let last = (passes % 2) as usize;
-        self.dispatch(pass, 4, &groups[last], [job_offset, 0], (x, y));
+        self.dispatch(pass, 4, &groups[last], [job_offset, 0], elements);
         scratch.result.store(last, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
@@ -302,9 +306,10 @@ impl DepthSorter {
         Ok(())
     }
 
-    /// Workgroups for a capacity's tiles: `(x, y)` with `x` at most the cap.
-    fn dims(&self, capacity: u32) -> (u32, u32) {
-        let groups = tiles(capacity);
+    /// Workgroup counts for `groups` (at least one): `(x, y)` with `x` at
+    /// most the cap.
+    fn dims(&self, groups: u32) -> (u32, u32) {
+        let groups = groups.max(1);
         if groups <= self.max_groups {
             (groups, 1)
         } else {
@@ -402,9 +407,9 @@ impl DepthSortScratch {
     }
 }
 
-/// Workgroup tiles of a list of up to `capacity` elements.
+/// Tiles of a list of up to `capacity` elements.
 fn tiles(capacity: u32) -> u32 {
-    capacity.div_ceil(TILE).max(1)
+    capacity.div_ceil(TILE_LEN).max(1)
 }
 
 /// Digit passes over an instance index below `capacity`.
@@ -414,7 +419,7 @@ fn index_digits(capacity: u32) -> u32 {
 }
 
 /// `SortJob`'s words (`sort.wgsl`).
-fn job_words(format: InstanceFormat, order: &DepthSortView, view: u32, groups_x: u32) -> [u32; 12] {
+fn job_words(format: InstanceFormat, order: &DepthSortView, view: u32, groups_x: [u32; 2]) -> [u32; 16] {
     let r = order.view_from_world_row_2;
     let c = order.local_center;
     let count_word =
@@ -432,7 +437,11 @@ fn job_words(format: InstanceFormat, order: &DepthSortView, view: u32, groups_x:
         count_word,
         (format.stride() / 16) as u32,
         format.encode_id(),
-        groups_x,
+        groups_x[0],
+        groups_x[1],
+        0,
+        0,
+        0,
     ]
 }
 

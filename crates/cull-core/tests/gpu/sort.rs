@@ -110,7 +110,7 @@ fn random_scenes_sort_back_to_front() {
     for variant in variants(ctx) {
         for format in InstanceFormat::ALL {
             let culler = culler(ctx, variant, format, OutputKind::Indices, Default::default());
-            for n in [0, 1, 200, 257, 1000] {
+            for n in [0, 1, 200, 257, 9000] {
                 let scene = Scene::random(n as u64 + 3, n, Camera::Perspective, Some(0.6)).fit(format);
                 let order = random_order(&mut rng, Vec3::new(0.3, -0.2, 0.1));
                 let sorted = cull_and_sort(ctx, &culler, &scene, &order, Default::default());
@@ -151,7 +151,7 @@ fn exact_depths_match_the_cpu_order() {
     for variant in variants(ctx) {
         for format in InstanceFormat::ALL {
             let culler = culler(ctx, variant, format, OutputKind::Indices, Default::default());
-            let (scene, order) = exact_scene(3000, format);
+            let (scene, order) = exact_scene(10_000, format);
             let sorted = cull_and_sort(ctx, &culler, &scene, &order, Default::default());
             let bytes = format.encode(&scene.instances).unwrap();
             let mut set = sorted.indices.clone();
@@ -179,7 +179,7 @@ fn two_dimensional_dispatches_sort_the_same() {
         OutputKind::Indices,
         Default::default(),
     );
-    let (scene, order) = exact_scene(2500, format);
+    let (scene, order) = exact_scene(20_000, format);
     let wide = cull_and_sort(ctx, &culler, &scene, &order, Default::default());
     let desc = DepthSortDesc {
         max_workgroups_per_dimension: Some(3),
