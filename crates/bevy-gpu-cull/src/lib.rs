@@ -25,7 +25,9 @@
 //!
 //! Each (camera, batch) is queued into the camera's `Opaque3d` phase and
 //! depth-tested against Bevy's meshes, with the pipeline key (MSAA, HDR,
-//! tonemapping) Bevy computes for the view. Lists are edited through
+//! tonemapping) Bevy computes for the view; a batch with a blended
+//! material goes into Bevy's `Transparent3d` phase instead, its survivors
+//! sorted back to front on the GPU for each camera. Lists are edited through
 //! [`GpuCulledInstances`]'s methods, which record what changed so that only
 //! that is uploaded; [`GpuCullStats`] reports visible counts and GPU times.
 //! The draw shader's instance fetch is a shader library,
