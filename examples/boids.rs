@@ -44,11 +44,35 @@ struct Flock {
     count: u32,
 }
 
+/// A flock simulated on the GPU (a compute pass of the example's own) and drawn culled.
+#[derive(argh::FromArgs)]
+#[argh(help_triggers("-h", "--help", "help"))]
+struct Flags {
+    /// boids in the flock (default 50000; 1e6 works)
+    #[argh(option, default = "50_000", from_str_fn(support::parse_count))]
+    count: usize,
+    /// render offscreen, without a window, for --frames frames, then exit
+    #[argh(switch)]
+    headless: bool,
+    /// frames to render headless (default 60)
+    #[argh(option, default = "60")]
+    frames: u32,
+    /// headless: save the last frame to this PNG file
+    #[argh(option)]
+    screenshot: Option<std::path::PathBuf>,
+    /// the frame's size, WxH (default 1280x720; 480x270 headless)
+    #[argh(option, from_str_fn(support::parse_size_flag))]
+    size: Option<(u32, u32)>,
+}
+
 fn main() {
-    let args = support::SceneArgs::parse(
-        50_000,
-        60,
-        "usage: boids [--count N] [--headless --frames N --screenshot out.png --size WxH]",
+    let flags: Flags = argh::from_env();
+    let args = Args::new(
+        flags.count,
+        flags.headless,
+        flags.frames,
+        flags.screenshot,
+        flags.size,
     );
     if !args.headless {
         support::require_display(

@@ -52,12 +52,42 @@ type RockMaterial = ExtendedMaterial<StandardMaterial, GlowingVeins>;
 
 type Args = support::SceneArgs;
 
+/// Rocks shaded by a material of their own (an ExtendedMaterial whose veins glow in each rock's color).
+#[derive(argh::FromArgs)]
+#[argh(help_triggers("-h", "--help", "help"))]
+struct Flags {
+    /// rocks (default 100000; 1e6 works)
+    #[argh(option, default = "100_000", from_str_fn(support::parse_count))]
+    count: usize,
+    /// render offscreen, without a window, for --frames frames, then exit
+    #[argh(switch)]
+    headless: bool,
+    /// frames to render headless (default 30)
+    #[argh(option, default = "30")]
+    frames: u32,
+    /// headless: save the last frame to this PNG file
+    #[argh(option)]
+    screenshot: Option<std::path::PathBuf>,
+    /// the frame's size, WxH (default 1280x720; 480x270 headless)
+    #[argh(option, from_str_fn(support::parse_size_flag))]
+    size: Option<(u32, u32)>,
+    /// occlusion culling on the camera (the plugin's, with Bevy's depth prepass)
+    #[argh(switch)]
+    occlusion: bool,
+}
+
 fn main() {
-    let args = support::SceneArgs::parse(
-        100_000,
-        30,
-        "usage: custom_material [--count N] [--occlusion] [--headless --frames N --screenshot out.png --size WxH]",
-    );
+    let flags: Flags = argh::from_env();
+    let args = Args {
+        occlusion: flags.occlusion,
+        ..Args::new(
+            flags.count,
+            flags.headless,
+            flags.frames,
+            flags.screenshot,
+            flags.size,
+        )
+    };
     if !args.headless {
         support::require_display(
             "custom_material",

@@ -28,12 +28,66 @@ use bevy_gpu_cull::prelude::*;
 
 type Args = support::SceneArgs;
 
+/// A lit forest with shadows: trees and rocks as batches, or as Bevy entities to compare.
+#[derive(argh::FromArgs)]
+#[argh(help_triggers("-h", "--help", "help"))]
+struct Flags {
+    /// trees (default 40000; 1e6 works)
+    #[argh(option, default = "40_000", from_str_fn(support::parse_count))]
+    count: usize,
+    /// render offscreen, without a window, for --frames frames, then exit
+    #[argh(switch)]
+    headless: bool,
+    /// frames to render headless (default 60)
+    #[argh(option, default = "60")]
+    frames: u32,
+    /// headless: save the last frame to this PNG file
+    #[argh(option)]
+    screenshot: Option<std::path::PathBuf>,
+    /// the frame's size, WxH (default 1280x720; 480x270 headless)
+    #[argh(option, from_str_fn(support::parse_size_flag))]
+    size: Option<(u32, u32)>,
+    /// occlusion culling on the camera (the plugin's, with Bevy's depth prepass)
+    #[argh(switch)]
+    occlusion: bool,
+    /// sort the batches into cells and cull by cells where that pays off
+    #[argh(switch)]
+    cells: bool,
+    /// levels of detail on the trees and rocks
+    #[argh(switch)]
+    lod: bool,
+    /// with `bevy`: the same forest as Bevy entities, culled and drawn by Bevy
+    #[argh(option, default = "false", from_str_fn(support::parse_compare))]
+    compare: bool,
+    /// with --compare bevy: Bevy's NoCpuCulling on the camera
+    #[argh(switch)]
+    no_cpu_culling: bool,
+    /// a depth prepass on the camera (Bevy's: each pixel shaded once)
+    #[argh(switch)]
+    depth_prepass: bool,
+    /// headless: print each render pass's GPU time at the end
+    #[argh(switch)]
+    pass_times: bool,
+}
+
 fn main() {
-    let args = support::SceneArgs::parse(
-        40_000,
-        60,
-        "usage: forest [--count N] [--occlusion] [--cells] [--lod] [--compare bevy [--no-cpu-culling]] [--depth-prepass] [--headless --frames N --screenshot out.png --size WxH --pass-times]",
-    );
+    let flags: Flags = argh::from_env();
+    let args = Args {
+        occlusion: flags.occlusion,
+        cells: flags.cells,
+        lod: flags.lod,
+        compare_bevy: flags.compare,
+        no_cpu_culling: flags.no_cpu_culling,
+        depth_prepass: flags.depth_prepass,
+        pass_times: flags.pass_times,
+        ..Args::new(
+            flags.count,
+            flags.headless,
+            flags.frames,
+            flags.screenshot,
+            flags.size,
+        )
+    };
     if args.no_cpu_culling && !args.compare_bevy || args.lod && args.compare_bevy {
         eprintln!("forest: --no-cpu-culling goes with --compare bevy, --lod without it");
         std::process::exit(2);

@@ -74,32 +74,52 @@ struct Args {
     mode: Mode,
 }
 
-fn main() {
-    // `--mode` is this example's own; the rest are the shared scene flags.
-    let mut mode = Mode::Gpu;
-    let mut rest = Vec::new();
-    let mut raw = std::env::args().skip(1);
-    while let Some(arg) = raw.next() {
-        if arg == "--mode" {
-            mode = match raw.next().as_deref() {
-                Some("gpu") => Mode::Gpu,
-                Some("static") => Mode::Static,
-                Some("cpu") => Mode::Cpu,
-                Some("list") => Mode::List,
-                _ => {
-                    eprintln!("--mode takes gpu, static, cpu or list");
-                    std::process::exit(2)
-                }
-            };
-        } else {
-            rest.push(arg);
-        }
+/// A million grass blades swayed every frame on the GPU, culled and drawn
+/// with levels of detail and shadows.
+#[derive(argh::FromArgs)]
+#[argh(help_triggers("-h", "--help", "help"))]
+struct Flags {
+    /// blades (default 1000000; 1e6 works)
+    #[argh(option, default = "1_000_000", from_str_fn(support::parse_count))]
+    count: usize,
+    /// who moves the blades: gpu (a compute pass, every frame), static (the
+    /// same pass, once), cpu (every blade from the CPU, every frame) or list
+    /// (a plain list uploaded once); default gpu
+    #[argh(option, default = "Mode::Gpu", from_str_fn(parse_mode))]
+    mode: Mode,
+    /// render offscreen, without a window, for --frames frames, then exit
+    #[argh(switch)]
+    headless: bool,
+    /// frames to render headless (default 60)
+    #[argh(option, default = "60")]
+    frames: u32,
+    /// headless: save the last frame to this PNG file
+    #[argh(option)]
+    screenshot: Option<std::path::PathBuf>,
+    /// the frame's size, WxH (default 1280x720; 480x270 headless)
+    #[argh(option, from_str_fn(support::parse_size_flag))]
+    size: Option<(u32, u32)>,
+}
+
+fn parse_mode(value: &str) -> Result<Mode, String> {
+    match value {
+        "gpu" => Ok(Mode::Gpu),
+        "static" => Ok(Mode::Static),
+        "cpu" => Ok(Mode::Cpu),
+        "list" => Ok(Mode::List),
+        _ => Err(format!("`{value}`: --mode takes gpu, static, cpu or list")),
     }
-    let scene = support::SceneArgs::parse_from(
-        rest,
-        1_000_000,
-        60,
-        "usage: grass [--count N] [--mode gpu|static|cpu|list] [--headless --frames N --screenshot out.png --size WxH]",
+}
+
+fn main() {
+    let flags: Flags = argh::from_env();
+    let mode = flags.mode;
+    let scene = support::SceneArgs::new(
+        flags.count,
+        flags.headless,
+        flags.frames,
+        flags.screenshot,
+        flags.size,
     );
     if !scene.headless {
         support::require_display(

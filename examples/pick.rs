@@ -33,11 +33,35 @@ type Args = support::SceneArgs;
 #[derive(Resource, Default)]
 struct Picked(Option<u32>, Option<(f64, f64)>);
 
+/// Click an instance to recolour it (headless: the example clicks one itself and times a ray).
+#[derive(argh::FromArgs)]
+#[argh(help_triggers("-h", "--help", "help"))]
+struct Flags {
+    /// instances (default 40000; 1e6 works)
+    #[argh(option, default = "40_000", from_str_fn(support::parse_count))]
+    count: usize,
+    /// render offscreen, without a window, for --frames frames, then exit
+    #[argh(switch)]
+    headless: bool,
+    /// frames to render headless (default 10)
+    #[argh(option, default = "10")]
+    frames: u32,
+    /// headless: save the last frame to this PNG file
+    #[argh(option)]
+    screenshot: Option<std::path::PathBuf>,
+    /// the frame's size, WxH (default 1280x720; 480x270 headless)
+    #[argh(option, from_str_fn(support::parse_size_flag))]
+    size: Option<(u32, u32)>,
+}
+
 fn main() {
-    let args = support::SceneArgs::parse(
-        40_000,
-        10,
-        "usage: pick [--count N] [--headless --frames N --screenshot out.png --size WxH]",
+    let flags: Flags = argh::from_env();
+    let args = support::SceneArgs::new(
+        flags.count,
+        flags.headless,
+        flags.frames,
+        flags.screenshot,
+        flags.size,
     );
     if !args.headless {
         support::require_display(

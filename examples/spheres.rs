@@ -73,65 +73,94 @@ struct Args {
     pass_times: bool,
 }
 
-fn usage() -> ! {
-    eprintln!(
-        "usage: spheres [--count N] [--compare bevy] [--variant NAME] [--format matrix|posquat|packed16]\n               [--shadows] [--lod [--cross-fade W]] [--occlusion] [--no-cpu-culling] [--cells] [--headless --frames N --screenshot out.png --capture scene.json --size WxH --pass-times]"
-    );
-    std::process::exit(2)
+/// Thousands to millions of spheres, culled per camera on the GPU and drawn
+/// with one indirect draw.
+#[derive(argh::FromArgs)]
+#[argh(help_triggers("-h", "--help", "help"))]
+struct Flags {
+    /// spheres (default 100000; 1e6 works)
+    #[argh(option, default = "100_000", from_str_fn(support::parse_count))]
+    count: usize,
+    /// with `bevy`: the same spheres as Bevy entities, culled and drawn by Bevy
+    #[argh(option, default = "false", from_str_fn(support::parse_compare))]
+    compare: bool,
+    /// the scan variant (e.g. subgroup-ballot, ordered); default: the fastest the GPU runs
+    #[argh(option, from_str_fn(parse_variant))]
+    variant: Option<ScanVariant>,
+    /// the instance format: matrix, posquat or packed16 (default posquat)
+    #[argh(option, default = "InstanceFormat::PosQuat", from_str_fn(parse_format))]
+    format: InstanceFormat,
+    /// the sun casts shadows (its cascades culled on the GPU too)
+    #[argh(switch)]
+    shadows: bool,
+    /// levels of detail, chosen on the GPU
+    #[argh(switch)]
+    lod: bool,
+    /// with --lod: the width of the levels' cross-fades (0 switches at each threshold)
+    #[argh(option, default = "0.0")]
+    cross_fade: f32,
+    /// occlusion culling on the camera (the plugin's, or with --compare bevy Bevy's)
+    #[argh(switch)]
+    occlusion: bool,
+    /// with --compare bevy: Bevy's NoCpuCulling on the camera
+    #[argh(switch)]
+    no_cpu_culling: bool,
+    /// sort the batch into cells and cull by cells where that pays off
+    #[argh(switch)]
+    cells: bool,
+    /// render offscreen, without a window, for --frames frames, then exit
+    #[argh(switch)]
+    headless: bool,
+    /// frames to render headless (default 120)
+    #[argh(option, default = "120")]
+    frames: u32,
+    /// headless: save the last frame to this PNG file
+    #[argh(option)]
+    screenshot: Option<PathBuf>,
+    /// headless: write the final view's scene file (for cull-core's replay)
+    #[argh(option)]
+    capture: Option<PathBuf>,
+    /// the frame's size, WxH (default 1280x720; 640x360 headless)
+    #[argh(option, from_str_fn(support::parse_size_flag))]
+    size: Option<(u32, u32)>,
+    /// headless: print each render pass's GPU time at the end
+    #[argh(switch)]
+    pass_times: bool,
+}
+
+fn parse_variant(value: &str) -> Result<ScanVariant, String> {
+    ScanVariant::from_name(value).ok_or_else(|| format!("`{value}` is not a scan variant"))
+}
+
+fn parse_format(value: &str) -> Result<InstanceFormat, String> {
+    InstanceFormat::from_name(value).ok_or_else(|| format!("`{value}`: matrix, posquat or packed16"))
 }
 
 fn parse_args() -> Args {
-    let mut args = Args {
-        count: 100_000,
-        headless: false,
-        frames: 120,
-        screenshot: None,
-        capture: None,
-        compare_bevy: false,
-        variant: None,
-        format: InstanceFormat::PosQuat,
-        width: 1280,
-        height: 720,
-        shadows: false,
-        lod: false,
-        cross_fade: 0.0,
-        occlusion: false,
-        no_cpu_culling: false,
-        pass_times: false,
-        cells: false,
-    };
-    let mut it = std::env::args().skip(1);
-    let mut sized = false;
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| usage()) as usize,
-            "--headless" => args.headless = true,
-            "--shadows" => args.shadows = true,
-            "--lod" => args.lod = true,
-            "--cross-fade" => args.cross_fade = value().parse().unwrap_or_else(|_| usage()),
-            "--occlusion" => args.occlusion = true,
-            "--no-cpu-culling" => args.no_cpu_culling = true,
-            "--cells" => args.cells = true,
-            "--pass-times" => args.pass_times = true,
-            "--frames" => args.frames = value().parse().unwrap_or_else(|_| usage()),
-            "--screenshot" => args.screenshot = Some(value().into()),
-            "--capture" => args.capture = Some(value().into()),
-            "--compare" => args.compare_bevy = value() == "bevy" || usage(),
-            "--variant" => args.variant = Some(ScanVariant::from_name(&value()).unwrap_or_else(|| usage())),
-            "--format" => args.format = InstanceFormat::from_name(&value()).unwrap_or_else(|| usage()),
-            "--size" => {
-                (args.width, args.height) = support::parse_size(&value()).unwrap_or_else(|| usage());
-                sized = true;
-            }
-            _ => usage(),
-        }
+    let flags: Flags = argh::from_env();
+    // lavapipe renders every pixel on the CPU: keep headless frames small.
+    let (width, height) = flags
+        .size
+        .unwrap_or(if flags.headless { (640, 360) } else { (1280, 720) });
+    Args {
+        count: flags.count,
+        headless: flags.headless,
+        frames: flags.frames,
+        screenshot: flags.screenshot,
+        capture: flags.capture,
+        compare_bevy: flags.compare,
+        variant: flags.variant,
+        format: flags.format,
+        width,
+        height,
+        shadows: flags.shadows,
+        lod: flags.lod,
+        cross_fade: flags.cross_fade,
+        occlusion: flags.occlusion,
+        no_cpu_culling: flags.no_cpu_culling,
+        pass_times: flags.pass_times,
+        cells: flags.cells,
     }
-    if args.headless && !sized {
-        // lavapipe renders every pixel on the CPU: keep headless frames small.
-        (args.width, args.height) = (640, 360);
-    }
-    args
 }
 
 fn main() {

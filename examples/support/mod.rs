@@ -1,6 +1,6 @@
 //! What the examples share: a window or a headless run (no display, the
-//! frames rendered to an image, paced), the common arguments, and the
-//! headless screenshot-then-exit sequence. Each example uses part of it.
+//! frames rendered to an image, paced), what the examples' flags parse
+//! into and their parsers, and the headless screenshot-then-exit sequence. Each example uses part of it.
 #![allow(dead_code)]
 
 use bevy::app::ScheduleRunnerPlugin;
@@ -189,8 +189,10 @@ fn pace_headless_frames(
     }
 }
 
-/// The arguments the one-scene examples share: `--count N` (`1e6` works),
-/// `--occlusion`, `--cells`, `--headless`, `--frames N`, `--screenshot out.png`, `--size WxH`.
+/// What a one-scene example was asked for: the instances, how it runs
+/// (a window, or headless frames saved to a screenshot) and the scene's
+/// options. Each example parses its own flags (with `argh`, so `--help`
+/// lists exactly the flags it takes) into this.
 #[derive(Resource, Clone, Debug)]
 pub struct SceneArgs {
     pub count: usize,
@@ -222,33 +224,25 @@ pub struct SceneArgs {
 }
 
 impl SceneArgs {
-    /// Parses the process's arguments, with `count` instances and `frames`
-    /// headless frames unless told otherwise; prints `usage` and exits on
-    /// anything else. A headless run is small unless `--size` says (lavapipe
-    /// renders every pixel on the CPU).
-    pub fn parse(count: usize, frames: u32, usage: &str) -> Self {
-        Self::parse_from(std::env::args().skip(1), count, frames, usage)
-    }
-
-    /// [`Self::parse`] of `args` (without the program's name): for an
-    /// example that takes flags of its own out first.
-    pub fn parse_from(
-        flags: impl IntoIterator<Item = String>,
+    /// `count` instances, in a window or `headless` for `frames` frames
+    /// (the last saved to `screenshot`), at `size`: 1280x720 by default,
+    /// 480x270 headless (lavapipe renders every pixel on the CPU). The
+    /// options are off.
+    pub fn new(
         count: usize,
+        headless: bool,
         frames: u32,
-        usage: &str,
+        screenshot: Option<std::path::PathBuf>,
+        size: Option<(u32, u32)>,
     ) -> Self {
-        let fail = || -> ! {
-            eprintln!("{usage}");
-            std::process::exit(2)
-        };
-        let mut args = Self {
+        let (width, height) = size.unwrap_or(if headless { (480, 270) } else { (1280, 720) });
+        Self {
             count,
-            headless: false,
+            headless,
             frames,
-            screenshot: None,
-            width: 1280,
-            height: 720,
+            screenshot,
+            width,
+            height,
             occlusion: false,
             cells: false,
             lod: false,
@@ -256,36 +250,32 @@ impl SceneArgs {
             no_cpu_culling: false,
             pass_times: false,
             depth_prepass: false,
-        };
-        let mut it = flags.into_iter();
-        let mut sized = false;
-        while let Some(flag) = it.next() {
-            let mut value = || it.next().unwrap_or_else(|| fail());
-            match flag.as_str() {
-                "--count" => args.count = value().parse::<f64>().unwrap_or_else(|_| fail()) as usize,
-                "--headless" => args.headless = true,
-                "--frames" => args.frames = value().parse().unwrap_or_else(|_| fail()),
-                "--screenshot" => args.screenshot = Some(value().into()),
-                "--occlusion" => args.occlusion = true,
-                "--cells" => args.cells = true,
-                "--lod" if usage.contains("--lod") => args.lod = true,
-                "--compare" if usage.contains("--compare bevy") => {
-                    args.compare_bevy = value() == "bevy" || fail()
-                }
-                "--no-cpu-culling" if usage.contains("--no-cpu-culling") => args.no_cpu_culling = true,
-                "--pass-times" if usage.contains("--pass-times") => args.pass_times = true,
-                "--depth-prepass" if usage.contains("--depth-prepass") => args.depth_prepass = true,
-                "--size" => {
-                    (args.width, args.height) = parse_size(&value()).unwrap_or_else(|| fail());
-                    sized = true;
-                }
-                _ => fail(),
-            }
         }
-        if args.headless && !sized {
-            (args.width, args.height) = (480, 270);
-        }
-        args
+    }
+}
+
+/// `--count N`: a whole number of instances; `1e6` works.
+pub fn parse_count(value: &str) -> Result<usize, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0 && n.fract() == 0.0 && *n <= u32::MAX as f64)
+        .map(|n| n as usize)
+        .ok_or_else(|| format!("`{value}` is not a count of instances (1e6 works)"))
+}
+
+/// `--size WxH`.
+pub fn parse_size_flag(value: &str) -> Result<(u32, u32), String> {
+    parse_size(value)
+        .filter(|&(w, h)| w > 0 && h > 0)
+        .ok_or_else(|| format!("`{value}` is not a size: WxH, e.g. 1280x720"))
+}
+
+/// `--compare bevy`: the only path there is to compare with.
+pub fn parse_compare(value: &str) -> Result<bool, String> {
+    match value {
+        "bevy" => Ok(true),
+        _ => Err(format!("`{value}`: only `--compare bevy` is known")),
     }
 }
 

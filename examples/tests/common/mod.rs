@@ -47,6 +47,8 @@ pub fn run_headless(name: &str, args: &[&str], shot_name: &str) -> (String, imag
 }
 
 /// The value of `key=value` in a summary line.
+// Not every test binary that includes this module reads summaries.
+#[allow(dead_code)]
 pub fn field(line: &str, key: &str) -> String {
     line.split_whitespace()
         .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
