@@ -3,7 +3,8 @@
 //! same cubes as Bevy entities (each with its own material, which Bevy
 //! sorts back to front one by one) mirrored onto the right, seen from the
 //! front, from above and from behind (where back to front is the other
-//! way round), with a translucent Bevy wall across both halves in front of
+//! way round), also in the other blended alpha modes, with a translucent
+//! Bevy wall across both halves in front of
 //! the cubes (behind them from behind), which the batch must sort against
 //! as a whole as Bevy's cubes do. Unlit, so that the blend order is all
 //! that differs.
@@ -40,24 +41,24 @@ fn left_cubes() -> Vec<(Vec3, Color)> {
         .collect()
 }
 
-fn blended(color: Color) -> StandardMaterial {
+fn blended(color: Color, alpha_mode: AlphaMode) -> StandardMaterial {
     StandardMaterial {
         base_color: color,
-        alpha_mode: AlphaMode::Blend,
+        alpha_mode,
         unlit: true,
         ..default()
     }
 }
 
-fn spawn_scene(world: &mut World, eye: Vec3, oit: bool) {
+fn spawn_scene(world: &mut World, eye: Vec3, oit: bool, mode: AlphaMode) {
     let mesh = world.resource_mut::<Assets<Mesh>>().add(cube());
     let mut materials = world.resource_mut::<Assets<StandardMaterial>>();
     // The batch: white at full opacity, times each instance's color.
-    let batch_material = materials.add(blended(Color::WHITE));
+    let batch_material = materials.add(blended(Color::WHITE, mode));
     let cubes = left_cubes();
     let entity_materials: Vec<_> = cubes
         .iter()
-        .map(|(_, color)| materials.add(blended(*color)))
+        .map(|(_, color)| materials.add(blended(*color, mode)))
         .collect();
     let instances = cubes
         .iter()
@@ -73,7 +74,7 @@ fn spawn_scene(world: &mut World, eye: Vec3, oit: bool) {
         .add(Cuboid::new(4.4, 1.4, 0.02).mesh().build());
     let wall = world
         .resource_mut::<Assets<StandardMaterial>>()
-        .add(blended(Color::srgba(0.9, 0.9, 0.9, 0.35)));
+        .add(blended(Color::srgba(0.9, 0.9, 0.9, 0.35), AlphaMode::Blend));
     world.spawn((
         Mesh3d(wall_mesh),
         MeshMaterial3d(wall),
@@ -106,9 +107,9 @@ fn spawn_scene(world: &mut World, eye: Vec3, oit: bool) {
     world.spawn(Readback::texture(target));
 }
 
-fn draw(what: &str, eye: Vec3, oit: bool) -> Vec<u8> {
+fn draw(what: &str, eye: Vec3, oit: bool, mode: AlphaMode) -> Vec<u8> {
     let mut frame_app = FrameApp::new();
-    spawn_scene(frame_app.app.world_mut(), eye, oit);
+    spawn_scene(frame_app.app.world_mut(), eye, oit, mode);
     frame_app.app.finish();
     frame_app.app.cleanup();
     let png = format!("bevy-gpu-cull-like-bevy-blend-{what}.png");
@@ -128,13 +129,17 @@ fn draw(what: &str, eye: Vec3, oit: bool) -> Vec<u8> {
 #[test]
 fn translucent_instances_blend_back_to_front_as_bevy_meshes() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for (what, eye, oit) in [
-        ("front", Vec3::new(0.0, 2.0, 7.0), false),
-        ("above", Vec3::new(0.0, 9.0, 1.0), false),
-        ("behind", Vec3::new(0.0, 2.5, -9.0), false),
-        ("front-oit", Vec3::new(0.0, 2.0, 7.0), true),
+    let front = Vec3::new(0.0, 2.0, 7.0);
+    for (what, eye, oit, mode) in [
+        ("front", front, false, AlphaMode::Blend),
+        ("above", Vec3::new(0.0, 9.0, 1.0), false, AlphaMode::Blend),
+        ("behind", Vec3::new(0.0, 2.5, -9.0), false, AlphaMode::Blend),
+        ("front-oit", front, true, AlphaMode::Blend),
+        ("front-premultiplied", front, false, AlphaMode::Premultiplied),
+        ("front-add", front, false, AlphaMode::Add),
+        ("front-multiply", front, false, AlphaMode::Multiply),
     ] {
-        let frame = draw(what, eye, oit);
+        let frame = draw(what, eye, oit, mode);
         let (max, mean) = block_difference(&frame);
         println!("blend {what}: mirrored blocks differ by at most {max:.1}, {mean:.2} on average");
         assert!(
