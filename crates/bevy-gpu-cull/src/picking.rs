@@ -301,6 +301,9 @@ impl GpuCullRayCast<'_, '_> {
             if !visibility.get() || !filter(entity) {
                 continue;
             }
+            // Levels the draw refuses (`GpuCullLod::problem`) draw the
+            // batch's mesh: so are they picked.
+            let lod = lod.filter(|lod| lod.problem().is_none());
             let levels = lod.zip(view).and_then(|(lod, view)| {
                 PickLevels::new(lod, view, transform.affine(), *bounds, &self.meshes)
             });
@@ -689,6 +692,13 @@ mod tests {
         // facing the camera (0.1).
         let side = ray(Vec3::new(3.12, 0.0, 0.0), Vec3::new(3.12, 0.0, -8.0));
         assert_eq!(cast_view(&mut world, side)[0].1.instance, 1);
+        // Levels the draw refuses (sizes not descending) are not picked
+        // either: the batch's own mesh is, as it is drawn.
+        let (mut refused, batch) = levels_of_detail(false);
+        let mut lod = refused.get::<GpuCullLod>(batch).unwrap().clone();
+        lod.levels.reverse();
+        refused.entity_mut(batch).insert(lod);
+        assert_eq!(cast_view(&mut refused, beside)[0].1.instance, 1);
         let (mut facing, _) = levels_of_detail(true);
         assert!(cast_view(&mut facing, side).is_empty());
         assert_eq!(
