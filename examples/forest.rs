@@ -525,7 +525,7 @@ fn finish_headless(
         support::print_pass_times(&store);
     }
     println!(
-        "forest: frames={} median_frame_ms={:.2} count={} path={} trees_visible={} rocks_visible={} trees_per_level={} rocks_per_level={} shadow_views={} shadow_casters={} variant={} lod={} occlusion={} no_cpu_culling={} depth_prepass={} cells={cells} ready_frame={}",
+        "forest: frames={} median_frame_ms={:.2} count={} path={} trees_visible={} rocks_visible={} trees_per_level={} rocks_per_level={} shadow_views={} shadow_casters={} variant={} lod={} occlusion={} no_cpu_culling={} depth_prepass={} cells={cells} first_bevy_mesh_frame={} first_batch_frame={} ready_frame={}",
         run.frames,
         run.median_frame_ms(),
         args.count,
@@ -541,6 +541,8 @@ fn finish_headless(
         args.occlusion,
         args.no_cpu_culling,
         args.depth_prepass,
+        support::frame_or_na(settled.first_drawn_frames().0),
+        support::frame_or_na(settled.first_drawn_frames().1),
         run.ready_frame().map_or("n/a".into(), |f| f.to_string()),
     );
     exit.write(exit_code);

@@ -961,7 +961,7 @@ fn finish_headless(
     };
     let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{s:.1}"));
     println!(
-        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} cells={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={} first_drawn_frame={} pipelines_waiting_frames={} ready_frame={} timed_frames={}",
+        "spheres: frames={} median_frame_ms={median:.2} cpu_ms_per_frame={cpu_ms} visible={} total={} cpu_reference={} cpu_borderline={} variant={} path={} shadows={} lod={} occlusion={} no_cpu_culling={} cells={} visible_per_level={} gpu_cull_ms={} shadow_views={} built_s={} first_drawn_s={} summary_s={} count_wait_frames={} first_drawn_frame={} pipelines_waiting_frames={} first_bevy_mesh_frame={} first_batch_frame={} ready_frame={} timed_frames={}",
         times.frames,
         visible.map_or("n/a".into(), |v| v.to_string()),
         args.count,
@@ -996,6 +996,8 @@ fn finish_headless(
         times.count_wait_frames,
         times.first_drawn_frame.map_or("n/a".into(), |f| f.to_string()),
         settled.waiting_frames(),
+        support::frame_or_na(settled.first_drawn_frames().0),
+        support::frame_or_na(settled.first_drawn_frames().1),
         times.ready_at.map_or("n/a".into(), |f| f.to_string()),
         times.wall_ms.len(),
     );

@@ -5,7 +5,9 @@
 
 use bevy::app::ScheduleRunnerPlugin;
 use bevy::camera::{ImageRenderTarget, RenderTarget};
+use bevy::core_pipeline::core_3d::{Opaque3d, Opaque3dBatchSetKey};
 use bevy::prelude::*;
+use bevy::render::render_phase::ViewBinnedRenderPhases;
 use bevy::render::render_resource::PipelineCache;
 use bevy::render::render_resource::{TextureFormat, TextureUsages};
 use bevy::render::renderer::{RenderDevice, RenderQueue, WgpuWrapper};
@@ -125,10 +127,29 @@ pub fn headless_target(images: &mut Assets<Image>, width: u32, height: u32) -> (
 #[derive(Resource, Clone, Default)]
 pub struct PipelinesSettled(Arc<SettledState>);
 
-#[derive(Default)]
 struct SettledState {
     settled_frames: AtomicU32,
     waiting_frames: AtomicU32,
+    /// Render-world frames run so far.
+    render_frames: AtomicU32,
+    /// The first render-world frame (counted from 0) whose opaque phase
+    /// had one of Bevy's own mesh items with its pipeline compiled, and the
+    /// first with a culled batch's (the plugin's non-mesh items);
+    /// `u32::MAX` before.
+    first_bevy_mesh: AtomicU32,
+    first_batch: AtomicU32,
+}
+
+impl Default for SettledState {
+    fn default() -> Self {
+        Self {
+            settled_frames: AtomicU32::new(0),
+            waiting_frames: AtomicU32::new(0),
+            render_frames: AtomicU32::new(0),
+            first_bevy_mesh: AtomicU32::new(u32::MAX),
+            first_batch: AtomicU32::new(u32::MAX),
+        }
+    }
 }
 
 /// Consecutive frames without a pipeline waiting that make
@@ -146,10 +167,51 @@ impl PipelinesSettled {
     pub fn waiting_frames(&self) -> u32 {
         self.0.waiting_frames.load(Ordering::Relaxed)
     }
+
+    /// The first render-world frame (from 0) that drew one of Bevy's own
+    /// meshes in the opaque pass, and the first that drew a culled batch
+    /// there: `(bevy, batch)`, `None` before. Both count from the same
+    /// first frame, so their difference is how many frames later the batch
+    /// appeared than Bevy's meshes (pipelines and kernels compiling).
+    pub fn first_drawn_frames(&self) -> (Option<u32>, Option<u32>) {
+        let frame = |f: &AtomicU32| Some(f.load(Ordering::Relaxed)).filter(|&f| f != u32::MAX);
+        (frame(&self.0.first_bevy_mesh), frame(&self.0.first_batch))
+    }
 }
 
-fn watch_pipelines(cache: Res<PipelineCache>, settled: Res<PipelinesSettled>) {
+/// `n/a` or the frame, for the summaries.
+pub fn frame_or_na(frame: Option<u32>) -> String {
+    frame.map_or("n/a".into(), |f| f.to_string())
+}
+
+fn watch_pipelines(
+    cache: Res<PipelineCache>,
+    settled: Res<PipelinesSettled>,
+    opaque: Option<Res<ViewBinnedRenderPhases<Opaque3d>>>,
+) {
     let state = &settled.0;
+    let frame = state.render_frames.fetch_add(1, Ordering::Relaxed);
+    // What this frame drew: an item is drawn once its pipeline is compiled
+    // (Bevy skips it before). Bevy puts its meshes in the mesh bins, the
+    // plugin its batches among the non-mesh items.
+    let ready = |key: &Opaque3dBatchSetKey| cache.get_render_pipeline(key.pipeline).is_some();
+    for phase in opaque.iter().flat_map(|phases| phases.values()) {
+        let bevy_mesh = phase.multidrawable_meshes.keys().any(ready)
+            || phase.batchable_meshes.keys().any(|(key, _)| ready(key))
+            || phase.unbatchable_meshes.keys().any(|(key, _)| ready(key));
+        let batch = phase.non_mesh_items.keys().any(|(key, _)| ready(key));
+        if bevy_mesh {
+            let _ =
+                state
+                    .first_bevy_mesh
+                    .compare_exchange(u32::MAX, frame, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        if batch {
+            let _ = state
+                .first_batch
+                .compare_exchange(u32::MAX, frame, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
     if cache.waiting_pipelines().next().is_some() {
         state.waiting_frames.fetch_add(1, Ordering::Relaxed);
         state.settled_frames.store(0, Ordering::Relaxed);

@@ -103,6 +103,17 @@ fn forest_headless() {
     );
     // The trees' green texture shows.
     assert_green(&img, line);
+    // The batches appear with Bevy's own meshes (the ground): their
+    // kernels and pipelines compile alongside Bevy's from the first frame.
+    let frame = |name: &str| {
+        common::field(line, name)
+            .parse::<u32>()
+            .unwrap_or_else(|_| panic!("{name}: {line}"))
+    };
+    assert!(
+        frame("first_batch_frame") <= frame("first_bevy_mesh_frame") + 5,
+        "the batches were first drawn more than 5 frames after Bevy's meshes: {line}"
+    );
     // Issue 17: with levels of detail the same instances are in view, each
     // at one level (two within the bands' tolerance of a threshold), the
     // near trees at the finest and the farther at the next.
@@ -127,10 +138,12 @@ fn forest_headless() {
     }
     assert!(trees[0] > 0 && trees[1] > 0, "{lod}");
     assert_green(&lod_img, &lod);
-    // --pass-times: the GPU time of Bevy's main pass and of the plugin's
-    // culls (the camera's and its cascades'), and the culls' encoding.
+    // --pass-times: the GPU time of Bevy's main pass, of the batches drawn
+    // before it, and of the plugin's culls (the camera's and its
+    // cascades'), and the culls' encoding.
     for (kind, pass) in [
         ("pass_time", "render/main_opaque_pass_3d/elapsed_gpu"),
+        ("pass_time", "render/gpu_cull_opaque_batches/elapsed_gpu"),
         ("pass_time", "render/gpu_cull/elapsed_gpu"),
         ("pass_cpu", "render/gpu_cull/elapsed_cpu"),
     ] {

@@ -186,7 +186,10 @@ pub(crate) fn queue_batches(
             continue;
         };
         for (entity, main_entity, data) in &batches {
-            if !targets.map.contains_key(&(view_entity, entity))
+            // Specialized as soon as the view sees the batch, so that the
+            // pipeline compiles while the cull's kernels do; queued once
+            // the batch has its cull target.
+            if !targets.seen.contains(&(view_entity, entity))
                 || (deferred && specializer.left_to_deferred_lighting(main_entity))
             {
                 continue;
@@ -203,6 +206,9 @@ pub(crate) fn queue_batches(
             else {
                 continue;
             };
+            if !targets.map.contains_key(&(view_entity, entity)) {
+                continue;
+            }
             if let Some((depth_bias, alpha_mode)) = specializer.blended(main_entity) {
                 // Bevy's order-independent transparency composites what
                 // `AlphaMode::Blend` draws in any order: no sort.
@@ -375,6 +381,7 @@ impl MainPassSpecializer<'_> {
 }
 
 pub(crate) type DrawCulled = (
+    super::opaque_first::SkipIfDrawnFirst,
     SetItemPipeline,
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,
@@ -385,6 +392,7 @@ pub(crate) type DrawCulled = (
 /// The draw of a batch with its material: Bevy's material bind group at
 /// group 3.
 pub(crate) type DrawCulledMaterial = (
+    super::opaque_first::SkipIfDrawnFirst,
     SetItemPipeline,
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,

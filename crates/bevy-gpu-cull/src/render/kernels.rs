@@ -277,7 +277,8 @@ pub(crate) fn forget_cullers(mut commands: Commands, shaders: Option<ResMut<Cull
     commands.remove_resource::<PendingCuller>();
 }
 
-/// Follows the settings: new settings get a [`PendingCuller`] whose kernels
+/// Follows the settings: the first culler is current at once; new settings
+/// later get a [`PendingCuller`] whose kernels
 /// (one per output-window count the batches need) Bevy's `PipelineCache`
 /// compiles; it replaces the current culler once they are all ready. Kernels
 /// that finished compiling are handed to their cullers.
@@ -291,8 +292,9 @@ pub(crate) fn prepare_culler(world: &mut World) {
     take_over_when_ready(world);
 }
 
-/// Starts a [`PendingCuller`] for `settings` where neither the current nor
-/// the pending culler has them (unless they failed before); dropping back
+/// Makes the culler for `settings` current where there is none, or starts
+/// a [`PendingCuller`] for them where neither the current nor the pending
+/// culler has them (unless they failed before); dropping back
 /// to the current culler's settings drops the pending one.
 fn follow_settings(world: &mut World, settings: &GpuCullSettings) {
     let wanted = match (
@@ -328,17 +330,42 @@ fn follow_settings(world: &mut World, settings: &GpuCullSettings) {
         ..Default::default()
     };
     let device = world.resource::<RenderDevice>().wgpu_device().clone();
-    match Culler::deferred(&device, world.resource::<RenderQueue>(), &desc) {
-        Ok(culler) => world.insert_resource(PendingCuller(CompilingCuller {
+    let culler = match Culler::deferred(&device, world.resource::<RenderQueue>(), &desc) {
+        Ok(culler) => CompilingCuller {
             culler,
             settings: settings.clone(),
             queued: HashMap::default(),
             given_up: Default::default(),
             failed: false,
             ready: Vec::new(),
-        })),
-        Err(e) => error!("GPU culling disabled: {e}"),
+        },
+        Err(e) => {
+            error!("GPU culling disabled: {e}");
+            return;
+        }
+    };
+    if world.contains_resource::<RenderCuller>() {
+        world.insert_resource(PendingCuller(culler));
+    } else {
+        // The first culler (at start-up, after a device loss) is current at
+        // once: the targets ask for exactly the kernels the views need, all
+        // in the first frame, and the draw pipelines compile alongside, so
+        // batches draw about when Bevy's own meshes do. Nothing culls until
+        // a target's kernels are ready.
+        log_culler(&culler);
+        world.insert_resource(RenderCuller {
+            inner: culler,
+            generation: next_id(),
+        });
     }
+}
+
+fn log_culler(culler: &CompilingCuller) {
+    info!(
+        "GPU culling with {:?}, {:?} instances",
+        culler.culler.variant(),
+        culler.culler.format()
+    );
 }
 
 /// Polls both cullers' kernels, and asks Bevy to compile the pending
@@ -410,11 +437,7 @@ fn take_over_when_ready(world: &mut World) {
         return;
     }
     let PendingCuller(inner) = world.remove_resource().expect("checked above");
-    info!(
-        "GPU culling with {:?}, {:?} instances",
-        inner.culler.variant(),
-        inner.culler.format()
-    );
+    log_culler(&inner);
     world.insert_resource(RenderCuller {
         inner,
         generation: next_id(),

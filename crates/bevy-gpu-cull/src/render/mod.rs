@@ -4,7 +4,7 @@
 //! batches' buffers (`batches`) and uniforms (`material`), the cull targets
 //! (`targets`) and their bind groups (`bind_groups`), the cull per view
 //! (`cull`, `pyramids`), the back-to-front order of blended batches
-//! (`blend`), queueing and drawing (`draw`, `custom_material`,
+//! (`blend`), queueing and drawing (`draw`, `opaque_first`, `custom_material`,
 //! `queue_prepass`, `material_prepass`, `shadow`). This module only wires
 //! them into Bevy's schedules.
 
@@ -21,6 +21,7 @@ mod groups;
 mod kernels;
 mod material;
 mod material_prepass;
+mod opaque_first;
 mod pyramids;
 mod queue;
 mod queue_prepass;
@@ -33,16 +34,17 @@ use crate::settings::GpuCullSystems;
 use crate::stats::StatSender;
 use bevy::app::SubApp;
 use bevy::asset::embedded_asset;
-use bevy::core_pipeline::core_3d::{Opaque3d, Transparent3d};
+use bevy::core_pipeline::core_3d::{Opaque3d, Transparent3d, main_opaque_pass_3d};
 use bevy::core_pipeline::deferred::AlphaMask3dDeferred;
 use bevy::core_pipeline::mip_generation::experimental::depth::early_downsample_depth;
 use bevy::core_pipeline::prepass::Opaque3dPrepass;
 use bevy::core_pipeline::prepass::node::{early_prepass, late_prepass};
 use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
+use bevy::pbr::deferred::deferred_lighting;
 use bevy::pbr::{
     EARLY_SHADOW_PASS, LATE_SHADOW_PASS, MeshPipelineSystems, Shadow, init_prepass_pipeline,
     per_view_shadow_pass, queue_material_meshes, queue_prepass_material_meshes, queue_shadows,
-    shared_shadow_pass,
+    screen_space_reflections, shared_shadow_pass,
 };
 use bevy::prelude::*;
 use bevy::render::render_phase::AddRenderCommand;
@@ -87,6 +89,7 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_resource::<cull::CulledThisFrame>()
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<draw::CurrentDrawPhase>()
+        .init_resource::<opaque_first::OpaqueBatchesDrawn>()
         .init_resource::<gpu_writes::GpuCullInstanceBuffers>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.
@@ -214,7 +217,7 @@ fn add_draw_phase_systems(render_app: &mut SubApp) {
     render_app.add_systems(
         Core3d,
         (
-            draw::enter_early_phase
+            (draw::enter_early_phase, opaque_first::forget_opaque_batches_drawn)
                 .before(cull::cull_view)
                 .before(cull::cull_light_view)
                 .before(Core3dSystems::Prepass)
@@ -232,6 +235,14 @@ fn add_draw_phase_systems(render_app: &mut SubApp) {
                 .after(per_view_shadow_pass::<LATE_SHADOW_PASS>)
                 .after(shared_shadow_pass::<LATE_SHADOW_PASS>)
                 .before(Core3dSystems::MainPass),
+            // The opaque batches before Bevy's opaque meshes, in the main
+            // pass's attachments (after what writes a deferred camera's
+            // color first).
+            opaque_first::draw_opaque_batches_first
+                .after(deferred_lighting)
+                .after(screen_space_reflections)
+                .before(main_opaque_pass_3d)
+                .in_set(Core3dSystems::MainPass),
         ),
     );
 }

@@ -294,7 +294,10 @@ pub(crate) fn queue_prepass_batches(
             continue;
         }
         for (entity, main_entity, data) in &batches {
-            if !targets.map.contains_key(&(view_entity, entity)) {
+            // Specialized from the first frame the view sees the batch (its
+            // pipeline compiles while the cull's kernels do), queued once
+            // the batch has its cull target.
+            if !targets.seen.contains(&(view_entity, entity)) {
                 continue;
             }
             let Some(mesh_instance) = pipelines.mesh_instances.render_mesh_queue_data(*main_entity) else {
@@ -314,6 +317,9 @@ pub(crate) fn queue_prepass_batches(
                 }
                 None => continue,
             };
+            if !targets.map.contains_key(&(view_entity, entity)) {
+                continue;
+            }
             let batch = (entity, *main_entity);
             phases.add((view_entity, rve), batch, mesh_id.untyped(), &draw, &commands);
         }

@@ -13,7 +13,7 @@ use super::standard::TEXTURES;
 use crate::stats::{ShadowViewId, StatMessage, StatSender};
 use bevy::camera::visibility::RenderLayers;
 use bevy::pbr::{RenderMeshInstanceFlags, RenderMeshInstances};
-use bevy::platform::collections::HashMap;
+use bevy::platform::collections::{HashMap, HashSet};
 use bevy::prelude::*;
 use bevy::render::mesh::allocator::MeshAllocator;
 use bevy::render::mesh::{RenderMesh, RenderMeshBufferInfo};
@@ -198,6 +198,10 @@ fn mesh_draw_args(mesh: &RenderMesh, id: &AssetId<Mesh>, allocator: &MeshAllocat
 pub(crate) struct ViewTargets {
     pub map: HashMap<(Entity, Entity), ViewTarget>,
     pub groups: HashMap<(Entity, Entity), GroupTarget>,
+    /// The (view, batch) pairs a view sees this frame, with or without a
+    /// target: the queues specialize their draw pipelines from the first
+    /// frame, so that those compile while the cull's kernels do.
+    pub seen: HashSet<(Entity, Entity)>,
 }
 
 /// Where a batch's meshes are: Bevy's render-world entry for the batch
@@ -270,6 +274,7 @@ pub(crate) fn prepare_targets(
     let targets = &mut *targets;
     targets.map.values_mut().for_each(|t| t.live = false);
     targets.groups.values_mut().for_each(|g| g.live = false);
+    targets.seen.clear();
     let default_layers = RenderLayers::default();
     for (view, view_layers) in &views {
         let Some(place) = groups.places.get(&view) else {
@@ -291,6 +296,7 @@ pub(crate) fn prepare_targets(
             {
                 continue;
             }
+            targets.seen.insert((view, batch_entity));
             let mesh_id = mesh_instance.mesh_asset_id();
             let Some(mut levels) = batch_levels(batch, mesh_id, &batch_meshes) else {
                 continue;

@@ -1,0 +1,148 @@
+//! The culled batches first in each camera's main opaque pass. Bevy renders
+//! the items a plugin puts in its opaque phase (non-mesh items) after its
+//! own meshes; a batch of thousands of instances drawn after the ground,
+//! terrain or floor under it would shade every pixel of those twice. So a
+//! pass of their own draws the batches just before Bevy's main opaque pass,
+//! into the same color and depth attachments (it clears them, as that pass
+//! would have), and the batches' items in Bevy's phase then draw nothing.
+//! Bevy's meshes behind a batch fail the depth test before they shade.
+
+use super::draw::{DrawCulled, DrawCulledMaterial};
+use bevy::camera::{MainPassResolutionOverride, Viewport};
+use bevy::core_pipeline::core_3d::Opaque3d;
+use bevy::core_pipeline::prepass::DeferredPrepass;
+use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
+use bevy::prelude::*;
+use bevy::render::camera::ExtractedCamera;
+use bevy::render::diagnostic::RecordDiagnostics;
+use bevy::render::render_phase::{
+    BinnedPhaseItem, DrawFunctions, PhaseItem, PhaseItemExtraIndex, RenderCommand, RenderCommandResult,
+    TrackedRenderPass, ViewBinnedRenderPhases,
+};
+use bevy::render::render_resource::{RenderPassDescriptor, StoreOp};
+use bevy::render::renderer::{RenderContext, ViewQuery};
+use bevy::render::view::{ExtractedView, ViewDepthTexture, ViewTarget};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether the view being rendered had its opaque batches drawn by
+/// [`draw_opaque_batches_first`] (`Core3d` renders views one after
+/// another): their items in the main opaque pass are then skipped.
+#[derive(Resource, Default)]
+pub(crate) struct OpaqueBatchesDrawn(AtomicBool);
+
+/// At the start of every view's run: nothing drawn first yet.
+pub(crate) fn forget_opaque_batches_drawn(drawn: Res<OpaqueBatchesDrawn>) {
+    drawn.0.store(false, Ordering::Relaxed);
+}
+
+/// The first command of the batches' opaque draws: skips the draw in Bevy's
+/// main opaque pass where the batch was drawn before it.
+pub(crate) struct SkipIfDrawnFirst;
+
+impl<P: PhaseItem> RenderCommand<P> for SkipIfDrawnFirst {
+    type Param = SRes<OpaqueBatchesDrawn>;
+    type ViewQuery = ();
+    type ItemQuery = ();
+
+    fn render<'w>(
+        _: &P,
+        _: (),
+        _: Option<()>,
+        drawn: SystemParamItem<'w, '_, Self::Param>,
+        _: &mut TrackedRenderPass<'w>,
+    ) -> RenderCommandResult {
+        if drawn.0.load(Ordering::Relaxed) {
+            RenderCommandResult::Skip
+        } else {
+            RenderCommandResult::Success
+        }
+    }
+}
+
+/// Draws the view's opaque batches (the plugin's non-mesh items in Bevy's
+/// `Opaque3d` phase) in a pass of their own before Bevy's main opaque pass
+/// (after the deferred lighting and screen-space reflections, which write a
+/// deferred camera's color target first).
+/// Not for deferred cameras, whose lighting pass has written the color
+/// target by then from its own depth.
+#[allow(clippy::type_complexity)]
+pub(crate) fn draw_opaque_batches_first(
+    world: &World,
+    view: ViewQuery<
+        (
+            &ExtractedCamera,
+            &ExtractedView,
+            &ViewTarget,
+            &ViewDepthTexture,
+            Option<&MainPassResolutionOverride>,
+        ),
+        Without<DeferredPrepass>,
+    >,
+    opaque_phases: Res<ViewBinnedRenderPhases<Opaque3d>>,
+    draw_functions: Res<DrawFunctions<Opaque3d>>,
+    drawn: Res<OpaqueBatchesDrawn>,
+    mut ctx: RenderContext,
+) {
+    let view_entity = view.entity();
+    let (camera, extracted_view, target, depth, resolution_override) = view.into_inner();
+    let Some(phase) = opaque_phases.get(&extracted_view.retained_view_entity) else {
+        return;
+    };
+    let ours = {
+        let functions = draw_functions.read();
+        [
+            functions.get_id::<DrawCulled>(),
+            functions.get_id::<DrawCulledMaterial>(),
+        ]
+    };
+    let items: Vec<Opaque3d> = phase
+        .non_mesh_items
+        .iter()
+        .filter(|((key, _), _)| ours.contains(&Some(key.draw_function)))
+        .flat_map(|((batch_set_key, bin_key), entities)| {
+            entities.entities.iter().map(|(main, entity)| {
+                Opaque3d::new(
+                    batch_set_key.clone(),
+                    bin_key.clone(),
+                    (*entity, *main),
+                    0..1,
+                    PhaseItemExtraIndex::None,
+                )
+            })
+        })
+        .collect();
+    if items.is_empty() {
+        return;
+    }
+    let diagnostics = ctx.diagnostic_recorder();
+    let diagnostics = diagnostics.as_deref();
+    let color_attachments = [Some(target.get_color_attachment())];
+    let mut pass = ctx.begin_tracked_render_pass(RenderPassDescriptor {
+        label: Some("gpu_cull_opaque_batches"),
+        color_attachments: &color_attachments,
+        depth_stencil_attachment: Some(depth.get_attachment(StoreOp::Store)),
+        timestamp_writes: None,
+        occlusion_query_set: None,
+        multiview_mask: None,
+    });
+    let span = diagnostics.pass_span(&mut pass, "gpu_cull_opaque_batches");
+    if let Some(viewport) =
+        Viewport::from_viewport_and_override(camera.viewport.as_ref(), resolution_override)
+    {
+        pass.set_camera_viewport(&viewport);
+    }
+    {
+        let mut functions = draw_functions.write();
+        functions.prepare(world);
+        for item in &items {
+            let Some(function) = functions.get_mut(item.draw_function()) else {
+                continue;
+            };
+            if let Err(e) = function.draw(world, &mut pass, view_entity, item) {
+                error!("GPU culling: drawing a batch failed: {e:?}");
+            }
+        }
+    }
+    span.end(&mut pass);
+    drawn.0.store(true, Ordering::Relaxed);
+}
