@@ -125,7 +125,7 @@ fn setup(
                 perceptual_roughness: 0.6,
                 ..default()
             })),
-            GpuCulledInstances::default(),
+            GpuCullInstances::default(),
             GpuCullComputeWrites::new(count),
             GpuCullMotionVectors,
         ))

@@ -147,7 +147,7 @@ fn setup(
         x ^= x >> 16;
         x as f32 / u32::MAX as f32
     };
-    let rocks: Vec<CulledInstance> = (0..args.count)
+    let rocks: Vec<GpuCullInstance> = (0..args.count)
         .map(|i| {
             let n = i as u32;
             let angle = hash(n, 1) * std::f32::consts::TAU;
@@ -157,7 +157,7 @@ fn setup(
             let grey = 0.4 + 0.6 * hash(n, 6);
             // Half the rocks hold copper, a quarter ice, the rest nothing.
             let ore = [1, 1, 2, 0][(hash(n, 8) * 3.999) as usize];
-            CulledInstance::new(position, Color::srgb(grey, grey * 0.9, grey * 0.8))
+            GpuCullInstance::new(position, Color::srgb(grey, grey * 0.9, grey * 0.8))
                 .with_rotation(rotation)
                 .with_scale(0.4 + 1.2 * hash(n, 7))
                 .with_user([ore, 0, 0, 0])
@@ -176,7 +176,7 @@ fn setup(
                 spacing_width: Vec4::new(0.6, 0.12, 0.0, 0.0),
             },
         })),
-        GpuCulledInstances::new(rocks),
+        GpuCullInstances::new(rocks),
     ));
     commands.spawn((
         DirectionalLight {

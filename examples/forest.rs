@@ -178,13 +178,13 @@ fn setup(
 ) {
     let radius = (args.count as f32).sqrt() * 2.0;
     // Trees: cones, a streaked green material, each tinted a little differently.
-    let trees: Vec<CulledInstance> = (0..args.count)
+    let trees: Vec<GpuCullInstance> = (0..args.count)
         .map(|i| {
             let (p, s, turn) = scatter(i, args.count, radius, 1);
             let transform = Transform::from_translation(p + Vec3::Y * 1.5 * s)
                 .with_rotation(Quat::from_rotation_y(turn))
                 .with_scale(Vec3::splat(s));
-            CulledInstance::from_transform(&transform, Color::srgb(0.8 + 0.2 * s.fract(), 1.0, 0.85))
+            GpuCullInstance::from_transform(&transform, Color::srgb(0.8 + 0.2 * s.fract(), 1.0, 0.85))
         })
         .collect();
     let tree_mesh = meshes.add(tree_cone(8));
@@ -199,32 +199,33 @@ fn setup(
         perceptual_roughness: 1.0,
         ..default()
     });
-    let rock_list: Vec<CulledInstance> = (0..args.count / 4)
+    let rock_list: Vec<GpuCullInstance> = (0..args.count / 4)
         .map(|i| {
             let (p, s, turn) = scatter(i, args.count / 4, radius, 2);
             let transform = Transform::from_translation(p + Vec3::new(0.9, 0.2, 0.4))
                 .with_rotation(Quat::from_rotation_y(turn) * Quat::from_rotation_x(0.4))
                 .with_scale(Vec3::splat(0.5 * s));
-            CulledInstance::from_transform(&transform, Color::WHITE)
+            GpuCullInstance::from_transform(&transform, Color::WHITE)
         })
         .collect();
     if args.compare_bevy {
         // Bevy's own path: an entity per tree and rock (sharing one mesh and
         // material per kind, so without the instances' tints), batched,
         // culled and shadowed by Bevy.
-        let entities = |list: &[CulledInstance], mesh: &Handle<Mesh>, material: &Handle<StandardMaterial>| {
-            list.iter()
-                .map(|i| {
-                    (
-                        Mesh3d(mesh.clone()),
-                        MeshMaterial3d(material.clone()),
-                        Transform::from_translation(i.position)
-                            .with_rotation(i.rotation)
-                            .with_scale(Vec3::splat(i.scale)),
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
+        let entities =
+            |list: &[GpuCullInstance], mesh: &Handle<Mesh>, material: &Handle<StandardMaterial>| {
+                list.iter()
+                    .map(|i| {
+                        (
+                            Mesh3d(mesh.clone()),
+                            MeshMaterial3d(material.clone()),
+                            Transform::from_translation(i.position)
+                                .with_rotation(i.rotation)
+                                .with_scale(Vec3::splat(i.scale)),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
         commands.spawn_batch(entities(&trees, &tree_mesh, &tree_material));
         commands.spawn_batch(entities(&rock_list, &rock_mesh, &rock_material));
     } else {
@@ -256,17 +257,17 @@ fn spawn_batches(
     commands: &mut Commands,
     args: &Args,
     meshes: &mut Assets<Mesh>,
-    trees: Vec<CulledInstance>,
+    trees: Vec<GpuCullInstance>,
     tree_mesh: Handle<Mesh>,
     tree_material: Handle<StandardMaterial>,
-    rock_list: Vec<CulledInstance>,
+    rock_list: Vec<GpuCullInstance>,
     rock_mesh: Handle<Mesh>,
     rock_material: Handle<StandardMaterial>,
 ) {
     let mut forest = commands.spawn((
         Mesh3d(tree_mesh.clone()),
         MeshMaterial3d(tree_material),
-        GpuCulledInstances::new(trees),
+        GpuCullInstances::new(trees),
         Trees,
     ));
     // Levels of detail: the cone of eight sides down to a tenth of the
@@ -276,9 +277,9 @@ fn spawn_batches(
     // last size is 0).
     if args.lod {
         forest.insert(GpuCullLod::new([
-            LodLevel::new(tree_mesh, 0.1),
-            LodLevel::new(meshes.add(tree_cone(4)), 0.02),
-            LodLevel::new(meshes.add(flat_tree()), 0.0).facing_camera(),
+            GpuCullLodLevel::new(tree_mesh, 0.1),
+            GpuCullLodLevel::new(meshes.add(tree_cone(4)), 0.02),
+            GpuCullLodLevel::new(meshes.add(flat_tree()), 0.0).facing_camera(),
         ]));
     }
     // Sorted into cells (spatially compact runs of trees), the forest is
@@ -290,13 +291,13 @@ fn spawn_batches(
     let mut rocks = commands.spawn((
         Mesh3d(rock_mesh.clone()),
         MeshMaterial3d(rock_material),
-        GpuCulledInstances::new(rock_list),
+        GpuCullInstances::new(rock_list),
         Rocks,
     ));
     if args.lod {
         rocks.insert(GpuCullLod::new([
-            LodLevel::new(rock_mesh, 0.03),
-            LodLevel::new(meshes.add(rock(0)), 0.0),
+            GpuCullLodLevel::new(rock_mesh, 0.03),
+            GpuCullLodLevel::new(meshes.add(rock(0)), 0.0),
         ]));
     }
     if args.cells {
@@ -318,7 +319,7 @@ fn rock(subdivisions: u32) -> Mesh {
 }
 
 /// A tree's outline as one triangle in the XY plane, facing +Z (the
-/// camera, drawn with `LodLevel::facing_camera`), as tall and wide as the
+/// camera, drawn with `GpuCullLodLevel::facing_camera`), as tall and wide as the
 /// cone, with normals leaning out so that it shades like a cone.
 fn flat_tree() -> Mesh {
     use bevy::asset::RenderAssetUsages;

@@ -7,7 +7,7 @@
 //!
 //! `--mode static` writes the blades once and never moves them again;
 //! `--mode cpu` moves them from the CPU instead (the same sway, computed in
-//! a system and uploaded as edits of `GpuCulledInstances`); `--mode list`
+//! a system and uploaded as edits of `GpuCullInstances`); `--mode list`
 //! uploads them once as a plain list, without GPU writes: the frame times
 //! of the modes compare what moving them costs.
 //!
@@ -212,10 +212,10 @@ fn setup(
         },
     ));
     if matches!(args.mode, Mode::Cpu | Mode::List) {
-        batch.insert(GpuCulledInstances::new(blades_at(count, side, 0.0)));
+        batch.insert(GpuCullInstances::new(blades_at(count, side, 0.0)));
     } else {
         batch.insert((
-            GpuCulledInstances::default(),
+            GpuCullInstances::default(),
             GpuCullComputeWrites::new(count).with_scales(0.6, 1.4),
         ));
     }
@@ -260,7 +260,7 @@ fn hash(n: u32) -> f32 {
 }
 
 /// Every blade at wind time `time`, as the shader places them.
-fn blades_at(count: u32, side: u32, time: f32) -> Vec<CulledInstance> {
+fn blades_at(count: u32, side: u32, time: f32) -> Vec<GpuCullInstance> {
     let half = side as f32 * SPACING * 0.5;
     (0..count)
         .map(|i| {
@@ -273,7 +273,7 @@ fn blades_at(count: u32, side: u32, time: f32) -> Vec<CulledInstance> {
             let base = Vec3::new(x, height(x, z), z);
             let position = base - rotation * Vec3::new(0.0, -HALF_HEIGHT * scale, 0.0);
             let shade = 0.5 + 0.5 * hash(i.wrapping_mul(7) + 5);
-            CulledInstance::new(
+            GpuCullInstance::new(
                 position,
                 LinearRgba::rgb(0.25 * shade, 0.6 * shade + 0.2, 0.12 * shade),
             )
@@ -284,11 +284,7 @@ fn blades_at(count: u32, side: u32, time: f32) -> Vec<CulledInstance> {
 }
 
 /// `--mode cpu`: the whole field swayed on the CPU each frame and uploaded.
-fn sway_on_cpu(
-    field: Option<Res<Field>>,
-    mut frame: Local<u32>,
-    mut batches: Query<&mut GpuCulledInstances>,
-) {
+fn sway_on_cpu(field: Option<Res<Field>>, mut frame: Local<u32>, mut batches: Query<&mut GpuCullInstances>) {
     let Some(field) = field.filter(|f| f.mode == Mode::Cpu) else {
         return;
     };

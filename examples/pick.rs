@@ -93,17 +93,17 @@ fn setup(
     mut images: ResMut<Assets<Image>>,
 ) {
     let side = (args.count as f32).sqrt().ceil() as usize;
-    let spheres: Vec<CulledInstance> = (0..args.count)
+    let spheres: Vec<GpuCullInstance> = (0..args.count)
         .map(|i| {
             let (x, z) = ((i % side) as f32, (i / side) as f32);
             let position = Vec3::new(x - side as f32 * 0.5, 0.0, -z) * 1.5;
-            CulledInstance::new(position, LinearRgba::gray(0.6))
+            GpuCullInstance::new(position, LinearRgba::gray(0.6))
         })
         .collect();
     commands
         .spawn((
             Mesh3d(meshes.add(Sphere::new(0.5).mesh().ico(2).expect("a small icosphere"))),
-            GpuCulledInstances::new(spheres),
+            GpuCullInstances::new(spheres),
         ))
         .observe(recolour)
         .observe(hover);
@@ -126,7 +126,7 @@ fn setup(
 /// A click paints the instance under the pointer orange.
 fn recolour(
     click: On<Pointer<Click>>,
-    mut batches: Query<&mut GpuCulledInstances>,
+    mut batches: Query<&mut GpuCullInstances>,
     mut picked: ResMut<Picked>,
 ) {
     let Some(hit) = click.hit.extra_as::<GpuCullHit>() else {
@@ -140,7 +140,7 @@ fn recolour(
 }
 
 /// Hovering lights the instance under the pointer a little.
-fn hover(over: On<Pointer<Over>>, mut batches: Query<&mut GpuCulledInstances>) {
+fn hover(over: On<Pointer<Over>>, mut batches: Query<&mut GpuCullInstances>) {
     let Some(hit) = over.hit.extra_as::<GpuCullHit>() else {
         return;
     };
@@ -159,7 +159,7 @@ fn time_ray_casts(
     run: Res<support::HeadlessRun>,
     mut picked: ResMut<Picked>,
     cameras: Query<(&Camera, &GlobalTransform)>,
-    mut batches_and_cast: ParamSet<(Query<&mut GpuCulledInstances>, GpuCullRayCast)>,
+    mut batches_and_cast: ParamSet<(Query<&mut GpuCullInstances>, GpuCullRayCast)>,
 ) {
     if !args.headless || picked.1.is_some() || run.frames_ready() < 8 {
         return;

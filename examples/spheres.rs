@@ -33,7 +33,7 @@ use bevy::input::mouse::AccumulatedMouseMotion;
 use bevy::prelude::*;
 use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
 use bevy_gpu_cull::prelude::*;
-use bevy_gpu_cull::{CulledInstance, InstanceFormat};
+use bevy_gpu_cull::{GpuCullInstance, InstanceFormat};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -208,7 +208,7 @@ fn main() {
 }
 
 /// The field: a square grid of spheres on gently rolling ground, colored by position.
-fn field(count: usize) -> (Vec<CulledInstance>, f32) {
+fn field(count: usize) -> (Vec<GpuCullInstance>, f32) {
     let side = (count as f32).sqrt().ceil() as usize;
     let spacing = 3.0;
     let half = side as f32 * spacing / 2.0;
@@ -221,9 +221,9 @@ fn field(count: usize) -> (Vec<CulledInstance>, f32) {
             let y = (x * 0.05).sin() * 2.0 + (z * 0.07).cos() * 2.0;
             let hue = ((x / half + 1.0) * 180.0 + (z / half) * 60.0).rem_euclid(360.0);
             let color = LinearRgba::from(Color::hsl(hue, 0.7, 0.55));
-            CulledInstance {
+            GpuCullInstance {
                 scale: 1.0,
-                ..CulledInstance::new(Vec3::new(x, y, z), color)
+                ..GpuCullInstance::new(Vec3::new(x, y, z), color)
             }
         })
         .collect();
@@ -288,7 +288,7 @@ struct FrameTimes {
 /// The spheres' levels of detail, finest first: ico-spheres of 320, 80 and
 /// 20 triangles (`Sphere::mesh().ico(2 | 1 | 0)`), an octahedron of 8
 /// (`octahedron`), then an impostor: one triangle facing the camera
-/// (`impostor`, `LodLevel::facing_camera`). Each level is drawn down to the
+/// (`impostor`, `GpuCullLodLevel::facing_camera`). Each level is drawn down to the
 /// size at which the next, coarser one strays from the sphere by at most
 /// `LOD_ERROR` (`lod_thresholds`); spheres smaller than `LOD_CUT_OFF` are
 /// not drawn. Sizes are fractions of the screen height (the bounding
@@ -416,7 +416,7 @@ fn octahedron(r: f32) -> Mesh {
 }
 
 /// The coarsest level, an impostor: one triangle in the mesh's XY plane,
-/// drawn facing the camera (`LodLevel::facing_camera`), its corners at
+/// drawn facing the camera (`GpuCullLodLevel::facing_camera`), its corners at
 /// `4r/3` from the centre so that they stray outside the sphere's disc as
 /// far as its edges stray inside (`r/3`). Its normals lean out from the
 /// centre, so that it is lit like the sphere it stands for, brighter on the
@@ -523,13 +523,13 @@ fn setup(
                 |(k, ((level, facing), size))| {
                     // The finest level is the batch's own mesh.
                     let handle = if k == 0 { mesh.clone() } else { meshes.add(level) };
-                    let level = LodLevel::new(handle, size);
+                    let level = GpuCullLodLevel::new(handle, size);
                     if facing { level.facing_camera() } else { level }
                 },
             ))
             .with_cross_fade(args.cross_fade),
         );
-        let mut batch = commands.spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)));
+        let mut batch = commands.spawn((Mesh3d(mesh), GpuCullInstances::new(instances)));
         if args.lod {
             batch.insert(lod.0.clone());
         }
@@ -646,13 +646,13 @@ fn fly(
 fn keys(
     keys: Res<ButtonInput<KeyCode>>,
     mut lights: Query<&mut DirectionalLight>,
-    batches: Query<Entity, With<GpuCulledInstances>>,
-    mut captures: MessageWriter<CaptureScene>,
+    batches: Query<Entity, With<GpuCullInstances>>,
+    mut captures: MessageWriter<GpuCullCaptureScene>,
     mut settings: ResMut<GpuCullSettings>,
     stats: Res<GpuCullStats>,
     mut fly: ResMut<Fly>,
     mut commands: Commands,
-    camera: Query<(Entity, &Camera, &GlobalTransform, Option<&CullingFrustumOverride>), With<MainCamera>>,
+    camera: Query<(Entity, &Camera, &GlobalTransform, Option<&GpuCullFrustumOverride>), With<MainCamera>>,
     (levels, with_levels): (Option<Res<SphereLevels>>, Query<(), With<GpuCullLod>>),
     occluding: Query<(), (With<MainCamera>, With<GpuCullOcclusion>)>,
 ) {
@@ -690,7 +690,7 @@ fn keys(
     if keys.just_pressed(KeyCode::KeyP)
         && let (Ok((camera, ..)), Ok(batch)) = (camera.single(), batches.single())
     {
-        captures.write(CaptureScene {
+        captures.write(GpuCullCaptureScene {
             camera,
             batch,
             path: "gpu-cull-capture.json".into(),
@@ -721,17 +721,17 @@ fn keys(
         && let Ok((entity, cam, transform, frozen)) = camera.single()
     {
         if frozen.is_some() {
-            commands.entity(entity).remove::<CullingFrustumOverride>();
+            commands.entity(entity).remove::<GpuCullFrustumOverride>();
         } else {
             let clip_from_world = cam.clip_from_view() * transform.to_matrix().inverse();
             commands
                 .entity(entity)
-                .insert(CullingFrustumOverride { clip_from_world });
+                .insert(GpuCullFrustumOverride { clip_from_world });
         }
     }
 }
 
-fn draw_frozen_frustum(mut gizmos: Gizmos, camera: Query<&CullingFrustumOverride, With<MainCamera>>) {
+fn draw_frozen_frustum(mut gizmos: Gizmos, camera: Query<&GpuCullFrustumOverride, With<MainCamera>>) {
     let Ok(frozen) = camera.single() else {
         return;
     };
@@ -764,7 +764,7 @@ fn hud(
     settings: Res<GpuCullSettings>,
     times: Res<FrameTimes>,
     fly: Res<Fly>,
-    frozen: Query<(), (With<MainCamera>, With<CullingFrustumOverride>)>,
+    frozen: Query<(), (With<MainCamera>, With<GpuCullFrustumOverride>)>,
     lights: Query<&DirectionalLight>,
     mut text: Query<&mut Text, With<Hud>>,
     with_levels: Query<(), With<GpuCullLod>>,
@@ -868,10 +868,10 @@ fn finish_headless(
     settings: Res<GpuCullSettings>,
     mut commands: Commands,
     camera: Query<(Entity, &Camera, &GlobalTransform), With<MainCamera>>,
-    batch: Query<(Entity, &GpuCulledInstances, &GpuCullBounds, Option<&GpuCullLod>)>,
+    batch: Query<(Entity, &GpuCullInstances, &GpuCullBounds, Option<&GpuCullLod>)>,
     targets: Query<&RenderTarget, With<MainCamera>>,
     mut exit: MessageWriter<AppExit>,
-    mut captures: MessageWriter<CaptureScene>,
+    mut captures: MessageWriter<GpuCullCaptureScene>,
     settled: Res<support::PipelinesSettled>,
 ) {
     // The screenshot near the end, once the culled spheres have been drawn:
@@ -926,7 +926,7 @@ fn finish_headless(
     let reference = match (camera.single(), batch.single()) {
         (Ok((camera, cam, transform)), Ok((batch, instances, bounds, lod))) => {
             if let Some(path) = &args.capture {
-                captures.write(CaptureScene {
+                captures.write(GpuCullCaptureScene {
                     camera,
                     batch,
                     path: path.clone(),

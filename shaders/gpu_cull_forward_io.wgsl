@@ -31,7 +31,7 @@ struct VertexOutput {
 #endif
     // The drawn instance's record on the GPU, what get_instance_color and
     // get_instance_user take: its index in the batch's list
-    // (`GpuCulledInstances::instances`), except in a batch sorted into
+    // (`GpuCullInstances::instances`), except in a batch sorted into
     // cells (`GpuCullCells`), whose records are in the cells' order.
     @location(15) @interpolate(flat) instance_record: u32,
 }

@@ -7,7 +7,7 @@
 // count only through set_instance_count or add_instances.
 #define_import_path bevy_gpu_cull::gpu_writes
 
-#import bevy_gpu_cull::types::CulledInstance
+#import bevy_gpu_cull::types::GpuCullInstance
 #import cull::encode::{encode_instance, culled_part, unit_rotation}
 
 // The batch's header (bevy_gpu_cull's GpuWritesHeader).
@@ -26,7 +26,7 @@ struct GpuCullBatchHeader {
     max_scale: f32,
 }
 
-@group(0) @binding(0) var<storage, read_write> gpu_cull_records: array<CulledInstance>;
+@group(0) @binding(0) var<storage, read_write> gpu_cull_records: array<GpuCullInstance>;
 @group(0) @binding(1) var<storage, read_write> gpu_cull_header: GpuCullBatchHeader;
 @group(0) @binding(2) var<storage, read_write> gpu_cull_input: array<vec4<u32>>;
 
@@ -59,21 +59,21 @@ fn add_instances(n: u32) -> u32 {
 }
 
 // The instance at `index`, as last written.
-fn read_instance(index: u32) -> CulledInstance {
+fn read_instance(index: u32) -> GpuCullInstance {
     return gpu_cull_records[index];
 }
 
 // An instance at `position` with `scale`, `rotation` (any non-zero
 // length) and linear `color`, its user data zero.
-fn culled_instance(position: vec3<f32>, scale: f32, rotation: vec4<f32>, color: vec4<f32>) -> CulledInstance {
-    return CulledInstance(vec4<f32>(position, scale), rotation, color, vec4<u32>(0u));
+fn culled_instance(position: vec3<f32>, scale: f32, rotation: vec4<f32>, color: vec4<f32>) -> GpuCullInstance {
+    return GpuCullInstance(vec4<f32>(position, scale), rotation, color, vec4<u32>(0u));
 }
 
 // Writes the instance at `index` (below instance_capacity()): its record
 // for the draw, its rotation normalized, and its transform in the culler's
 // format. An instance with a non-finite or zero rotation, a non-finite
 // position, or a scale outside the batch's scales is culled: not drawn.
-fn write_instance(index: u32, instance: CulledInstance) {
+fn write_instance(index: u32, instance: GpuCullInstance) {
     if index >= gpu_cull_header.capacity {
         return;
     }

@@ -14,7 +14,7 @@
 #import bevy_pbr::mesh_functions::{mesh_normal_local_to_world, mesh_tangent_local_to_world}
 #import bevy_render::maths::{affine3_to_square, mat2x4_f32_to_mat3x3_unpack}
 
-#import bevy_gpu_cull::types::CulledInstance
+#import bevy_gpu_cull::types::GpuCullInstance
 
 // The batch's StandardMaterial, as the plugin passes it on
 // (bevy_gpu_cull's MaterialUniform): base color (times each instance's
@@ -66,7 +66,7 @@ struct GpuCullLevel {
 }
 
 // GpuCullLevel::flags: the level's mesh turns with the view instead of the
-// instance (LodLevel::facing_camera): an impostor.
+// instance (GpuCullLodLevel::facing_camera): an impostor.
 const LEVEL_FACING_CAMERA: u32 = 1u;
 // GpuCullLevel::flags: the level cross-fades with its neighbours, dithered
 // (only for the culling formats that carry the instance's scale in f32:
@@ -82,7 +82,7 @@ const LEVEL_BATCH_IN_WORLD: u32 = 4u;
 // whichever list the instance is in.
 const FADE_MARGIN: f32 = 0.02;
 
-@group(2) @binding(10) var<storage, read> instances: array<CulledInstance>;
+@group(2) @binding(10) var<storage, read> instances: array<GpuCullInstance>;
 @group(2) @binding(11) var<storage, read> survivors: array<u32>;
 @group(2) @binding(12) var<uniform> material: GpuCullMaterial;
 // The material's base color texture (a white fallback without one).
@@ -99,7 +99,7 @@ const FADE_MARGIN: f32 = 0.02;
 // Last frame's records, for motion vectors: a copy made after last frame's
 // draws for a batch with GpuCullMotionVectors, else the records themselves
 // (the instances' own motion is then none).
-@group(2) @binding(20) var<storage, read> previous_instances: array<CulledInstance>;
+@group(2) @binding(20) var<storage, read> previous_instances: array<GpuCullInstance>;
 
 // The material's metallic (x) and perceptual roughness (y) at `uv`.
 fn material_metallic_roughness(uv: vec2<f32>) -> vec2<f32> {
@@ -158,12 +158,12 @@ fn masked_out(color: vec4<f32>) -> bool {
 }
 
 // The survivor drawn as instance `instance_index`.
-fn fetch_instance(instance_index: u32) -> CulledInstance {
+fn fetch_instance(instance_index: u32) -> GpuCullInstance {
     return instances[survivors[instance_index]];
 }
 
 // The survivor drawn as instance `instance_index`, as it was last frame.
-fn fetch_previous_instance(instance_index: u32) -> CulledInstance {
+fn fetch_previous_instance(instance_index: u32) -> GpuCullInstance {
     return previous_instances[survivors[instance_index]];
 }
 
@@ -174,7 +174,7 @@ fn fetch_record(instance_index: u32) -> u32 {
     return survivors[instance_index];
 }
 
-// The color of the batch's instance `record` (`CulledInstance::color`),
+// The color of the batch's instance `record` (`GpuCullInstance::color`),
 // for a material's shaders: the main pass passes `record` to the fragment
 // stage as `instance_record` (bevy_gpu_cull::forward_io::VertexOutput),
 // as Bevy's `mesh_functions::get_tag` takes a mesh's `instance_index`.
@@ -182,7 +182,7 @@ fn get_instance_color(record: u32) -> vec4<f32> {
     return instances[record].color;
 }
 
-// The user data of the batch's instance `record` (`CulledInstance::user`).
+// The user data of the batch's instance `record` (`GpuCullInstance::user`).
 fn get_instance_user(record: u32) -> vec4<u32> {
     return instances[record].user;
 }
@@ -202,7 +202,7 @@ fn view_turn() -> mat3x3<f32> {
     );
 }
 
-// Whether the drawn level faces the camera (LodLevel::facing_camera). The
+// Whether the drawn level faces the camera (GpuCullLodLevel::facing_camera). The
 // level's flag is uniform over the draw, so branches on it cost no
 // divergence.
 fn level_faces_camera() -> bool {
@@ -214,7 +214,7 @@ fn level_faces_camera() -> bool {
 // (in the world). For normals and tangents in the world, take
 // instance_normal_to_world and instance_tangent_to_world, which apply the
 // batch's transform too.
-fn instance_rotate(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+fn instance_rotate(instance: GpuCullInstance, v: vec3<f32>) -> vec3<f32> {
     if level_faces_camera() {
         return view_turn() * v;
     }
@@ -239,7 +239,7 @@ fn batch_previous_world_from_local() -> mat4x4<f32> {
 }
 
 // -1 for an instance with a negative scale (a mirror image), else 1.
-fn instance_handedness(instance: CulledInstance) -> f32 {
+fn instance_handedness(instance: GpuCullInstance) -> f32 {
     return select(1.0, -1.0, instance.position_scale.w < 0.0);
 }
 
@@ -256,7 +256,7 @@ fn batch_mirrors() -> bool {
 // instance that is not one in a batch that does. Such instances are drawn
 // with the opposite front face, so that back faces are culled and lit as
 // on a mesh.
-fn instance_winds_backwards(instance: CulledInstance) -> bool {
+fn instance_winds_backwards(instance: GpuCullInstance) -> bool {
     return (instance.position_scale.w < 0.0) != batch_mirrors();
 }
 
@@ -266,7 +266,7 @@ fn instance_winds_backwards(instance: CulledInstance) -> bool {
 // whose front face is clockwise), each keeping the instances that wind its
 // way. A custom draw shader should drop such instances too (see
 // `skipped_position`).
-fn drawn_by_other_winding(instance: CulledInstance) -> bool {
+fn drawn_by_other_winding(instance: GpuCullInstance) -> bool {
 #ifdef GPU_CULL_FLIPPED_WINDING
     return !instance_winds_backwards(instance);
 #else
@@ -283,13 +283,13 @@ fn skipped_position() -> vec4<f32> {
 // The mirror a level facing the camera takes for an instance that winds
 // backwards (across the view's vertical axis), so that the impostor winds
 // as the instance does and the draw of its winding keeps it.
-fn facing_mirror(instance: CulledInstance) -> vec3<f32> {
+fn facing_mirror(instance: GpuCullInstance) -> vec3<f32> {
     return vec3<f32>(select(1.0, -1.0, instance_winds_backwards(instance)), 1.0, 1.0);
 }
 
 // Mesh space to the batch's space for this instance: rotated, scaled,
 // placed.
-fn instance_to_local(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+fn instance_to_local(instance: GpuCullInstance, v: vec3<f32>) -> vec3<f32> {
     return instance.position_scale.xyz + rotate(instance.rotation, v * instance.position_scale.w);
 }
 
@@ -298,7 +298,7 @@ fn instance_to_local(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
 // camera is turned in the world, sized by the instance's scale and the
 // batch's shortest axis (so that it stays within the sphere the cull
 // tests).
-fn instance_to_world_by(world_from_local: mat4x4<f32>, instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+fn instance_to_world_by(world_from_local: mat4x4<f32>, instance: GpuCullInstance, v: vec3<f32>) -> vec3<f32> {
     if level_faces_camera() {
         let m = world_from_local;
         let center = (m * vec4<f32>(instance.position_scale.xyz, 1.0)).xyz;
@@ -313,20 +313,20 @@ fn instance_to_world_by(world_from_local: mat4x4<f32>, instance: CulledInstance,
 
 // Mesh space to world space for this instance: its own transform, then the
 // batch's.
-fn instance_to_world(instance: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+fn instance_to_world(instance: GpuCullInstance, v: vec3<f32>) -> vec3<f32> {
     return instance_to_world_by(batch_world_from_local(), instance, v);
 }
 
 // Where this vertex was last frame, given the instance as it was last
 // frame (fetch_previous_instance) and the batch's transform last frame.
-fn instance_to_previous_world(previous: CulledInstance, v: vec3<f32>) -> vec3<f32> {
+fn instance_to_previous_world(previous: GpuCullInstance, v: vec3<f32>) -> vec3<f32> {
     return instance_to_world_by(batch_previous_world_from_local(), previous, v);
 }
 
 // A mesh-space normal in the world for this instance: turned by its
 // rotation (and reversed for a mirror image), then by the batch's
 // transform as Bevy turns a mesh's normals, normalized.
-fn instance_normal_to_world(instance: CulledInstance, n: vec3<f32>) -> vec3<f32> {
+fn instance_normal_to_world(instance: GpuCullInstance, n: vec3<f32>) -> vec3<f32> {
     if level_faces_camera() {
         return view_turn() * (n * facing_mirror(instance));
     }
@@ -340,7 +340,7 @@ fn instance_normal_to_world(instance: CulledInstance, n: vec3<f32>) -> vec3<f32>
 // A mesh-space tangent (xyz, and the bitangent's sign in w) in the world
 // for this instance, as Bevy turns a mesh's (the sign flipped for a mirror
 // image, and again for a mirroring batch transform).
-fn instance_tangent_to_world(instance: CulledInstance, t: vec4<f32>) -> vec4<f32> {
+fn instance_tangent_to_world(instance: GpuCullInstance, t: vec4<f32>) -> vec4<f32> {
     if level_faces_camera() {
         let mirror = facing_mirror(instance);
         return vec4<f32>(view_turn() * (t.xyz * mirror), t.w * mirror.x);
@@ -397,7 +397,7 @@ fn fade_progress(size: f32, t: f32) -> f32 {
 // the batch's stretch / distance, no distance in an orthographic view),
 // so that two levels of one instance split its pixels between them
 // exactly.
-fn level_fade(instance: CulledInstance) -> vec2<f32> {
+fn level_fade(instance: GpuCullInstance) -> vec2<f32> {
     if (level.flags & LEVEL_CROSS_FADE) == 0u {
         return vec2<f32>(0.0, 2.0);
     }
@@ -433,7 +433,7 @@ fn level_fade(instance: CulledInstance) -> vec2<f32> {
 // progress, so they split its pixels with none left to neither, in the
 // main pass and the prepasses alike. Where two fades overlap (thresholds
 // closer than the fade's width) a level is drawn whole: more, never less.
-fn level_dither(instance: CulledInstance) -> i32 {
+fn level_dither(instance: GpuCullInstance) -> i32 {
     let fade = level_fade(instance);
     let fading_out = fade.y < 1.0;
     let fading_in = fade.x > 0.0;

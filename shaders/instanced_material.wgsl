@@ -64,11 +64,14 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.world_tangent = instance_tangent_to_world(instance, vertex.tangent);
 #endif
     // The instance's color is the vertex color the material sees (the
-    // plugin defines VERTEX_COLORS for every material draw).
+    // plugin defines VERTEX_COLORS for a batch with colored instances, and
+    // Bevy for a mesh with vertex colors).
 #ifdef GPU_CULL_MESH_COLORS
     out.color = instance.color * vertex.color;
 #else
+#ifdef VERTEX_COLORS
     out.color = instance.color;
+#endif
 #endif
 #ifdef VERTEX_OUTPUT_INSTANCE_INDEX
     out.instance_index = 0u;

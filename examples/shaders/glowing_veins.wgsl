@@ -37,7 +37,7 @@ fn fragment(
     var pbr_input = pbr_input_from_standard_material(in, is_front);
     pbr_input.material.base_color = alpha_discard(pbr_input.material, pbr_input.material.base_color);
     var color = apply_pbr_lighting(pbr_input);
-    // CulledInstance::user[0]: the rock's ore, 0 for none.
+    // GpuCullInstance::user[0]: the rock's ore, 0 for none.
 #ifdef GPU_CULL_BATCH
     let ore = get_instance_user(instance_record).x;
 #else

@@ -2,21 +2,21 @@
 //! (camera, batch) as the plugin culls it, so that cull-core's `replay`
 //! example reproduces a culling question outside Bevy.
 
-use crate::components::{CullingFrustumOverride, GpuCullBounds, GpuCulledInstances};
+use crate::components::{GpuCullBounds, GpuCullFrustumOverride, GpuCullInstances};
 use bevy::prelude::*;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Write the scene file of `camera`'s view of `batch` to `path`: the view's
-/// `clip_from_world` (the [`CullingFrustumOverride`]'s when it has one)
+/// `clip_from_world` (the [`GpuCullFrustumOverride`]'s when it has one)
 /// taken into the batch's space (times its `GlobalTransform`, in `f64`),
 /// the batch's [`GpuCullBounds`] and its instances. Handled at the end of the
 /// frame it is sent in; errors are logged.
 #[derive(Message, Clone, Debug)]
-pub struct CaptureScene {
+pub struct GpuCullCaptureScene {
     /// The camera entity.
     pub camera: Entity,
-    /// The batch entity (with [`GpuCulledInstances`]).
+    /// The batch entity (with [`GpuCullInstances`]).
     pub batch: Entity,
     /// Where the JSON goes.
     pub path: PathBuf,
@@ -44,11 +44,7 @@ fn numbers(values: &[f32]) -> String {
 }
 
 /// The scene file's JSON.
-pub(crate) fn scene_json(
-    clip_from_world: Mat4,
-    bounds: &GpuCullBounds,
-    batch: &GpuCulledInstances,
-) -> String {
+pub(crate) fn scene_json(clip_from_world: Mat4, bounds: &GpuCullBounds, batch: &GpuCullInstances) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{{");
     let _ = writeln!(
@@ -80,9 +76,9 @@ pub(crate) fn scene_json(
 }
 
 pub(crate) fn write_captures(
-    mut captures: MessageReader<CaptureScene>,
-    cameras: Query<(&Camera, &GlobalTransform, Option<&CullingFrustumOverride>)>,
-    batches: Query<(&GpuCulledInstances, &GpuCullBounds, &GlobalTransform)>,
+    mut captures: MessageReader<GpuCullCaptureScene>,
+    cameras: Query<(&Camera, &GlobalTransform, Option<&GpuCullFrustumOverride>)>,
+    batches: Query<(&GpuCullInstances, &GpuCullBounds, &GlobalTransform)>,
 ) {
     for capture in captures.read() {
         let Ok((camera, transform, frozen)) = cameras.get(capture.camera) else {

@@ -12,11 +12,11 @@ use std::ops::Range;
 /// One instance: position, rotation and uniform scale relative to its batch
 /// entity (as a mesh's vertices are relative to its entity), base color,
 /// and four words of user data for custom draw shaders (64 bytes, the
-/// layout of `CulledInstance` in the `bevy_gpu_cull::instance` shader library).
+/// layout of `GpuCullInstance` in the `bevy_gpu_cull::instance` shader library).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable, Reflect)]
 #[reflect(Debug, PartialEq, Clone)]
-pub struct CulledInstance {
+pub struct GpuCullInstance {
     /// Translation in the batch entity's space (the world's, for a batch
     /// entity with the identity transform).
     pub position: Vec3,
@@ -37,7 +37,7 @@ pub struct CulledInstance {
     pub user: [u32; 4],
 }
 
-impl CulledInstance {
+impl GpuCullInstance {
     /// An unrotated, unit-scale instance with zero user data, in any of
     /// Bevy's color types (`Color`, `Srgba`, `LinearRgba`, ...).
     pub fn new(position: Vec3, color: impl Into<LinearRgba>) -> Self {
@@ -145,8 +145,8 @@ impl CulledInstance {
     NoAutomaticBatching,
     SyncToRenderWorld
 )]
-pub struct GpuCulledInstances {
-    instances: Vec<CulledInstance>,
+pub struct GpuCullInstances {
+    instances: Vec<GpuCullInstance>,
     #[reflect(ignore)]
     pub(crate) changes: PendingChanges,
 }
@@ -166,9 +166,9 @@ pub(crate) struct PendingChanges {
     pub touched: bool,
 }
 
-impl GpuCulledInstances {
+impl GpuCullInstances {
     /// A batch of these instances.
-    pub fn new(instances: Vec<CulledInstance>) -> Self {
+    pub fn new(instances: Vec<GpuCullInstance>) -> Self {
         let mut batch = Self {
             instances,
             changes: PendingChanges::default(),
@@ -194,7 +194,7 @@ impl GpuCulledInstances {
     }
 
     /// The instances.
-    pub fn instances(&self) -> &[CulledInstance] {
+    pub fn instances(&self) -> &[GpuCullInstance] {
         &self.instances
     }
 
@@ -210,14 +210,14 @@ impl GpuCulledInstances {
 
     /// Replaces instance `index`; only it is uploaded. Panics if `index` is
     /// out of bounds, like indexing a slice.
-    pub fn set(&mut self, index: usize, instance: CulledInstance) {
+    pub fn set(&mut self, index: usize, instance: GpuCullInstance) {
         self.instances[index] = instance;
         self.mark(index..index + 1);
     }
 
     /// The instances in `range`, to change in place; only they are uploaded.
     /// Panics if the range is out of bounds, like slicing.
-    pub fn edit(&mut self, range: Range<usize>) -> &mut [CulledInstance] {
+    pub fn edit(&mut self, range: Range<usize>) -> &mut [GpuCullInstance] {
         let _in_bounds = &self.instances[range.clone()];
         self.mark(range.clone());
         &mut self.instances[range]
@@ -225,14 +225,14 @@ impl GpuCulledInstances {
 
     /// Appends an instance; only it is uploaded (unless the GPU buffers must
     /// grow, which re-uploads the batch once, doubling the capacity).
-    pub fn push(&mut self, instance: CulledInstance) {
+    pub fn push(&mut self, instance: GpuCullInstance) {
         self.instances.push(instance);
         let end = self.instances.len();
         self.mark(end - 1..end);
     }
 
     /// Appends instances; only they are uploaded (see [`push`](Self::push)).
-    pub fn extend(&mut self, instances: impl IntoIterator<Item = CulledInstance>) {
+    pub fn extend(&mut self, instances: impl IntoIterator<Item = GpuCullInstance>) {
         self.changes.touched = true;
         let start = self.instances.len();
         self.instances.extend(instances);
@@ -258,7 +258,7 @@ impl GpuCulledInstances {
     }
 
     /// Replaces the whole list; all of it is uploaded.
-    pub fn replace(&mut self, instances: Vec<CulledInstance>) {
+    pub fn replace(&mut self, instances: Vec<GpuCullInstance>) {
         self.instances = instances;
         self.mark_all();
     }
@@ -266,7 +266,7 @@ impl GpuCulledInstances {
     /// The list itself, for arbitrary changes: the whole list is uploaded on
     /// the next frame. Prefer [`edit`](Self::edit) or [`set`](Self::set) for
     /// small changes to a large batch.
-    pub fn instances_mut(&mut self) -> &mut Vec<CulledInstance> {
+    pub fn instances_mut(&mut self) -> &mut Vec<GpuCullInstance> {
         self.mark_all();
         &mut self.instances
     }
@@ -351,13 +351,13 @@ impl GpuCulledInstances {
 pub(crate) struct ScaleRange(Option<(f32, f32)>);
 
 impl ScaleRange {
-    pub fn of(instances: &[CulledInstance]) -> Self {
+    pub fn of(instances: &[GpuCullInstance]) -> Self {
         let mut range = Self::default();
         range.widen(instances);
         range
     }
 
-    pub fn widen(&mut self, instances: &[CulledInstance]) {
+    pub fn widen(&mut self, instances: &[GpuCullInstance]) {
         for s in instances.iter().map(|i| i.scale).filter(|s| s.is_finite()) {
             let (lo, hi) = self.0.get_or_insert((s, s));
             *lo = lo.min(s);
@@ -406,7 +406,7 @@ pub struct GpuCullBounds {
 pub(crate) fn compute_bounds(
     mut commands: Commands,
     meshes: Res<Assets<Mesh>>,
-    batches: Query<(Entity, Ref<Mesh3d>, Option<&GpuCullBounds>), With<GpuCulledInstances>>,
+    batches: Query<(Entity, Ref<Mesh3d>, Option<&GpuCullBounds>), With<GpuCullInstances>>,
     mut computed: Local<bevy::platform::collections::HashSet<Entity>>,
 ) {
     for (entity, mesh, bounds) in &batches {
@@ -431,7 +431,7 @@ pub(crate) fn compute_bounds(
 /// own, e.g. to freeze culling and fly away to see what was culled.
 #[derive(Component, ExtractComponent, Clone, Copy, Debug, PartialEq, Reflect)]
 #[reflect(Component, Debug, PartialEq, Clone)]
-pub struct CullingFrustumOverride {
+pub struct GpuCullFrustumOverride {
     /// The view-projection to cull with (wgpu clip space).
     pub clip_from_world: Mat4,
 }
@@ -523,8 +523,8 @@ mod tests {
         assert_eq!(lod(&[0.05, 0.01, 0.0]).problem(), None);
         // Pairs with literal sizes, or levels, one of them an impostor.
         let mixed = GpuCullLod::new([
-            LodLevel::new(Handle::default(), 0.05),
-            LodLevel::new(Handle::default(), 0.01).facing_camera(),
+            GpuCullLodLevel::new(Handle::default(), 0.05),
+            GpuCullLodLevel::new(Handle::default(), 0.01).facing_camera(),
         ]);
         assert_eq!(mixed.problem(), None);
         assert_eq!(
@@ -562,13 +562,13 @@ mod tests {
         let t = Transform::from_xyz(1.0, 2.0, 3.0)
             .with_rotation(Quat::from_rotation_y(0.5))
             .with_scale(Vec3::new(2.0, -3.0, 1.0));
-        let i = CulledInstance::from_transform(&t, Color::srgb(1.0, 0.0, 0.0));
+        let i = GpuCullInstance::from_transform(&t, Color::srgb(1.0, 0.0, 0.0));
         assert_eq!(i.position, t.translation);
         assert_eq!(i.rotation, t.rotation);
         // Non-uniform: the largest magnitude, so the instance covers the mesh.
         assert_eq!(i.scale, 3.0);
         assert_eq!(i.linear_color(), LinearRgba::from(Color::srgb(1.0, 0.0, 0.0)));
-        let j = CulledInstance::new(Vec3::ZERO, Srgba::BLUE)
+        let j = GpuCullInstance::new(Vec3::ZERO, Srgba::BLUE)
             .with_scale(0.5)
             .with_rotation(Quat::from_rotation_x(1.0))
             .with_color(LinearRgba::GREEN)
@@ -636,8 +636,8 @@ mod tests {
 
     #[test]
     fn batch_records_what_changed() {
-        let i = CulledInstance::new(Vec3::ZERO, LinearRgba::WHITE);
-        let mut b = GpuCulledInstances::new(vec![i; 100]);
+        let i = GpuCullInstance::new(Vec3::ZERO, LinearRgba::WHITE);
+        let mut b = GpuCullInstances::new(vec![i; 100]);
         let c = b.take_changes();
         assert!(c.any && c.all);
         assert!(!b.take_changes().any, "taking clears");
@@ -706,7 +706,7 @@ impl Default for GpuCullCells {
 /// smaller than the last level's are not drawn (a last size of 0 draws
 /// every instance). Shadow views draw each instance at the level the camera
 /// chose, so shadows match what casts them (a level facing the camera,
-/// [`LodLevel::facing_camera`], turns toward each shadow view instead).
+/// [`GpuCullLodLevel::facing_camera`], turns toward each shadow view instead).
 ///
 /// The meshes must share the vertex layout of the batch's `Mesh3d` (the
 /// attributes it has; the draw's pipeline is specialized once), and should
@@ -721,17 +721,17 @@ impl Default for GpuCullCells {
 #[reflect(Component, Default, Debug, PartialEq, Clone)]
 pub struct GpuCullLod {
     /// Finest first.
-    pub levels: Vec<LodLevel>,
+    pub levels: Vec<GpuCullLodLevel>,
     /// The width of each cross-fade, as a fraction of its threshold: 0 (the
     /// default) switches at the threshold ([`Self::with_cross_fade`]).
     pub cross_fade: f32,
 }
 
-/// One level of detail of a [`GpuCullLod`] ([`LodLevel::new`]).
+/// One level of detail of a [`GpuCullLod`] ([`GpuCullLodLevel::new`]).
 #[derive(Clone, Debug, PartialEq, Reflect)]
 #[reflect(Debug, PartialEq, Clone)]
 #[non_exhaustive]
-pub struct LodLevel {
+pub struct GpuCullLodLevel {
     /// The mesh drawn at this level.
     pub mesh: Handle<Mesh>,
     /// The smallest projected size (fraction of the screen height) drawn at
@@ -742,7 +742,7 @@ pub struct LodLevel {
     pub facing_camera: bool,
 }
 
-impl LodLevel {
+impl GpuCullLodLevel {
     /// A level drawing `mesh` down to `min_screen_size`, turned by each
     /// instance's rotation.
     pub fn new(mesh: Handle<Mesh>, min_screen_size: f32) -> Self {
@@ -773,7 +773,7 @@ impl LodLevel {
     }
 }
 
-impl From<(Handle<Mesh>, f32)> for LodLevel {
+impl From<(Handle<Mesh>, f32)> for GpuCullLodLevel {
     fn from((mesh, min_screen_size): (Handle<Mesh>, f32)) -> Self {
         Self::new(mesh, min_screen_size)
     }
@@ -781,9 +781,9 @@ impl From<(Handle<Mesh>, f32)> for LodLevel {
 
 impl GpuCullLod {
     /// Levels, finest first, from `(mesh, min_screen_size)` pairs or
-    /// [`LodLevel`]s (`LodLevel::new(mesh, size).facing_camera()` for an
+    /// [`GpuCullLodLevel`]s (`GpuCullLodLevel::new(mesh, size).facing_camera()` for an
     /// impostor).
-    pub fn new(levels: impl IntoIterator<Item = impl Into<LodLevel>>) -> Self {
+    pub fn new(levels: impl IntoIterator<Item = impl Into<GpuCullLodLevel>>) -> Self {
         Self {
             levels: levels.into_iter().map(Into::into).collect(),
             cross_fade: 0.0,

@@ -20,7 +20,7 @@ use bevy::prelude::*;
 /// [`Self::capacity`]; instances at and past it are neither culled in nor
 /// drawn.
 ///
-/// The batch's [`crate::GpuCulledInstances`] list gives the first
+/// The batch's [`crate::GpuCullInstances`] list gives the first
 /// instances and the count when it is uploaded (again whenever its length
 /// changes); CPU edits overwrite what the GPU wrote in the edited ranges.
 ///
@@ -80,7 +80,7 @@ impl GpuCullComputeWrites {
 /// frame (a copy of its draw records, 64 bytes an instance, made after
 /// each frame's draws) and the motion-vector prepass moves each vertex
 /// from where its instance was to where it is, whether the CPU
-/// ([`crate::GpuCulledInstances`]) or the GPU
+/// ([`crate::GpuCullInstances`]) or the GPU
 /// ([`GpuCullComputeWrites`]) moved it. Without it, a batch's motion
 /// vectors carry only the camera's and the batch transform's motion, and
 /// temporal anti-aliasing or motion blur smear instances that move.

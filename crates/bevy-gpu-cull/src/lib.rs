@@ -15,9 +15,9 @@
 //!
 //! fn setup(mut commands: Commands, mut meshes: ResMut<Assets<Mesh>>) {
 //!     let instances = (0..10_000)
-//!         .map(|i| CulledInstance::new(Vec3::new((i % 100) as f32, 0.0, -((i / 100) as f32)), LinearRgba::WHITE))
+//!         .map(|i| GpuCullInstance::new(Vec3::new((i % 100) as f32, 0.0, -((i / 100) as f32)), LinearRgba::WHITE))
 //!         .collect();
-//!     commands.spawn((Mesh3d(meshes.add(Sphere::new(0.4))), GpuCulledInstances::new(instances)));
+//!     commands.spawn((Mesh3d(meshes.add(Sphere::new(0.4))), GpuCullInstances::new(instances)));
 //!     commands.spawn((Camera3d::default(), Transform::from_xyz(50.0, 10.0, 20.0)));
 //!     commands.spawn(DirectionalLight::default());
 //! }
@@ -28,7 +28,7 @@
 //! tonemapping) Bevy computes for the view; a batch with a blended
 //! material goes into Bevy's `Transparent3d` phase instead, its survivors
 //! sorted back to front on the GPU for each camera. Lists are edited through
-//! [`GpuCulledInstances`]'s methods, which record what changed so that only
+//! [`GpuCullInstances`]'s methods, which record what changed so that only
 //! that is uploaded; [`GpuCullStats`] reports visible counts and GPU times.
 //! The draw shader's instance fetch is a shader library,
 //! `bevy_gpu_cull::instance`, for custom draw shaders. A batch with
@@ -65,10 +65,10 @@ mod render;
 mod settings;
 mod stats;
 
-pub use capture::CaptureScene;
+pub use capture::GpuCullCaptureScene;
 pub use components::{
-    CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullCells, GpuCullLod, GpuCullOcclusion,
-    GpuCulledInstances, LodLevel, MAX_LOD_LEVELS,
+    GpuCullBounds, GpuCullCells, GpuCullFrustumOverride, GpuCullInstance, GpuCullInstances, GpuCullLod,
+    GpuCullLodLevel, GpuCullOcclusion, MAX_LOD_LEVELS,
 };
 /// The culling library the plugin runs on, for CPU references of what it
 /// keeps (`cull_core::Frustum`, `cull_core::LocalFrame`, `cull_core::cpu`),
@@ -81,15 +81,15 @@ pub use picking::{GpuCullHit, GpuCullPickingPlugin, GpuCullRayCast, GpuCullRayHi
 pub use plugin::GpuCullPlugin;
 pub use render::gpu_writes::{GpuCullInstanceBuffer, GpuCullInstanceBuffers};
 pub use settings::{GpuCullSettings, GpuCullSystems};
-pub use stats::{CellStats, GpuCullStats, ShadowViewId};
+pub use stats::{GpuCullCellStats, GpuCullShadowView, GpuCullStats};
 
 /// The plugin, its settings and the batch component.
 pub mod prelude {
     pub use crate::{
-        CaptureScene, CulledInstance, CullingFrustumOverride, GpuCullBounds, GpuCullCells,
-        GpuCullComputeWrites, GpuCullInstanceBuffers, GpuCullLod, GpuCullMotionVectors, GpuCullOcclusion,
-        GpuCullPlugin, GpuCullSettings, GpuCullStats, GpuCullSystems, GpuCulledInstances, InstanceFormat,
-        LodLevel, ScanVariant, ShadowViewId,
+        GpuCullBounds, GpuCullCaptureScene, GpuCullCells, GpuCullComputeWrites, GpuCullFrustumOverride,
+        GpuCullInstance, GpuCullInstanceBuffers, GpuCullInstances, GpuCullLod, GpuCullLodLevel,
+        GpuCullMotionVectors, GpuCullOcclusion, GpuCullPlugin, GpuCullSettings, GpuCullShadowView,
+        GpuCullStats, GpuCullSystems, InstanceFormat, ScanVariant,
     };
 }
 

@@ -8,7 +8,7 @@
 //! has found the candidates. The CPU's copy of the instances is what is
 //! picked: batches written on the GPU are not pickable.
 
-use crate::components::{CulledInstance, GpuCullBounds, GpuCullLod, GpuCulledInstances};
+use crate::components::{GpuCullBounds, GpuCullInstance, GpuCullInstances, GpuCullLod};
 use crate::gpu_instances::GpuCullComputeWrites;
 use bevy::camera::visibility::RenderLayers;
 use bevy::ecs::change_detection::Tick;
@@ -45,7 +45,7 @@ const NO_MESH: Handle<Mesh> = bevy::asset::uuid_handle!("0c0bb8f1-5a7e-4d0e-9b8e
 /// ([`GpuCullPickingPlugin`]) picks its instances.
 pub(crate) fn hide_batch_meshes_from_mesh_picking(app: &mut App) {
     // Already registered by an earlier `GpuCullPlugin` in this app: fine.
-    let _ = app.try_register_required_components_with::<GpuCulledInstances, SimplifiedMesh>(|| {
+    let _ = app.try_register_required_components_with::<GpuCullInstances, SimplifiedMesh>(|| {
         SimplifiedMesh(NO_MESH)
     });
 }
@@ -54,7 +54,7 @@ pub(crate) fn hide_batch_meshes_from_mesh_picking(app: &mut App) {
 /// pointer event's `hit`): the instance hit, its index in the batch's list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Reflect)]
 pub struct GpuCullHit {
-    /// The instance's index in [`GpuCulledInstances::instances`].
+    /// The instance's index in [`GpuCullInstances::instances`].
     pub instance: u32,
 }
 
@@ -92,7 +92,7 @@ struct Node {
 const LEAF: usize = 8;
 
 impl BatchIndex {
-    fn build(batch: &GpuCulledInstances, bounds: GpuCullBounds, changed: Tick) -> Self {
+    fn build(batch: &GpuCullInstances, bounds: GpuCullBounds, changed: Tick) -> Self {
         // The spheres the plugin's cull tests (position + quaternion, as
         // drawn); instances the draw hides have none.
         let spheres: Vec<Vec4> = batch
@@ -242,7 +242,7 @@ pub struct GpuCullRayCast<'w, 's> {
         's,
         (
             Entity,
-            Ref<'static, GpuCulledInstances>,
+            Ref<'static, GpuCullInstances>,
             &'static GpuCullBounds,
             &'static Mesh3d,
             &'static GlobalTransform,
@@ -390,7 +390,7 @@ impl<'a> PickLevels<'a> {
 
     /// The level `instance` is drawn at: the finest whose smallest size its
     /// sphere reaches; `None` below the coarsest (not drawn).
-    fn level_of(&self, instance: &CulledInstance) -> Option<(&'a Mesh, bool)> {
+    fn level_of(&self, instance: &GpuCullInstance) -> Option<(&'a Mesh, bool)> {
         let c = self.bounds.center;
         let center = instance.position + instance.rotation.normalize() * (c * instance.scale);
         let size = self
@@ -408,7 +408,7 @@ impl<'a> PickLevels<'a> {
 /// like the camera about its transformed position, sized by its scale and
 /// the batch's shortest axis, mirrored across the camera's vertical axis
 /// where it winds backwards.
-fn instance_transform(instance: &CulledInstance, batch_affine: Affine3A, facing: Option<Mat3>) -> Affine3A {
+fn instance_transform(instance: &GpuCullInstance, batch_affine: Affine3A, facing: Option<Mat3>) -> Affine3A {
     let Some(view_turn) = facing else {
         return batch_affine
             * Affine3A::from_scale_rotation_translation(
@@ -431,7 +431,7 @@ fn instance_transform(instance: &CulledInstance, batch_affine: Affine3A, facing:
 /// The nearest instance of a batch the ray hits, exactly.
 fn nearest_instance(
     index: &BatchIndex,
-    batch: &GpuCulledInstances,
+    batch: &GpuCullInstances,
     batch_affine: Affine3A,
     mesh: &PickMesh,
     ray: Ray3d,
@@ -535,12 +535,12 @@ fn update_hits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::components::CulledInstance;
+    use crate::components::GpuCullInstance;
     use bevy::ecs::system::RunSystemOnce;
 
     /// A world with Bevy's mesh assets and one batch of an icosphere of
     /// radius 0.5 (bounds 0.5 too).
-    fn world_with(instances: Vec<CulledInstance>, transform: Transform, visible: bool) -> (World, Entity) {
+    fn world_with(instances: Vec<GpuCullInstance>, transform: Transform, visible: bool) -> (World, Entity) {
         let mut world = World::new();
         let mut meshes = Assets::<Mesh>::default();
         let mesh = meshes.add(Sphere::new(0.5).mesh().ico(3).unwrap());
@@ -552,7 +552,7 @@ mod tests {
         };
         let batch = world
             .spawn((
-                GpuCulledInstances::new(instances),
+                GpuCullInstances::new(instances),
                 GpuCullBounds {
                     center: Vec3::ZERO,
                     radius: 0.5,
@@ -581,10 +581,10 @@ mod tests {
     #[test]
     fn a_ray_hits_the_nearest_instance_exactly() {
         let instances = vec![
-            CulledInstance::new(Vec3::new(0.0, 0.0, -5.0), LinearRgba::WHITE),
-            CulledInstance::new(Vec3::new(1.3, 0.0, -5.0), LinearRgba::WHITE),
-            CulledInstance::new(Vec3::new(0.65, 0.0, -10.0), LinearRgba::WHITE),
-            CulledInstance::new(Vec3::new(-3.0, 0.0, -8.0), LinearRgba::WHITE).with_scale(-2.0),
+            GpuCullInstance::new(Vec3::new(0.0, 0.0, -5.0), LinearRgba::WHITE),
+            GpuCullInstance::new(Vec3::new(1.3, 0.0, -5.0), LinearRgba::WHITE),
+            GpuCullInstance::new(Vec3::new(0.65, 0.0, -10.0), LinearRgba::WHITE),
+            GpuCullInstance::new(Vec3::new(-3.0, 0.0, -8.0), LinearRgba::WHITE).with_scale(-2.0),
         ];
         let (mut world, batch) = world_with(instances.clone(), Transform::IDENTITY, true);
         let hits = cast(&mut world, ray(Vec3::ZERO, Vec3::new(0.0, 0.0, -1.0)));
@@ -639,23 +639,23 @@ mod tests {
     fn levels_of_detail(facing: bool) -> (World, Entity) {
         let instances = vec![
             // Size 0.5 / 2 / tan(0.5) = 0.46: the sphere.
-            CulledInstance::new(Vec3::new(0.0, 0.0, -2.0), LinearRgba::WHITE),
+            GpuCullInstance::new(Vec3::new(0.0, 0.0, -2.0), LinearRgba::WHITE),
             // Size about 0.11: the cube, turned 45 degrees about Y.
-            CulledInstance::new(Vec3::new(3.0, 0.0, -8.0), LinearRgba::WHITE)
+            GpuCullInstance::new(Vec3::new(3.0, 0.0, -8.0), LinearRgba::WHITE)
                 .with_rotation(Quat::from_rotation_y(std::f32::consts::FRAC_PI_4)),
             // Size about 0.018: not drawn.
-            CulledInstance::new(Vec3::new(-20.0, 0.0, -50.0), LinearRgba::WHITE),
+            GpuCullInstance::new(Vec3::new(-20.0, 0.0, -50.0), LinearRgba::WHITE),
         ];
         let (mut world, batch) = world_with(instances, Transform::IDENTITY, true);
         let mut meshes = world.resource_mut::<Assets<Mesh>>();
         let sphere = meshes.add(Sphere::new(0.5).mesh().ico(3).unwrap());
         let cube = meshes.add(Cuboid::from_length(0.2).mesh().build());
-        let mut coarse = crate::components::LodLevel::new(cube, 0.05);
+        let mut coarse = crate::components::GpuCullLodLevel::new(cube, 0.05);
         if facing {
             coarse = coarse.facing_camera();
         }
         world.entity_mut(batch).insert(GpuCullLod::new(vec![
-            crate::components::LodLevel::new(sphere, 0.2),
+            crate::components::GpuCullLodLevel::new(sphere, 0.2),
             coarse,
         ]));
         (world, batch)
@@ -720,10 +720,10 @@ mod tests {
             seed ^= seed << 5;
             seed as f32 / u32::MAX as f32
         };
-        let instances: Vec<CulledInstance> = (0..10_000)
+        let instances: Vec<GpuCullInstance> = (0..10_000)
             .map(|_| {
                 let p = Vec3::new(next(), next(), next()) * 60.0 - 30.0;
-                CulledInstance::new(p, LinearRgba::WHITE)
+                GpuCullInstance::new(p, LinearRgba::WHITE)
                     .with_scale(0.3 + next())
                     .with_rotation(Quat::from_rotation_x(next() * 6.0))
             })

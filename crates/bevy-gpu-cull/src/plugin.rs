@@ -9,7 +9,7 @@ use bevy::shader::ShaderRef;
 use cull_core::CullTimings;
 use std::sync::Mutex;
 
-/// Adds GPU culling and drawing of [`crate::GpuCulledInstances`] batches.
+/// Adds GPU culling and drawing of [`crate::GpuCullInstances`] batches.
 #[derive(Default)]
 pub struct GpuCullPlugin {
     /// The initial settings (also changeable at run time through the
@@ -22,7 +22,7 @@ pub struct GpuCullPlugin {
     /// stages for every batch: it provides `vertex` and `fragment` entry points taking
     /// Bevy's mesh vertex layout, and fetches instances with
     /// `#import bevy_gpu_cull::instance::fetch_instance` (group 2, bound by
-    /// the plugin), e.g. to read [`crate::CulledInstance::user`].
+    /// the plugin), e.g. to read [`crate::GpuCullInstance::user`].
     pub draw_shader: ShaderRef,
 }
 
@@ -74,15 +74,15 @@ impl Plugin for GpuCullPlugin {
             .register_diagnostic(Diagnostic::new(Self::SCAN_TIME))
             .register_diagnostic(Diagnostic::new(Self::COMPACT_TIME))
             .register_diagnostic(Diagnostic::new(Self::DRAW_ARGS_WRITES))
-            .register_type::<crate::components::GpuCulledInstances>()
+            .register_type::<crate::components::GpuCullInstances>()
             .register_type::<crate::components::GpuCullBounds>()
             .register_type::<crate::components::GpuCullLod>()
             .register_type::<crate::components::GpuCullCells>()
             .register_type::<crate::components::GpuCullOcclusion>()
             .register_type::<crate::gpu_instances::GpuCullComputeWrites>()
             .register_type::<crate::gpu_instances::GpuCullMotionVectors>()
-            .register_type::<crate::components::CullingFrustumOverride>()
-            .add_message::<crate::capture::CaptureScene>()
+            .register_type::<crate::components::GpuCullFrustumOverride>()
+            .add_message::<crate::capture::GpuCullCaptureScene>()
             .add_systems(Last, crate::capture::write_captures)
             .add_systems(PreUpdate, receive_stats.in_set(GpuCullSystems::ReceiveStats))
             .add_systems(
@@ -92,7 +92,7 @@ impl Plugin for GpuCullPlugin {
             .add_plugins(
                 (
                     bevy::render::extract_component::ExtractComponentPlugin::<
-                        crate::components::CullingFrustumOverride,
+                        crate::components::GpuCullFrustumOverride,
                     >::default(),
                     bevy::render::extract_component::ExtractComponentPlugin::<
                         crate::components::GpuCullOcclusion,

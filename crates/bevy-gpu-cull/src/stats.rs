@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, Sender};
 /// cascade's index; for a point light the cube face's index (0 to 5); for a
 /// spot light 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ShadowViewId {
+pub struct GpuCullShadowView {
     /// The light.
     pub light: Entity,
     /// The camera a directional light's cascades belong to.
@@ -32,7 +32,7 @@ pub struct GpuCullStats {
     pub visible: HashMap<(Entity, Entity), u32>,
     /// Instances kept per (shadow view, batch): what each light view draws
     /// into its shadow map.
-    pub shadow_visible: HashMap<(ShadowViewId, Entity), u32>,
+    pub shadow_visible: HashMap<(GpuCullShadowView, Entity), u32>,
     /// For a batch with levels of detail ([`crate::GpuCullLod`]): the
     /// instances drawn at each level, finest first, per (camera, batch);
     /// they sum to its `visible` count (an instance in a cross-fade,
@@ -40,7 +40,7 @@ pub struct GpuCullStats {
     pub visible_per_level: HashMap<(Entity, Entity), Vec<u32>>,
     /// The same per (shadow view, batch): each instance at the level the
     /// camera chose.
-    pub shadow_visible_per_level: HashMap<(ShadowViewId, Entity), Vec<u32>>,
+    pub shadow_visible_per_level: HashMap<(GpuCullShadowView, Entity), Vec<u32>>,
     /// The scan variant in use.
     pub variant: Option<ScanVariant>,
     /// GPU time per pass of the latest timed cull of each (camera, batch),
@@ -51,7 +51,7 @@ pub struct GpuCullStats {
     /// GPU time per pass of the latest timed cull of each (shadow view,
     /// batch) culled as the first view of its pass: a spot light's view, or
     /// a point light's first face, whose cull covers all six faces.
-    pub shadow_timings: HashMap<(ShadowViewId, Entity), CullTimings>,
+    pub shadow_timings: HashMap<(GpuCullShadowView, Entity), CullTimings>,
     /// The sum of the latest timed culls' totals (cameras' and shadow
     /// views'), in milliseconds.
     pub gpu_time_ms: Option<f64>,
@@ -68,7 +68,7 @@ pub struct GpuCullStats {
     pub counts_frame: u64,
     /// Instances uploaded to the GPU since the app started: a new or
     /// replaced batch counts whole, an edit counts the instances it touched
-    /// (see [`crate::GpuCulledInstances`]).
+    /// (see [`crate::GpuCullInstances`]).
     pub uploaded_instances: u64,
     /// Frames that drew at least one culled batch with instances in it (by
     /// the batch's latest visible count read back: a batch culled to zero
@@ -89,7 +89,7 @@ pub struct GpuCullStats {
     /// (their frusta and levels' cut-off; an occlusion-culled camera's late
     /// phase also culls the cells behind its depth pyramid, not counted
     /// here), and whether the latest cull read only those.
-    pub cells: HashMap<(Entity, Entity), CellStats>,
+    pub cells: HashMap<(Entity, Entity), GpuCullCellStats>,
     /// The cull kernels Bevy has compiled for the plugin so far, by variant,
     /// in the order they became ready: the one-view kernel first, then a
     /// kernel per view count, visibility test and cull by cells that the
@@ -125,7 +125,7 @@ impl GpuCullStats {
 
     /// Forgets what was reported for a (view, batch) that is no longer
     /// culled.
-    pub(crate) fn forget(&mut self, view: Entity, shadow: Option<ShadowViewId>, batch: Entity) {
+    pub(crate) fn forget(&mut self, view: Entity, shadow: Option<GpuCullShadowView>, batch: Entity) {
         match shadow {
             Some(shadow) => {
                 self.shadow_visible.remove(&(shadow, batch));
@@ -144,7 +144,7 @@ impl GpuCullStats {
 
 /// The cells of a batch culled by cells ([`GpuCullStats::cells`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CellStats {
+pub struct GpuCullCellStats {
     /// Cells the batch is sorted into.
     pub cells: u32,
     /// Cells some view of the cull keeps (the cell pass's test, evaluated
@@ -164,7 +164,7 @@ pub(crate) enum StatMessage {
         frame: u64,
     },
     ShadowVisible {
-        view: ShadowViewId,
+        view: GpuCullShadowView,
         batch: Entity,
         count: u32,
     },
@@ -174,7 +174,7 @@ pub(crate) enum StatMessage {
     },
     Timing {
         view: Entity,
-        shadow: Option<ShadowViewId>,
+        shadow: Option<GpuCullShadowView>,
         batch: Entity,
         // Boxed: the largest message, sent once per group and frame.
         timings: Box<CullTimings>,
@@ -196,19 +196,19 @@ pub(crate) enum StatMessage {
     Cells {
         view: Entity,
         batch: Entity,
-        cells: CellStats,
+        cells: GpuCullCellStats,
     },
     /// A (view, batch) is no longer culled (the batch was despawned or
     /// hidden, the view is gone or no longer sees it).
     TargetGone {
         view: Entity,
-        shadow: Option<ShadowViewId>,
+        shadow: Option<GpuCullShadowView>,
         batch: Entity,
     },
     /// The counts per level of detail of a (view, batch) with levels.
     LevelsVisible {
         view: Entity,
-        shadow: Option<ShadowViewId>,
+        shadow: Option<GpuCullShadowView>,
         batch: Entity,
         levels: Vec<u32>,
     },

@@ -110,12 +110,12 @@ fn spawn_scene(world: &mut World, look: &Look, split: Split) {
     };
     let instances = batched
         .iter()
-        .map(|&position| CulledInstance::new(position, LinearRgba::WHITE))
+        .map(|&position| GpuCullInstance::new(position, LinearRgba::WHITE))
         .collect();
     world.spawn((
         Mesh3d(mesh.clone()),
         MeshMaterial3d(material.clone()),
-        GpuCulledInstances::new(instances),
+        GpuCullInstances::new(instances),
     ));
     for position in entities {
         world.spawn((
@@ -604,12 +604,12 @@ fn draw_spot(batch: bool) -> Vec<u8> {
     if batch {
         let instances = positions
             .iter()
-            .map(|&p| CulledInstance::new(p, LinearRgba::WHITE))
+            .map(|&p| GpuCullInstance::new(p, LinearRgba::WHITE))
             .collect();
         world.spawn((
             Mesh3d(mesh),
             MeshMaterial3d(material),
-            GpuCulledInstances::new(instances),
+            GpuCullInstances::new(instances),
         ));
     } else {
         for p in positions {

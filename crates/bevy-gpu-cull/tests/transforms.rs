@@ -50,11 +50,11 @@ fn move_ship(mut frames: ResMut<ShipFrames>, mut ships: Query<&mut Transform, Wi
 }
 
 /// The crates in the hold: positions, turns and sizes.
-fn crates() -> Vec<CulledInstance> {
+fn crates() -> Vec<GpuCullInstance> {
     (0..12)
         .map(|i| {
             let (x, z) = ((i % 4) as f32 - 1.5, (i / 4) as f32 - 1.0);
-            CulledInstance::new(
+            GpuCullInstance::new(
                 Vec3::new(1.1 * x, 0.1 * (i % 3) as f32, 1.2 * z),
                 LinearRgba::WHITE,
             )
@@ -96,7 +96,7 @@ fn ship_scene(world: &mut World, batch: bool) -> Entity {
             .spawn((
                 Mesh3d(mesh),
                 MeshMaterial3d(material),
-                GpuCulledInstances::new(crates()),
+                GpuCullInstances::new(crates()),
                 hold(),
                 ChildOf(ship),
             ))
@@ -236,11 +236,11 @@ const CHUNK: Vec3 = Vec3::new(1.0e6, 0.0, -1.0e6);
 
 /// The instances of a chunk, in its own coordinates: a grid of varied
 /// turns and sizes, which the camera sees in part.
-fn chunk_instances() -> Vec<CulledInstance> {
+fn chunk_instances() -> Vec<GpuCullInstance> {
     (0..4096)
         .map(|i| {
             let (x, z) = ((i % 64) as f32 - 32.0, (i / 64) as f32 - 32.0);
-            CulledInstance::new(
+            GpuCullInstance::new(
                 Vec3::new(0.75 * x, 0.05 * (i % 7) as f32, 0.75 * z),
                 LinearRgba::WHITE,
             )
@@ -298,7 +298,7 @@ fn a_chunk_far_from_the_origin_is_culled_in_its_frame() {
     let batch = world
         .spawn((
             Mesh3d(mesh),
-            GpuCulledInstances::new(chunk_instances()),
+            GpuCullInstances::new(chunk_instances()),
             Transform::from_translation(CHUNK).with_rotation(Quat::from_rotation_y(0.3)),
         ))
         .id();
@@ -318,7 +318,7 @@ fn a_chunk_far_from_the_origin_is_culled_in_its_frame() {
     let (frustum, _) = views_in_batch_frame(world, camera, batch);
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(batch).unwrap();
-    let instances = world.get::<GpuCulledInstances>(batch).unwrap();
+    let instances = world.get::<GpuCullInstances>(batch).unwrap();
     let reference = instances.reference_on_cpu(bounds, &frustum, format).unwrap();
     let (must, may) = (reference.visible.len() as u32, reference.borderline.len() as u32);
     println!("far chunk: {count} kept; the reference keeps {must} and {may} borderline");
@@ -346,7 +346,7 @@ fn levels_of_detail_are_sized_in_the_batch_frame() {
     let batch = world
         .spawn((
             Mesh3d(fine.clone()),
-            GpuCulledInstances::new(chunk_instances()),
+            GpuCullInstances::new(chunk_instances()),
             GpuCullLod::new([(fine, THRESHOLDS[0]), (coarse, THRESHOLDS[1])]),
             Transform::from_translation(CHUNK)
                 .with_rotation(Quat::from_rotation_y(0.3))
@@ -375,7 +375,7 @@ fn levels_of_detail_are_sized_in_the_batch_frame() {
     let levels = frustum.detail_levels(metric, &THRESHOLDS).unwrap();
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(batch).unwrap();
-    let instances = world.get::<GpuCulledInstances>(batch).unwrap();
+    let instances = world.get::<GpuCullInstances>(batch).unwrap();
     for (k, level) in levels.iter().enumerate() {
         let reference = instances.reference_on_cpu(bounds, level, format).unwrap();
         let (must, may) = (reference.visible.len() as u32, reference.borderline.len() as u32);
@@ -401,14 +401,14 @@ const TETRAHEDRON: [Vec3; 4] = [
 /// Batches of tetrahedra, each under its transform: one that mirrors, one
 /// that does not (each with upright and mirror-image instances, negative
 /// scales), and one of mirror images only.
-fn mirror_batches() -> Vec<(Transform, Vec<CulledInstance>)> {
-    let instances = |signs: [f32; 6]| -> Vec<CulledInstance> {
+fn mirror_batches() -> Vec<(Transform, Vec<GpuCullInstance>)> {
+    let instances = |signs: [f32; 6]| -> Vec<GpuCullInstance> {
         signs
             .iter()
             .enumerate()
             .map(|(i, sign)| {
                 let (x, z) = ((i % 3) as f32 - 1.0, (i / 3) as f32 - 0.5);
-                CulledInstance::new(Vec3::new(1.3 * x, 0.0, 1.4 * z), LinearRgba::WHITE)
+                GpuCullInstance::new(Vec3::new(1.3 * x, 0.0, 1.4 * z), LinearRgba::WHITE)
                     .with_rotation(Quat::from_euler(
                         EulerRot::YXZ,
                         0.9 * i as f32,
@@ -455,7 +455,7 @@ fn mirror_scene(world: &mut World, batch: bool, deferred: bool) {
             world.spawn((
                 Mesh3d(mesh),
                 MeshMaterial3d(material.clone()),
-                GpuCulledInstances::new(instances),
+                GpuCullInstances::new(instances),
                 transform,
             ));
             continue;

@@ -4,7 +4,7 @@
 
 use super::extract::BatchData;
 use super::kernels::{RenderCuller, batch_capacity, next_id};
-use crate::components::CulledInstance;
+use crate::components::GpuCullInstance;
 use crate::gpu_instances::GpuCullComputeWrites;
 use crate::stats::{StatMessage, StatSender};
 use bevy::prelude::*;
@@ -17,7 +17,7 @@ use std::ops::Range;
 pub(crate) struct GpuBatch {
     /// Instances in the culler's format, for culling.
     pub input: CullInput,
-    /// [`CulledInstance`] records (64 bytes), read by the draw through the
+    /// [`GpuCullInstance`] records (64 bytes), read by the draw through the
     /// survivors' indices, whatever the culling format.
     pub draw_data: wgpu::Buffer,
     /// Instances in the buffers (the batch's length when last prepared).
@@ -110,7 +110,8 @@ impl BatchCells {
         let bytes = format.encode(&encoded)?;
         let (sorted, layout) = CellLayout::sort(format, &bytes, data.cull_bounds(format), culler.tile_len())?;
         input.write(queue, 0, &sorted)?;
-        let records: Vec<CulledInstance> = layout.order.iter().map(|&i| data.instances[i as usize]).collect();
+        let records: Vec<GpuCullInstance> =
+            layout.order.iter().map(|&i| data.instances[i as usize]).collect();
         queue.write_buffer(draw_data, 0, bytemuck::cast_slice(&draw_records(&records)));
         let mut index = CellIndex::new(device, culler, capacity)?;
         index.write_bounds(queue, 0, &layout.bounds)?;
@@ -200,7 +201,7 @@ impl BatchCells {
         let mut grown = std::collections::BTreeSet::new();
         let mut failed = Ok(());
         for run in runs(&places) {
-            let records: Vec<CulledInstance> = self.layout.order[run.start as usize..run.end as usize]
+            let records: Vec<GpuCullInstance> = self.layout.order[run.start as usize..run.end as usize]
                 .iter()
                 .map(|&i| data.instances[i as usize])
                 .collect();
@@ -218,7 +219,7 @@ impl BatchCells {
             };
             queue.write_buffer(
                 draw_data,
-                run.start as u64 * size_of::<CulledInstance>() as u64,
+                run.start as u64 * size_of::<GpuCullInstance>() as u64,
                 bytemuck::cast_slice(&draw_records(&records)),
             );
             for (k, place) in run.enumerate() {
@@ -275,13 +276,13 @@ fn runs(values: &[u32]) -> impl Iterator<Item = Range<u32>> + '_ {
 /// (`InstanceFormat::encode`), so cull and draw apply the same rotation
 /// whatever the quaternion's length. One that cannot be normalized is left
 /// as it is: the cull drops that instance.
-fn draw_records(slice: &[CulledInstance]) -> Vec<CulledInstance> {
+fn draw_records(slice: &[GpuCullInstance]) -> Vec<GpuCullInstance> {
     slice
         .iter()
         .map(|i| {
             let unit = i.cull_instance(InstanceFormat::PosQuat).normalized().rotation;
             let rotation = if unit.is_finite() { unit } else { i.rotation };
-            CulledInstance { rotation, ..*i }
+            GpuCullInstance { rotation, ..*i }
         })
         .collect()
 }
@@ -384,14 +385,14 @@ fn upload_edits(
             continue;
         }
         let records = draw_records(slice);
-        let offset = range.start as u64 * size_of::<CulledInstance>() as u64;
+        let offset = range.start as u64 * size_of::<GpuCullInstance>() as u64;
         queue.write_buffer(&gpu.draw_data, offset, bytemuck::cast_slice(&records));
         // Instances new to the list have no motion of their own.
         if let Some(previous) = &gpu.previous
             && range.end > gpu.count
         {
             let new = range.start.max(gpu.count) - range.start;
-            let at = (range.start + new) as u64 * size_of::<CulledInstance>() as u64;
+            let at = (range.start + new) as u64 * size_of::<GpuCullInstance>() as u64;
             queue.write_buffer(previous, at, bytemuck::cast_slice(&records[new as usize..]));
         }
         uploaded += slice.len() as u64;
@@ -448,7 +449,7 @@ fn upload_new(
     let records = |label| {
         device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: capacity as u64 * size_of::<CulledInstance>() as u64,
+            size: capacity as u64 * size_of::<GpuCullInstance>() as u64,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         })

@@ -12,8 +12,8 @@ use super::views::{
     CameraMatrices, OcclusionQueryData, ViewVolume, camera_volume, frusta_in, level_frusta, occlusion_camera,
     occlusion_culled, occlusion_jitter, spot_cone,
 };
-use crate::components::CullingFrustumOverride;
-use crate::stats::{CellStats, StatMessage, StatSender};
+use crate::components::GpuCullFrustumOverride;
+use crate::stats::{GpuCullCellStats, StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
 use bevy::pbr::{ExtractedPointLight, LightEntity};
 use bevy::prelude::*;
@@ -168,7 +168,7 @@ impl CullResources<'_, '_> {
         let Some(main) = self.targets.map.get(&(first_view, batch_entity)) else {
             return;
         };
-        let stats = CellStats {
+        let stats = GpuCullCellStats {
             cells: cells.layout.cells(),
             kept: pick.kept,
             by_cells: pick.by_cells,
@@ -297,7 +297,7 @@ pub(crate) fn cull_view_late(
             Entity,
             &ExtractedView,
             &ViewDepthTexture,
-            Option<&CullingFrustumOverride>,
+            Option<&GpuCullFrustumOverride>,
             OcclusionQueryData,
         ),
         Without<LightEntity>,
@@ -500,7 +500,7 @@ impl CullResources<'_, '_> {
 /// ([`ViewGroups`]), each cascade opened toward the light, since a
 /// caster between the light and the cascade shadows it.
 pub(crate) fn cull_view(
-    view: ViewQuery<(Entity, &ExtractedView, Option<&CullingFrustumOverride>), Without<LightEntity>>,
+    view: ViewQuery<(Entity, &ExtractedView, Option<&GpuCullFrustumOverride>), Without<LightEntity>>,
     light_views: Query<&ExtractedView, With<LightEntity>>,
     groups: Res<ViewGroups>,
     resources: CullResources,

@@ -89,16 +89,16 @@ pub(crate) fn shader_and_standard(
 
 /// The defs every material draw of a batch adds to Bevy's descriptor: the
 /// instance's color as the vertex color (times the mesh's own, where it has
-/// one), which Bevy's `StandardMaterial` functions multiply into the base
+/// one; left out where `instance_colors` is false: every instance white), which Bevy's `StandardMaterial` functions multiply into the base
 /// color and an alpha mask cuts by; and `GPU_CULL_BATCH` for the fragment
 /// shader, where a material's shader may read its instance's data (Bevy
 /// compiles the same shader for ordinary meshes, and for the batch entity's
 /// own mesh, which it does not draw).
-pub(crate) fn add_batch_defs(descriptor: &mut RenderPipelineDescriptor) {
+pub(crate) fn add_batch_defs(descriptor: &mut RenderPipelineDescriptor, instance_colors: bool) {
     let vertex_colors = ShaderDefVal::from("VERTEX_COLORS");
     if descriptor.vertex.shader_defs.contains(&vertex_colors) {
         descriptor.vertex.shader_defs.push("GPU_CULL_MESH_COLORS".into());
-    } else {
+    } else if instance_colors {
         descriptor.vertex.shader_defs.push(vertex_colors.clone());
         if let Some(fragment) = descriptor.fragment.as_mut() {
             fragment.shader_defs.push(vertex_colors);
@@ -164,7 +164,14 @@ pub(crate) struct CulledMaterialPipeline {
     vertex_shader: Handle<Shader>,
     instance_layout: BindGroupLayoutDescriptor,
     /// Pipelines already queued, by material key and mesh layout.
-    queued: HashMap<(ErasedMaterialPipelineKey, MeshVertexBufferLayoutRef, bool), CachedRenderPipelineId>,
+    queued: HashMap<
+        (
+            ErasedMaterialPipelineKey,
+            MeshVertexBufferLayoutRef,
+            BatchDrawForm,
+        ),
+        CachedRenderPipelineId,
+    >,
 }
 
 pub(crate) fn init_pipeline(
@@ -211,6 +218,18 @@ pub(crate) fn material_key(
     }
 }
 
+/// How a batch's main-pass draw differs from a mesh's with the same
+/// material and key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct BatchDrawForm {
+    /// The front face is clockwise: the draw of the instances that wind
+    /// backwards ([`super::extract::BatchData::windings`]).
+    pub clockwise: bool,
+    /// Each instance's color is the vertex color
+    /// ([`super::extract::BatchData::instance_colors`]).
+    pub instance_colors: bool,
+}
+
 /// A main-pass draw of the instances that wind backwards: the clockwise
 /// front face, and the vertex stage's `GPU_CULL_FLIPPED_WINDING`, which
 /// keeps those instances and drops the others.
@@ -227,8 +246,7 @@ impl CulledMaterialPipeline {
     /// `view_and_mesh_key`, dithered where its levels `cross_fade` and the
     /// material's fragment shader dithers; `None` until Bevy has prepared
     /// the material (the batch is not drawn until then, as Bevy's meshes
-    /// wait for theirs). `clockwise`: the front face is clockwise, for
-    /// the instances that wind backwards ([`super::extract::BatchData::windings`]).
+    /// wait for theirs). `form`: how the batch's draw differs from a mesh's.
     pub fn specialize_for(
         &mut self,
         cache: &PipelineCache,
@@ -236,7 +254,7 @@ impl CulledMaterialPipeline {
         material: UntypedAssetId,
         view_and_mesh_key: MeshPipelineKey,
         cross_fade: bool,
-        clockwise: bool,
+        form: BatchDrawForm,
         layout: &MeshVertexBufferLayoutRef,
     ) -> Option<Result<CachedRenderPipelineId, SpecializedMeshPipelineError>> {
         let prepared = materials.get(material)?;
@@ -248,7 +266,7 @@ impl CulledMaterialPipeline {
             material.type_id(),
             dither,
         );
-        Some(self.specialize(cache, key, layout, &prepared.properties, clockwise))
+        Some(self.specialize(cache, key, layout, &prepared.properties, form))
     }
 
     /// The pipeline for `key`, queued in `cache` the first time it is asked
@@ -259,14 +277,19 @@ impl CulledMaterialPipeline {
         key: ErasedMaterialPipelineKey,
         layout: &MeshVertexBufferLayoutRef,
         properties: &MaterialProperties,
-        clockwise: bool,
+        form: BatchDrawForm,
     ) -> Result<CachedRenderPipelineId, SpecializedMeshPipelineError> {
-        let entry = (key, layout.clone(), clockwise);
+        let entry = (key, layout.clone(), form);
         if let Some(id) = self.queued.get(&entry) {
             return Ok(*id);
         }
         let mut descriptor = self.descriptor(entry.0.clone(), layout, properties)?;
-        if clockwise {
+        // A material's own fragment shader may read `in.color` unguarded
+        // (the plugin has always defined it): only Bevy's, which reads it
+        // under `VERTEX_COLORS`, goes without for white instances.
+        let own_fragment = properties.get_shader(MaterialFragmentShader).is_some();
+        add_batch_defs(&mut descriptor, form.instance_colors || own_fragment);
+        if form.clockwise {
             wind_clockwise(&mut descriptor);
         }
         let id = cache.queue_render_pipeline(descriptor);
@@ -288,7 +311,6 @@ impl CulledMaterialPipeline {
         let material_group =
             ShaderDefVal::UInt("MATERIAL_BIND_GROUP".into(), MATERIAL_BIND_GROUP_INDEX as u32);
         descriptor.vertex.shader_defs.push(material_group.clone());
-        add_batch_defs(&mut descriptor);
         if let Some(fragment) = descriptor.fragment.as_mut() {
             fragment.shader_defs.push(material_group);
             if let Some(shader) = properties.get_shader(MaterialFragmentShader) {

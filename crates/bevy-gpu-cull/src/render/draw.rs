@@ -7,7 +7,7 @@
 
 use super::bindings::InstanceBindings;
 use super::custom_material::{
-    CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
+    BatchDrawForm, CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
 };
 use super::queue::{BatchQueue, TwinPipelines, remove_from_phase};
 use super::targets::{ViewTarget, ViewTargets};
@@ -373,7 +373,10 @@ impl MainPassSpecializer<'_> {
                 batch_material(self.material_instances, main_entity),
                 key,
                 data.cross_fades(),
-                clockwise,
+                BatchDrawForm {
+                    clockwise,
+                    instance_colors: data.instance_colors(),
+                },
                 layout,
             )
             .map(|specialized| specialized.map(|id| (id, draw)))

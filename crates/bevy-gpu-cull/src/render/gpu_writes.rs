@@ -47,7 +47,7 @@ impl GpuCullInstanceBuffer {
         self.list_len
     }
 
-    /// The batch's records, `CulledInstance`s of 64 bytes (binding 0), for
+    /// The batch's records, `GpuCullInstance`s of 64 bytes (binding 0), for
     /// a bind group of your own.
     pub fn records(&self) -> &wgpu::Buffer {
         &self.buffers[0]
@@ -223,7 +223,7 @@ pub(crate) fn keep_previous_instances(
         let Some(previous) = &gpu.previous else {
             continue;
         };
-        let records = gpu.cull_count() as u64 * size_of::<crate::CulledInstance>() as u64;
+        let records = gpu.cull_count() as u64 * size_of::<crate::GpuCullInstance>() as u64;
         if records == 0 {
             continue;
         }

@@ -6,7 +6,7 @@
 
 use super::pyramids::Pyramids;
 use super::views::{OcclusionQueryData, occlusion_culled};
-use crate::stats::ShadowViewId;
+use crate::stats::GpuCullShadowView;
 use bevy::pbr::{LightEntity, ViewLightEntities};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -50,7 +50,7 @@ pub(crate) struct ViewPlace {
     /// the camera's, or the light's.
     pub main_view: Entity,
     /// The light view it is, for a shadow view.
-    pub shadow: Option<ShadowViewId>,
+    pub shadow: Option<GpuCullShadowView>,
 }
 
 /// Every view's kind and group this frame.
@@ -70,7 +70,7 @@ impl ViewGroups {
     fn place_group(
         &mut self,
         group: &[Entity],
-        kind_of: impl Fn(Entity) -> Option<(ViewKind, Entity, Option<ShadowViewId>)>,
+        kind_of: impl Fn(Entity) -> Option<(ViewKind, Entity, Option<GpuCullShadowView>)>,
     ) {
         for (slot, &member) in group.iter().enumerate() {
             let Some((kind, main_view, shadow)) = kind_of(member) else {
@@ -161,14 +161,14 @@ fn view_kind(
     main_view: Option<&MainEntity>,
     light: Option<&LightEntity>,
     occluded: bool,
-) -> Option<(ViewKind, Entity, Option<ShadowViewId>)> {
+) -> Option<(ViewKind, Entity, Option<GpuCullShadowView>)> {
     let Some(light) = light else {
         let camera = ViewKind::Camera { occluded };
         return main_view.map(|main| (camera, main.id(), None));
     };
     let rve = extracted.retained_view_entity;
     let camera = rve.auxiliary_entity.id();
-    let id = ShadowViewId {
+    let id = GpuCullShadowView {
         light: rve.main_entity.id(),
         camera: (camera != Entity::PLACEHOLDER).then_some(camera),
         index: rve.subview_index,

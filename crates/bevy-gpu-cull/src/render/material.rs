@@ -16,7 +16,7 @@ use bevy::render::sync_world::MainEntity;
 use bytemuck::{Pod, Zeroable};
 
 /// `GpuCullLevel::flags` (`shaders/gpu_cull_instance.wgsl`): the level's
-/// mesh turns with the view (`LodLevel::facing_camera`).
+/// mesh turns with the view (`GpuCullLodLevel::facing_camera`).
 pub(crate) const LEVEL_FACING_CAMERA: u32 = 1;
 /// `GpuCullLevel::flags`: the level cross-fades with its neighbours
 /// (`GpuCullLod::with_cross_fade`), dithered.

@@ -247,7 +247,9 @@ impl CulledMaterialPrepassPipeline {
     ) -> PrepassDraw {
         let mesh_key: MeshPipelineKey = key.mesh_key.downcast();
         descriptor.label = Some("gpu_cull_material_prepass".into());
-        add_batch_defs(&mut descriptor);
+        // The prepass keeps instance colors (an alpha mask cuts by their
+        // alpha); it draws only masked or dithered batches' colors anyway.
+        add_batch_defs(&mut descriptor, true);
         // The material's vertex shader cannot fetch the instances: ours
         // stays, whatever the material's `specialize` set.
         if descriptor.vertex.shader != self.prepass.default_prepass_shader {

@@ -10,7 +10,7 @@ use super::extract::BatchData;
 use super::groups::{ViewGroups, ViewKind, ViewPlace};
 use super::kernels::{CullShaders, KernelDemand, RenderCuller};
 use super::standard::TEXTURES;
-use crate::stats::{ShadowViewId, StatMessage, StatSender};
+use crate::stats::{GpuCullShadowView, StatMessage, StatSender};
 use bevy::camera::visibility::RenderLayers;
 use bevy::pbr::{RenderMeshInstanceFlags, RenderMeshInstances};
 use bevy::platform::collections::{HashMap, HashSet};
@@ -64,7 +64,7 @@ pub(crate) struct GroupTarget {
     /// Whose stats its GPU time goes to: the group's first view's.
     pub main_view: Entity,
     pub main_batch: Entity,
-    pub shadow: Option<ShadowViewId>,
+    pub shadow: Option<GpuCullShadowView>,
     /// An occlusion-culled camera's group: `target` takes the early phase's
     /// lists, this the late phase's.
     pub occlusion: Option<GroupOcclusion>,
@@ -125,7 +125,7 @@ pub(crate) struct ViewTarget {
     pub main_view: Entity,
     pub main_batch: Entity,
     /// The light view it is, for a shadow map's target.
-    pub shadow: Option<ShadowViewId>,
+    pub shadow: Option<GpuCullShadowView>,
     /// The late phase's lists, for an occlusion-culled camera.
     pub late: Option<LateLists>,
     live: bool,

@@ -4,7 +4,7 @@
 //! Bevy gives, so that each can be built in a batch's own frame
 //! (`cull_core::LocalFrame`).
 
-use crate::components::CullingFrustumOverride;
+use crate::components::GpuCullFrustumOverride;
 use bevy::prelude::*;
 use bevy::render::view::ExtractedView;
 use cull_core::{Frustum, LocalFrame, SizeMetric, SpotCone};
@@ -24,7 +24,7 @@ pub(crate) enum ViewVolume {
         cone: Option<SpotCone>,
     },
     /// A `clip_from_world` matrix (Bevy's, or a frozen
-    /// `CullingFrustumOverride`).
+    /// `GpuCullFrustumOverride`).
     ClipFromWorld(Mat4),
     /// A directional light's cascade, open toward the light.
     Cascade(Mat4),
@@ -123,11 +123,11 @@ impl CameraMatrices {
     }
 }
 
-/// A camera's view volume: a frozen `CullingFrustumOverride`, else Bevy's
+/// A camera's view volume: a frozen `GpuCullFrustumOverride`, else Bevy's
 /// `clip_from_world` where it has one, else the camera's two matrices (the
 /// planes then moved into the world, or a batch's frame, in f64: exact far
 /// from the origin).
-pub(crate) fn camera_volume(view: &ExtractedView, frozen: Option<&CullingFrustumOverride>) -> ViewVolume {
+pub(crate) fn camera_volume(view: &ExtractedView, frozen: Option<&GpuCullFrustumOverride>) -> ViewVolume {
     match (frozen, view.clip_from_world) {
         (Some(frozen), _) => ViewVolume::ClipFromWorld(frozen.clip_from_world),
         (None, Some(clip_from_world)) => ViewVolume::ClipFromWorld(clip_from_world),

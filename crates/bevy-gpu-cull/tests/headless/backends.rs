@@ -6,7 +6,7 @@ use crate::harness::*;
 use bevy::prelude::*;
 use bevy_gpu_cull::prelude::*;
 
-/// Issue 16: `CaptureScene` writes the scene file of a (camera, batch) as
+/// Issue 16: `GpuCullCaptureScene` writes the scene file of a (camera, batch) as
 /// the plugin culls it; the CPU reference over that file brackets the
 /// GPU's count (`replay` runs the same file through every variant).
 #[test]
@@ -16,7 +16,7 @@ fn capture_writes_a_scene_file_replay_reads() {
     let counts = run_until_counts_match(&mut h, "before the capture");
     let path = std::env::temp_dir().join("bevy-gpu-cull-capture.json");
     let _ = std::fs::remove_file(&path);
-    h.app.world_mut().write_message(CaptureScene {
+    h.app.world_mut().write_message(GpuCullCaptureScene {
         camera: h.cameras[0],
         batch: h.batch,
         path: path.clone(),

@@ -31,17 +31,17 @@ fn cells_case(variant: Option<ScanVariant>) {
     record_render_errors(&mut h.app);
     // A field of 200 × 200 spheres, 2 apart, around the camera: half of it
     // behind the camera, much of the rest beside its view.
-    let field: Vec<CulledInstance> = (0..40_000)
+    let field: Vec<GpuCullInstance> = (0..40_000)
         .map(|i| {
             let (x, z) = ((i % 200) as f32, (i / 200) as f32);
-            CulledInstance::new(
+            GpuCullInstance::new(
                 Vec3::new(x * 2.0 - 200.0, 0.0, 200.0 - z * 2.0),
                 LinearRgba::rgb(1.0, 0.2, 0.1),
             )
         })
         .collect();
     h.app.world_mut().entity_mut(h.batch).insert((
-        GpuCulledInstances::new(field),
+        GpuCullInstances::new(field),
         GpuCullCells { min_skipped_bytes: 0 },
     ));
     let camera = h.cameras[0];
@@ -70,11 +70,11 @@ fn cells_case(variant: Option<ScanVariant>) {
     let before = expected_counts(&mut h)[0];
     h.app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .set(
             0,
-            CulledInstance::new(Vec3::new(0.0, 0.0, -4.0), LinearRgba::rgb(1.0, 0.2, 0.1)),
+            GpuCullInstance::new(Vec3::new(0.0, 0.0, -4.0), LinearRgba::rgb(1.0, 0.2, 0.1)),
         );
     assert_eq!(
         expected_counts(&mut h)[0],
@@ -85,12 +85,12 @@ fn cells_case(variant: Option<ScanVariant>) {
     // Many edits at once, scattered over the cells: a thousand instances
     // moved into view (their cells grow, and are tightened later).
     {
-        let mut list = h.app.world_mut().get_mut::<GpuCulledInstances>(h.batch).unwrap();
+        let mut list = h.app.world_mut().get_mut::<GpuCullInstances>(h.batch).unwrap();
         for i in (1000..4000).step_by(3) {
             let (x, z) = ((i % 40) as f32, (i / 40) as f32);
             list.set(
                 i,
-                CulledInstance::new(
+                GpuCullInstance::new(
                     Vec3::new(x - 20.0, 0.0, -10.0 - z),
                     LinearRgba::rgb(1.0, 0.2, 0.1),
                 ),
@@ -101,9 +101,9 @@ fn cells_case(variant: Option<ScanVariant>) {
     // A longer list: sorted again.
     h.app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
-        .push(CulledInstance::new(
+        .push(GpuCullInstance::new(
             Vec3::new(1.0, 0.0, -5.0),
             LinearRgba::rgb(1.0, 0.2, 0.1),
         ));

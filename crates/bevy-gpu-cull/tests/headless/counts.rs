@@ -18,7 +18,7 @@ fn an_edit_through_reflection_is_uploaded() {
     let before = run_until_counts_match(&mut h, "before the edit");
     assert!(before.iter().all(|&c| c > 0), "{before:?}");
     let uploaded = h.app.world().resource::<GpuCullStats>().uploaded_instances;
-    let mut batch = h.app.world_mut().get_mut::<GpuCulledInstances>(h.batch).unwrap();
+    let mut batch = h.app.world_mut().get_mut::<GpuCullInstances>(h.batch).unwrap();
     // Half the instances lifted far above the view.
     for i in (0..batch.len()).step_by(2) {
         let position = batch
@@ -114,15 +114,15 @@ fn several_cameras_edits_and_empty_batches() {
     // Shrink the batch: counts follow.
     h.app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .truncate(700);
     let shrunk = run_until_counts_match(&mut h, "after shrinking");
     assert!(shrunk[0] <= counts[0]);
     // Grow it past its capacity: buffers are replaced.
-    let more: Vec<CulledInstance> = (0..5000)
+    let more: Vec<GpuCullInstance> = (0..5000)
         .map(|i| {
-            CulledInstance::new(
+            GpuCullInstance::new(
                 Vec3::new((i % 50) as f32 - 25.0, 0.0, -((i / 50) as f32)),
                 LinearRgba::WHITE,
             )
@@ -130,14 +130,14 @@ fn several_cameras_edits_and_empty_batches() {
         .collect();
     h.app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .replace(more);
     run_until_counts_match(&mut h, "after growing");
     // Empty: nothing visible, no error.
     h.app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .clear();
     let empty = run_until_counts_match(&mut h, "empty batch");
@@ -161,11 +161,11 @@ fn several_cameras_edits_and_empty_batches() {
     h.app.world_mut().resource_mut::<GpuCullSettings>().variant = Some(target);
     h.app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .replace(
             (0..300)
-                .map(|i| CulledInstance::new(Vec3::new(i as f32 * 0.3 - 45.0, 0.0, -5.0), LinearRgba::WHITE))
+                .map(|i| GpuCullInstance::new(Vec3::new(i as f32 * 0.3 - 45.0, 0.0, -5.0), LinearRgba::WHITE))
                 .collect(),
         );
     // The previous culler keeps culling until the new kernels are compiled.
@@ -302,7 +302,7 @@ fn edits_upload_only_what_changed() {
         let world = h.app.world_mut();
         let frustum = camera_frustum(world, camera);
         let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
-        let batch = world.get::<GpuCulledInstances>(h.batch).unwrap();
+        let batch = world.get::<GpuCullInstances>(h.batch).unwrap();
         let visible = batch
             .visible_on_cpu(bounds, &frustum, InstanceFormat::PosQuat)
             .unwrap();
@@ -310,7 +310,7 @@ fn edits_upload_only_what_changed() {
             .find(|i| !visible.contains(i))
             .expect("the camera does not see the whole grid") as usize
     };
-    let mut batch = h.app.world_mut().get_mut::<GpuCulledInstances>(h.batch).unwrap();
+    let mut batch = h.app.world_mut().get_mut::<GpuCullInstances>(h.batch).unwrap();
     let mut moved = batch.instances()[hidden];
     moved.position = Vec3::new(0.0, 0.0, 2.0);
     batch.set(hidden, moved);
@@ -321,7 +321,7 @@ fn edits_upload_only_what_changed() {
     for instance in h
         .app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .edit(100..110)
     {
@@ -329,9 +329,9 @@ fn edits_upload_only_what_changed() {
     }
     h.app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
-        .extend((0..3).map(|i| CulledInstance::new(Vec3::new(i as f32, 1.0, 0.0), LinearRgba::WHITE)));
+        .extend((0..3).map(|i| GpuCullInstance::new(Vec3::new(i as f32, 1.0, 0.0), LinearRgba::WHITE)));
     run_until_counts_match(&mut h, "after editing and appending");
     assert_eq!(uploaded(&h), 1601 + 10 + 3);
     // Frames with no edits upload nothing.
@@ -370,11 +370,12 @@ fn packed16_culls_scaled_instances_like_the_draw() {
         .radius;
     // Centers 1.2 radii outside the left plane: the unit sphere misses the
     // view, the sphere at scale 3 reaches 1.8 radii into it.
-    let edge: Vec<CulledInstance> = (0..12)
+    let edge: Vec<GpuCullInstance> = (0..12)
         .map(|k| {
             let on_axis = Vec3::new(0.0, (k as f32 - 5.5) * 0.3, -6.0 - k as f32 * 0.25);
             let on_plane = on_axis - normal * (normal.dot(on_axis) + d);
-            let mut i = CulledInstance::new(on_plane - normal * 1.2 * radius, LinearRgba::rgb(1.0, 0.2, 0.1));
+            let mut i =
+                GpuCullInstance::new(on_plane - normal * 1.2 * radius, LinearRgba::rgb(1.0, 0.2, 0.1));
             i.scale = 3.0;
             i
         })
@@ -386,7 +387,7 @@ fn packed16_culls_scaled_instances_like_the_draw() {
     assert_eq!(unscaled_visible, 0, "the test places every unit sphere outside");
     h.app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .replace(edge.clone());
     let counts = run_until_counts_match(&mut h, "packed16 at scale 3");
@@ -405,7 +406,7 @@ fn packed16_culls_scaled_instances_like_the_draw() {
     let (camera, batch) = (h.cameras[0], h.batch);
     let cluster = vec![edge[5]; 12];
     h.app.world_mut().entity_mut(batch).insert((
-        GpuCulledInstances::new(cluster),
+        GpuCullInstances::new(cluster),
         GpuCullCells { min_skipped_bytes: 0 },
     ));
     let start = std::time::Instant::now();
@@ -467,10 +468,10 @@ fn a_view_without_a_frustum_draws_everything() {
     h.app
         .world_mut()
         .entity_mut(h.cameras[0])
-        .insert(CullingFrustumOverride {
+        .insert(GpuCullFrustumOverride {
             clip_from_world: Mat4::NAN,
         });
-    let total = h.app.world().get::<GpuCulledInstances>(h.batch).unwrap().len() as u32;
+    let total = h.app.world().get::<GpuCullInstances>(h.batch).unwrap().len() as u32;
     let mut count = None;
     for _ in 0..60 {
         h.app.update();

@@ -32,7 +32,7 @@ fn write(@builtin(global_invocation_id) id: vec3<u32>) {
 }";
 
 /// The same instances on the CPU.
-fn written() -> Vec<(u32, CulledInstance)> {
+fn written() -> Vec<(u32, GpuCullInstance)> {
     (0..WRITTEN)
         .filter(|&i| i != 7)
         .map(|i| {
@@ -41,7 +41,7 @@ fn written() -> Vec<(u32, CulledInstance)> {
             let rotation = Quat::from_rotation_y(i as f32 * 0.2);
             (
                 i,
-                CulledInstance::new(position, LinearRgba::GREEN)
+                GpuCullInstance::new(position, LinearRgba::GREEN)
                     .with_scale(scale)
                     .with_rotation(rotation),
             )

@@ -115,15 +115,13 @@ pub(crate) fn harness_with_plugins(
     let mesh = world
         .resource_mut::<Assets<Mesh>>()
         .add(Sphere::new(0.5).mesh().ico(1).unwrap());
-    let instances: Vec<CulledInstance> = (0..40 * 40)
+    let instances: Vec<GpuCullInstance> = (0..40 * 40)
         .map(|i| {
             let position = Vec3::new((i % 40) as f32 * 2.0 - 40.0, 0.0, (i / 40) as f32 * -2.0);
-            CulledInstance::new(position, LinearRgba::rgb(1.0, 0.2, 0.1))
+            GpuCullInstance::new(position, LinearRgba::rgb(1.0, 0.2, 0.1))
         })
         .collect();
-    let batch = world
-        .spawn((Mesh3d(mesh), GpuCulledInstances::new(instances)))
-        .id();
+    let batch = world.spawn((Mesh3d(mesh), GpuCullInstances::new(instances))).id();
     world.spawn((
         DirectionalLight::default(),
         Transform::from_xyz(1.0, 3.0, 2.0).looking_at(Vec3::ZERO, Vec3::Y),
@@ -210,7 +208,7 @@ pub(crate) fn expected_visible(app: &mut App, camera: Entity, batch: Entity) -> 
     let bounds = *world
         .get::<GpuCullBounds>(batch)
         .expect("the plugin computed the batch's bounds");
-    let batch = world.get::<GpuCulledInstances>(batch).unwrap();
+    let batch = world.get::<GpuCullInstances>(batch).unwrap();
     batch.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32
 }
 
@@ -336,14 +334,14 @@ pub(crate) fn shadow_scene(light: &str, casts: bool) -> Harness {
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let world = h.app.world_mut();
     // Raised spheres, sparse enough that the ground shows between them.
-    let instances: Vec<CulledInstance> = (0..12 * 12)
+    let instances: Vec<GpuCullInstance> = (0..12 * 12)
         .map(|i| {
             let p = Vec3::new((i % 12) as f32 * 3.0 - 18.0, 2.0, (i / 12) as f32 * -3.0);
-            CulledInstance::new(p, Srgba::rgb(1.0, 0.2, 0.1)).with_scale(1.5)
+            GpuCullInstance::new(p, Srgba::rgb(1.0, 0.2, 0.1)).with_scale(1.5)
         })
         .collect();
     world
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .replace(instances);
     if !casts {

@@ -10,7 +10,7 @@ use bevy_gpu_cull::prelude::*;
 /// Whether every level's GPU count lies within the CPU reference for that
 /// level (its clearly kept instances, plus any borderline ones).
 fn levels_match(
-    batch: &GpuCulledInstances,
+    batch: &GpuCullInstances,
     bounds: GpuCullBounds,
     format: InstanceFormat,
     levels: &[cull_core::Frustum],
@@ -63,7 +63,7 @@ fn the_most_levels_of_detail_split_the_instances_by_screen_size() {
     });
 }
 
-/// A level facing the camera (`LodLevel::facing_camera`, an impostor) draws
+/// A level facing the camera (`GpuCullLodLevel::facing_camera`, an impostor) draws
 /// its flat mesh turned like the view, whatever the instances' rotation:
 /// quads that the instances lay flat on the ground cover the pixels of
 /// quads each turned by the camera's own rotation (drawn as an ordinary
@@ -86,27 +86,28 @@ fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
     // A quad in the mesh's XY plane.
     let quad = world.resource_mut::<Assets<Mesh>>().add(Rectangle::new(0.6, 0.6));
     let grid = world
-        .get::<GpuCulledInstances>(h.batch)
+        .get::<GpuCullInstances>(h.batch)
         .unwrap()
         .instances()
         .to_vec();
     let turned =
-        |rotation: Quat| -> Vec<CulledInstance> { grid.iter().map(|i| i.with_rotation(rotation)).collect() };
+        |rotation: Quat| -> Vec<GpuCullInstance> { grid.iter().map(|i| i.with_rotation(rotation)).collect() };
     let flat = Quat::from_rotation_x(-std::f32::consts::FRAC_PI_2);
     // Instances turned by `rotation`, drawn at level 1 (level 0, the
     // sphere, holds nothing that small), facing the camera or not: the
     // pixels that show the quads once the draw has settled.
     let pixels = |h: &mut Harness, rotation: Quat, facing: bool| -> Vec<bool> {
-        let level = LodLevel::new(quad.clone(), 0.0);
+        let level = GpuCullLodLevel::new(quad.clone(), 0.0);
         let level = if facing { level.facing_camera() } else { level };
         let world = h.app.world_mut();
         world
-            .get_mut::<GpuCulledInstances>(h.batch)
+            .get_mut::<GpuCullInstances>(h.batch)
             .unwrap()
             .replace(turned(rotation));
-        world
-            .entity_mut(h.batch)
-            .insert(GpuCullLod::new([LodLevel::new(sphere.clone(), 10.0), level]));
+        world.entity_mut(h.batch).insert(GpuCullLod::new([
+            GpuCullLodLevel::new(sphere.clone(), 10.0),
+            level,
+        ]));
         run_until_counts_match(h, "quads");
         settled_red_pixels(h)
     };
@@ -167,8 +168,8 @@ fn levels_that_cross_fade_split_their_pixels_between_them() {
     let small = meshes.add(Rectangle::new(0.35, 0.35));
     let lod = |threshold: f32, fade: f32| {
         GpuCullLod::new([
-            LodLevel::new(large.clone(), threshold).facing_camera(),
-            LodLevel::new(small.clone(), 0.0).facing_camera(),
+            GpuCullLodLevel::new(large.clone(), threshold).facing_camera(),
+            GpuCullLodLevel::new(small.clone(), 0.0).facing_camera(),
         ])
         .with_cross_fade(fade)
     };
@@ -186,7 +187,7 @@ fn levels_that_cross_fade_split_their_pixels_between_them() {
                     .detail_levels_overlapping(metric, &thresholds, lod.cross_fade)
                     .unwrap();
                 let format = world.resource::<GpuCullSettings>().format;
-                let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+                let batch = world.get::<GpuCullInstances>(h.batch).unwrap().clone();
                 let stats = world.resource::<GpuCullStats>().clone();
                 match levels_match(
                     &batch,
@@ -308,7 +309,7 @@ fn grid_sizes() -> (Harness, cull_core::SizeMetric, GpuCullBounds, Vec<f64>) {
     let frustum = camera_frustum(world, camera);
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
     let mut sizes: Vec<f64> = world
-        .get::<GpuCulledInstances>(h.batch)
+        .get::<GpuCullInstances>(h.batch)
         .unwrap()
         .instances()
         .iter()
@@ -362,7 +363,7 @@ fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
         let levels = frustum.detail_levels(metric, &thresholds).unwrap();
         let format = world.resource::<GpuCullSettings>().format;
         let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
-        let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+        let batch = world.get::<GpuCullInstances>(h.batch).unwrap().clone();
         let stats = world.resource::<GpuCullStats>().clone();
         let expected = levels_match(
             &batch,
@@ -386,7 +387,7 @@ fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
         for (index, cascade) in cascades.iter().enumerate() {
             let frustum = cull_core::Frustum::from_shadow_cascade(cascade.clip_from_world).unwrap();
             let levels = frustum.detail_levels(metric, &thresholds).unwrap();
-            let id = ShadowViewId {
+            let id = GpuCullShadowView {
                 light,
                 camera: Some(camera),
                 index: index as u32,
@@ -437,7 +438,7 @@ fn point_light_faces_take_the_cameras_levels_of_detail() {
     let metric = camera_metric(world, camera);
     // Thresholds between the instances' sizes, so that each level holds some.
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
-    let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+    let batch = world.get::<GpuCullInstances>(h.batch).unwrap().clone();
     let mut sizes: Vec<f64> = batch
         .instances()
         .iter()
@@ -477,7 +478,7 @@ fn point_light_faces_take_the_cameras_levels_of_detail() {
             let frustum =
                 cull_core::Frustum::from_view(projection, world_from_view.to_matrix(), Some(range)).unwrap();
             let levels = frustum.detail_levels(metric, &thresholds).unwrap();
-            let id = ShadowViewId {
+            let id = GpuCullShadowView {
                 light,
                 camera: None,
                 index: index as u32,

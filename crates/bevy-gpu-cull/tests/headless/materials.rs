@@ -9,9 +9,9 @@ use bevy_gpu_cull::prelude::*;
 
 /// The batch's instances, all white, so that a material's color shows as
 /// it is.
-fn white_instances(world: &World, batch: Entity) -> Vec<CulledInstance> {
+fn white_instances(world: &World, batch: Entity) -> Vec<GpuCullInstance> {
     world
-        .get::<GpuCulledInstances>(batch)
+        .get::<GpuCullInstances>(batch)
         .unwrap()
         .instances()
         .iter()
@@ -27,11 +27,11 @@ fn transform_in_the_sky() -> Transform {
 
 /// `instances` given relative to [`transform_in_the_sky`], so that they
 /// stay where they were in the world.
-fn under_the_sky(instances: Vec<CulledInstance>) -> Vec<CulledInstance> {
+fn under_the_sky(instances: Vec<GpuCullInstance>) -> Vec<GpuCullInstance> {
     let sky = transform_in_the_sky();
     instances
         .into_iter()
-        .map(|i| CulledInstance {
+        .map(|i| GpuCullInstance {
             position: (i.position - sky.translation) / sky.scale.x,
             scale: i.scale / sky.scale.x,
             ..i
@@ -54,16 +54,13 @@ fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
             base_color_texture: Some(texture),
             ..default()
         });
-    let white: Vec<CulledInstance> = under_the_sky(white_instances(world, h.batch));
+    let white: Vec<GpuCullInstance> = under_the_sky(white_instances(world, h.batch));
     // The entity's own transform puts a would-be copy of the mesh high in
     // the view, where the sky is: it must not appear.
     world
         .entity_mut(h.batch)
         .insert((MeshMaterial3d(material), transform_in_the_sky()));
-    world
-        .get_mut::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .replace(white);
+    world.get_mut::<GpuCullInstances>(h.batch).unwrap().replace(white);
     run_until_counts_match(&mut h, "textured material");
     let start = std::time::Instant::now();
     let mut green = 0;
@@ -314,20 +311,17 @@ fn a_custom_material_shades_the_instances() {
     });
     // The grid's left half (x < 0) is one batch, its right half another,
     // all instances white so that the material's color shows as it is.
-    let all: Vec<CulledInstance> = under_the_sky(white_instances(world, h.batch));
+    let all: Vec<GpuCullInstance> = under_the_sky(white_instances(world, h.batch));
     let (left, right): (Vec<_>, Vec<_>) = all.into_iter().partition(|i| i.position.x < 0.0);
     let mesh = world.get::<Mesh3d>(h.batch).unwrap().clone();
     world
         .entity_mut(h.batch)
         .insert((MeshMaterial3d(green), transform_in_the_sky()));
-    world
-        .get_mut::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .replace(left);
+    world.get_mut::<GpuCullInstances>(h.batch).unwrap().replace(left);
     let right = world
         .spawn((
             mesh,
-            GpuCulledInstances::new(right),
+            GpuCullInstances::new(right),
             MeshMaterial3d(red),
             transform_in_the_sky(),
         ))
@@ -395,12 +389,9 @@ fn an_extended_standard_material_shades_the_instances() {
             tint: LinearRgba::rgb(0.05, 1.0, 1.0),
         },
     });
-    let white: Vec<CulledInstance> = white_instances(world, h.batch);
+    let white: Vec<GpuCullInstance> = white_instances(world, h.batch);
     world.entity_mut(h.batch).insert(MeshMaterial3d(material));
-    world
-        .get_mut::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .replace(white);
+    world.get_mut::<GpuCullInstances>(h.batch).unwrap().replace(white);
     run_until_counts_match(&mut h, "extended material");
     let frame = frame_until(&mut h, |f| count_pixels(f, 0..HEIGHT as usize, is_green) > 200);
     let green = count_pixels(&frame, 0..HEIGHT as usize, is_green);
@@ -428,14 +419,11 @@ fn a_blended_material_draws_the_batch_and_no_extra_copy() {
             unlit: true,
             ..default()
         });
-    let white: Vec<CulledInstance> = under_the_sky(white_instances(world, h.batch));
+    let white: Vec<GpuCullInstance> = under_the_sky(white_instances(world, h.batch));
     world
         .entity_mut(h.batch)
         .insert((MeshMaterial3d(material), transform_in_the_sky()));
-    world
-        .get_mut::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .replace(white);
+    world.get_mut::<GpuCullInstances>(h.batch).unwrap().replace(white);
     run_until_counts_match(&mut h, "blended material");
     let frame = frame_until(&mut h, |f| count_pixels(f, 0..HEIGHT as usize, is_green) > 200);
     let green = count_pixels(&frame, 0..HEIGHT as usize, is_green);
@@ -623,7 +611,7 @@ fn custom_draw_shader_reads_user_data() {
     for instance in h
         .app
         .world_mut()
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .instances_mut()
     {
@@ -637,4 +625,57 @@ fn custom_draw_shader_reads_user_data() {
         green > w * hgt / 10,
         "only {green} pixels show the user-data color"
     );
+}
+
+/// White instances are drawn without their color passed on to the
+/// material (it would change nothing and costs an interpolated value per
+/// vertex); an edit that colors some of them re-specializes the draw, and
+/// their color shows.
+#[test]
+fn instances_recolored_from_white_show_their_color() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let world = h.app.world_mut();
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial {
+            unlit: true,
+            ..default()
+        });
+    let white = white_instances(world, h.batch);
+    world.entity_mut(h.batch).insert(MeshMaterial3d(material));
+    world.get_mut::<GpuCullInstances>(h.batch).unwrap().replace(white);
+    run_until_counts_match(&mut h, "white instances");
+    let bright = |p: &[u8]| p[0] > 150 && p[1] > 150 && p[2] > 150;
+    // Frames until `done` holds of the last frame read back (or SETTLE).
+    let frame_when = |h: &mut Harness, done: &dyn Fn(&[u8]) -> bool| {
+        let start = std::time::Instant::now();
+        loop {
+            h.app.update();
+            let padded = h.pixels.lock().unwrap().clone();
+            if let Some(padded) = padded
+                && (done(&padded) || start.elapsed() > SETTLE)
+            {
+                return padded;
+            }
+        }
+    };
+    let frame = frame_when(&mut h, &|f| count_pixels(f, 0..HEIGHT as usize, bright) > 200);
+    let (white_pixels, red_pixels) = (
+        count_pixels(&frame, 0..HEIGHT as usize, bright),
+        count_pixels(&frame, 0..HEIGHT as usize, is_red),
+    );
+    assert!(
+        white_pixels > 200 && red_pixels == 0,
+        "white instances: {white_pixels} white pixels, {red_pixels} red"
+    );
+    // Half the list edited red (a range, not a new list).
+    let mut batch = h.app.world_mut().get_mut::<GpuCullInstances>(h.batch).unwrap();
+    let half = batch.len() / 2;
+    for instance in batch.edit(0..half) {
+        *instance = instance.with_color(LinearRgba::RED);
+    }
+    let frame = frame_when(&mut h, &|f| count_pixels(f, 0..HEIGHT as usize, is_red) > 100);
+    let red_pixels = count_pixels(&frame, 0..HEIGHT as usize, is_red);
+    assert!(red_pixels > 100, "only {red_pixels} red pixels after the edit");
 }

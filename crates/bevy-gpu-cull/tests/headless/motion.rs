@@ -124,7 +124,7 @@ enum Mover {
 }
 
 /// Moves instance 1 of every batch `STEP` along x each frame.
-fn move_instance(mut batches: Query<&mut GpuCulledInstances>) {
+fn move_instance(mut batches: Query<&mut GpuCullInstances>) {
     for mut batch in &mut batches {
         let mut moving = batch.instances()[1];
         moving.position.x += STEP;
@@ -160,10 +160,10 @@ fn read_motion(mover: Mover, with_motion_vectors: bool) -> (Vec<Vec2>, f32, Mat4
     world
         .entity_mut(h.cameras[0])
         .insert((DepthPrepass, MotionVectorPrepass));
-    let still = CulledInstance::new(Vec3::new(-2.5, 0.0, 0.0), LinearRgba::RED);
-    let moving = CulledInstance::new(Vec3::new(1.0, 0.0, 0.0), LinearRgba::RED);
+    let still = GpuCullInstance::new(Vec3::new(-2.5, 0.0, 0.0), LinearRgba::RED);
+    let moving = GpuCullInstance::new(Vec3::new(1.0, 0.0, 0.0), LinearRgba::RED);
     world
-        .get_mut::<GpuCulledInstances>(h.batch)
+        .get_mut::<GpuCullInstances>(h.batch)
         .unwrap()
         .replace(vec![still, moving]);
     if with_motion_vectors {

@@ -163,7 +163,7 @@ fn occlusion_reference(h: &mut Harness, depth: &[f32]) -> (u32, u32) {
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
     let spheres = world
-        .get::<GpuCulledInstances>(h.batch)
+        .get::<GpuCullInstances>(h.batch)
         .unwrap()
         .world_spheres(bounds, format)
         .unwrap();
@@ -190,12 +190,12 @@ fn occlusion_behind_a_wall(setup: CameraSetup) {
 /// the scene stays where it was in the world.
 fn reframe(world: &mut World, batch: Entity, frame: Transform) {
     let (turn, scale) = (frame.rotation.inverse(), frame.scale.x);
-    let instances: Vec<CulledInstance> = world
-        .get::<GpuCulledInstances>(batch)
+    let instances: Vec<GpuCullInstance> = world
+        .get::<GpuCullInstances>(batch)
         .unwrap()
         .instances()
         .iter()
-        .map(|i| CulledInstance {
+        .map(|i| GpuCullInstance {
             position: turn * (i.position - frame.translation) / scale,
             rotation: turn * i.rotation,
             scale: i.scale / scale,
@@ -203,7 +203,7 @@ fn reframe(world: &mut World, batch: Entity, frame: Transform) {
         })
         .collect();
     world
-        .get_mut::<GpuCulledInstances>(batch)
+        .get_mut::<GpuCullInstances>(batch)
         .unwrap()
         .replace(instances);
     world.entity_mut(batch).insert(frame);

@@ -24,7 +24,7 @@ fn nearest_sphere(app: &mut App, camera: Entity, batch: Entity, pixel: Vec2) -> 
         .get(world, camera)
         .unwrap();
     let ray = cam.viewport_to_world(transform, pixel).unwrap();
-    let instances = world.get::<GpuCulledInstances>(batch).unwrap().instances();
+    let instances = world.get::<GpuCullInstances>(batch).unwrap().instances();
     instances
         .iter()
         .enumerate()
@@ -133,12 +133,12 @@ fn bevy_mesh_picking_never_hits_the_batch_entity_own_mesh() {
     // given relative to it stay where they were.
     let sky = Transform::from_xyz(0.0, 6.0, -30.0).with_scale(Vec3::splat(8.0));
     let world = h.app.world_mut();
-    let local: Vec<CulledInstance> = world
-        .get::<GpuCulledInstances>(h.batch)
+    let local: Vec<GpuCullInstance> = world
+        .get::<GpuCullInstances>(h.batch)
         .unwrap()
         .instances()
         .iter()
-        .map(|i| CulledInstance {
+        .map(|i| GpuCullInstance {
             position: (i.position - sky.translation) / sky.scale.x,
             scale: i.scale / sky.scale.x,
             ..*i
@@ -150,10 +150,7 @@ fn bevy_mesh_picking_never_hits_the_batch_entity_own_mesh() {
     // pickable.
     let aabb = bevy::camera::primitives::Aabb::from_min_max(Vec3::splat(-0.5), Vec3::splat(0.5));
     world.entity_mut(h.batch).insert((sky, aabb));
-    world
-        .get_mut::<GpuCulledInstances>(h.batch)
-        .unwrap()
-        .replace(local);
+    world.get_mut::<GpuCullInstances>(h.batch).unwrap().replace(local);
     let clicks: Clicks = Arc::default();
     let sink = clicks.clone();
     h.app.add_observer(move |event: On<Pointer<Click>>| {

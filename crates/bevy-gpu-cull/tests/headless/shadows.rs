@@ -105,7 +105,7 @@ fn directional_light_shadows_are_cast_and_culled_per_cascade() {
     assert!(!cascades.is_empty());
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
-    let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+    let batch = world.get::<GpuCullInstances>(h.batch).unwrap().clone();
     let stats = world.resource::<GpuCullStats>().clone();
     for (index, cascade) in cascades.iter().enumerate() {
         let frustum = cull_core::Frustum::from_shadow_cascade(cascade.clip_from_world).unwrap();
@@ -114,7 +114,7 @@ fn directional_light_shadows_are_cast_and_culled_per_cascade() {
             "cascade {index}: {expected} of {} instances cast into it",
             batch.instances().len()
         );
-        let id = ShadowViewId {
+        let id = GpuCullShadowView {
             light,
             camera: Some(camera),
             index: index as u32,
@@ -150,7 +150,7 @@ fn point_light_shadows_are_cast() {
     );
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
-    let batch = world.get::<GpuCulledInstances>(h.batch).unwrap().clone();
+    let batch = world.get::<GpuCullInstances>(h.batch).unwrap().clone();
     let stats = world.resource::<GpuCullStats>().clone();
     let projection = Mat4::perspective_infinite_reverse_rh(std::f32::consts::FRAC_PI_2, 1.0, near);
     let mut faces = Vec::new();
@@ -160,7 +160,7 @@ fn point_light_shadows_are_cast() {
         let frustum =
             cull_core::Frustum::from_view(projection, world_from_view.to_matrix(), Some(range)).unwrap();
         let expected = batch.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32;
-        let id = ShadowViewId {
+        let id = GpuCullShadowView {
             light,
             camera: None,
             index: index as u32,
@@ -211,12 +211,12 @@ fn spot_light_shadows_are_cast_and_culled_by_the_cone() {
     // frustum, outside the cone.
     let tan = spot.outer_angle.tan() * 0.97;
     // Two fewer of the others, so that no count of the old batch matches.
-    let mut batch = world.get_mut::<GpuCulledInstances>(h.batch).unwrap();
+    let mut batch = world.get_mut::<GpuCullInstances>(h.batch).unwrap();
     let kept = batch.instances().len() - 2;
     batch.instances_mut().truncate(kept);
     for (x, y) in [(1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0)] {
         let p = world_from_view.transform_point3(Vec3::new(x * tan, y * tan, -1.0) * 3.0);
-        batch.push(CulledInstance::new(p, Srgba::rgb(1.0, 0.2, 0.1)).with_scale(0.2));
+        batch.push(GpuCullInstance::new(p, Srgba::rgb(1.0, 0.2, 0.1)).with_scale(0.2));
     }
     let batch = batch.clone();
     let widened = (spot.outer_angle.tan() * (1.0 + 16.0 / map_size)).atan();
@@ -230,7 +230,7 @@ fn spot_light_shadows_are_cast_and_culled_by_the_cone() {
         0 < in_cone && in_cone + 4 <= in_frustum,
         "cone {in_cone}, frustum {in_frustum}"
     );
-    let id = ShadowViewId {
+    let id = GpuCullShadowView {
         light,
         camera: None,
         index: 0,

@@ -19,7 +19,7 @@ fn counts_match(h: &mut Harness, cameras: &[Entity], batches: &[Entity]) -> Resu
             let Some(bounds) = world.get::<GpuCullBounds>(batch).copied() else {
                 return Err(format!("batch {batch} has no bounds yet"));
             };
-            let instances = world.get::<GpuCulledInstances>(batch).unwrap();
+            let instances = world.get::<GpuCullInstances>(batch).unwrap();
             let expected = instances.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32;
             let got = world
                 .resource::<GpuCullStats>()
@@ -81,7 +81,7 @@ fn soak_churn_keeps_counts_and_returns_memory() {
     let mut h = harness(None, &[looking_down_grid()]);
     record_render_errors(&mut h.app);
     let main_camera = h.cameras[0];
-    let original = h.app.world().get::<GpuCulledInstances>(h.batch).unwrap().clone();
+    let original = h.app.world().get::<GpuCullInstances>(h.batch).unwrap().clone();
     run_until_counts_match(&mut h, "soak start");
     for _ in 0..4 {
         h.app.update();
@@ -99,7 +99,7 @@ fn soak_churn_keeps_counts_and_returns_memory() {
     let mut batches: Vec<(Entity, f32)> = vec![(h.batch, 1.0)];
     let mut cameras: Vec<Entity> = vec![main_camera];
     let instance = |rng: &mut SceneRng, scale: f32| {
-        let mut i = CulledInstance::new(
+        let mut i = GpuCullInstance::new(
             Vec3::new(
                 rng.range(-40.0, 40.0),
                 rng.range(-1.0, 1.0),
@@ -127,7 +127,7 @@ fn soak_churn_keeps_counts_and_returns_memory() {
             let entity = h
                 .app
                 .world_mut()
-                .spawn((Mesh3d(mesh.clone()), GpuCulledInstances::new(list)))
+                .spawn((Mesh3d(mesh.clone()), GpuCullInstances::new(list)))
                 .id();
             batches.push((entity, scale));
         }
@@ -137,7 +137,7 @@ fn soak_churn_keeps_counts_and_returns_memory() {
         }
         if frame % 3 == 1 {
             let (entity, scale) = batches[pick(&mut rng, batches.len())];
-            let mut b = h.app.world_mut().get_mut::<GpuCulledInstances>(entity).unwrap();
+            let mut b = h.app.world_mut().get_mut::<GpuCullInstances>(entity).unwrap();
             let len = b.len();
             match pick(&mut rng, 6) {
                 0 if len > 0 => b.set(pick(&mut rng, len), instance(&mut rng, scale)),
@@ -220,10 +220,7 @@ fn soak_churn_keeps_counts_and_returns_memory() {
     let batch = h
         .app
         .world_mut()
-        .spawn((
-            Mesh3d(mesh),
-            GpuCulledInstances::new(original.instances().to_vec()),
-        ))
+        .spawn((Mesh3d(mesh), GpuCullInstances::new(original.instances().to_vec())))
         .id();
     settle_counts(&mut h, &[main_camera], &[batch], "after the churn");
     let mut bytes = 0;

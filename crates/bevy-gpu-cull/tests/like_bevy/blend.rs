@@ -62,12 +62,12 @@ fn spawn_scene(world: &mut World, eye: Vec3, oit: bool, mode: AlphaMode) {
         .collect();
     let instances = cubes
         .iter()
-        .map(|(position, color)| CulledInstance::new(*position, color.to_linear()))
+        .map(|(position, color)| GpuCullInstance::new(*position, color.to_linear()))
         .collect();
     world.spawn((
         Mesh3d(mesh.clone()),
         MeshMaterial3d(batch_material),
-        GpuCulledInstances::new(instances),
+        GpuCullInstances::new(instances),
     ));
     let wall_mesh = world
         .resource_mut::<Assets<Mesh>>()
