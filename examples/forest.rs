@@ -177,14 +177,17 @@ fn setup(
     mut images: ResMut<Assets<Image>>,
 ) {
     let radius = (args.count as f32).sqrt() * 2.0;
-    // Trees: cones, a streaked green material, each tinted a little differently.
+    // Trees: cones, a streaked green material. Untinted (white instances),
+    // so that Bevy's entity path (--compare bevy), one material for every
+    // tree, draws the same picture: a tint per instance would cost the
+    // plugin an interpolated color that Bevy's path does not draw.
     let trees: Vec<GpuCullInstance> = (0..args.count)
         .map(|i| {
             let (p, s, turn) = scatter(i, args.count, radius, 1);
             let transform = Transform::from_translation(p + Vec3::Y * 1.5 * s)
                 .with_rotation(Quat::from_rotation_y(turn))
                 .with_scale(Vec3::splat(s));
-            GpuCullInstance::from_transform(&transform, Color::srgb(0.8 + 0.2 * s.fract(), 1.0, 0.85))
+            GpuCullInstance::from_transform(&transform, Color::WHITE)
         })
         .collect();
     let tree_mesh = meshes.add(tree_cone(8));
@@ -210,8 +213,7 @@ fn setup(
         .collect();
     if args.compare_bevy {
         // Bevy's own path: an entity per tree and rock (sharing one mesh and
-        // material per kind, so without the instances' tints), batched,
-        // culled and shadowed by Bevy.
+        // material per kind), batched, culled and shadowed by Bevy.
         let entities =
             |list: &[GpuCullInstance], mesh: &Handle<Mesh>, material: &Handle<StandardMaterial>| {
                 list.iter()
