@@ -179,9 +179,18 @@ impl DepthSorter {
         culler.id() == self.culler_id
     }
 
-    /// Scratch for sorting `target`'s views.
-    pub fn scratch(&self, device: &wgpu::Device, target: &CullTarget) -> DepthSortScratch {
+    /// Scratch for sorting `target`'s views. Refused where the sort's
+    /// (key, index) pairs, 8 bytes a survivor, would not fit one storage
+    /// binding of `device` (twice the bytes of the target's index lists).
+    pub fn scratch(&self, device: &wgpu::Device, target: &CullTarget) -> Result<DepthSortScratch, CullError> {
         let capacity = target.capacity();
+        let limits = device.limits();
+        let pairs_bytes = capacity as u64 * 8;
+        if pairs_bytes > limits.max_storage_buffer_binding_size || pairs_bytes > limits.max_buffer_size {
+            return Err(CullError::InvalidParameter(
+                "a depth sort's pairs (8 bytes a survivor of the target's capacity) must fit one storage binding",
+            ));
+        }
         let buffer = |label, size| {
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -190,8 +199,7 @@ impl DepthSorter {
                 mapped_at_creation: false,
             })
         };
-        let pairs_bytes = capacity as u64 * 8;
-        DepthSortScratch {
+        Ok(DepthSortScratch {
             capacity,
             views: target.views(),
             pairs: [
@@ -206,7 +214,7 @@ impl DepthSorter {
                 mapped_at_creation: false,
             }),
             result: Default::default(),
-        }
+        })
     }
 
     /// Records the sort of `view`'s survivors in `target` (culled from

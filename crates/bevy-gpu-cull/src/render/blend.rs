@@ -66,13 +66,21 @@ impl BlendedDraws {
             return;
         };
         let row = local_depth_row(view, data);
-        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
-        let scratch = scratch
-            .entry((camera, batch_entity, late))
-            .or_insert_with(|| sorter.scratch(device.wgpu_device(), target));
-        if !scratch.fits(target) {
-            *scratch = sorter.scratch(device.wgpu_device(), target);
+        let mut scratches = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (camera, batch_entity, late);
+        if !scratches.get(&key).is_some_and(|s| s.fits(target)) {
+            match sorter.scratch(device.wgpu_device(), target) {
+                Ok(scratch) => {
+                    scratches.insert(key, scratch);
+                }
+                Err(e) => {
+                    scratches.remove(&key);
+                    error_once!("bevy-gpu-cull: a blended batch is drawn unsorted: {e}");
+                    return;
+                }
+            }
         }
+        let scratch = &scratches[&key];
         for (level, center) in centers.iter().enumerate() {
             let order = DepthSortView {
                 view_from_world_row_2: row,

@@ -87,7 +87,7 @@ fn main() {
             .write_instances(&ctx.queue, 0, &instances(n))
             .expect("instances");
         let target = CullTarget::new(&ctx.device, &culler, n).expect("a target");
-        let scratch = sorter.scratch(&ctx.device, &target);
+        let scratch = sorter.scratch(&ctx.device, &target).expect("the sort's scratch");
         let bounds = Sphere::new(Vec3::ZERO, 0.5);
         let request = || CullRequest::new(&input, &target, std::slice::from_ref(&camera), bounds, n);
         let times: Vec<f64> = (0..args.runs + 2)

@@ -31,7 +31,7 @@ fn cull_and_sort(
 ) -> Sorted {
     let job = Job::new(ctx, culler, scene, (scene.instances.len() as u32).max(1));
     let sorter = DepthSorter::new(&ctx.device, culler, desc).unwrap();
-    let scratch = sorter.scratch(&ctx.device, &job.target);
+    let scratch = sorter.scratch(&ctx.device, &job.target).unwrap();
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     culler.cull(&mut encoder, &ctx.queue, job.request()).unwrap();
     sorter
@@ -234,7 +234,7 @@ fn bad_input_is_refused() {
     let (scene, order) = exact_scene(10, InstanceFormat::PosQuat);
     let job = Job::new(ctx, &other, &scene, 10);
     let sorter = DepthSorter::new(&ctx.device, &indices, Default::default()).unwrap();
-    let scratch = sorter.scratch(&ctx.device, &job.target);
+    let scratch = sorter.scratch(&ctx.device, &job.target).unwrap();
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     let sort = |encoder: &mut wgpu::CommandEncoder, sorter: &DepthSorter, view| {
         sorter.sort(
@@ -256,4 +256,39 @@ fn bad_input_is_refused() {
         Err(CullError::InvalidParameter(_))
     ));
     assert!(sort(&mut encoder, &own, 0).is_ok());
+}
+
+/// A target whose sort pairs (8 bytes a survivor) would not fit one
+/// storage binding gets a typed refusal for its scratch, not a wgpu
+/// validation panic: a device whose bindings hold 1 MiB, a target of 200k
+/// 16 B instances (within the culler's output windows; its 1.6 MB of pairs
+/// are not).
+#[test]
+fn scratch_past_one_binding_is_refused() {
+    let adapter_limits = gpu().adapter.limits();
+    let ctx = cull_core::GpuContext::with_limits(
+        wgpu::Backends::all(),
+        wgpu::Features::empty(),
+        Some(wgpu::Limits {
+            max_storage_buffer_binding_size: 1 << 20,
+            ..adapter_limits
+        }),
+    )
+    .expect("a device with 1 MiB bindings");
+    let variant = variants(&ctx)[0];
+    let indices = culler(
+        &ctx,
+        variant,
+        InstanceFormat::Packed16,
+        OutputKind::Indices,
+        Default::default(),
+    );
+    let sorter = DepthSorter::new(&ctx.device, &indices, Default::default()).unwrap();
+    let fits = cull_core::CullTarget::new(&ctx.device, &indices, 100_000).unwrap();
+    assert!(sorter.scratch(&ctx.device, &fits).is_ok());
+    let past = cull_core::CullTarget::new(&ctx.device, &indices, 200_000).unwrap();
+    assert!(matches!(
+        sorter.scratch(&ctx.device, &past),
+        Err(CullError::InvalidParameter(_))
+    ));
 }
