@@ -67,6 +67,16 @@ pub(crate) fn batch_material(
 /// dither. A material of its own fragment shader draws both levels in full
 /// across a fade, and so do its prepasses (depth must match color).
 pub(crate) fn dithers(material: &PreparedMaterial, materials: &ErasedRenderAssets<PreparedMaterial>) -> bool {
+    keeps_pbr_fragment(material, materials)
+}
+
+/// Whether `material`'s fragment shader is Bevy's PBR one (a plain
+/// `StandardMaterial`'s, which reads the vertex color only under
+/// `VERTEX_COLORS`), not a shader of its own.
+pub(crate) fn keeps_pbr_fragment(
+    material: &PreparedMaterial,
+    materials: &ErasedRenderAssets<PreparedMaterial>,
+) -> bool {
     let (own, pbr) = shader_and_standard(material, materials, MaterialFragmentShader);
     own.is_none() || pbr.is_some_and(|pbr| pbr == own)
 }
@@ -259,6 +269,13 @@ impl CulledMaterialPipeline {
     ) -> Option<Result<CachedRenderPipelineId, SpecializedMeshPipelineError>> {
         let prepared = materials.get(material)?;
         let dither = cross_fade && dithers(prepared, materials);
+        // A material's own fragment shader may read `in.color` unguarded
+        // (the plugin has always defined it): only Bevy's PBR one goes
+        // without it for white instances.
+        let form = BatchDrawForm {
+            instance_colors: form.instance_colors || !keeps_pbr_fragment(prepared, materials),
+            ..form
+        };
         let key = material_key(
             view_and_mesh_key,
             MeshPipelineKey::NONE,
@@ -283,12 +300,7 @@ impl CulledMaterialPipeline {
         if let Some(id) = self.queued.get(&entry) {
             return Ok(*id);
         }
-        let mut descriptor = self.descriptor(entry.0.clone(), layout, properties)?;
-        // A material's own fragment shader may read `in.color` unguarded
-        // (the plugin has always defined it): only Bevy's, which reads it
-        // under `VERTEX_COLORS`, goes without for white instances.
-        let own_fragment = properties.get_shader(MaterialFragmentShader).is_some();
-        add_batch_defs(&mut descriptor, form.instance_colors || own_fragment);
+        let mut descriptor = self.descriptor(entry.0.clone(), layout, properties, form.instance_colors)?;
         if form.clockwise {
             wind_clockwise(&mut descriptor);
         }
@@ -298,12 +310,14 @@ impl CulledMaterialPipeline {
     }
 
     /// What Bevy's `MaterialPipelineSpecializer` builds, with the plugin's
-    /// vertex shader and group 2.
+    /// vertex shader and group 2 (and the instances' colors where
+    /// `instance_colors`).
     fn descriptor(
         &self,
         key: ErasedMaterialPipelineKey,
         layout: &MeshVertexBufferLayoutRef,
         properties: &MaterialProperties,
+        instance_colors: bool,
     ) -> Result<RenderPipelineDescriptor, SpecializedMeshPipelineError> {
         let mesh_key: MeshPipelineKey = key.mesh_key.downcast();
         let mut descriptor = self.mesh_pipeline.specialize(mesh_key, layout)?;
@@ -311,6 +325,7 @@ impl CulledMaterialPipeline {
         let material_group =
             ShaderDefVal::UInt("MATERIAL_BIND_GROUP".into(), MATERIAL_BIND_GROUP_INDEX as u32);
         descriptor.vertex.shader_defs.push(material_group.clone());
+        add_batch_defs(&mut descriptor, instance_colors);
         if let Some(fragment) = descriptor.fragment.as_mut() {
             fragment.shader_defs.push(material_group);
             if let Some(shader) = properties.get_shader(MaterialFragmentShader) {

@@ -458,8 +458,15 @@ impl TargetMaker<'_> {
             && let Ok(windows) = culler.culler().windows_for(gpu.capacity, target_views)
         {
             for &test in group_tests(kind, placement.group_views, placement.levels) {
-                let spec = KernelSpec::cells(windows, target_views, test);
-                culler.inner.request(spec, pipeline_cache, shaders);
+                // After its general kernel, which the batch needs to be
+                // drawn at all (and culls it until this one is ready).
+                if culler
+                    .culler()
+                    .has_pipelines(KernelSpec::flat(windows, target_views, test))
+                {
+                    let spec = KernelSpec::cells(windows, target_views, test);
+                    culler.inner.request(spec, pipeline_cache, shaders);
+                }
             }
         }
         request_faster_forms(
