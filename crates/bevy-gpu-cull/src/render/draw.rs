@@ -155,16 +155,15 @@ pub(crate) fn queue_batches(
         ResMut<ViewSortedRenderPhases<Transmissive3d>>,
     ),
 ) {
-    // Take out last frame's items; the live ones go back in below.
-    opaque.clear();
-    blended.clear();
-    // Bevy's own items for the batch entities go (remove_bevy_items).
     let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();
-    for (_, view, _) in &views {
-        opaque.remove(&view.retained_view_entity, mains.iter().copied());
-        let sorted = (blended.phases(), &mut *transmissive_phases);
-        remove_bevy_items(&view.retained_view_entity, &mains, &mut alpha_mask_phases, sorted);
-    }
+    let views_seen = views.iter().map(|(_, view, _)| view.retained_view_entity);
+    let phases = (
+        &mut opaque,
+        &mut blended,
+        &mut *alpha_mask_phases,
+        &mut *transmissive_phases,
+    );
+    take_out_last_frame(phases, views_seen, &mains);
     let Some(pipeline) = pipeline else {
         return;
     };
@@ -179,10 +178,8 @@ pub(crate) fn queue_batches(
         draw_material: opaque.draw_function::<DrawCulledMaterial>(),
     };
     for (view_entity, view, deferred) in &views {
-        if !opaque.has(&view.retained_view_entity) {
-            continue;
-        }
-        let Some(view_key) = view_keys.get(&view.retained_view_entity) else {
+        let rve = view.retained_view_entity;
+        let Some(view_key) = view_keys.get(&rve).filter(|_| opaque.has(&rve)) else {
             continue;
         };
         for (entity, main_entity, data) in &batches {
@@ -194,10 +191,7 @@ pub(crate) fn queue_batches(
             {
                 continue;
             }
-            let Some(mesh_instance) = mesh_instances.render_mesh_queue_data(*main_entity) else {
-                continue;
-            };
-            let Some(mesh) = meshes.get(mesh_instance.mesh_asset_id()) else {
+            let Some((mesh_id, mesh)) = batch_mesh(&mesh_instances, &meshes, main_entity) else {
                 continue;
             };
             let key = *view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
@@ -215,7 +209,7 @@ pub(crate) fn queue_batches(
                 let composited = key.contains(MeshPipelineKey::OIT_ENABLED) && alpha_mode == AlphaMode::Blend;
                 let draw = super::blend::BlendedDraw {
                     sorted: !composited,
-                    view: (view_entity, view.retained_view_entity),
+                    view: (view_entity, rve),
                     batch: (entity, *main_entity),
                     data,
                     pipeline: id,
@@ -227,13 +221,46 @@ pub(crate) fn queue_batches(
                 continue;
             }
             opaque.add(
-                (view_entity, view.retained_view_entity),
+                (view_entity, rve),
                 (entity, *main_entity),
-                mesh_instance.mesh_asset_id().untyped(),
+                mesh_id.untyped(),
                 (id, draw_function),
                 twin,
             );
         }
+    }
+}
+
+/// The batch entity's mesh, once Bevy has prepared it.
+fn batch_mesh<'a>(
+    mesh_instances: &RenderMeshInstances,
+    meshes: &'a RenderAssets<RenderMesh>,
+    main_entity: &MainEntity,
+) -> Option<(AssetId<Mesh>, &'a RenderMesh)> {
+    let id = mesh_instances
+        .render_mesh_queue_data(*main_entity)?
+        .mesh_asset_id();
+    Some((id, meshes.get(id)?))
+}
+
+/// Takes last frame's batch items out of every view's main-pass phases (the
+/// live ones go back in), and Bevy's own items for the batch entities
+/// `mains` ([`remove_bevy_items`]).
+fn take_out_last_frame(
+    (opaque, blended, alpha_mask, transmissive): (
+        &mut BatchQueue<Opaque3d>,
+        &mut super::blend::BlendedQueue,
+        &mut ViewBinnedRenderPhases<AlphaMask3d>,
+        &mut ViewSortedRenderPhases<Transmissive3d>,
+    ),
+    views: impl Iterator<Item = RetainedViewEntity>,
+    mains: &[MainEntity],
+) {
+    opaque.clear();
+    blended.clear();
+    for view in views {
+        opaque.remove(&view, mains.iter().copied());
+        remove_bevy_items(&view, mains, alpha_mask, (blended.phases(), &mut *transmissive));
     }
 }
 

@@ -647,20 +647,7 @@ fn instances_recolored_from_white_show_their_color() {
     world.get_mut::<GpuCullInstances>(h.batch).unwrap().replace(white);
     run_until_counts_match(&mut h, "white instances");
     let bright = |p: &[u8]| p[0] > 150 && p[1] > 150 && p[2] > 150;
-    // Frames until `done` holds of the last frame read back (or SETTLE).
-    let frame_when = |h: &mut Harness, done: &dyn Fn(&[u8]) -> bool| {
-        let start = std::time::Instant::now();
-        loop {
-            h.app.update();
-            let padded = h.pixels.lock().unwrap().clone();
-            if let Some(padded) = padded
-                && (done(&padded) || start.elapsed() > SETTLE)
-            {
-                return padded;
-            }
-        }
-    };
-    let frame = frame_when(&mut h, &|f| count_pixels(f, 0..HEIGHT as usize, bright) > 200);
+    let frame = frame_until(&mut h, |f| count_pixels(f, 0..HEIGHT as usize, bright) > 200);
     let (white_pixels, red_pixels) = (
         count_pixels(&frame, 0..HEIGHT as usize, bright),
         count_pixels(&frame, 0..HEIGHT as usize, is_red),
@@ -675,7 +662,7 @@ fn instances_recolored_from_white_show_their_color() {
     for instance in batch.edit(0..half) {
         *instance = instance.with_color(LinearRgba::RED);
     }
-    let frame = frame_when(&mut h, &|f| count_pixels(f, 0..HEIGHT as usize, is_red) > 100);
+    let frame = frame_until(&mut h, |f| count_pixels(f, 0..HEIGHT as usize, is_red) > 100);
     let red_pixels = count_pixels(&frame, 0..HEIGHT as usize, is_red);
     assert!(red_pixels > 100, "only {red_pixels} red pixels after the edit");
 }
