@@ -1,0 +1,113 @@
+//! The windowed mode: a winit window and its surface, a frame drawn
+//! whenever the window asks, the drawn count in its title.
+
+use super::{Args, Scene, fail};
+use cull_core::{AsyncReadback, GpuContext, INSTANCE_COUNT_OFFSET};
+use std::sync::Arc;
+use wgpu::CurrentSurfaceTexture;
+use winit::application::ApplicationHandler;
+use winit::dpi::PhysicalSize;
+use winit::event::WindowEvent;
+use winit::event_loop::ActiveEventLoop;
+use winit::keyboard::{Key, NamedKey};
+use winit::window::{Window, WindowId};
+
+/// The windowed mode: the window, its surface and the scene, made once the event loop resumes.
+pub struct App {
+    pub gpu: GpuContext,
+    pub args: Args,
+    pub start: std::time::Instant,
+    pub window: Option<Windowed>,
+    /// The drawn count, copied from the indirect arguments and mapped without stalling a frame.
+    pub drawn: AsyncReadback,
+}
+
+pub struct Windowed {
+    window: Arc<Window>,
+    surface: wgpu::Surface<'static>,
+    config: wgpu::SurfaceConfiguration,
+    scene: Scene,
+}
+
+impl ApplicationHandler for App {
+    fn resumed(&mut self, event_loop: &ActiveEventLoop) {
+        let (gpu, size) = (&self.gpu, self.args.size.unwrap_or((1280, 720)));
+        if self.window.is_some() {
+            return;
+        }
+        let attributes = Window::default_attributes()
+            .with_title("draw")
+            .with_inner_size(PhysicalSize::<u32>::from(size));
+        let window = Arc::new(event_loop.create_window(attributes).unwrap_or_else(|e| fail(e)));
+        // GpuContext's instance has no display handle: Vulkan, Metal and DX12
+        // need none (GL would: `InstanceDescriptor::new_with_display_handle`).
+        let surface = gpu
+            .instance
+            .create_surface(window.clone())
+            .unwrap_or_else(|e| fail(e));
+        let PhysicalSize { width, height } = window.inner_size();
+        let mut config = surface
+            .get_default_config(&gpu.adapter, width.max(1), height.max(1))
+            .unwrap_or_else(|| fail("the adapter cannot present to this window"));
+        let formats = surface.get_capabilities(&gpu.adapter).formats;
+        config.format = formats.into_iter().find(|f| f.is_srgb()).unwrap_or(config.format);
+        surface.configure(&gpu.device, &config);
+        let size = (config.width, config.height);
+        let scene = Scene::new(gpu, config.format, self.args.count, size).unwrap_or_else(|e| fail(e));
+        self.window = Some(Windowed {
+            window,
+            surface,
+            config,
+            scene,
+        });
+    }
+
+    fn window_event(&mut self, event_loop: &ActiveEventLoop, _: WindowId, event: WindowEvent) {
+        let (
+            Some(Windowed {
+                window,
+                surface,
+                config,
+                scene,
+            }),
+            gpu,
+        ) = (&mut self.window, &self.gpu)
+        else {
+            return;
+        };
+        match event {
+            WindowEvent::CloseRequested => event_loop.exit(),
+            WindowEvent::KeyboardInput { event, .. } if event.logical_key == Key::Named(NamedKey::Escape) => {
+                event_loop.exit()
+            }
+            WindowEvent::Resized(PhysicalSize { width, height }) if width > 0 && height > 0 => {
+                (config.width, config.height) = (width, height);
+                surface.configure(&gpu.device, config);
+                scene.resize(&gpu.device, (width, height));
+            }
+            WindowEvent::RedrawRequested => {
+                let frame = match surface.get_current_texture() {
+                    CurrentSurfaceTexture::Success(frame) | CurrentSurfaceTexture::Suboptimal(frame) => frame,
+                    CurrentSurfaceTexture::Outdated => return surface.configure(&gpu.device, config),
+                    _ => return window.request_redraw(), // occluded or timed out: try again
+                };
+                let mut encoder = gpu.device.create_command_encoder(&Default::default());
+                let view = frame.texture.create_view(&Default::default());
+                scene.frame(&mut encoder, &view, self.start.elapsed().as_secs_f32());
+                let at = scene.target.draw_args_offset(0) + INSTANCE_COUNT_OFFSET;
+                self.drawn.copy(&mut encoder, scene.target.draw_args(), at, 4, 0);
+                gpu.queue.submit([encoder.finish()]);
+                window.pre_present_notify();
+                frame.present();
+                // Polling advances the mapping: the count arrives a frame or two later.
+                let _ = gpu.device.poll(wgpu::PollType::Poll);
+                if let Some((bytes, _)) = self.drawn.poll() {
+                    let drawn: u32 = bytemuck::pod_read_unaligned(&bytes);
+                    window.set_title(&format!("draw: {drawn} of {} instances drawn", scene.count));
+                }
+                window.request_redraw();
+            }
+            _ => {}
+        }
+    }
+}

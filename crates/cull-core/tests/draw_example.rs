@@ -1,0 +1,87 @@
+//! Runs the `draw` example headless: what it draws must be what the CPU
+//! reference keeps, and its command line must explain itself.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The example's binary, which `cargo test` builds beside this test's
+/// `deps/` folder (`cargo test --test draw_example` alone does not: run
+/// `cargo test -p cull-core` once).
+fn example() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/");
+    let path = dir
+        .join("examples")
+        .join(format!("draw{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is missing: run through `cargo test`, which builds examples",
+        path.display()
+    );
+    path
+}
+
+fn run(args: &[&str]) -> Output {
+    let path = example();
+    Command::new(&path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn headless_draws_exactly_the_survivors_of_the_cpu_reference() {
+    let count = 20_000;
+    let out = run(&[
+        "--headless",
+        "--json",
+        "--count",
+        &count.to_string(),
+        "--frames",
+        "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "draw failed: {}\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    let line = stdout.lines().last().expect("a JSON line");
+    let summary: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let field = |name: &str| {
+        summary[name]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    assert_eq!(summary["example"], "draw");
+    assert_eq!(field("instances"), f64::from(count));
+    let (drawn, reference, borderline) = (field("drawn"), field("cpu_reference"), field("borderline"));
+    // The reference keeps borderline spheres; the GPU may round them either way.
+    assert!(
+        drawn <= reference && drawn >= reference - borderline,
+        "the GPU drew {drawn}, the CPU reference keeps {reference} ({borderline} borderline): {line}"
+    );
+    assert!(
+        drawn > 0.0 && drawn < f64::from(count),
+        "nothing culled, or nothing drawn: {line}"
+    );
+    assert!(field("lit_fraction") > 0.02, "too few pixels lit: {line}");
+}
+
+#[test]
+fn help_succeeds_and_a_bad_count_names_its_flag() {
+    let help = run(&["--help"]);
+    assert!(help.status.success(), "--help failed: {help:?}");
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--headless"));
+    let bad = run(&["--count", "many"]);
+    assert!(!bad.status.success(), "--count many was accepted");
+    let message = String::from_utf8_lossy(&bad.stderr) + String::from_utf8_lossy(&bad.stdout);
+    assert!(
+        message.contains("--count"),
+        "the error does not name --count: {message}"
+    );
+}
