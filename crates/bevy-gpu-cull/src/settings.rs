@@ -57,7 +57,13 @@ pub enum GpuCullSystems {
 }
 
 /// Run-time settings; a change takes effect on the next frame.
-#[derive(Resource, Clone, Debug, PartialEq, Eq)]
+///
+/// Reflected as one opaque value, as Bevy reflects `Exposure`: its fields
+/// are cull-core types, which know nothing of Bevy. An inspector shows it
+/// (its `Debug` form) and can replace it whole.
+#[derive(Resource, Clone, Debug, PartialEq, Eq, Reflect)]
+#[reflect(opaque)]
+#[reflect(Resource, Default, Debug, PartialEq, Clone)]
 pub struct GpuCullSettings {
     /// The scan variant; `None` picks the fastest compiled-in one the adapter runs.
     pub variant: Option<ScanVariant>,
@@ -71,5 +77,33 @@ impl Default for GpuCullSettings {
             variant: None,
             format: InstanceFormat::PosQuat,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bevy::reflect::TypeRegistry;
+
+    #[test]
+    fn settings_reflect_as_a_resource_that_clones_and_compares() {
+        let mut registry = TypeRegistry::default();
+        registry.register::<GpuCullSettings>();
+        let registration = registry
+            .get(std::any::TypeId::of::<GpuCullSettings>())
+            .expect("registered");
+        assert!(registration.data::<ReflectResource>().is_some());
+        assert!(registration.data::<ReflectDefault>().is_some());
+        let settings = GpuCullSettings {
+            variant: Some(ScanVariant::Ordered),
+            format: InstanceFormat::Packed16,
+        };
+        let cloned = settings.reflect_clone().expect("clones");
+        assert_eq!(cloned.reflect_partial_eq(&settings), Some(true));
+        assert_eq!(
+            cloned.reflect_partial_eq(&GpuCullSettings::default()),
+            Some(false)
+        );
+        assert_eq!(cloned.take::<GpuCullSettings>().ok(), Some(settings));
     }
 }
