@@ -15,7 +15,6 @@
 
 mod support;
 
-use bevy::camera::RenderTarget;
 use bevy::prelude::*;
 use bevy::render::RenderApp;
 use bevy::render::extract_resource::{ExtractResource, ExtractResourcePlugin};
@@ -63,47 +62,23 @@ struct Flags {
     /// the frame's size, WxH (default 1280x720; 480x270 headless)
     #[argh(option, from_str_fn(support::parse_size_flag))]
     size: Option<(u32, u32)>,
+    /// headless: the summary as one JSON line
+    #[argh(switch)]
+    json: bool,
 }
 
 fn main() {
     let flags: Flags = argh::from_env();
-    let args = Args::new(
-        flags.count,
-        flags.headless,
-        flags.frames,
-        flags.screenshot,
-        flags.size,
-    );
-    if !args.headless {
-        support::require_display(
-            "boids",
-            "cargo run --release --example boids -- --headless --frames 60 --screenshot boids.png",
-        );
-    }
-    let mut app = App::new();
-    support::add_default_plugins(
-        &mut app,
-        args.headless,
-        "bevy-gpu-cull: boids",
-        args.width,
-        args.height,
-    );
-    app.world_mut()
-        .resource_mut::<Assets<Shader>>()
-        .insert(
-            BOIDS_SHADER.id(),
-            Shader::from_wgsl(include_str!("shaders/boids.wgsl"), "shaders/boids.wgsl"),
-        )
-        .expect("a UUID handle always inserts");
+    let mut app = support::example_app("boids", &support::scene_args!(flags));
+    let wgsl = include_str!("shaders/boids.wgsl");
+    support::embed_shader(&mut app, BOIDS_SHADER, wgsl, "shaders/boids.wgsl");
     app.add_plugins((
         GpuCullPlugin::default(),
         ExtractResourcePlugin::<Flock>::default(),
     ))
     .insert_resource(ClearColor(Color::srgb(0.01, 0.01, 0.03)))
-    .insert_resource(args)
-    .init_resource::<support::HeadlessRun>()
     .add_systems(Startup, setup)
-    .add_systems(Update, finish_headless);
+    .add_systems(Update, support::finish_headless);
     app.sub_app_mut(RenderApp)
         .add_systems(RenderGraph, step_flock.in_set(GpuCullSystems::WriteInstances));
     app.run();
@@ -270,37 +245,4 @@ fn step_flock(
     let (x, y) = batch.workgroups(64);
     pass.dispatch_workgroups(x, y, 1);
     gpu.frame += 1;
-}
-
-/// Headless: a screenshot once the flock has been drawn, then one summary
-/// line (boids, visible, frames), and exit.
-fn finish_headless(
-    args: Res<Args>,
-    mut run: ResMut<support::HeadlessRun>,
-    settled: Res<support::PipelinesSettled>,
-    stats: Res<GpuCullStats>,
-    targets: Query<&RenderTarget, With<Camera3d>>,
-    mut commands: Commands,
-    mut exit: MessageWriter<AppExit>,
-) {
-    if !args.headless {
-        return;
-    }
-    let visible = stats.visible.values().sum::<u32>();
-    let ready = stats.drawn_frames >= 2 && visible > 0;
-    let support::HeadlessStep::Finish(exit_code) =
-        run.step(&args, ready, &settled, targets.single().ok(), &mut commands)
-    else {
-        return;
-    };
-    println!(
-        "boids: frames={} instances={} visible={} drawn_frames={} frame_ms={:.3} variant={}",
-        run.frames,
-        args.count,
-        visible,
-        stats.drawn_frames,
-        run.median_frame_ms(),
-        stats.variant.map_or("-", |v| v.name()),
-    );
-    exit.write(exit_code);
 }

@@ -19,7 +19,6 @@
 
 mod support;
 
-use bevy::camera::RenderTarget;
 use bevy::pbr::{ExtendedMaterial, MaterialExtension};
 use bevy::prelude::*;
 use bevy::render::render_resource::AsBindGroup;
@@ -74,53 +73,27 @@ struct Flags {
     /// occlusion culling on the camera (the plugin's, with Bevy's depth prepass)
     #[argh(switch)]
     occlusion: bool,
+    /// headless: the summary as one JSON line
+    #[argh(switch)]
+    json: bool,
 }
 
 fn main() {
     let flags: Flags = argh::from_env();
     let args = Args {
         occlusion: flags.occlusion,
-        ..Args::new(
-            flags.count,
-            flags.headless,
-            flags.frames,
-            flags.screenshot,
-            flags.size,
-        )
+        ..support::scene_args!(flags)
     };
-    if !args.headless {
-        support::require_display(
-            "custom_material",
-            "cargo run --release --example custom_material -- --headless --frames 30 --screenshot rocks.png",
-        );
-    }
-    let mut app = App::new();
-    support::add_default_plugins(
-        &mut app,
-        args.headless,
-        "bevy-gpu-cull: custom material",
-        args.width,
-        args.height,
-    );
-    app.world_mut()
-        .resource_mut::<Assets<Shader>>()
-        .insert(
-            VEINS_SHADER.id(),
-            Shader::from_wgsl(
-                include_str!("shaders/glowing_veins.wgsl"),
-                "shaders/glowing_veins.wgsl",
-            ),
-        )
-        .expect("a UUID handle always inserts");
+    let mut app = support::example_app("custom_material", &args);
+    let wgsl = include_str!("shaders/glowing_veins.wgsl");
+    support::embed_shader(&mut app, VEINS_SHADER, wgsl, "shaders/glowing_veins.wgsl");
     app.add_plugins((
         GpuCullPlugin::default(),
         MaterialPlugin::<RockMaterial>::default(),
     ))
     .insert_resource(ClearColor(Color::srgb(0.02, 0.02, 0.05)))
-    .insert_resource(args)
-    .init_resource::<support::HeadlessRun>()
     .add_systems(Startup, setup)
-    .add_systems(Update, (orbit, finish_headless))
+    .add_systems(Update, (orbit, support::finish_headless))
     .run();
 }
 
@@ -188,7 +161,7 @@ fn setup(
     ));
     let mut camera = commands.spawn((Camera3d::default(), Transform::default()));
     if args.occlusion {
-        camera.insert(support::occlusion_culling());
+        camera.insert(GpuCullOcclusion);
     }
     if args.headless {
         camera.insert(support::headless_target(&mut images, args.width, args.height));
@@ -208,35 +181,4 @@ fn orbit(time: Res<Time>, args: Res<Args>, mut camera: Query<&mut Transform, Wit
     for mut transform in &mut camera {
         *transform = Transform::from_translation(eye).looking_at(ahead, Vec3::Y);
     }
-}
-
-/// Headless: a screenshot once the batch has been drawn, then one summary
-/// line (instances, visible, frames), and exit.
-fn finish_headless(
-    args: Res<Args>,
-    mut run: ResMut<support::HeadlessRun>,
-    settled: Res<support::PipelinesSettled>,
-    stats: Res<GpuCullStats>,
-    targets: Query<&RenderTarget, With<Camera3d>>,
-    mut commands: Commands,
-    mut exit: MessageWriter<AppExit>,
-) {
-    if !args.headless {
-        return;
-    }
-    let ready = stats.drawn_frames >= 2;
-    let support::HeadlessStep::Finish(exit_code) =
-        run.step(&args, ready, &settled, targets.single().ok(), &mut commands)
-    else {
-        return;
-    };
-    println!(
-        "custom_material: frames={} instances={} visible={} drawn_frames={} variant={}",
-        run.frames,
-        args.count,
-        stats.visible.values().sum::<u32>(),
-        stats.drawn_frames,
-        stats.variant.map_or("-", |v| v.name()),
-    );
-    exit.write(exit_code);
 }

@@ -22,7 +22,6 @@
 
 mod support;
 
-use bevy::camera::RenderTarget;
 use bevy::prelude::*;
 use bevy::render::RenderApp;
 use bevy::render::extract_resource::{ExtractResource, ExtractResourcePlugin};
@@ -47,7 +46,7 @@ const HALF_HEIGHT: f32 = 0.4;
 const STEP: f32 = 1.0 / 60.0;
 
 /// How the blades move.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Resource, Clone, Copy, Debug, PartialEq, Eq, argh::FromArgValue)]
 enum Mode {
     /// Swayed every frame by the GPU pass.
     Gpu,
@@ -68,12 +67,6 @@ struct Field {
     mode: Mode,
 }
 
-#[derive(Resource)]
-struct Args {
-    scene: support::SceneArgs,
-    mode: Mode,
-}
-
 /// A million grass blades swayed every frame on the GPU, culled and drawn
 /// with levels of detail and shadows.
 #[derive(argh::FromArgs)]
@@ -85,7 +78,7 @@ struct Flags {
     /// who moves the blades: gpu (a compute pass, every frame), static (the
     /// same pass, once), cpu (every blade from the CPU, every frame) or list
     /// (a plain list uploaded once); default gpu
-    #[argh(option, default = "Mode::Gpu", from_str_fn(parse_mode))]
+    #[argh(option, default = "Mode::Gpu")]
     mode: Mode,
     /// render offscreen, without a window, for --frames frames, then exit
     #[argh(switch)]
@@ -99,58 +92,24 @@ struct Flags {
     /// the frame's size, WxH (default 1280x720; 480x270 headless)
     #[argh(option, from_str_fn(support::parse_size_flag))]
     size: Option<(u32, u32)>,
-}
-
-fn parse_mode(value: &str) -> Result<Mode, String> {
-    match value {
-        "gpu" => Ok(Mode::Gpu),
-        "static" => Ok(Mode::Static),
-        "cpu" => Ok(Mode::Cpu),
-        "list" => Ok(Mode::List),
-        _ => Err(format!("`{value}`: --mode takes gpu, static, cpu or list")),
-    }
+    /// headless: the summary as one JSON line
+    #[argh(switch)]
+    json: bool,
 }
 
 fn main() {
     let flags: Flags = argh::from_env();
-    let mode = flags.mode;
-    let scene = support::SceneArgs::new(
-        flags.count,
-        flags.headless,
-        flags.frames,
-        flags.screenshot,
-        flags.size,
-    );
-    if !scene.headless {
-        support::require_display(
-            "grass",
-            "cargo run --release --example grass -- --headless --frames 60 --screenshot grass.png",
-        );
-    }
-    let mut app = App::new();
-    support::add_default_plugins(
-        &mut app,
-        scene.headless,
-        "bevy-gpu-cull: grass",
-        scene.width,
-        scene.height,
-    );
-    app.world_mut()
-        .resource_mut::<Assets<Shader>>()
-        .insert(
-            GRASS_SHADER.id(),
-            Shader::from_wgsl(include_str!("shaders/grass.wgsl"), "shaders/grass.wgsl"),
-        )
-        .expect("a UUID handle always inserts");
+    let mut app = support::example_app("grass", &support::scene_args!(flags));
+    let wgsl = include_str!("shaders/grass.wgsl");
+    support::embed_shader(&mut app, GRASS_SHADER, wgsl, "shaders/grass.wgsl");
     app.add_plugins((
         GpuCullPlugin::default(),
         ExtractResourcePlugin::<Field>::default(),
     ))
     .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
-    .insert_resource(Args { scene, mode })
-    .init_resource::<support::HeadlessRun>()
+    .insert_resource(flags.mode)
     .add_systems(Startup, setup)
-    .add_systems(Update, (sway_on_cpu, finish_headless));
+    .add_systems(Update, (sway_on_cpu, support::finish_headless));
     app.sub_app_mut(RenderApp)
         .add_systems(RenderGraph, sway_on_gpu.in_set(GpuCullSystems::WriteInstances));
     app.run();
@@ -163,36 +122,23 @@ fn height(x: f32, z: f32) -> f32 {
 
 fn setup(
     mut commands: Commands,
-    args: Res<Args>,
+    args: Res<support::SceneArgs>,
+    mode: Res<Mode>,
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
     mut images: ResMut<Assets<Image>>,
 ) {
-    let count = args.scene.count as u32;
+    let count = args.count as u32;
     let side = (count as f32).sqrt().ceil() as u32;
     let size = side as f32 * SPACING;
     // The ground: a plane bent by the same height field.
-    let mut ground = Plane3d::default()
-        .mesh()
-        .size(size, size)
-        .subdivisions(96)
-        .build();
-    if let Some(bevy::mesh::VertexAttributeValues::Float32x3(positions)) =
-        ground.attribute_mut(Mesh::ATTRIBUTE_POSITION)
-    {
-        for p in positions.iter_mut() {
-            p[1] = height(p[0], p[2]);
-        }
-    }
-    ground.compute_smooth_normals();
-    commands.spawn((
-        Mesh3d(meshes.add(ground)),
-        MeshMaterial3d(materials.add(StandardMaterial {
-            base_color: Color::srgb(0.25, 0.2, 0.1),
-            perceptual_roughness: 1.0,
-            ..default()
-        })),
-    ));
+    let ground = support::scenery::bent_ground(size, height);
+    let soil = StandardMaterial {
+        base_color: Color::srgb(0.25, 0.2, 0.1),
+        perceptual_roughness: 1.0,
+        ..default()
+    };
+    commands.spawn((Mesh3d(meshes.add(ground)), MeshMaterial3d(materials.add(soil))));
     // Near blades are thin boxes, far ones a single quad.
     let near = meshes.add(Cuboid::new(0.05, 2.0 * HALF_HEIGHT, 0.01));
     let far = meshes.add(Rectangle::new(0.05, 2.0 * HALF_HEIGHT));
@@ -211,7 +157,7 @@ fn setup(
             radius: HALF_HEIGHT * 1.01,
         },
     ));
-    if matches!(args.mode, Mode::Cpu | Mode::List) {
+    if matches!(*mode, Mode::Cpu | Mode::List) {
         batch.insert(GpuCullInstances::new(blades_at(count, side, 0.0)));
     } else {
         batch.insert((
@@ -224,7 +170,7 @@ fn setup(
         batch,
         count,
         side,
-        mode: args.mode,
+        mode: *mode,
     });
     commands.spawn((
         DirectionalLight {
@@ -239,12 +185,8 @@ fn setup(
         Camera3d::default(),
         Transform::from_translation(eye).looking_at(Vec3::new(0.0, 0.0, size * 0.2), Vec3::Y),
     ));
-    if args.scene.headless {
-        camera.insert(support::headless_target(
-            &mut images,
-            args.scene.width,
-            args.scene.height,
-        ));
+    if args.headless {
+        camera.insert(support::headless_target(&mut images, args.width, args.height));
     }
 }
 
@@ -387,38 +329,4 @@ fn sway_on_gpu(
     let (x, y) = batch.workgroups(64);
     pass.dispatch_workgroups(x, y, 1);
     gpu.writes += 1;
-}
-
-/// Headless: a screenshot once the field has been drawn, then one summary
-/// line (blades, visible, median frame time), and exit.
-fn finish_headless(
-    args: Res<Args>,
-    mut run: ResMut<support::HeadlessRun>,
-    settled: Res<support::PipelinesSettled>,
-    stats: Res<GpuCullStats>,
-    targets: Query<&RenderTarget, With<Camera3d>>,
-    mut commands: Commands,
-    mut exit: MessageWriter<AppExit>,
-) {
-    if !args.scene.headless {
-        return;
-    }
-    let visible = stats.visible.values().sum::<u32>();
-    let ready = stats.drawn_frames >= 2 && visible > 0;
-    let support::HeadlessStep::Finish(exit_code) =
-        run.step(&args.scene, ready, &settled, targets.single().ok(), &mut commands)
-    else {
-        return;
-    };
-    println!(
-        "grass: frames={} instances={} visible={} drawn_frames={} frame_ms={:.3} mode={:?} variant={}",
-        run.frames,
-        args.scene.count,
-        visible,
-        stats.drawn_frames,
-        run.median_frame_ms(),
-        args.mode,
-        stats.variant.map_or("-", |v| v.name()),
-    );
-    exit.write(exit_code);
 }

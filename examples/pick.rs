@@ -52,35 +52,16 @@ struct Flags {
     /// the frame's size, WxH (default 1280x720; 480x270 headless)
     #[argh(option, from_str_fn(support::parse_size_flag))]
     size: Option<(u32, u32)>,
+    /// headless: the summary as one JSON line
+    #[argh(switch)]
+    json: bool,
 }
 
 fn main() {
     let flags: Flags = argh::from_env();
-    let args = support::SceneArgs::new(
-        flags.count,
-        flags.headless,
-        flags.frames,
-        flags.screenshot,
-        flags.size,
-    );
-    if !args.headless {
-        support::require_display(
-            "pick",
-            "cargo run --release --example pick -- --headless --frames 10 --screenshot pick.png",
-        );
-    }
-    let mut app = App::new();
-    support::add_default_plugins(
-        &mut app,
-        args.headless,
-        "bevy-gpu-cull: pick",
-        args.width,
-        args.height,
-    );
+    let mut app = support::example_app("pick", &support::scene_args!(flags));
     app.add_plugins((GpuCullPlugin::default(), GpuCullPickingPlugin))
-        .insert_resource(args)
         .init_resource::<Picked>()
-        .init_resource::<support::HeadlessRun>()
         .add_systems(Startup, setup)
         .add_systems(Update, (time_ray_casts, finish_headless).chain())
         .run();
@@ -215,19 +196,32 @@ fn finish_headless(
             inputs.write(PointerInput::new(PointerId::Mouse, location, action));
         }
     }
-    let support::HeadlessStep::Finish(exit_code) =
-        run.step(&args, ready, &settled, targets.single().ok(), &mut commands)
-    else {
+    let support::HeadlessStep::Finish(exit_code) = run.step(
+        &args,
+        ready,
+        picked.1.is_some(),
+        &settled,
+        targets.single().ok(),
+        &mut commands,
+    ) else {
         return;
     };
-    println!(
-        "pick: frames={} instances={} visible={} picked={} index_build_ms={:.2} ray_cast_us={:.1}",
-        run.frames,
-        args.count,
-        stats.visible.values().sum::<u32>(),
-        picked.0.map_or("none".to_string(), |i| i.to_string()),
-        picked.1.map_or(f64::NAN, |t| t.0),
-        picked.1.map_or(f64::NAN, |t| t.1),
-    );
+    let (build_ms, cast_us) = picked.1.unzip();
+    run.summary("pick", &settled)
+        .line(match picked.0 {
+            Some(i) => format!("clicked instance {i} of {}", args.count),
+            None => "the click hit no instance".into(),
+        })
+        .line(format!(
+            "a ray cast: {:.2} ms after the list changed, {:.1} us after that",
+            build_ms.unwrap_or(f64::NAN),
+            cast_us.unwrap_or(f64::NAN)
+        ))
+        .field("instances", args.count)
+        .field("visible", stats.visible.values().sum::<u32>())
+        .field("picked", picked.0)
+        .field("index_build_ms", build_ms)
+        .field("ray_cast_us", cast_us)
+        .print(args.json);
     exit.write(exit_code);
 }

@@ -6,7 +6,18 @@ mod common;
 
 use std::process::{Command, Output};
 
-const EXAMPLES: [&str; 6] = ["spheres", "forest", "custom_material", "boids", "grass", "pick"];
+const EXAMPLES: [&str; 10] = [
+    "minimal",
+    "lod",
+    "occlusion",
+    "cells",
+    "spheres",
+    "forest",
+    "custom_material",
+    "boids",
+    "grass",
+    "pick",
+];
 
 fn run(name: &str, args: &[&str]) -> (Output, String) {
     let out = Command::new(common::example(name)).args(args).output().unwrap();
@@ -23,7 +34,14 @@ fn help_lists_each_example_flags() {
     for name in EXAMPLES {
         let (out, text) = run(name, &["--help"]);
         assert!(out.status.success(), "{name} --help: {:?}\n{text}", out.status);
-        for flag in ["--count", "--headless", "--frames", "--screenshot", "--size"] {
+        for flag in [
+            "--count",
+            "--headless",
+            "--frames",
+            "--screenshot",
+            "--size",
+            "--json",
+        ] {
             assert!(text.contains(flag), "{name} --help lists no {flag}:\n{text}");
         }
     }

@@ -20,6 +20,7 @@ fn run_forest_output(extra: &[&str], shot_name: &str) -> (String, image::RgbaIma
     let out = Command::new(common::example("forest"))
         .args([
             "--headless",
+            "--json",
             "--frames",
             "30",
             "--count",
@@ -35,11 +36,7 @@ fn run_forest_output(extra: &[&str], shot_name: &str) -> (String, image::RgbaIma
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}", out.status);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("forest:"))
-        .unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"))
-        .to_owned();
+    let line = common::summary("forest", &stdout).unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"));
     let img = image::open(&shot)
         .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
         .to_rgba8();

@@ -31,6 +31,7 @@ fn spheres_headless_every_variant() {
         let out = Command::new(example())
             .args([
                 "--headless",
+                "--json",
                 "--frames",
                 "50",
                 "--count",
@@ -70,10 +71,9 @@ fn spheres_headless_every_variant() {
             "{variant}: exit {:?}\n{stdout}\n{stderr}",
             out.status
         );
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with("spheres:"))
+        let line = common::summary("spheres", &stdout)
             .unwrap_or_else(|| panic!("{variant}: no summary\n{stdout}\n{stderr}"));
+        let line = line.as_str();
         let visible: u32 = field(line, "visible").parse().unwrap();
         // Every clearly visible sphere, and any of the borderline ones
         // (within rounding of the widened frustum boundary).

@@ -1,5 +1,5 @@
 //! What the example tests share: finding an example's binary and reading
-//! its summary line.
+//! its summary (the JSON line `--json` prints).
 
 use std::path::PathBuf;
 
@@ -17,7 +17,7 @@ pub fn example(name: &str) -> PathBuf {
 }
 
 /// Runs example `name` headless with `args` and a screenshot: its summary
-/// line (the one starting `name:`) and the screenshot. Fails, with what it
+/// (the JSON line of `--json`) and the screenshot. Fails, with what it
 /// printed, when it exits unsuccessfully or prints no summary.
 // Not every test binary that includes this module runs an example this way.
 #[allow(dead_code)]
@@ -25,7 +25,7 @@ pub fn run_headless(name: &str, args: &[&str], shot_name: &str) -> (String, imag
     let shot = std::env::temp_dir().join(shot_name);
     let _ = std::fs::remove_file(&shot);
     let out = std::process::Command::new(example(name))
-        .arg("--headless")
+        .args(["--headless", "--json"])
         .args(args)
         .arg("--screenshot")
         .arg(&shot)
@@ -34,26 +34,38 @@ pub fn run_headless(name: &str, args: &[&str], shot_name: &str) -> (String, imag
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}", out.status);
-    let prefix = format!("{name}:");
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"))
-        .to_string();
+    let line = summary(name, &stdout).unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"));
     let img = image::open(&shot)
         .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
         .to_rgba8();
     (line, img)
 }
 
-/// The value of `key=value` in a summary line.
+/// The summary `--json` printed for example `name`: the line holding the
+/// JSON object whose `example` is `name`.
+// Not every test binary that includes this module reads summaries.
+#[allow(dead_code)]
+pub fn summary(name: &str, stdout: &str) -> Option<String> {
+    let prefix = format!("{{\"example\":\"{name}\"");
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .map(str::to_string)
+}
+
+/// The value of `key` in a summary, as text: numbers and flags as JSON
+/// writes them, `n/a` for `null` (not measured, or not in this run).
 // Not every test binary that includes this module reads summaries.
 #[allow(dead_code)]
 pub fn field(line: &str, key: &str) -> String {
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
-        .to_string()
+    let summary: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON summary ({e}): {line}"));
+    match summary.get(key) {
+        None => panic!("no {key} in {line}"),
+        Some(serde_json::Value::Null) => "n/a".into(),
+        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(value) => value.to_string(),
+    }
 }
 
 /// The value of a `--pass-times` line, `KIND PATH VALUE` (`KIND` is

@@ -1,0 +1,198 @@
+//! The app around an example's scene: Bevy's default plugins with a window,
+//! or headless (no display, frames rendered to an image and paced like a
+//! window's), the headless camera's target, Bevy's render pass timings.
+
+use super::{ExampleName, HeadlessRun, PipelinesSettled, SceneArgs};
+use bevy::app::ScheduleRunnerPlugin;
+use bevy::camera::{ImageRenderTarget, RenderTarget};
+use bevy::prelude::*;
+use bevy::render::render_resource::{TextureFormat, TextureUsages};
+use bevy::render::renderer::{RenderDevice, RenderQueue, WgpuWrapper};
+use bevy::render::{Render, RenderApp, RenderSystems};
+use bevy::shader::Shader;
+use bevy::window::ExitCondition;
+use bevy::winit::WinitPlugin;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// A new app for example `name`: Bevy's default plugins, with a window
+/// titled after it or headless (exiting with a hint where there is no
+/// display for a window); with `--pass-times`, Bevy's render pass timings;
+/// `args` and a headless run's bookkeeping ([`HeadlessRun`]) as resources.
+pub fn example_app(name: &str, args: &SceneArgs) -> App {
+    if !args.headless {
+        require_display(
+            name,
+            &format!("cargo run --release --example {name} -- --headless"),
+        );
+    }
+    let mut app = App::new();
+    let title = format!("bevy-gpu-cull: {name}");
+    add_default_plugins(&mut app, args.headless, &title, args.width, args.height);
+    if args.pass_times {
+        add_pass_times(&mut app);
+    }
+    app.insert_resource(args.clone())
+        .insert_resource(ExampleName(name.into()))
+        .init_resource::<HeadlessRun>();
+    app
+}
+
+/// Adds `wgsl`, an example's own shader compiled into it (from `path`), to
+/// the app's shaders under `handle`.
+pub fn embed_shader(app: &mut App, handle: Handle<Shader>, wgsl: &'static str, path: &'static str) {
+    let shader = Shader::from_wgsl(wgsl, path);
+    let mut shaders = app.world_mut().resource_mut::<Assets<Shader>>();
+    shaders
+        .insert(handle.id(), shader)
+        .expect("a UUID handle always inserts");
+}
+
+/// Exits with a message pointing to `headless_command` when a window is
+/// asked for and there is no display: on Linux and the BSDs, where windows
+/// need an X11 or Wayland server (`DISPLAY` or `WAYLAND_DISPLAY`). macOS
+/// and Windows always have one.
+pub fn require_display(name: &str, headless_command: &str) {
+    let needs_server = cfg!(any(
+        target_os = "linux",
+        target_os = "freebsd",
+        target_os = "openbsd",
+        target_os = "netbsd",
+        target_os = "dragonfly"
+    ));
+    let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if needs_server && !has_display {
+        eprintln!(
+            "{name}: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n\
+             Run it headless instead: {headless_command}"
+        );
+        std::process::exit(2);
+    }
+}
+
+/// Bevy's default plugins: a window titled `title`, or headless (no window,
+/// no winit, frames as fast as the GPU finishes them, at most
+/// [`HEADLESS_FRAMES_IN_FLIGHT`] ahead: see [`pace_headless_frames`]).
+pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u32, height: u32) {
+    // Both kinds of run: the examples read it in their headless summaries.
+    let settled = PipelinesSettled::default();
+    app.insert_resource(settled.clone());
+    if headless {
+        let mut plugins = DefaultPlugins
+            .set(WindowPlugin {
+                primary_window: None,
+                exit_condition: ExitCondition::DontExit,
+                ..default()
+            })
+            .disable::<WinitPlugin>();
+        // A headless run draws no HUD and no gizmos: Bevy's UI, text,
+        // sprite and gizmo-drawing plugins would only add systems to every
+        // frame (on an H100 host, 7-25% of the frame of a small scene). The
+        // gizmo plugin itself stays: without it a system of the default plugins
+        // fails for a missing resource.
+        plugins = plugins
+            .disable::<bevy::text::TextPlugin>()
+            .disable::<bevy::ui::UiPlugin>()
+            .disable::<bevy::ui_render::UiRenderPlugin>()
+            .disable::<bevy::sprite::SpritePlugin>()
+            .disable::<bevy::sprite_render::SpriteRenderPlugin>()
+            .disable::<bevy::gizmos_render::GizmoRenderPlugin>()
+            .disable::<bevy::a11y::AccessibilityPlugin>();
+        app.add_plugins((plugins, ScheduleRunnerPlugin::run_loop(Duration::ZERO)));
+        if std::env::var_os("GPU_CULL_UNPACED").is_none()
+            && let Some(render_app) = app.get_sub_app_mut(RenderApp)
+        {
+            render_app
+                .init_resource::<FramesInFlight>()
+                .add_systems(Render, pace_headless_frames.in_set(RenderSystems::Cleanup));
+        }
+    } else {
+        app.add_plugins(DefaultPlugins.set(WindowPlugin {
+            primary_window: Some(Window {
+                title: title.into(),
+                resolution: (width, height).into(),
+                ..default()
+            }),
+            ..default()
+        }));
+    }
+    if let Some(render_app) = app.get_sub_app_mut(RenderApp) {
+        render_app.insert_resource(settled).add_systems(
+            Render,
+            super::settled::watch_pipelines.in_set(RenderSystems::Cleanup),
+        );
+    }
+}
+
+/// A headless camera's target: an image that screenshots can read, and no
+/// MSAA (lavapipe renders every sample on the CPU).
+pub fn headless_target(images: &mut Assets<Image>, width: u32, height: u32) -> (RenderTarget, Msaa) {
+    let mut image = Image::new_target_texture(width, height, TextureFormat::Rgba8UnormSrgb, None);
+    image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
+    (
+        RenderTarget::Image(ImageRenderTarget {
+            handle: images.add(image),
+            scale_factor: 1.0,
+        }),
+        Msaa::Off,
+    )
+}
+
+/// Frames a headless run lets the GPU fall behind, as a window's swapchain
+/// would (Bevy's default frame latency is 2).
+pub const HEADLESS_FRAMES_IN_FLIGHT: usize = 2;
+
+/// The submissions of the frames the GPU may still be working on.
+#[derive(Resource, Default)]
+struct FramesInFlight(VecDeque<WgpuWrapper<wgpu::SubmissionIndex>>);
+
+/// Without a window nothing throttles Bevy's frames: the CPU submits frames
+/// faster than a GPU-bound scene renders them, the queue grows by hundreds of
+/// frames, the app's frame times measure the CPU alone, results read back
+/// from the GPU arrive hundreds of frames late, and exiting waits for the
+/// whole queue to drain. This waits, after each frame's submission, until
+/// the GPU has finished all but the last [`HEADLESS_FRAMES_IN_FLIGHT`] frames.
+/// `GPU_CULL_UNPACED=1` turns it off (to reproduce the difference).
+fn pace_headless_frames(
+    device: Res<RenderDevice>,
+    queue: Res<RenderQueue>,
+    mut in_flight: ResMut<FramesInFlight>,
+) {
+    // An empty submission's index follows this frame's work.
+    in_flight.0.push_back(WgpuWrapper::new(queue.submit([])));
+    while in_flight.0.len() > HEADLESS_FRAMES_IN_FLIGHT {
+        let oldest = in_flight.0.pop_front().expect("more than zero").into_inner();
+        let _ = device.wgpu_device().poll(wgpu::PollType::Wait {
+            submission_index: Some(oldest),
+            timeout: None,
+        });
+    }
+}
+
+/// `--pass-times`: Bevy's render diagnostics (`RenderDiagnosticsPlugin`),
+/// which time every render pass on the GPU and its encoding on the CPU;
+/// [`print_pass_times`] prints them.
+pub fn add_pass_times(app: &mut App) {
+    app.add_plugins(bevy::render::diagnostic::RenderDiagnosticsPlugin);
+}
+
+/// Prints Bevy's render diagnostics (averaged over their last frames), a
+/// line each: `pass_time PATH VALUE` for every render pass's GPU time in ms
+/// (`…/elapsed_gpu`; the plugin's culls are `render/gpu_cull` and, with
+/// occlusion culling, `render/gpu_cull_late`) and its pipeline statistics
+/// (vertex and fragment shader invocations, primitives), and `pass_cpu PATH
+/// VALUE` for the CPU time of its encoding (`…/elapsed_cpu`, ms).
+pub fn print_pass_times(store: &bevy::diagnostic::DiagnosticsStore) {
+    for d in store.iter() {
+        let path = d.path().as_str();
+        if !path.starts_with("render/") {
+            continue;
+        }
+        let kind = if path.ends_with("elapsed_cpu") {
+            "pass_cpu"
+        } else {
+            "pass_time"
+        };
+        println!("{kind} {path} {:.3}", d.average().unwrap_or(f64::NAN));
+    }
+}

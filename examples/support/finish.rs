@@ -1,0 +1,90 @@
+//! The end of a headless run for the examples whose scene is batches seen
+//! by one camera: their summary says how many instances are in view, per
+//! level of detail and by cells where the batches have them.
+
+use super::{HeadlessRun, HeadlessStep, PipelinesSettled, SceneArgs};
+use bevy::camera::RenderTarget;
+use bevy::prelude::*;
+use bevy_gpu_cull::{GpuCullCellStats, GpuCullStats};
+
+/// The example's name, for its summary ([`super::example_app`] inserts it).
+#[derive(Resource, Clone)]
+pub struct ExampleName(pub String);
+
+/// Headless: once the batches have been drawn with instances in view and
+/// the frames asked for have run, takes the screenshot, prints the summary
+/// and exits.
+pub fn finish_headless(
+    args: Res<SceneArgs>,
+    name: Res<ExampleName>,
+    mut run: ResMut<HeadlessRun>,
+    settled: Res<PipelinesSettled>,
+    stats: Res<GpuCullStats>,
+    camera: Query<&RenderTarget, With<Camera3d>>,
+    mut commands: Commands,
+    mut exit: MessageWriter<AppExit>,
+) {
+    if !args.headless {
+        return;
+    }
+    let visible: u32 = stats.visible.values().sum();
+    let ready = stats.drawn_frames >= 2 && visible > 0;
+    let HeadlessStep::Finish(code) =
+        run.step(&args, ready, true, &settled, camera.single().ok(), &mut commands)
+    else {
+        return;
+    };
+    let per_level = per_level(&stats, |_| true);
+    let cells = stats.cells.values().next();
+    let mut summary = run.summary(&name.0, &settled);
+    summary.line(format!("{visible} of {} instances in view", args.count));
+    if let Some(levels) = &per_level {
+        summary.line(format!("per level of detail, finest first: {levels}"));
+    }
+    if let Some(c) = cells {
+        let how = if c.by_cells {
+            "culled by cells"
+        } else {
+            "culled flat: too few instances to skip"
+        };
+        summary.line(format!("{} of {} cells kept, {how}", c.kept, c.cells));
+    }
+    summary
+        .field("instances", args.count)
+        .field("visible", visible)
+        .field("visible_per_level", per_level)
+        .field("cells_kept", cells.map(|c| c.kept))
+        .field("cells", cells.map(|c| c.cells))
+        .field("by_cells", cells.map(|c| c.by_cells))
+        .field("drawn_frames", stats.drawn_frames)
+        .field("variant", stats.variant.map(|v| v.name()))
+        .print(args.json);
+    exit.write(code);
+}
+
+/// The instances of `batch` in view, summed over the views.
+pub fn visible_of(stats: &GpuCullStats, batch: Entity) -> u32 {
+    (stats.visible.iter())
+        .filter(|((_, b), _)| *b == batch)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The instances in view per level of detail, finest first, summed over
+/// the views and the batches `batch` picks, as `a/b/c`; `None` without
+/// levels.
+pub fn per_level(stats: &GpuCullStats, batch: impl Fn(Entity) -> bool) -> Option<String> {
+    let mut sums: Vec<u32> = Vec::new();
+    for (_, levels) in stats.visible_per_level.iter().filter(|((_, b), _)| batch(*b)) {
+        sums.resize(sums.len().max(levels.len()), 0);
+        sums.iter_mut().zip(levels).for_each(|(sum, n)| *sum += n);
+    }
+    (!sums.is_empty()).then(|| sums.iter().map(u32::to_string).collect::<Vec<_>>().join("/"))
+}
+
+/// A view's cells of a batch as `kept/total`, then `(flat)` where the cull
+/// read every instance instead.
+pub fn cells_text(cells: &GpuCullCellStats) -> String {
+    let flat = if cells.by_cells { "" } else { "(flat)" };
+    format!("{}/{}{flat}", cells.kept, cells.cells)
+}

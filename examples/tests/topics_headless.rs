@@ -1,0 +1,86 @@
+//! Runs the one-topic examples headless, as CI does: each draws its batch
+//! and reports what its topic changes (levels drawn, instances hidden,
+//! cells read), checked here.
+
+mod common;
+
+use common::field;
+
+const SIZE: [&str; 2] = ["--size", "240x136"];
+
+fn number(line: &str, key: &str) -> u32 {
+    field(line, key)
+        .parse()
+        .unwrap_or_else(|_| panic!("{key}: {line}"))
+}
+
+/// More than a twentieth of the image differs from its first pixel.
+fn assert_drawn(img: &image::RgbaImage, line: &str) {
+    let first = *img.get_pixel(0, 0);
+    let differing = img.pixels().filter(|p| **p != first).count();
+    assert!(
+        differing > (img.width() * img.height() / 20) as usize,
+        "the screenshot is (nearly) blank: {line}"
+    );
+}
+
+#[test]
+fn minimal_draws_the_cubes_in_view() {
+    let (line, img) = common::run_headless("minimal", &["--count", "10000", SIZE[0], SIZE[1]], "minimal.png");
+    let visible = number(&line, "visible");
+    assert!(visible > 0 && visible < 10_000, "{line}");
+    assert_drawn(&img, &line);
+}
+
+#[test]
+fn lod_draws_every_level_and_counts_each_sphere_once() {
+    let (line, img) = common::run_headless("lod", &["--count", "20000", SIZE[0], SIZE[1]], "lod.png");
+    let levels: Vec<u32> = field(&line, "visible_per_level")
+        .split('/')
+        .map(|n| n.parse().unwrap_or_else(|_| panic!("{line}")))
+        .collect();
+    assert_eq!(levels.len(), 4, "{line}");
+    assert_eq!(levels.iter().sum::<u32>(), number(&line, "visible"), "{line}");
+    // Near spheres at the finest level, the farthest as one triangle.
+    assert!(levels[0] > 0 && levels[3] > 0, "{line}");
+    assert_drawn(&img, &line);
+}
+
+#[test]
+fn occlusion_hides_what_the_walls_cover() {
+    let args = ["--count", "20000", SIZE[0], SIZE[1]];
+    let (on, img) = common::run_headless("occlusion", &args, "occlusion.png");
+    let (off, _) = common::run_headless(
+        "occlusion",
+        &[&args[..], &["--off"]].concat(),
+        "occlusion-off.png",
+    );
+    let (seen, in_frustum) = (number(&on, "visible"), number(&off, "visible"));
+    // Through the gaps some are seen; behind the walls most are not.
+    assert!(
+        seen > 0 && seen * 3 < in_frustum,
+        "with occlusion: {on}\nwithout: {off}"
+    );
+    assert_drawn(&img, &on);
+}
+
+#[test]
+fn cells_keep_the_same_instances_and_read_fewer_cells() {
+    let args = ["--count", "40000", SIZE[0], SIZE[1]];
+    let (cells, img) = common::run_headless("cells", &[&args[..], &["--always"]].concat(), "cells.png");
+    let (flat, _) = common::run_headless("cells", &[&args[..], &["--flat"]].concat(), "cells-flat.png");
+    assert_eq!(
+        number(&cells, "visible"),
+        number(&flat, "visible"),
+        "by cells: {cells}\nflat: {flat}"
+    );
+    assert_eq!(field(&cells, "by_cells"), "true", "{cells}");
+    // A cell's bounding sphere reaches below the ground, into the frustum's
+    // widening underside: fewer than half the cells are kept, not a tenth.
+    assert!(
+        number(&cells, "cells_kept") * 2 < number(&cells, "cells"),
+        "{cells}"
+    );
+    assert_eq!(field(&flat, "cells"), "n/a", "{flat}");
+    assert_drawn(&img, &cells);
+}
