@@ -186,6 +186,11 @@ fn setup(
         },
         Transform::from_xyz(4.0, 10.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y),
     ));
+    spawn_camera(&mut commands, &args, &mut images);
+}
+
+/// The camera, with the options asked for.
+fn spawn_camera(commands: &mut Commands, args: &SceneArgs, images: &mut Assets<Image>) {
     let mut camera = commands.spawn(Camera3d::default());
     if args.occlusion {
         // With --compare bevy, Bevy's own occlusion culling of its entities
@@ -196,10 +201,12 @@ fn setup(
         camera.insert(bevy::camera::visibility::NoCpuCulling);
     }
     if args.depth_prepass {
+        // The main pass then shades each pixel once: the batches are drawn
+        // into the prepass too.
         camera.insert(bevy::core_pipeline::prepass::DepthPrepass);
     }
     if args.headless {
-        camera.insert(support::headless_target(&mut images, args.width, args.height));
+        camera.insert(support::headless_target(images, args.width, args.height));
     }
 }
 
@@ -234,10 +241,13 @@ fn finish_headless(
     let (Some((camera, target)), true) = (camera.single().ok(), args.headless) else {
         return;
     };
-    // Bevy's path has no counts to wait for: a few frames for its meshes
-    // and materials to be prepared, then the pipelines settled.
-    let ready =
-        args.compare_bevy && run.frames >= 10 || stats.drawn_frames >= 2 && !stats.shadow_visible.is_empty();
+    // Bevy's path has no counts to wait for: ready once its meshes are
+    // drawn (their pipelines compiled), then the pipelines settled.
+    let ready = if args.compare_bevy {
+        settled.first_drawn_frames().0.is_some()
+    } else {
+        stats.drawn_frames >= 2 && !stats.shadow_visible.is_empty()
+    };
     let support::HeadlessStep::Finish(code) =
         run.step(&args, ready, true, &settled, Some(target), &mut commands)
     else {

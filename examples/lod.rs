@@ -55,6 +55,10 @@ struct Flags {
 #[derive(Resource)]
 struct CrossFade(f32);
 
+/// The field's half width, for the camera.
+#[derive(Resource)]
+struct Half(f32);
+
 fn main() {
     let flags: Flags = argh::from_env();
     support::example_app("lod", &support::scene_args!(flags))
@@ -73,7 +77,8 @@ fn setup(
     mut materials: ResMut<Assets<StandardMaterial>>,
     mut images: ResMut<Assets<Image>>,
 ) {
-    let (instances, _) = sphere_field(args.count);
+    let (instances, half) = sphere_field(args.count);
+    commands.insert_resource(Half(half));
     let ico = |subdivisions| {
         Sphere::new(SPHERE_RADIUS)
             .mesh()
@@ -116,9 +121,12 @@ fn setup(
 fn look_across(
     time: Res<Time>,
     args: Res<support::SceneArgs>,
+    half: Option<Res<Half>>,
     mut camera: Query<&mut Transform, With<Camera3d>>,
 ) {
-    let half = (args.count as f32).sqrt() * 1.5;
+    let Some(half) = half else {
+        return;
+    };
     let t = if args.headless {
         0.0
     } else {
@@ -126,6 +134,6 @@ fn look_across(
     };
     let ahead = Vec3::new(t.sin(), -0.08, t.cos());
     for mut transform in &mut camera {
-        *transform = Transform::from_xyz(0.0, 8.0, -half - 4.0).looking_to(ahead, Vec3::Y);
+        *transform = Transform::from_xyz(0.0, 8.0, -half.0 - 4.0).looking_to(ahead, Vec3::Y);
     }
 }

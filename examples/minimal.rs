@@ -70,7 +70,9 @@ fn setup(
             GpuCullInstance::from_transform(&transform, color)
         })
         .collect();
-    // The batch: one entity. Its Transform moves the whole batch.
+    // The batch: one entity. Its Transform (required by GpuCullInstances,
+    // here the identity) would move the whole batch, as a mesh's moves its
+    // vertices.
     commands.spawn((
         Mesh3d(meshes.add(Cuboid::new(1.0, 1.0, 1.0))),
         MeshMaterial3d(materials.add(StandardMaterial::default())),

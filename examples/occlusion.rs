@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! cargo run --release --example occlusion
-//! cargo run --release --example occlusion -- --off    # the same scene, frustum culling only
+//! cargo run --release --example occlusion -- --off        # the same scene, frustum culling only
+//! cargo run --release --example occlusion -- --no-walls   # what the spheres hide of each other
 //! cargo run --release --example occlusion -- --headless --screenshot occlusion.png
 //! ```
 
@@ -28,6 +29,9 @@ struct Flags {
     /// occlusion culling off: frustum culling only, to compare
     #[argh(switch)]
     off: bool,
+    /// no walls: what the spheres hide of each other alone, to compare
+    #[argh(switch)]
+    no_walls: bool,
     /// render offscreen, without a window, for --frames frames, then exit
     #[argh(switch)]
     headless: bool,
@@ -53,6 +57,7 @@ fn main() {
     };
     support::example_app("occlusion", &args)
         .add_plugins(GpuCullPlugin::default())
+        .insert_resource(Walls(!flags.no_walls))
         .add_systems(Startup, setup)
         .add_systems(Update, (walk_along, support::finish_headless))
         .run();
@@ -62,9 +67,14 @@ fn main() {
 #[derive(Resource)]
 struct Half(f32);
 
+/// Whether there are walls (`--no-walls`).
+#[derive(Resource)]
+struct Walls(bool);
+
 fn setup(
     mut commands: Commands,
     args: Res<support::SceneArgs>,
+    walls: Res<Walls>,
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
     mut images: ResMut<Assets<Image>>,
@@ -83,13 +93,13 @@ fn setup(
         MeshMaterial3d(materials.add(StandardMaterial::default())),
         GpuCullInstances::new(instances),
     ));
-    // The walls: Bevy meshes across the field's near edge, 10 m wide and
-    // 12 m high, with 4 m gaps between them.
-    let wall = meshes.add(Cuboid::new(10.0, 12.0, 1.0));
+    // The walls: Bevy meshes just before the field's near edge, 10 m wide
+    // and 16 m high (from below the lowest sphere), with 4 m gaps.
+    let wall = meshes.add(Cuboid::new(10.0, 16.0, 1.0));
     let stone = materials.add(StandardMaterial::from(Color::srgb(0.5, 0.45, 0.4)));
-    let walls = (half / 14.0).ceil() as i32;
-    for k in -walls..=walls {
-        let at = Vec3::new(k as f32 * 14.0, 4.0, -half + 6.0);
+    let count = if walls.0 { (half / 14.0).ceil() as i32 } else { -1 };
+    for k in -count..=count {
+        let at = Vec3::new(k as f32 * 14.0, 3.0, -half - 2.0);
         commands.spawn((
             Mesh3d(wall.clone()),
             MeshMaterial3d(stone.clone()),
@@ -105,7 +115,8 @@ fn setup(
     ));
     let mut camera = commands.spawn(Camera3d::default());
     if args.occlusion {
-        // Requires Bevy's DepthPrepass and OcclusionCulling, which it joins.
+        // Brings Bevy's DepthPrepass and OcclusionCulling with it: the
+        // plugin culls in Bevy's two phases, against Bevy's depth pyramid.
         camera.insert(GpuCullOcclusion);
     }
     if args.headless {

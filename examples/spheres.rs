@@ -221,7 +221,13 @@ fn finish_headless(
         *stopped_at = Some(stats.render_frame);
     }
     let fresh = args.compare_bevy || stopped_at.is_some_and(|stop| stats.counts_frame > stop + 2);
-    let drawn = args.compare_bevy || stats.drawn_frames > 0;
+    // Bevy's path: once its meshes are drawn (their pipelines compiled).
+    let bevy_drawn = settled.first_drawn_frames().0.is_some();
+    let drawn = if args.compare_bevy {
+        bevy_drawn
+    } else {
+        stats.drawn_frames > 0
+    };
     let HeadlessStep::Finish(code) = run.step(&args, drawn, fresh, &settled, Some(target), &mut commands)
     else {
         return;

@@ -23,8 +23,12 @@ for v in $variants; do
     status=0
     features=(-p cull-core --no-default-features --features "$v parallel blocking")
     out=$({ cargo test -q "${features[@]}" --lib --examples &&
-        cargo test -q "${features[@]}" --test gpu -- exact_sets::every_variant_matches_reference_indices; } 2>&1) || status=$?
+        cargo test -q "${features[@]}" --test gpu -- --exact exact_sets::every_variant_matches_reference_indices; } 2>&1) || status=$?
     grep -E "^test result|panicked|FAILED|^(error|warning)" <<<"$out" || true
+    # The exact-set test ran (a renamed test would otherwise pass as none).
+    if [ "$status" -eq 0 ] && ! grep -q "^test result: ok. 1 passed" <<<"$out"; then
+        echo "cull-core with only $v: the exact-set test did not run"; status=1
+    fi
     if [ "$status" -ne 0 ]; then
         tail -n 60 <<<"$out"
         echo "cull-core with only $v failed (lints or tests); rerun: cargo clippy -p cull-core --all-targets --no-default-features --features \"$v parallel blocking\" and cargo test with the same features"

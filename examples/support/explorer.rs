@@ -155,7 +155,9 @@ fn keys(
     let Ok((camera, cam, transform, frozen)) = camera.single() else {
         return;
     };
-    // Bevy's path (`--compare bevy`) has no batch: the keys for it do nothing.
+    // Bevy's path (`--compare bevy`) has no batch: the keys for it do
+    // nothing. `O` works there too: `GpuCullOcclusion` brings Bevy's
+    // occlusion culling, which stays once added (so does the prepass).
     let (batch, has_levels) = batches.single().map_or((None, false), |(b, l)| (Some(b), l));
     let pressed = |key| keys.just_pressed(key);
     if pressed(KeyCode::KeyO) && occluding.is_empty() {
@@ -176,10 +178,12 @@ fn keys(
         let path = "gpu-cull-capture.json".into();
         captures.write(GpuCullCaptureScene { camera, batch, path });
     }
-    match (batch.filter(|_| pressed(KeyCode::KeyN)), fly.levels.clone()) {
-        (Some(batch), _) if has_levels => _ = commands.entity(batch).remove::<GpuCullLod>(),
-        (Some(batch), Some(levels)) => _ = commands.entity(batch).insert(levels),
-        _ => {}
+    if let Some(batch) = batch.filter(|_| pressed(KeyCode::KeyN)) {
+        match &fly.levels {
+            _ if has_levels => _ = commands.entity(batch).remove::<GpuCullLod>(),
+            Some(levels) => _ = commands.entity(batch).insert(levels.clone()),
+            None => {}
+        }
     }
     if pressed(KeyCode::KeyL) {
         for mut light in &mut lights {
@@ -254,7 +258,8 @@ fn show_hud(
         format!(" | cells kept {} / {}{flat}", c.kept, c.cells)
     });
     **text = format!(
-        "visible {visible}{levels}{cells} / {} | variant {} | format {} | GPU cull {} | frame {frame_ms:.2} ms\n\
+        "visible {visible}{levels}{cells} / {} | variant {} | format {} | GPU cull {} | \
+         frame {frame_ms:.2} ms\n\
          [V] variant  [F] format  [L] shadows {}  [N] levels of detail {}  [O] occlusion culling {}  \
          [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
         args.count,

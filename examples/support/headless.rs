@@ -8,8 +8,15 @@ use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_dis
 use std::time::Instant;
 
 /// Frames after a headless scene is ready that are not timed: the first
-/// frames of a drawn scene still upload and fill caches.
+/// frames of a drawn scene still upload and fill caches. Half the frames
+/// asked for, where that is fewer ([`warm_up`]).
 pub const TIMING_WARM_UP: u32 = 20;
+
+/// The frames not timed of a run of `frames` frames: [`TIMING_WARM_UP`], or
+/// half of them where that is fewer.
+pub fn warm_up(frames: u32) -> u32 {
+    TIMING_WARM_UP.min(frames / 2)
+}
 
 /// Frames at the end of a headless run in which a moving camera holds
 /// still ([`HeadlessRun::camera_still`]), so that the counts read back (a
@@ -29,8 +36,8 @@ pub struct HeadlessRun {
     /// The frame (from 0) from which the scene was ready: drawn, with no
     /// pipeline left to compile ([`PipelinesSettled`]).
     ready_at: Option<u32>,
-    /// The first frame that drew the scene, and the seconds from the
-    /// process's start to it.
+    /// The first frame that drew the scene, and the seconds from the app's
+    /// start (this resource's creation) to it.
     first_drawn: Option<(u32, f64)>,
     started: Instant,
     screenshot_requested: bool,
@@ -92,8 +99,8 @@ impl HeadlessRun {
 
     /// Counts a frame. The scene is ready from the first frame that is
     /// `drawn` (the example's own test) while Bevy has no pipeline left to
-    /// compile (`settled`). Frames `TIMING_WARM_UP + 1` to `args.frames`
-    /// after that are timed. Then the screenshot goes to `target` (when one
+    /// compile (`settled`). Frames `warm_up(args.frames) + 1` to
+    /// `args.frames` after that are timed. Then the screenshot goes to `target` (when one
     /// was asked for), and the run finishes once it is saved and the
     /// example's `results` (counts read back, say) are in. Gives up, with
     /// an error, [`PATIENCE`] frames past the frames asked for.
@@ -135,7 +142,7 @@ impl HeadlessRun {
         } else {
             self.frames
         };
-        if waited < args.frames + PATIENCE {
+        if waited < args.frames.saturating_add(PATIENCE) {
             return HeadlessStep::Continue;
         }
         eprintln!(
@@ -157,18 +164,18 @@ impl HeadlessRun {
         if self.ready_at.is_none() {
             return;
         }
-        let n = self.frames_ready();
-        if n == TIMING_WARM_UP {
+        let (n, warm_up) = (self.frames_ready(), warm_up(frames));
+        if n == warm_up {
             self.cpu_start = process_cpu_seconds();
         }
-        if let Some(last) = last.filter(|_| n > TIMING_WARM_UP && n <= frames) {
+        if let Some(last) = last.filter(|_| n > warm_up && n <= frames) {
             self.frame_ms.push((now - last).as_secs_f64() * 1e3);
         }
         if n == frames
             && let (Some(start), Some(end)) = (self.cpu_start, process_cpu_seconds())
-            && frames > TIMING_WARM_UP
+            && frames > warm_up
         {
-            self.cpu_ms_per_frame = Some((end - start) * 1e3 / (frames - TIMING_WARM_UP) as f64);
+            self.cpu_ms_per_frame = Some((end - start) * 1e3 / (frames - warm_up) as f64);
         }
     }
 

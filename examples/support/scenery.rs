@@ -112,7 +112,9 @@ pub fn scattered(
 ) -> Vec<GpuCullInstance> {
     let at = |i| {
         let (p, s, turn) = scatter(i, count, radius, seed);
-        // White: Bevy's entity path has one material for all, and draws the same picture.
+        // White: Bevy's entity path (`--compare bevy`) has one material for
+        // all, so both draw the same picture; a tint per instance would cost
+        // the plugin an interpolated color that Bevy's path does not pay.
         GpuCullInstance::from_transform(&place(p, s, turn), Color::WHITE)
     };
     (0..count).map(at).collect()

@@ -54,6 +54,8 @@ impl ApplicationHandler for App {
         surface.configure(&gpu.device, &config);
         let size = (config.width, config.height);
         let scene = Scene::new(gpu, config.format, self.args.count, size).unwrap_or_else(|e| fail(e));
+        // Every frame asks for the next; this asks for the first.
+        window.request_redraw();
         self.window = Some(Windowed {
             window,
             surface,
@@ -80,16 +82,27 @@ impl ApplicationHandler for App {
             WindowEvent::KeyboardInput { event, .. } if event.logical_key == Key::Named(NamedKey::Escape) => {
                 event_loop.exit()
             }
+            WindowEvent::Occluded(false) => window.request_redraw(),
             WindowEvent::Resized(PhysicalSize { width, height }) if width > 0 && height > 0 => {
                 (config.width, config.height) = (width, height);
                 surface.configure(&gpu.device, config);
                 scene.resize(&gpu.device, (width, height));
             }
             WindowEvent::RedrawRequested => {
-                let frame = match surface.get_current_texture() {
-                    CurrentSurfaceTexture::Success(frame) | CurrentSurfaceTexture::Suboptimal(frame) => frame,
-                    CurrentSurfaceTexture::Outdated => return surface.configure(&gpu.device, config),
-                    _ => return window.request_redraw(), // occluded or timed out: try again
+                let (frame, suboptimal) = match surface.get_current_texture() {
+                    CurrentSurfaceTexture::Success(frame) => (frame, false),
+                    CurrentSurfaceTexture::Suboptimal(frame) => (frame, true),
+                    // Reconfigured, the next frame draws.
+                    CurrentSurfaceTexture::Outdated => {
+                        surface.configure(&gpu.device, config);
+                        return window.request_redraw();
+                    }
+                    CurrentSurfaceTexture::Timeout => return window.request_redraw(),
+                    // Drawn again once visible (`WindowEvent::Occluded(false)`).
+                    CurrentSurfaceTexture::Occluded => return,
+                    CurrentSurfaceTexture::Lost | CurrentSurfaceTexture::Validation => {
+                        fail("the window's surface was lost")
+                    }
                 };
                 let mut encoder = gpu.device.create_command_encoder(&Default::default());
                 let view = frame.texture.create_view(&Default::default());
@@ -99,6 +112,9 @@ impl ApplicationHandler for App {
                 gpu.queue.submit([encoder.finish()]);
                 window.pre_present_notify();
                 frame.present();
+                if suboptimal {
+                    surface.configure(&gpu.device, config);
+                }
                 // Polling advances the mapping: the count arrives a frame or two later.
                 let _ = gpu.device.poll(wgpu::PollType::Poll);
                 if let Some((bytes, _)) = self.drawn.poll() {

@@ -1,5 +1,6 @@
-//! The shared harness: one device per process, scenes with edge cases mixed
-//! in, and a runner that culls on the GPU and returns survivors as indices.
+//! The shared harness: two devices per process, taken in turn by test,
+//! scenes with edge cases mixed in, and a runner that culls on the GPU and
+//! returns survivors as indices.
 
 use cull_core::cpu::Reference;
 use cull_core::scene::{CameraKind, Scene, SceneRng};
@@ -9,12 +10,24 @@ use cull_core::{
 };
 use glam::{Mat4, Vec3, Vec4Swizzles};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The process's device: the adapter wgpu picks (honouring WGPU_BACKEND and
-/// WGPU_ADAPTER_NAME), with subgroups and timestamps where available.
+/// The devices the tests share, taken in turn by test thread: libtest runs
+/// two tests at once on two cores, and lavapipe runs one device's queue at
+/// a time, so with one device the suite used one core of two.
+const DEVICES: usize = 2;
+
+/// This test's device: the adapter wgpu picks (honouring WGPU_BACKEND and
+/// WGPU_ADAPTER_NAME), with subgroups and timestamps where available. Every
+/// call on one thread (libtest runs each test on its own) returns the same
+/// device, so a test never mixes two devices' objects.
 pub fn gpu() -> &'static GpuContext {
-    static GPU: OnceLock<GpuContext> = OnceLock::new();
-    GPU.get_or_init(|| {
+    static GPUS: [OnceLock<GpuContext>; DEVICES] = [const { OnceLock::new() }; DEVICES];
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static MINE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % DEVICES;
+    }
+    GPUS[MINE.with(|i| *i)].get_or_init(|| {
         let ctx = GpuContext::new(
             wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
             wgpu::Features::empty(),
