@@ -256,7 +256,7 @@ fn finish_headless(
     let batch = |kind| batches.iter().find(|(_, k)| **k == kind).map(|(e, _)| e);
     let (trees, rocks) = (batch(Kind::Trees), batch(Kind::Rocks));
     // `None` on Bevy's path, which has no batches.
-    let visible = |batch: Option<Entity>| batch.map(|batch| support::visible_of(&stats, batch));
+    let visible = |batch: Option<Entity>| batch.map(|batch| stats.visible_in(batch));
     let per_level = |batch: Option<Entity>| support::per_level(&stats, |b| Some(b) == batch);
     let shadow_views: std::collections::HashSet<_> =
         stats.shadow_visible.keys().map(|(view, _)| view).collect();

@@ -22,7 +22,7 @@ mod support;
 
 use bevy::prelude::*;
 use bevy_gpu_cull::prelude::*;
-use support::sphere_levels::{SPHERE_RADIUS, impostor, sphere_field};
+use support::sphere_levels::{FieldHalf, SPHERE_RADIUS, impostor, sphere_field};
 
 /// A field of spheres with levels of detail chosen on the GPU.
 #[derive(argh::FromArgs)]
@@ -55,10 +55,6 @@ struct Flags {
 #[derive(Resource)]
 struct CrossFade(f32);
 
-/// The field's half width, for the camera.
-#[derive(Resource)]
-struct Half(f32);
-
 fn main() {
     let flags: Flags = argh::from_env();
     support::example_app("lod", &support::scene_args!(flags))
@@ -78,7 +74,7 @@ fn setup(
     mut images: ResMut<Assets<Image>>,
 ) {
     let (instances, half) = sphere_field(args.count);
-    commands.insert_resource(Half(half));
+    commands.insert_resource(FieldHalf(half));
     let ico = |subdivisions| {
         Sphere::new(SPHERE_RADIUS)
             .mesh()
@@ -121,7 +117,7 @@ fn setup(
 fn look_across(
     time: Res<Time>,
     args: Res<support::SceneArgs>,
-    half: Option<Res<Half>>,
+    half: Option<Res<FieldHalf>>,
     mut camera: Query<&mut Transform, With<Camera3d>>,
 ) {
     let Some(half) = half else {

@@ -17,7 +17,7 @@ mod support;
 
 use bevy::prelude::*;
 use bevy_gpu_cull::prelude::*;
-use support::sphere_levels::{SPHERE_RADIUS, sphere_field};
+use support::sphere_levels::{FieldHalf, SPHERE_RADIUS, sphere_field};
 
 /// A field of spheres behind walls, occlusion-culled on the GPU.
 #[derive(argh::FromArgs)]
@@ -63,10 +63,6 @@ fn main() {
         .run();
 }
 
-/// The field's half width, for the camera.
-#[derive(Resource)]
-struct Half(f32);
-
 /// Whether there are walls (`--no-walls`).
 #[derive(Resource)]
 struct Walls(bool);
@@ -80,7 +76,7 @@ fn setup(
     mut images: ResMut<Assets<Image>>,
 ) {
     let (instances, half) = sphere_field(args.count);
-    commands.insert_resource(Half(half));
+    commands.insert_resource(FieldHalf(half));
     commands.spawn((
         Mesh3d(
             meshes.add(
@@ -129,7 +125,7 @@ fn setup(
 fn walk_along(
     time: Res<Time>,
     args: Res<support::SceneArgs>,
-    half: Option<Res<Half>>,
+    half: Option<Res<FieldHalf>>,
     mut camera: Query<&mut Transform, With<Camera3d>>,
 ) {
     let Some(half) = half else {

@@ -104,14 +104,6 @@ pub fn finish_headless(
     exit.write(code);
 }
 
-/// The instances of `batch` in view, summed over the views.
-pub fn visible_of(stats: &GpuCullStats, batch: Entity) -> u32 {
-    (stats.visible.iter())
-        .filter(|((_, b), _)| *b == batch)
-        .map(|(_, n)| n)
-        .sum()
-}
-
 /// The instances in view per level of detail, finest first, summed over
 /// the views and the batches `batch` picks, as `a/b/c`; `None` without
 /// levels.

@@ -9,6 +9,11 @@ use bevy_gpu_cull::prelude::*;
 /// The spheres' radius.
 pub const SPHERE_RADIUS: f32 = 0.8;
 
+/// The half width of the field [`sphere_field`] made, for the cameras that
+/// look across it.
+#[derive(Resource)]
+pub struct FieldHalf(pub f32);
+
 /// The field: a square grid of spheres on gently rolling ground, colored by position.
 pub fn sphere_field(count: usize) -> (Vec<GpuCullInstance>, f32) {
     let side = (count as f32).sqrt().ceil() as usize;
