@@ -99,6 +99,11 @@ enum Kind {
     Rocks,
 }
 
+/// A quarter as many rocks as trees.
+fn rocks_of(trees: usize) -> usize {
+    trees / 4
+}
+
 fn setup(
     mut commands: Commands,
     args: Res<SceneArgs>,
@@ -121,7 +126,7 @@ fn setup(
             .with_rotation(Quat::from_rotation_y(turn))
             .with_scale(Vec3::splat(s))
     });
-    let rocks = scattered(args.count / 4, radius, 2, |p, s, turn| {
+    let rocks = scattered(rocks_of(args.count), radius, 2, |p, s, turn| {
         Transform::from_translation(p + Vec3::new(0.9, 0.2, 0.4))
             .with_rotation(Quat::from_rotation_y(turn) * Quat::from_rotation_x(0.4))
             .with_scale(Vec3::splat(0.5 * s))
@@ -261,14 +266,10 @@ fn finish_headless(
     let shadow_views: std::collections::HashSet<_> =
         stats.shadow_visible.keys().map(|(view, _)| view).collect();
     // The trees' cells for the camera.
-    let cells = trees
-        .and_then(|trees| stats.cells.get(&(camera, trees)))
-        .map(support::cells_text);
-    if let Some(store) = diagnostics.filter(|_| args.pass_times) {
-        support::print_pass_times(&store);
-    }
+    let cells = trees.and_then(|trees| stats.cells.get(&(camera, trees)));
     let path = if args.compare_bevy { "bevy" } else { "gpu-cull" };
-    run.summary("forest", &settled)
+    let mut summary = run.summary("forest", &settled);
+    summary
         .line(match (visible(trees), visible(rocks)) {
             (Some(t), Some(r)) => format!(
                 "{t} trees and {r} rocks in view, {} shadow views",
@@ -276,8 +277,10 @@ fn finish_headless(
             ),
             _ => format!("{} trees drawn by Bevy's entity path", args.count),
         })
-        .field("count", args.count)
+        .field("instances", args.count + rocks_of(args.count))
+        .field("trees", args.count)
         .field("path", path)
+        .field("visible", visible(trees).zip(visible(rocks)).map(|(t, r)| t + r))
         .field("trees_visible", visible(trees))
         .field("rocks_visible", visible(rocks))
         .field("trees_per_level", per_level(trees))
@@ -288,8 +291,11 @@ fn finish_headless(
         .field("lod", args.lod)
         .field("occlusion", args.occlusion)
         .field("no_cpu_culling", args.no_cpu_culling)
-        .field("depth_prepass", args.depth_prepass)
-        .field("cells", cells)
-        .print(args.json);
+        .field("depth_prepass", args.depth_prepass);
+    support::add_cells(&mut summary, cells);
+    if let Some(store) = diagnostics.filter(|_| args.pass_times) {
+        support::add_render_diagnostics(&mut summary, &store);
+    }
+    summary.print(args.json);
     exit.write(code);
 }

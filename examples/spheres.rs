@@ -237,7 +237,7 @@ fn finish_headless(
         support::reference::cpu_reference(view.0, view.1, instances, *bounds, lod, settings.format)
     });
     let visible = (!args.compare_bevy).then(|| stats.visible.values().sum::<u32>());
-    let cells = stats.cells.values().next().map(support::cells_text);
+    let cells = stats.cells.values().next();
     let path = if args.compare_bevy { "bevy" } else { "gpu-cull" };
     let mut summary = run.summary("spheres", &settled);
     summary
@@ -251,8 +251,8 @@ fn finish_headless(
             ),
             _ => format!("{} spheres drawn by Bevy's entity path", args.count),
         })
+        .field("instances", args.count)
         .field("visible", visible)
-        .field("total", args.count)
         .field("cpu_reference", reference.as_ref().map(|r| r.visible.len()))
         .field("cpu_borderline", reference.as_ref().map(|r| r.borderline.len()))
         .field("variant", stats.variant.map(|v| v.name()))
@@ -261,12 +261,12 @@ fn finish_headless(
         .field("lod", args.lod)
         .field("occlusion", args.occlusion)
         .field("no_cpu_culling", args.no_cpu_culling)
-        .field("cells", cells)
         .field("visible_per_level", support::per_level(&stats, |_| true))
         .field("gpu_cull_ms", stats.gpu_time_ms)
         .field("shadow_views", stats.shadow_visible.len());
+    support::add_cells(&mut summary, cells);
     if let Some(store) = diagnostics.filter(|_| args.pass_times) {
-        support::print_pass_times(&store);
+        support::add_render_diagnostics(&mut summary, &store);
     }
     summary.print(args.json);
     exit.write(code);

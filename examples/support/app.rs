@@ -171,28 +171,28 @@ fn pace_headless_frames(
 
 /// `--pass-times`: Bevy's render diagnostics (`RenderDiagnosticsPlugin`),
 /// which time every render pass on the GPU and its encoding on the CPU;
-/// [`print_pass_times`] prints them.
+/// [`add_render_diagnostics`] reports them.
 pub fn add_pass_times(app: &mut App) {
     app.add_plugins(bevy::render::diagnostic::RenderDiagnosticsPlugin);
 }
 
-/// Prints Bevy's render diagnostics (averaged over their last frames), a
-/// line each: `pass_time PATH VALUE` for every render pass's GPU time in ms
+/// Adds Bevy's render diagnostics (averaged over their last frames) to a
+/// summary: a line each, and the field `render_diagnostics`, an object from
+/// each diagnostic's path to its value: every render pass's GPU time in ms
 /// (`…/elapsed_gpu`; the plugin's culls are `render/gpu_cull` and, with
-/// occlusion culling, `render/gpu_cull_late`) and its pipeline statistics
-/// (vertex and fragment shader invocations, primitives), and `pass_cpu PATH
-/// VALUE` for the CPU time of its encoding (`…/elapsed_cpu`, ms).
-pub fn print_pass_times(store: &bevy::diagnostic::DiagnosticsStore) {
+/// occlusion culling, `render/gpu_cull_late`), its pipeline statistics
+/// (vertex and fragment shader invocations, primitives), and the CPU time of
+/// its encoding (`…/elapsed_cpu`, ms).
+pub fn add_render_diagnostics(summary: &mut super::Summary, store: &bevy::diagnostic::DiagnosticsStore) {
+    let mut values = std::collections::BTreeMap::new();
     for d in store.iter() {
         let path = d.path().as_str();
-        if !path.starts_with("render/") {
-            continue;
+        if path.starts_with("render/") {
+            values.insert(path.to_string(), d.average().unwrap_or(f64::NAN));
         }
-        let kind = if path.ends_with("elapsed_cpu") {
-            "pass_cpu"
-        } else {
-            "pass_time"
-        };
-        println!("{kind} {path} {:.3}", d.average().unwrap_or(f64::NAN));
     }
+    for (path, value) in &values {
+        summary.line(format!("{path}: {value:.3}"));
+    }
+    summary.field("render_diagnostics", values);
 }

@@ -4,7 +4,7 @@
 //! the batches have them.
 
 use super::reference::cpu_reference;
-use super::{HeadlessRun, HeadlessStep, PipelinesSettled, SceneArgs};
+use super::{HeadlessRun, HeadlessStep, PipelinesSettled, SceneArgs, Summary};
 use bevy::camera::RenderTarget;
 use bevy::prelude::*;
 use bevy::window::PrimaryWindow;
@@ -79,8 +79,43 @@ pub fn finish_headless(
         None => format!("{visible} of {} instances in view", args.count),
     });
     if let Some(levels) = &per_level {
-        summary.line(format!("per level of detail, finest first: {levels}"));
+        summary.line(format!(
+            "per level of detail, finest first: {}",
+            levels_text(levels)
+        ));
     }
+    add_cells(&mut summary, cells);
+    summary
+        .field("instances", args.count)
+        .field("visible", visible)
+        .field("cpu_reference", reference.as_ref().map(|r| r.visible.len()))
+        .field("cpu_borderline", reference.as_ref().map(|r| r.borderline.len()))
+        .field("visible_per_level", per_level)
+        .field("drawn_frames", stats.drawn_frames)
+        .field("variant", stats.variant.map(|v| v.name()))
+        .print(args.json);
+    exit.write(code);
+}
+
+/// The instances in view per level of detail, finest first, summed over
+/// the views and the batches `batch` picks; `None` without levels.
+pub fn per_level(stats: &GpuCullStats, batch: impl Fn(Entity) -> bool) -> Option<Vec<u32>> {
+    let mut sums: Vec<u32> = Vec::new();
+    for (_, levels) in stats.visible_per_level.iter().filter(|((_, b), _)| batch(*b)) {
+        sums.resize(sums.len().max(levels.len()), 0);
+        sums.iter_mut().zip(levels).for_each(|(sum, n)| *sum += n);
+    }
+    (!sums.is_empty()).then_some(sums)
+}
+
+/// Counts per level as people read them: `a/b/c`.
+pub fn levels_text(levels: &[u32]) -> String {
+    levels.iter().map(u32::to_string).collect::<Vec<_>>().join("/")
+}
+
+/// A view's cells of a batch: a sentence, and the fields `cells_kept`,
+/// `cells` and `by_cells` (`null` when the batch is not sorted into cells).
+pub fn add_cells(summary: &mut Summary, cells: Option<&GpuCullCellStats>) {
     if let Some(c) = cells {
         let how = if c.by_cells {
             "culled by cells"
@@ -90,35 +125,7 @@ pub fn finish_headless(
         summary.line(format!("{} of {} cells kept, {how}", c.kept, c.cells));
     }
     summary
-        .field("instances", args.count)
-        .field("visible", visible)
-        .field("cpu_reference", reference.as_ref().map(|r| r.visible.len()))
-        .field("cpu_borderline", reference.as_ref().map(|r| r.borderline.len()))
-        .field("visible_per_level", per_level)
         .field("cells_kept", cells.map(|c| c.kept))
         .field("cells", cells.map(|c| c.cells))
-        .field("by_cells", cells.map(|c| c.by_cells))
-        .field("drawn_frames", stats.drawn_frames)
-        .field("variant", stats.variant.map(|v| v.name()))
-        .print(args.json);
-    exit.write(code);
-}
-
-/// The instances in view per level of detail, finest first, summed over
-/// the views and the batches `batch` picks, as `a/b/c`; `None` without
-/// levels.
-pub fn per_level(stats: &GpuCullStats, batch: impl Fn(Entity) -> bool) -> Option<String> {
-    let mut sums: Vec<u32> = Vec::new();
-    for (_, levels) in stats.visible_per_level.iter().filter(|((_, b), _)| batch(*b)) {
-        sums.resize(sums.len().max(levels.len()), 0);
-        sums.iter_mut().zip(levels).for_each(|(sum, n)| *sum += n);
-    }
-    (!sums.is_empty()).then(|| sums.iter().map(u32::to_string).collect::<Vec<_>>().join("/"))
-}
-
-/// A view's cells of a batch as `kept/total`, then `(flat)` where the cull
-/// read every instance instead.
-pub fn cells_text(cells: &GpuCullCellStats) -> String {
-    let flat = if cells.by_cells { "" } else { "(flat)" };
-    format!("{}/{}{flat}", cells.kept, cells.cells)
+        .field("by_cells", cells.map(|c| c.by_cells));
 }

@@ -60,6 +60,30 @@ impl SummaryValue for String {
     }
 }
 
+impl SummaryValue for Vec<u32> {
+    /// A JSON array.
+    fn to_json(&self) -> Json {
+        let items: Vec<String> = self.iter().map(u32::to_string).collect();
+        Json::Literal(format!("[{}]", items.join(",")))
+    }
+}
+
+impl SummaryValue for std::collections::BTreeMap<String, f64> {
+    /// A JSON object of numbers (`null` where one is not finite).
+    fn to_json(&self) -> Json {
+        let mut out = String::from("{");
+        for (i, (key, value)) in self.iter().enumerate() {
+            let value = match value.to_json() {
+                Json::Literal(v) | Json::Text(v) => v,
+            };
+            let comma = if i == 0 { "" } else { "," };
+            let _ = write!(out, "{comma}{}:{value}", quoted(key));
+        }
+        out.push('}');
+        Json::Literal(out)
+    }
+}
+
 impl<T: SummaryValue> SummaryValue for Option<T> {
     fn to_json(&self) -> Json {
         self.as_ref().map_or(Json::Literal("null".into()), T::to_json)

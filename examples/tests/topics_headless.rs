@@ -44,10 +44,7 @@ fn minimal_draws_the_cubes_in_view() {
 #[test]
 fn lod_draws_every_level_and_each_sphere_at_the_level_its_size_calls_for() {
     let (line, img) = common::run_headless("lod", &["--count", "20000", SIZE[0], SIZE[1]], "lod.png");
-    let levels: Vec<u32> = field(&line, "visible_per_level")
-        .split('/')
-        .map(|n| n.parse().unwrap_or_else(|_| panic!("{line}")))
-        .collect();
+    let levels = common::numbers(&line, "visible_per_level");
     assert_eq!(levels.len(), 4, "{line}");
     assert_eq!(levels.iter().sum::<u32>(), number(&line, "visible"), "{line}");
     // The sum of the levels' references: each sphere at one level.

@@ -31,6 +31,13 @@ pub const ENCODE_MODULE: ShaderModule = shader_module!("encode.wgsl");
 /// what a renderer registers as shader libraries before composing a
 /// kernel's entry module ([`KernelRecipe::entry`]).
 pub fn library() -> Vec<ShaderModule> {
+    library_of(ScanVariant::compiled())
+}
+
+/// The library as a build with only `variants` compiled in has it: what a
+/// kernel of one variant is composed against (see [`compose`]), so that
+/// every build composes each kernel against the same modules.
+fn library_of(variants: impl Iterator<Item = ScanVariant>) -> Vec<ShaderModule> {
     let mut modules = vec![
         shader_module!("params.wgsl"),
         shader_module!("math.wgsl"),
@@ -43,7 +50,7 @@ pub fn library() -> Vec<ShaderModule> {
     modules.push(shader_module!("items.wgsl"));
     modules.push(crate::cells::MODULE);
     modules.extend(SCAN_LIBRARY);
-    for variant in ScanVariant::compiled() {
+    for variant in variants {
         modules.extend(variant.kernel().into_iter().flat_map(|k| k.library()));
     }
     // The stages' selection in `items.wgsl` and the outputs, from the
@@ -300,12 +307,19 @@ thread_local! {
     /// A composer per capability set, with the library added: naga_oil
     /// caches each module per set of defs, so composing many shapes (the
     /// tests do) parses each file once.
-    static COMPOSERS: RefCell<HashMap<bool, Composer>> = RefCell::new(HashMap::new());
+    static COMPOSERS: RefCell<HashMap<ComposerKey, Composer>> = RefCell::new(HashMap::new());
 }
 
-fn new_composer(subgroups: bool) -> Result<Composer, String> {
+/// A composer's capabilities (subgroups or not) and the one variant whose
+/// library it holds (`None`: the variants' modules left out). A kernel is
+/// composed against its own variant's library alone, exactly as in a build
+/// with only that variant compiled in: the tests of a build with every
+/// variant then prove each variant's build composes.
+type ComposerKey = (bool, Option<ScanVariant>);
+
+fn new_composer((subgroups, variant): ComposerKey) -> Result<Composer, String> {
     let mut composer = Composer::default().with_capabilities(capabilities(subgroups));
-    for module in library() {
+    for module in library_of(variant.into_iter()) {
         let added = composer.add_composable_module(ComposableModuleDescriptor {
             source: module.source,
             file_path: module.path,
@@ -339,9 +353,10 @@ pub(crate) fn compose(
         .collect();
     let module = COMPOSERS.with(|composers| {
         let mut composers = composers.borrow_mut();
-        let composer = match composers.entry(shape.subgroups) {
+        let key = (shape.subgroups, Some(shape.variant));
+        let composer = match composers.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(new_composer(shape.subgroups)?),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(new_composer(key)?),
         };
         composer
             .make_naga_module(NagaModuleDescriptor {
@@ -374,9 +389,10 @@ pub(crate) fn wgsl(shape: &ModuleShape, entry: ShaderModule) -> Result<String, S
 pub(crate) fn compose_entry(entry: ShaderModule) -> Result<String, String> {
     let module = COMPOSERS.with(|composers| {
         let mut composers = composers.borrow_mut();
-        let composer = match composers.entry(false) {
+        let key = (false, None);
+        let composer = match composers.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(new_composer(false)?),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(new_composer(key)?),
         };
         composer
             .make_naga_module(NagaModuleDescriptor {

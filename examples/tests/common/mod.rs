@@ -68,16 +68,22 @@ pub fn field(line: &str, key: &str) -> String {
     }
 }
 
-/// The value of a `--pass-times` line, `KIND PATH VALUE` (`KIND` is
-/// `pass_time` or `pass_cpu`), for the render pass diagnostic `path`.
+/// The numbers of the array `key` in a summary (the counts per level of
+/// detail).
+// Not every test binary that includes this module reads arrays.
+#[allow(dead_code)]
+pub fn numbers(line: &str, key: &str) -> Vec<u32> {
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|s| serde_json::from_value(s.get(key)?.clone()).ok())
+        .unwrap_or_else(|| panic!("no array of numbers {key} in {line}"))
+}
+
+/// The value of Bevy's render diagnostic `path` in a summary of a run with
+/// `--pass-times` (its `render_diagnostics` object).
 // Not every test binary that includes this module reads pass times.
 #[allow(dead_code)]
-pub fn pass_value(stdout: &str, kind: &str, path: &str) -> Option<f64> {
-    stdout.lines().find_map(|l| {
-        // A pass's path may hold spaces ("render/early prepass/..."); the
-        // value never does.
-        let (k, rest) = l.split_once(' ')?;
-        let (p, value) = rest.rsplit_once(' ')?;
-        (k == kind && p == path).then(|| value.trim().parse().ok())?
-    })
+pub fn pass_value(line: &str, path: &str) -> Option<f64> {
+    let summary: serde_json::Value = serde_json::from_str(line).ok()?;
+    summary.get("render_diagnostics")?.get(path)?.as_f64()
 }

@@ -78,6 +78,71 @@ pub fn forms(ctx: &GpuContext) -> Vec<(ScanVariant, Tuning)> {
     forms
 }
 
+/// Whether the GPU tests run every combination of scan form, instance
+/// format and output kind in the tests whose topic is something else
+/// (levels, several views, cones, cells, occlusion): set
+/// `GPU_CULL_FULL_MATRIX=1`. By default those tests cover each pair
+/// instead (every form and every format with the topic, each output kind
+/// with both), since on lavapipe each combination is a kernel to compile
+/// (a second or so each, without Mesa's shader cache); `exact_sets` culls
+/// every form × format × output kind either way.
+pub fn full_matrix() -> bool {
+    std::env::var_os("GPU_CULL_FULL_MATRIX").is_some_and(|v| v != "0")
+}
+
+/// The forms of [`forms`] a topic test of `output` runs, each with its
+/// index among all the forms (for [`formats_turning`]): all of them with
+/// [`full_matrix`], else every other one, the index-output tests taking the
+/// even ones and the instance-copy tests the odd ones, so that the pair of
+/// tests runs each form once.
+pub fn topic_forms(ctx: &GpuContext, output: OutputKind) -> Vec<(usize, ScanVariant, Tuning)> {
+    forms(ctx)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| runs_with(*i, output))
+        .map(|(i, (variant, tuning))| (i, variant, tuning))
+        .collect()
+}
+
+/// Whether a topic test of `output` runs the `i`-th of its forms or
+/// variants: always with [`full_matrix`], else the even ones for index
+/// output and the odd ones for instance copies.
+pub fn runs_with(i: usize, output: OutputKind) -> bool {
+    full_matrix() || i % 2 == usize::from(output == OutputKind::Instances)
+}
+
+/// A format's place in [`InstanceFormat::ALL`].
+pub fn format_index(format: InstanceFormat) -> usize {
+    InstanceFormat::ALL
+        .iter()
+        .position(|&f| f == format)
+        .expect("every format is in ALL")
+}
+
+/// The formats a topic test runs with its `i`-th kernel (form, tuning):
+/// all of them with [`full_matrix`], else one, turning with `i`, so that
+/// across the test's forms each format meets the topic.
+pub fn formats_turning(i: usize) -> Vec<InstanceFormat> {
+    if full_matrix() {
+        InstanceFormat::ALL.to_vec()
+    } else {
+        vec![InstanceFormat::ALL[i % InstanceFormat::ALL.len()]]
+    }
+}
+
+/// Each form of [`topic_forms`] with each of its [`formats_turning`]: the
+/// kernels a topic test of `output` culls with.
+pub fn topic_kernels(ctx: &GpuContext, output: OutputKind) -> Vec<(ScanVariant, Tuning, InstanceFormat)> {
+    topic_forms(ctx, output)
+        .into_iter()
+        .flat_map(|(i, variant, tuning)| {
+            formats_turning(i)
+                .into_iter()
+                .map(move |format| (variant, tuning, format))
+        })
+        .collect()
+}
+
 /// The two-pass ordered variant's forms of [`forms`] (subgroup form and
 /// workgroup-memory form where the device has subgroups).
 #[cfg(feature = "ordered-two-pass")]

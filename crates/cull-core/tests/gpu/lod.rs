@@ -1,6 +1,7 @@
 //! Level of detail: one view per level (`Frustum::detail_levels`), all
 //! culled in one pass (`Culler::cull`), in every variant (both forms
-//! of the ordered one), format and output kind, with the kernel that
+//! of the ordered one), format and output kind (each pair of them; every
+//! combination with `GPU_CULL_FULL_MATRIX=1`), with the kernel that
 //! measures the frustum once for all levels and with the one that tests
 //! each view's own frustum, for four levels and for the most one cull
 //! takes ([`MAX_VIEWS`], the plugin's `MAX_LOD_LEVELS`), and with levels that
@@ -119,8 +120,8 @@ fn overlapping(levels: &[Frustum], sizes: &[f64]) -> Vec<Frustum> {
 fn check(output: OutputKind) {
     let ctx = gpu();
     let mut runs = 0;
-    for (variant, tuning) in forms(ctx) {
-        for format in InstanceFormat::ALL {
+    for (i, variant, tuning) in topic_forms(ctx, output) {
+        for format in formats_turning(i) {
             let culler = views_culler(ctx, variant, format, output, tuning, MAX_VIEWS);
             for (s, &size) in SIZES.iter().enumerate() {
                 for count in LEVEL_COUNTS {
@@ -130,7 +131,10 @@ fn check(output: OutputKind) {
             }
         }
     }
-    assert_eq!(runs, forms(ctx).len() * 3 * SIZES.len() * LEVEL_COUNTS.len());
+    assert_eq!(
+        runs,
+        topic_kernels(ctx, output).len() * SIZES.len() * LEVEL_COUNTS.len()
+    );
 }
 
 /// `count` levels of one camera over the `s`-th edge scene of `size`

@@ -1,5 +1,6 @@
 //! Several views culled in one pass (`Culler::cull`): every variant
-//! (both forms of the ordered one), format and output kind; each view's
+//! (both forms of the ordered one), format and output kind (each pair of
+//! them; every combination with `GPU_CULL_FULL_MATRIX=1`); each view's
 //! survivors against the CPU reference as exact sets, and equal to a
 //! single-view cull of the same frustum.
 
@@ -11,60 +12,58 @@ const SIZES: [usize; 6] = [0, 1, 257, 1025, 4099, 100_003];
 fn check_all(output: OutputKind) {
     let ctx = gpu();
     let mut runs = 0;
-    for (variant, tuning) in forms(ctx) {
-        for format in InstanceFormat::ALL {
-            let many = views_culler(ctx, variant, format, output, tuning, MAX_VIEWS);
-            let one = culler(ctx, variant, format, output, tuning);
-            let form = form_name(&many);
-            for (s, &size) in SIZES.iter().enumerate() {
-                let camera = Camera::ALL[s % Camera::ALL.len()];
-                let scene = edge_scene(s as u64 + 500, size, camera, format);
-                // All eight views, then three of a target that holds eight.
-                for k in [MAX_VIEWS as usize, 3] {
-                    let frusta = view_frusta(&scene, s as u64 + k as u64, k);
-                    let what = format!("{variant:?} ({form}) {format:?} {output:?} n={size} views={k}");
-                    let capacity = size as u32 + 77;
-                    let survivors = run_views(ctx, &many, &scene, &frusta, capacity, MAX_VIEWS);
-                    assert_views_exact(&what, &many, &scene, &frusta, &survivors);
-                    for (view, frustum) in frusta.iter().enumerate() {
-                        let mut alone =
-                            run_views(ctx, &one, &scene, std::slice::from_ref(frustum), capacity, 1)
-                                .remove(0);
-                        let mut together = survivors[view].clone();
-                        if !variant.preserves_order() {
-                            alone.sort_unstable();
-                            together.sort_unstable();
-                        }
-                        if together != alone {
-                            let only_together: Vec<_> =
-                                together.iter().filter(|i| !alone.contains(i)).take(8).collect();
-                            let only_alone: Vec<_> =
-                                alone.iter().filter(|i| !together.contains(i)).take(8).collect();
-                            panic!(
-                                "{what} view {view}: {} survivors, {} in a single-view cull; only together {only_together:?}, only alone {only_alone:?}",
-                                together.len(),
-                                alone.len()
-                            );
-                        }
+    let kernels = topic_kernels(ctx, output);
+    for &(variant, tuning, format) in &kernels {
+        let many = views_culler(ctx, variant, format, output, tuning, MAX_VIEWS);
+        let one = culler(ctx, variant, format, output, tuning);
+        let form = form_name(&many);
+        for (s, &size) in SIZES.iter().enumerate() {
+            let camera = Camera::ALL[s % Camera::ALL.len()];
+            let scene = edge_scene(s as u64 + 500, size, camera, format);
+            // All eight views, then three of a target that holds eight.
+            for k in [MAX_VIEWS as usize, 3] {
+                let frusta = view_frusta(&scene, s as u64 + k as u64, k);
+                let what = format!("{variant:?} ({form}) {format:?} {output:?} n={size} views={k}");
+                let capacity = size as u32 + 77;
+                let survivors = run_views(ctx, &many, &scene, &frusta, capacity, MAX_VIEWS);
+                assert_views_exact(&what, &many, &scene, &frusta, &survivors);
+                for (view, frustum) in frusta.iter().enumerate() {
+                    let mut alone =
+                        run_views(ctx, &one, &scene, std::slice::from_ref(frustum), capacity, 1).remove(0);
+                    let mut together = survivors[view].clone();
+                    if !variant.preserves_order() {
+                        alone.sort_unstable();
+                        together.sort_unstable();
                     }
-                    if k > 3 {
-                        let sorted = |v: &Vec<u32>| {
-                            let mut v = v.clone();
-                            v.sort_unstable();
-                            v
-                        };
-                        assert_eq!(
-                            sorted(&survivors[3]),
-                            sorted(&survivors[0]),
-                            "{what}: equal frusta, different sets"
+                    if together != alone {
+                        let only_together: Vec<_> =
+                            together.iter().filter(|i| !alone.contains(i)).take(8).collect();
+                        let only_alone: Vec<_> =
+                            alone.iter().filter(|i| !together.contains(i)).take(8).collect();
+                        panic!(
+                            "{what} view {view}: {} survivors, {} in a single-view cull; only together {only_together:?}, only alone {only_alone:?}",
+                            together.len(),
+                            alone.len()
                         );
                     }
-                    runs += 1;
                 }
+                if k > 3 {
+                    let sorted = |v: &Vec<u32>| {
+                        let mut v = v.clone();
+                        v.sort_unstable();
+                        v
+                    };
+                    assert_eq!(
+                        sorted(&survivors[3]),
+                        sorted(&survivors[0]),
+                        "{what}: equal frusta, different sets"
+                    );
+                }
+                runs += 1;
             }
         }
     }
-    assert_eq!(runs, forms(ctx).len() * 3 * SIZES.len() * 2);
+    assert_eq!(runs, kernels.len() * SIZES.len() * 2);
 }
 
 #[test]
@@ -97,14 +96,14 @@ fn subgroup_index_output_matches_reference_with_and_without_staging() {
         if !variant.is_available(ctx.device.features()) {
             panic!("the test adapter has no subgroups: install Mesa's lavapipe (see README)");
         }
-        for workgroup_size in [None, Some(32)] {
-            for staged in [false, true] {
+        for (w, workgroup_size) in [None, Some(32)].into_iter().enumerate() {
+            for (t, staged) in [false, true].into_iter().enumerate() {
                 let tuning = Tuning {
                     staged_indices: Some(staged),
                     workgroup_size,
                     ..Tuning::default()
                 };
-                for format in InstanceFormat::ALL {
+                for format in formats_turning(variant as usize + 2 * w + t) {
                     let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, MAX_VIEWS);
                     for (s, &size) in [0usize, 1, 1025, 20_011].iter().enumerate() {
                         let camera = Camera::ALL[s % Camera::ALL.len()];

@@ -1,6 +1,7 @@
 //! Occlusion culling (`cull_core::occlusion`): the depth pyramid against
 //! its CPU mirror, and two frames of early and late phases in every variant
-//! (both forms of the ordered one), format and output kind, one view and
+//! (both forms of the ordered one), format and output kind (each pair of
+//! them; every combination with `GPU_CULL_FULL_MATRIX=1`), one view and
 //! four levels of detail, each list checked against the CPU reference as an
 //! exact set: the early phase keeps exactly what the history says and the
 //! frustum keeps, the late phase exactly what passes the pyramid and was not
@@ -412,9 +413,10 @@ pub fn two_frames_with(
 fn early_and_late_phases_by_cells_are_exact_sets() {
     let ctx = gpu();
     let builder = PyramidBuilder::new(&ctx.device).unwrap();
-    for (variant, tuning) in forms(ctx) {
-        for (f, format) in InstanceFormat::ALL.into_iter().enumerate() {
-            let output = OutputKind::ALL[f % OutputKind::ALL.len()];
+    for (i, (variant, tuning)) in forms(ctx).into_iter().enumerate() {
+        for format in formats_turning(i) {
+            let f = format_index(format);
+            let output = OutputKind::ALL[(i + f) % OutputKind::ALL.len()];
             let culler = views_culler(ctx, variant, format, output, tuning, 4);
             let form = form_name(&culler);
             for (s, camera) in Camera::ALL.into_iter().enumerate() {
@@ -606,9 +608,10 @@ fn check_history(what: &str, history: &[u32], expected: &[SphereClass]) {
 fn early_and_late_phases_are_exact_sets() {
     let ctx = gpu();
     let builder = PyramidBuilder::new(&ctx.device).unwrap();
-    for (variant, tuning) in forms(ctx) {
-        for (f, format) in InstanceFormat::ALL.into_iter().enumerate() {
-            let output = OutputKind::ALL[f % OutputKind::ALL.len()];
+    for (i, (variant, tuning)) in forms(ctx).into_iter().enumerate() {
+        for format in formats_turning(i) {
+            let f = format_index(format);
+            let output = OutputKind::ALL[(i + f) % OutputKind::ALL.len()];
             let culler = views_culler(ctx, variant, format, output, tuning, 4);
             let form = form_name(&culler);
             let mut hidden = 0;
