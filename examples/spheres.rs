@@ -77,7 +77,7 @@ struct Flags {
     /// the frame's size, WxH (default 1280x720; 480x270 headless)
     #[argh(option, from_str_fn(support::parse_size_flag))]
     size: Option<(u32, u32)>,
-    /// headless: print each render pass's GPU time at the end
+    /// headless: add each render pass's GPU time to the summary
     #[argh(switch)]
     pass_times: bool,
     /// headless: the summary as one JSON line

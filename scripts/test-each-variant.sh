@@ -3,13 +3,16 @@
 # (library, tests and examples, type-checked by clippy), and none at all is
 # a compile error that says what to enable.
 #
-# What differs at run time between a build with one variant and one with
-# all of them is the shader library a kernel is composed against; the crate
-# composes every kernel against its own variant's modules alone in every
-# build (`shader::compose`), so the README's test command, which validates
-# every kernel of every variant (`every_module_validates`) and runs the GPU
-# suite on each, covers each variant's own build. Checking instead of
-# building keeps this stage to a few minutes on a cold machine.
+# Every build composes each kernel against its own variant's shader modules
+# alone (`shader::compose`), so the README's test command, which composes
+# and validates every kernel of every variant (`every_module_validates`)
+# and runs the GPU suite on each, checks each variant's kernels as its own
+# build has them. The rest of a one-variant build at run time (which
+# variant `best_available` and the fallback pick, `VariantNotCompiled` for
+# the others) is not run here: `cargo test -p cull-core
+# --no-default-features --features "VARIANT parallel blocking"` runs it.
+# Checking instead of building keeps this stage to a few minutes on a cold
+# machine.
 #
 # CI runs this (.ci/run), with clippy-driver compiling the workspace's crates;
 # run alone, it sets the same.

@@ -304,7 +304,8 @@ fn capabilities(subgroups: bool) -> naga::valid::Capabilities {
 }
 
 thread_local! {
-    /// A composer per capability set, with the library added: naga_oil
+    /// A composer per capability set and variant ([`ComposerKey`]), with
+    /// its library added: naga_oil
     /// caches each module per set of defs, so composing many shapes (the
     /// tests do) parses each file once.
     static COMPOSERS: RefCell<HashMap<ComposerKey, Composer>> = RefCell::new(HashMap::new());

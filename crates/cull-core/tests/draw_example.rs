@@ -59,7 +59,7 @@ fn headless_draws_exactly_the_survivors_of_the_cpu_reference() {
     };
     assert_eq!(summary["example"], "draw");
     assert_eq!(field("instances"), f64::from(count));
-    let (drawn, reference, borderline) = (field("drawn"), field("cpu_reference"), field("borderline"));
+    let (drawn, reference, borderline) = (field("visible"), field("cpu_reference"), field("cpu_borderline"));
     // The reference keeps borderline spheres; the GPU may round them either way.
     assert!(
         drawn <= reference && drawn >= reference - borderline,

@@ -55,8 +55,8 @@ pub fn headless(args: &Args, gpu: &GpuContext) -> Result<(), Box<dyn Error>> {
     let count = args.count;
     if args.json {
         let line = serde_json::json!({
-            "example": "draw", "instances": count, "drawn": drawn,
-            "cpu_reference": reference, "borderline": borderline, "lit_fraction": lit,
+            "example": "draw", "instances": count, "visible": drawn,
+            "cpu_reference": reference, "cpu_borderline": borderline, "lit_fraction": lit,
         });
         println!("{line}");
     } else {

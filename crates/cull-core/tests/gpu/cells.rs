@@ -1,7 +1,8 @@
 //! Cell culling (`cull_core::cells`): a batch sorted into cells and culled
-//! with `CullRequest::by_cells` keeps exactly what the flat cull
-//! keeps (`Ordered` in order), in every variant that culls cells, format and output kind (each
-//! pair of them; every combination with `GPU_CULL_FULL_MATRIX=1`), size,
+//! with `CullRequest::by_cells` keeps exactly what the flat cull keeps
+//! (`Ordered` in order), in every variant that culls cells, format and
+//! output kind (each form with both output kinds, each output kind with
+//! every format; every combination with `GPU_CULL_FULL_MATRIX=1`), size,
 //! view set (one view, several, one camera's levels of detail), across
 //! chunks and two-dimensional dispatches; and the cell pass does cull
 //! cells, so the test cannot pass by reading everything.
@@ -94,39 +95,42 @@ pub fn cull_cells_again(
 fn check(output: OutputKind) {
     let ctx = gpu();
     let mut culled_cells = 0;
-    let variants = cell_variants(ctx).into_iter().enumerate();
-    for (i, variant) in variants.filter(|(i, _)| runs_with(*i, output)) {
-        for format in formats_turning(i) {
-            let culler = views_culler(ctx, variant, format, output, Tuning::default(), 4);
-            for (s, &size) in SIZES.iter().enumerate() {
-                let camera = Camera::ALL[s % Camera::ALL.len()];
-                let scene = edge_scene(s as u64 + 1900, size, camera, format);
-                let (scene, layout) = sorted(&scene, &culler);
-                let frustum = scene.frustum().unwrap();
-                let view_sets = [
-                    ("one view", vec![frustum]),
-                    ("views", view_frusta(&scene, 19, 3)),
-                    ("levels", test_levels(&frustum)),
-                ];
-                for (name, frusta) in &view_sets {
-                    let what = format!("{variant:?} {format:?} {output:?} n={size} {camera:?} {name}");
-                    let capacity = size as u32 + 13;
-                    let (survivors, kept) = run_cells(ctx, &culler, &scene, &layout, frusta, capacity, 4);
-                    assert_views_exact(&what, &culler, &scene, frusta, &survivors);
-                    assert!(
-                        kept <= layout.cells(),
-                        "{what}: kept {kept} of {} cells",
-                        layout.cells()
-                    );
-                    // The CPU mirror of the cell pass agrees but for cells
-                    // within rounding of a plane.
-                    let mirror = layout.kept_cells(frusta, size as u32);
-                    assert!(
-                        mirror.abs_diff(kept) <= 2,
-                        "{what}: GPU kept {kept} cells, CPU {mirror}"
-                    );
-                    culled_cells += layout.cells() - kept;
-                }
+    let variants = cell_variants(ctx);
+    let kernels: Vec<_> = (variants.iter().enumerate())
+        .flat_map(|(i, &v)| formats_turning(i, output).into_iter().map(move |f| (v, f)))
+        .collect();
+    let (culled, formats): (Vec<_>, Vec<_>) = kernels.iter().copied().unzip();
+    assert_covers(variants.len(), &culled, &formats);
+    for &(variant, format) in &kernels {
+        let culler = views_culler(ctx, variant, format, output, Tuning::default(), 4);
+        for (s, &size) in SIZES.iter().enumerate() {
+            let camera = Camera::ALL[s % Camera::ALL.len()];
+            let scene = edge_scene(s as u64 + 1900, size, camera, format);
+            let (scene, layout) = sorted(&scene, &culler);
+            let frustum = scene.frustum().unwrap();
+            let view_sets = [
+                ("one view", vec![frustum]),
+                ("views", view_frusta(&scene, 19, 3)),
+                ("levels", test_levels(&frustum)),
+            ];
+            for (name, frusta) in &view_sets {
+                let what = format!("{variant:?} {format:?} {output:?} n={size} {camera:?} {name}");
+                let capacity = size as u32 + 13;
+                let (survivors, kept) = run_cells(ctx, &culler, &scene, &layout, frusta, capacity, 4);
+                assert_views_exact(&what, &culler, &scene, frusta, &survivors);
+                assert!(
+                    kept <= layout.cells(),
+                    "{what}: kept {kept} of {} cells",
+                    layout.cells()
+                );
+                // The CPU mirror of the cell pass agrees but for cells
+                // within rounding of a plane.
+                let mirror = layout.kept_cells(frusta, size as u32);
+                assert!(
+                    mirror.abs_diff(kept) <= 2,
+                    "{what}: GPU kept {kept} cells, CPU {mirror}"
+                );
+                culled_cells += layout.cells() - kept;
             }
         }
     }

@@ -79,36 +79,72 @@ pub fn forms(ctx: &GpuContext) -> Vec<(ScanVariant, Tuning)> {
 }
 
 /// Whether the GPU tests run every combination of scan form, instance
-/// format and output kind in the tests whose topic is something else
+/// format and output kind in the tests whose subject is something else
 /// (levels, several views, cones, cells, occlusion): set
-/// `GPU_CULL_FULL_MATRIX=1`. By default those tests cover each pair
-/// instead (every form and every format with the topic, each output kind
-/// with both), since on lavapipe each combination is a kernel to compile
-/// (a second or so each, without Mesa's shader cache); `exact_sets` culls
-/// every form × format × output kind either way.
+/// `GPU_CULL_FULL_MATRIX=1`. By default those tests cull each form with
+/// both output kinds and each output kind with every format, a third of
+/// the kernels (on lavapipe each combination is a kernel to compile, a
+/// second or so without Mesa's shader cache); `exact_sets` culls every
+/// form × format × output kind either way.
 pub fn full_matrix() -> bool {
     std::env::var_os("GPU_CULL_FULL_MATRIX").is_some_and(|v| v != "0")
 }
 
-/// The forms of [`forms`] a topic test of `output` runs, each with its
-/// index among all the forms (for [`formats_turning`]): all of them with
-/// [`full_matrix`], else every other one, the index-output tests taking the
-/// even ones and the instance-copy tests the odd ones, so that the pair of
-/// tests runs each form once.
-pub fn topic_forms(ctx: &GpuContext, output: OutputKind) -> Vec<(usize, ScanVariant, Tuning)> {
-    forms(ctx)
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| runs_with(*i, output))
-        .map(|(i, (variant, tuning))| (i, variant, tuning))
-        .collect()
+/// The formats a subject test of `output` culls with the `i`-th of its
+/// forms (or variants): all of them with [`full_matrix`], else one, turning
+/// with `i` and the output kind, so that each output kind meets every
+/// format and each form two of them.
+pub fn formats_turning(i: usize, output: OutputKind) -> Vec<InstanceFormat> {
+    if full_matrix() {
+        InstanceFormat::ALL.to_vec()
+    } else {
+        let turn = i + usize::from(output == OutputKind::Instances);
+        vec![InstanceFormat::ALL[turn % InstanceFormat::ALL.len()]]
+    }
 }
 
-/// Whether a topic test of `output` runs the `i`-th of its forms or
-/// variants: always with [`full_matrix`], else the even ones for index
-/// output and the odd ones for instance copies.
-pub fn runs_with(i: usize, output: OutputKind) -> bool {
-    full_matrix() || i % 2 == usize::from(output == OutputKind::Instances)
+/// Each form of [`forms`] with each of its [`formats_turning`]: the
+/// kernels a subject test of `output` culls with, checked to cover every
+/// form and format ([`assert_covers`]).
+pub fn topic_kernels(ctx: &GpuContext, output: OutputKind) -> Vec<(ScanVariant, Tuning, InstanceFormat)> {
+    let kernels: Vec<_> = forms(ctx)
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, (variant, tuning))| {
+            formats_turning(i, output)
+                .into_iter()
+                .map(move |format| (variant, tuning, format))
+        })
+        .collect();
+    let variants: Vec<_> = kernels.iter().map(|k| (k.0, k.1.workgroup_scan)).collect();
+    let formats: Vec<_> = kernels.iter().map(|k| k.2).collect();
+    assert_covers(forms(ctx).len(), &variants, &formats);
+    kernels
+}
+
+/// A subject test's kernels, as their forms and formats, cover each of the
+/// `form_count` forms and every format (when there are three forms or
+/// more), and with [`full_matrix`] every pair of them.
+pub fn assert_covers<V: PartialEq + std::fmt::Debug>(
+    form_count: usize,
+    forms: &[V],
+    formats: &[InstanceFormat],
+) {
+    let mut distinct: Vec<&V> = Vec::new();
+    for form in forms {
+        if !distinct.contains(&form) {
+            distinct.push(form);
+        }
+    }
+    assert_eq!(distinct.len(), form_count, "forms culled: {distinct:?}");
+    if form_count >= InstanceFormat::ALL.len() {
+        for format in InstanceFormat::ALL {
+            assert!(formats.contains(&format), "{format:?} never culled: {formats:?}");
+        }
+    }
+    if full_matrix() {
+        assert_eq!(formats.len(), form_count * InstanceFormat::ALL.len());
+    }
 }
 
 /// A format's place in [`InstanceFormat::ALL`].
@@ -119,28 +155,20 @@ pub fn format_index(format: InstanceFormat) -> usize {
         .expect("every format is in ALL")
 }
 
-/// The formats a topic test runs with its `i`-th kernel (form, tuning):
-/// all of them with [`full_matrix`], else one, turning with `i`, so that
-/// across the test's forms each format meets the topic.
-pub fn formats_turning(i: usize) -> Vec<InstanceFormat> {
-    if full_matrix() {
-        InstanceFormat::ALL.to_vec()
-    } else {
-        vec![InstanceFormat::ALL[i % InstanceFormat::ALL.len()]]
-    }
-}
-
-/// Each form of [`topic_forms`] with each of its [`formats_turning`]: the
-/// kernels a topic test of `output` culls with.
-pub fn topic_kernels(ctx: &GpuContext, output: OutputKind) -> Vec<(ScanVariant, Tuning, InstanceFormat)> {
-    topic_forms(ctx, output)
+/// The formats and output kinds the occlusion tests cull the `i`-th form
+/// with: every pair with [`full_matrix`], else one, turning with `i`, so
+/// that across eight forms every format meets both output kinds.
+pub fn occlusion_kernels(i: usize) -> Vec<(InstanceFormat, OutputKind)> {
+    let all = InstanceFormat::ALL
         .into_iter()
-        .flat_map(|(i, variant, tuning)| {
-            formats_turning(i)
-                .into_iter()
-                .map(move |format| (variant, tuning, format))
-        })
-        .collect()
+        .flat_map(|f| OutputKind::ALL.map(|o| (f, o)))
+        .collect();
+    if full_matrix() {
+        all
+    } else {
+        let format = InstanceFormat::ALL[i % InstanceFormat::ALL.len()];
+        vec![(format, OutputKind::ALL[i % OutputKind::ALL.len()])]
+    }
 }
 
 /// The two-pass ordered variant's forms of [`forms`] (subgroup form and

@@ -1,14 +1,15 @@
 //! Level of detail: one view per level (`Frustum::detail_levels`), all
-//! culled in one pass (`Culler::cull`), in every variant (both forms
-//! of the ordered one), format and output kind (each pair of them; every
-//! combination with `GPU_CULL_FULL_MATRIX=1`), with the kernel that
-//! measures the frustum once for all levels and with the one that tests
-//! each view's own frustum, for four levels and for the most one cull
-//! takes ([`MAX_VIEWS`], the plugin's `MAX_LOD_LEVELS`), and with levels that
-//! overlap (a cross-fade's: a sphere in two lists). Each level is checked
-//! against the CPU reference as an exact set, and together the levels keep
-//! every clearly visible sphere above the cut-off at least once: a sphere
-//! within the tolerance of a threshold may be in two levels, never in none.
+//! culled in one pass (`Culler::cull`), in every variant (both forms of the
+//! ordered one), format and output kind (each form with both output kinds,
+//! each output kind with every format; every combination with
+//! `GPU_CULL_FULL_MATRIX=1`), with the kernel that measures the frustum
+//! once for all levels and with the one that tests each view's own frustum,
+//! for four levels and for the most one cull takes ([`MAX_VIEWS`], the
+//! plugin's `MAX_LOD_LEVELS`), and with levels that overlap (a
+//! cross-fade's: a sphere in two lists). Each level is checked against the
+//! CPU reference as an exact set, and together the levels keep every
+//! clearly visible sphere above the cut-off at least once: a sphere within
+//! the tolerance of a threshold may be in two levels, never in none.
 
 use crate::harness::*;
 use cull_core::scene::{CameraKind, Scene};
@@ -120,21 +121,17 @@ fn overlapping(levels: &[Frustum], sizes: &[f64]) -> Vec<Frustum> {
 fn check(output: OutputKind) {
     let ctx = gpu();
     let mut runs = 0;
-    for (i, variant, tuning) in topic_forms(ctx, output) {
-        for format in formats_turning(i) {
-            let culler = views_culler(ctx, variant, format, output, tuning, MAX_VIEWS);
-            for (s, &size) in SIZES.iter().enumerate() {
-                for count in LEVEL_COUNTS {
-                    check_levels(ctx, &culler, output, (s, size), count);
-                    runs += 1;
-                }
+    let kernels = topic_kernels(ctx, output);
+    for &(variant, tuning, format) in &kernels {
+        let culler = views_culler(ctx, variant, format, output, tuning, MAX_VIEWS);
+        for (s, &size) in SIZES.iter().enumerate() {
+            for count in LEVEL_COUNTS {
+                check_levels(ctx, &culler, output, (s, size), count);
+                runs += 1;
             }
         }
     }
-    assert_eq!(
-        runs,
-        topic_kernels(ctx, output).len() * SIZES.len() * LEVEL_COUNTS.len()
-    );
+    assert_eq!(runs, kernels.len() * SIZES.len() * LEVEL_COUNTS.len());
 }
 
 /// `count` levels of one camera over the `s`-th edge scene of `size`

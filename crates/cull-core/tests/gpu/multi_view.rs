@@ -1,8 +1,9 @@
-//! Several views culled in one pass (`Culler::cull`): every variant
-//! (both forms of the ordered one), format and output kind (each pair of
-//! them; every combination with `GPU_CULL_FULL_MATRIX=1`); each view's
-//! survivors against the CPU reference as exact sets, and equal to a
-//! single-view cull of the same frustum.
+//! Several views culled in one pass (`Culler::cull`): every variant (both
+//! forms of the ordered one), format and output kind (each form with both
+//! output kinds, each output kind with every format; every combination with
+//! `GPU_CULL_FULL_MATRIX=1`); each view's survivors against the CPU
+//! reference as exact sets, and equal to a single-view cull of the same
+//! frustum.
 
 use crate::harness::*;
 use cull_core::{CullError, CullRequest, CullTarget, InstanceFormat, MAX_VIEWS, OutputKind, Tuning};
@@ -103,7 +104,7 @@ fn subgroup_index_output_matches_reference_with_and_without_staging() {
                     workgroup_size,
                     ..Tuning::default()
                 };
-                for format in formats_turning(variant as usize + 2 * w + t) {
+                for format in formats_turning(variant as usize + 2 * w + t, OutputKind::Indices) {
                     let culler = views_culler(ctx, variant, format, OutputKind::Indices, tuning, MAX_VIEWS);
                     for (s, &size) in [0usize, 1, 1025, 20_011].iter().enumerate() {
                         let camera = Camera::ALL[s % Camera::ALL.len()];

@@ -1,11 +1,13 @@
 //! Occlusion culling (`cull_core::occlusion`): the depth pyramid against
 //! its CPU mirror, and two frames of early and late phases in every variant
-//! (both forms of the ordered one), format and output kind (each pair of
-//! them; every combination with `GPU_CULL_FULL_MATRIX=1`), one view and
-//! four levels of detail, each list checked against the CPU reference as an
-//! exact set: the early phase keeps exactly what the history says and the
-//! frustum keeps, the late phase exactly what passes the pyramid and was not
-//! drawn early, and the history records what passed.
+//! (both forms of the ordered one), format and output kind (each form with
+//! one format and output kind, turning so that every format meets both
+//! output kinds; every combination with `GPU_CULL_FULL_MATRIX=1`), one view
+//! and four levels of detail, each
+//! list checked against the CPU reference as an exact set: the early phase
+//! keeps exactly what the history says and the frustum keeps, the late
+//! phase exactly what passes the pyramid and was not drawn early, and the
+//! history records what passed.
 
 use crate::harness::*;
 use cull_core::SphereClass;
@@ -407,16 +409,15 @@ pub fn two_frames_with(
 
 /// Both phases culled by cells: the same lists and history as the flat
 /// phases (checked against the CPU mirror as `two_frames` does), in every
-/// variant that culls cells and format, with and without levels; the
+/// variant that culls cells, with the formats and output kinds of
+/// `occlusion_kernels`, with and without levels; the
 /// cells outside the frustum are culled, their instances' history cleared.
 #[test]
 fn early_and_late_phases_by_cells_are_exact_sets() {
     let ctx = gpu();
     let builder = PyramidBuilder::new(&ctx.device).unwrap();
     for (i, (variant, tuning)) in forms(ctx).into_iter().enumerate() {
-        for format in formats_turning(i) {
-            let f = format_index(format);
-            let output = OutputKind::ALL[(i + f) % OutputKind::ALL.len()];
+        for (format, output) in occlusion_kernels(i) {
             let culler = views_culler(ctx, variant, format, output, tuning, 4);
             let form = form_name(&culler);
             for (s, camera) in Camera::ALL.into_iter().enumerate() {
@@ -609,14 +610,12 @@ fn early_and_late_phases_are_exact_sets() {
     let ctx = gpu();
     let builder = PyramidBuilder::new(&ctx.device).unwrap();
     for (i, (variant, tuning)) in forms(ctx).into_iter().enumerate() {
-        for format in formats_turning(i) {
-            let f = format_index(format);
-            let output = OutputKind::ALL[(i + f) % OutputKind::ALL.len()];
+        for (format, output) in occlusion_kernels(i) {
             let culler = views_culler(ctx, variant, format, output, tuning, 4);
             let form = form_name(&culler);
             let mut hidden = 0;
             for (s, &size) in SIZES.iter().enumerate() {
-                let camera = Camera::ALL[(s + f) % Camera::ALL.len()];
+                let camera = Camera::ALL[(s + format_index(format)) % Camera::ALL.len()];
                 let scene = edge_scene(s as u64 + 1700, size, camera, format);
                 let levels = s % 2 == 1;
                 let what =

@@ -450,14 +450,26 @@ fn survivors(
 #[test]
 fn random_views_keep_what_touches_them_in_every_variant_and_format() {
     let ctx = gpu();
-    // One culler of one view and one of two views per form and format;
-    // cases take them in turn.
-    let cullers: Vec<[Culler; 2]> = forms(ctx)
+    // A culler per form and format, of one view or two in turn (each form
+    // has both; with GPU_CULL_FULL_MATRIX=1 every form and format has both,
+    // the cases taking them in turn).
+    let cullers: Vec<Vec<Culler>> = forms(ctx)
         .into_iter()
-        .flat_map(|(variant, tuning)| {
-            InstanceFormat::ALL.map(|format| {
-                [1, 2].map(|views| views_culler(ctx, variant, format, OutputKind::Indices, tuning, views))
-            })
+        .enumerate()
+        .flat_map(|(i, (variant, tuning))| {
+            InstanceFormat::ALL
+                .into_iter()
+                .enumerate()
+                .map(move |(f, format)| {
+                    let views = if full_matrix() {
+                        vec![1, 2]
+                    } else {
+                        vec![1 + ((i + f) % 2) as u32]
+                    };
+                    (views.into_iter())
+                        .map(|k| views_culler(ctx, variant, format, OutputKind::Indices, tuning, k))
+                        .collect()
+                })
         })
         .collect();
     let cases = std::env::var("PROPTEST_CASES")
@@ -494,7 +506,7 @@ fn random_views_keep_what_touches_them_in_every_variant_and_format() {
                     ));
                     let reference = cull_core::cpu::classify(format, &bytes, local, &frustum).unwrap();
                     for pair in cullers.iter().filter(|c| c[0].format() == format) {
-                        let culler = &pair[(seed % 2) as usize];
+                        let culler = &pair[seed as usize % pair.len()];
                         let what = format!(
                             "{:?} ({}) {format:?}, {} view(s)",
                             culler.variant(),

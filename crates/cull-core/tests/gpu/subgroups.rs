@@ -1,6 +1,8 @@
 //! The subgroup variants at subgroup sizes 4, 8 and 16: lavapipe's width
 //! follows LP_NATIVE_VECTOR_WIDTH (128, 256, 512 bits), read when the driver
-//! loads, so each width runs this test binary again in a child process.
+//! loads, so each width other than this process's own runs this test
+//! binary again in a child process (`subgroup_variants_at_this_width` runs
+//! the process's own).
 
 use crate::harness::*;
 use cull_core::{InstanceFormat, OutputKind, ScanVariant, Tuning};
@@ -175,21 +177,30 @@ fn subgroup_sizes_4_8_16() {
     // This process's own width is run by subgroup_variants_at_this_width
     // itself.
     let native = measured_subgroup_size(ctx);
-    for (width, size) in [("128", 4), ("256", 8), ("512", 16)]
+    // The children run at once: each compiles its own kernels (a width is
+    // a kernel of its own to lavapipe) on one thread.
+    let children: Vec<_> = [("128", 4), ("256", 8), ("512", 16)]
         .into_iter()
         .filter(|&(_, s)| s != native)
-    {
-        let out = std::process::Command::new(&exe)
-            .args([
-                "--exact",
-                "subgroups::subgroup_variants_at_this_width",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("LP_NATIVE_VECTOR_WIDTH", width)
-            .env(EXPECT_VAR, size.to_string())
-            .output()
-            .unwrap();
+        .map(|(width, size)| {
+            let child = std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "subgroups::subgroup_variants_at_this_width",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("LP_NATIVE_VECTOR_WIDTH", width)
+                .env(EXPECT_VAR, size.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (width, child)
+        })
+        .collect();
+    for (width, child) in children {
+        let out = child.wait_with_output().unwrap();
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

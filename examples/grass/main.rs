@@ -20,30 +20,22 @@
 // Bevy systems take many parameters by design.
 #![allow(clippy::too_many_arguments)]
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod blades;
+mod gpu_pass;
 
 use bevy::prelude::*;
 use bevy::render::RenderApp;
 use bevy::render::extract_resource::{ExtractResource, ExtractResourcePlugin};
-use bevy::render::render_resource::binding_types::uniform_buffer_sized;
-use bevy::render::render_resource::{
-    BindGroup, BindGroupEntries, BindGroupLayoutDescriptor, BindGroupLayoutEntries, Buffer,
-    BufferInitDescriptor, BufferUsages, CachedComputePipelineId, ComputePipelineDescriptor, PipelineCache,
-    ShaderStages,
-};
-use bevy::render::renderer::{RenderContext, RenderDevice, RenderGraph, RenderQueue};
+use bevy::render::renderer::RenderGraph;
 use bevy::shader::Shader;
 use bevy_gpu_cull::prelude::*;
+use blades::{HALF_HEIGHT, SPACING, STEP, blades_at, height};
 
 /// The grass's pass, compiled into the example.
 const GRASS_SHADER: Handle<Shader> = bevy::asset::uuid_handle!("7c2e9a41-3b5d-4f60-9e18-2a4b6c8d0e1f");
-
-/// Meters between blades.
-const SPACING: f32 = 0.25;
-/// Half the blade mesh's height (`HALF_HEIGHT` in the shader).
-const HALF_HEIGHT: f32 = 0.4;
-/// The fixed step of the wind's clock, so that every run sways alike.
-const STEP: f32 = 1.0 / 60.0;
 
 /// How the blades move.
 #[derive(Resource, Clone, Copy, Debug, PartialEq, Eq, argh::FromArgValue)]
@@ -100,7 +92,7 @@ struct Flags {
 fn main() {
     let flags: Flags = argh::from_env();
     let mut app = support::example_app("grass", &support::scene_args!(flags));
-    let wgsl = include_str!("shaders/grass.wgsl");
+    let wgsl = include_str!("../shaders/grass.wgsl");
     support::embed_shader(&mut app, GRASS_SHADER, wgsl, "shaders/grass.wgsl");
     app.add_plugins((
         GpuCullPlugin::default(),
@@ -110,14 +102,11 @@ fn main() {
     .insert_resource(flags.mode)
     .add_systems(Startup, setup)
     .add_systems(Update, (sway_on_cpu, support::finish_headless));
-    app.sub_app_mut(RenderApp)
-        .add_systems(RenderGraph, sway_on_gpu.in_set(GpuCullSystems::WriteInstances));
+    app.sub_app_mut(RenderApp).add_systems(
+        RenderGraph,
+        gpu_pass::sway_on_gpu.in_set(GpuCullSystems::WriteInstances),
+    );
     app.run();
-}
-
-/// The ground's height (`height` in the shader).
-fn height(x: f32, z: f32) -> f32 {
-    1.5 * (0.05 * x).sin() * (0.07 * z).cos() + 0.5 * (0.13 * x + 0.2 * z).sin()
 }
 
 fn setup(
@@ -190,41 +179,6 @@ fn setup(
     }
 }
 
-/// The shader's hash of an index, in [0, 1].
-fn hash(n: u32) -> f32 {
-    let mut x = n.wrapping_mul(0x9e37_79b9) ^ 0x85eb_ca6b;
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x7feb_352d);
-    x ^= x >> 15;
-    x = x.wrapping_mul(0x846c_a68b);
-    x ^= x >> 16;
-    x as f32 / u32::MAX as f32
-}
-
-/// Every blade at wind time `time`, as the shader places them.
-fn blades_at(count: u32, side: u32, time: f32) -> Vec<GpuCullInstance> {
-    let half = side as f32 * SPACING * 0.5;
-    (0..count)
-        .map(|i| {
-            let x = ((i % side) as f32 + hash(3 * i)) * SPACING - half;
-            let z = ((i / side) as f32 + hash(3 * i + 1)) * SPACING - half;
-            let scale = 0.6 + 0.8 * hash(3 * i + 2);
-            let yaw = Quat::from_rotation_y(hash(i ^ 0x5bd1_e995) * std::f32::consts::TAU);
-            let bend = 0.35 * (time * 1.3 + 0.08 * x + 0.05 * z).sin() + 0.1;
-            let rotation = Quat::from_rotation_z(bend) * yaw;
-            let base = Vec3::new(x, height(x, z), z);
-            let position = base - rotation * Vec3::new(0.0, -HALF_HEIGHT * scale, 0.0);
-            let shade = 0.5 + 0.5 * hash(i.wrapping_mul(7) + 5);
-            GpuCullInstance::new(
-                position,
-                LinearRgba::rgb(0.25 * shade, 0.6 * shade + 0.2, 0.12 * shade),
-            )
-            .with_scale(scale)
-            .with_rotation(rotation)
-        })
-        .collect()
-}
-
 /// `--mode cpu`: the whole field swayed on the CPU each frame and uploaded.
 fn sway_on_cpu(field: Option<Res<Field>>, mut frame: Local<u32>, mut batches: Query<&mut GpuCullInstances>) {
     let Some(field) = field.filter(|f| f.mode == Mode::Cpu) else {
@@ -235,98 +189,4 @@ fn sway_on_cpu(field: Option<Res<Field>>, mut frame: Local<u32>, mut batches: Qu
         let blades = blades_at(field.count, field.side, *frame as f32 * STEP);
         batch.edit(0..blades.len()).copy_from_slice(&blades);
     }
-}
-
-/// The pass's uniform and pipeline (render world).
-#[derive(Resource)]
-struct GrassGpu {
-    pipeline: CachedComputePipelineId,
-    uniform: Buffer,
-    bind_group: BindGroup,
-    frame: u32,
-    /// Frames the pass has written the field.
-    writes: u32,
-}
-
-fn field_layout() -> BindGroupLayoutDescriptor {
-    BindGroupLayoutDescriptor::new(
-        "grass",
-        &BindGroupLayoutEntries::single(ShaderStages::COMPUTE, uniform_buffer_sized(false, None)),
-    )
-}
-
-impl GrassGpu {
-    fn new(device: &RenderDevice, cache: &PipelineCache) -> Self {
-        let uniform = device.create_buffer_with_data(&BufferInitDescriptor {
-            label: Some("grass_field"),
-            contents: &[0; 16],
-            usage: BufferUsages::UNIFORM | BufferUsages::COPY_DST,
-        });
-        let layout = cache.get_bind_group_layout(&field_layout());
-        let bind_group = device.create_bind_group(
-            "grass",
-            &layout,
-            &BindGroupEntries::single(uniform.as_entire_binding()),
-        );
-        let pipeline = cache.queue_compute_pipeline(ComputePipelineDescriptor {
-            label: Some("grass_sway".into()),
-            layout: vec![GpuCullInstanceBuffers::layout_descriptor(), field_layout()],
-            immediate_size: 0,
-            shader: GRASS_SHADER,
-            shader_defs: Vec::new(),
-            entry_point: Some("sway".into()),
-            zero_initialize_workgroup_memory: false,
-        });
-        Self {
-            pipeline,
-            uniform,
-            bind_group,
-            frame: 0,
-            writes: 0,
-        }
-    }
-}
-
-/// Places and sways every blade: the application's pass in
-/// `GpuCullSystems::WriteInstances`, before every cull. `--mode static`
-/// writes the field a few times, then never again.
-fn sway_on_gpu(
-    field: Option<Res<Field>>,
-    mut gpu: Option<ResMut<GrassGpu>>,
-    mut commands: Commands,
-    buffers: Res<GpuCullInstanceBuffers>,
-    cache: Res<PipelineCache>,
-    device: Res<RenderDevice>,
-    queue: Res<RenderQueue>,
-    mut ctx: RenderContext,
-) {
-    let Some(field) = field.filter(|f| matches!(f.mode, Mode::Gpu | Mode::Static)) else {
-        return;
-    };
-    let Some(gpu) = gpu.as_deref_mut() else {
-        commands.insert_resource(GrassGpu::new(&device, &cache));
-        return;
-    };
-    gpu.frame += 1;
-    let (Some(pipeline), Some(batch)) = (cache.get_compute_pipeline(gpu.pipeline), buffers.get(field.batch))
-    else {
-        return;
-    };
-    if field.mode == Mode::Static && gpu.writes >= 3 {
-        return;
-    }
-    let uniform = [
-        field.count,
-        field.side,
-        SPACING.to_bits(),
-        (gpu.frame as f32 * STEP).to_bits(),
-    ];
-    queue.write_buffer(&gpu.uniform, 0, bytemuck::cast_slice(&uniform));
-    let mut pass = ctx.command_encoder().begin_compute_pass(&Default::default());
-    pass.set_pipeline(pipeline);
-    pass.set_bind_group(0, &**batch.bind_group(), &[]);
-    pass.set_bind_group(1, &*gpu.bind_group, &[]);
-    let (x, y) = batch.workgroups(64);
-    pass.dispatch_workgroups(x, y, 1);
-    gpu.writes += 1;
 }

@@ -15,12 +15,16 @@
 // Bevy systems take many parameters by design.
 #![allow(clippy::too_many_arguments)]
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod scene;
 
 use bevy::camera::RenderTarget;
 use bevy::prelude::*;
+use bevy::window::PrimaryWindow;
 use bevy_gpu_cull::prelude::*;
-use support::scenery::{flat_tree, rock, scattered, streaks, tree_cone};
+use scene::{Kind, circle, rocks_of, setup};
 use support::{HeadlessRun, PipelinesSettled, SceneArgs};
 
 /// A lit forest with shadows: trees and rocks as batches, or as Bevy entities to compare.
@@ -60,7 +64,7 @@ struct Flags {
     /// a depth prepass on the camera (Bevy's: each pixel shaded once)
     #[argh(switch)]
     depth_prepass: bool,
-    /// headless: print each render pass's GPU time at the end
+    /// headless: add each render pass's GPU time to the summary
     #[argh(switch)]
     pass_times: bool,
     /// headless: the summary as one JSON line
@@ -88,145 +92,35 @@ fn main() {
         .add_plugins(GpuCullPlugin::default())
         .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
         .add_systems(Startup, setup)
-        .add_systems(Update, (circle, finish_headless))
+        .add_systems(Update, (circle, show_counts, finish_headless))
         .run();
 }
 
-/// Which batch, to count each.
-#[derive(Component, Clone, Copy, PartialEq)]
-enum Kind {
-    Trees,
-    Rocks,
-}
-
-/// A quarter as many rocks as trees.
-fn rocks_of(trees: usize) -> usize {
-    trees / 4
-}
-
-fn setup(
-    mut commands: Commands,
+/// In a window, the title shows the trees and rocks in view.
+fn show_counts(
     args: Res<SceneArgs>,
-    mut meshes: ResMut<Assets<Mesh>>,
-    mut materials: ResMut<Assets<StandardMaterial>>,
-    mut images: ResMut<Assets<Image>>,
+    stats: Res<GpuCullStats>,
+    batches: Query<(Entity, &Kind)>,
+    mut windows: Query<&mut Window, With<PrimaryWindow>>,
 ) {
-    let radius = (args.count as f32).sqrt() * 2.0;
-    let mut textured = |rgb, perceptual_roughness| {
-        let base_color_texture = Some(images.add(streaks(rgb)));
-        materials.add(StandardMaterial {
-            base_color_texture,
-            perceptual_roughness,
-            ..default()
-        })
+    let Ok(mut window) = windows.single_mut() else {
+        return;
     };
-    let (tree_material, rock_material) = (textured([40, 120, 50], 0.9), textured([130, 125, 120], 1.0));
-    let trees = scattered(args.count, radius, 1, |p, s, turn| {
-        Transform::from_translation(p + Vec3::Y * 1.5 * s)
-            .with_rotation(Quat::from_rotation_y(turn))
-            .with_scale(Vec3::splat(s))
-    });
-    let rocks = scattered(rocks_of(args.count), radius, 2, |p, s, turn| {
-        Transform::from_translation(p + Vec3::new(0.9, 0.2, 0.4))
-            .with_rotation(Quat::from_rotation_y(turn) * Quat::from_rotation_x(0.4))
-            .with_scale(Vec3::splat(0.5 * s))
-    });
-    // Levels of detail (`--lod`): the cone of eight sides down to a tenth of
-    // the screen's height (bounding sphere across), one of four down to a
-    // fiftieth, then a flat tree turned toward the camera; rocks: the
-    // icosphere, then an icosahedron. Every instance stays drawn (the last
-    // size is 0).
-    let (tree_mesh, rock_mesh) = (meshes.add(tree_cone(8)), meshes.add(rock(1)));
-    let tree_levels = GpuCullLod::new([
-        GpuCullLodLevel::new(tree_mesh.clone(), 0.1),
-        GpuCullLodLevel::new(meshes.add(tree_cone(4)), 0.02),
-        GpuCullLodLevel::new(meshes.add(flat_tree()), 0.0).facing_camera(),
-    ]);
-    let rock_levels = GpuCullLod::new([
-        GpuCullLodLevel::new(rock_mesh.clone(), 0.03),
-        GpuCullLodLevel::new(meshes.add(rock(0)), 0.0),
-    ]);
-    let kinds = [
-        (Kind::Trees, trees, tree_mesh, tree_material, tree_levels),
-        (Kind::Rocks, rocks, rock_mesh, rock_material, rock_levels),
-    ];
-    for (kind, list, mesh, material, levels) in kinds {
-        if args.compare_bevy {
-            // Bevy's own path: an entity per tree and rock (one mesh and
-            // material per kind), batched, culled and shadowed by Bevy.
-            let entity = |i: &GpuCullInstance| {
-                let transform = Transform::from_translation(i.position)
-                    .with_rotation(i.rotation)
-                    .with_scale(Vec3::splat(i.scale));
-                (Mesh3d(mesh.clone()), MeshMaterial3d(material.clone()), transform)
-            };
-            commands.spawn_batch(list.iter().map(entity).collect::<Vec<_>>());
-            continue;
-        }
-        let mut batch = commands.spawn((
-            Mesh3d(mesh),
-            MeshMaterial3d(material),
-            GpuCullInstances::new(list),
-            kind,
-        ));
-        if args.lod {
-            batch.insert(levels);
-        }
-        if args.cells {
-            // Sorted into cells; only the cells in view read where that pays.
-            batch.insert(GpuCullCells::default());
-        }
-    }
-    // The ground: an ordinary Bevy mesh that receives the instances' shadows.
-    let ground = Plane3d::default().mesh().size(radius * 2.5, radius * 2.5);
-    commands.spawn((
-        Mesh3d(meshes.add(ground)),
-        MeshMaterial3d(materials.add(StandardMaterial::from(Color::srgb(0.35, 0.3, 0.2)))),
-    ));
-    commands.spawn((
-        DirectionalLight {
-            illuminance: 12_000.0,
-            shadow_maps_enabled: true,
-            ..default()
-        },
-        Transform::from_xyz(4.0, 10.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y),
-    ));
-    spawn_camera(&mut commands, &args, &mut images);
-}
-
-/// The camera, with the options asked for.
-fn spawn_camera(commands: &mut Commands, args: &SceneArgs, images: &mut Assets<Image>) {
-    let mut camera = commands.spawn(Camera3d::default());
-    if args.occlusion {
-        // With --compare bevy, Bevy's own occlusion culling of its entities
-        // (which GpuCullOcclusion requires).
-        camera.insert(GpuCullOcclusion);
-    }
-    if args.no_cpu_culling {
-        camera.insert(bevy::camera::visibility::NoCpuCulling);
-    }
-    if args.depth_prepass {
-        // The main pass then shades each pixel once: the batches are drawn
-        // into the prepass too.
-        camera.insert(bevy::core_pipeline::prepass::DepthPrepass);
-    }
-    if args.headless {
-        camera.insert(support::headless_target(images, args.width, args.height));
-    }
-}
-
-/// The camera circles the forest at tree height, looking across it (fixed
-/// in a headless run).
-fn circle(time: Res<Time>, args: Res<SceneArgs>, mut camera: Query<&mut Transform, With<Camera3d>>) {
-    let radius = (args.count as f32).sqrt() * 2.0;
-    let t = if args.headless {
-        0.6
+    let count = |kind| {
+        let of_kind = batches.iter().filter(|(_, k)| **k == kind);
+        of_kind.map(|(e, _)| stats.visible_in(e)).sum::<u32>()
+    };
+    let title = if args.compare_bevy {
+        format!("forest: {} trees as Bevy entities", args.count)
     } else {
-        time.elapsed_secs() * 0.05
+        format!(
+            "forest: {} trees and {} rocks in view",
+            count(Kind::Trees),
+            count(Kind::Rocks)
+        )
     };
-    let eye = Vec3::new(t.cos(), 0.0, t.sin()) * radius * 0.6 + Vec3::Y * 6.0;
-    for mut transform in &mut camera {
-        *transform = Transform::from_translation(eye).looking_at(Vec3::ZERO, Vec3::Y);
+    if window.title != title {
+        window.title = title;
     }
 }
 
