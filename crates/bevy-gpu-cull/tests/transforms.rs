@@ -13,12 +13,9 @@ use bevy::prelude::*;
 use bevy::render::gpu_readback::Readback;
 use bevy_gpu_cull::prelude::*;
 use common::{FrameApp, frame_difference, image_target};
-use std::sync::Mutex;
 
 const WIDTH: u32 = 192;
 const HEIGHT: u32 = 112;
-/// One app at a time: lavapipe has two cores to share.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The parent that carries the batch (a ship carrying crates).
 #[derive(Component)]
@@ -211,7 +208,6 @@ const MAX_BLOCK_DIFFERENCE: f64 = 4.0;
 
 #[test]
 fn a_batch_under_a_moving_parent_draws_as_bevy_children() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (batch, uploads) = draw_ship(true);
     let (bevy, _) = draw_ship(false);
     let (max, mean) = frame_difference(&batch, &bevy, WIDTH);
@@ -288,7 +284,6 @@ fn views_in_batch_frame(
 /// chunk's frame (`cull_core::LocalFrame`), within the borderline spheres.
 #[test]
 fn a_chunk_far_from_the_origin_is_culled_in_its_frame() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut frame_app = FrameApp::new();
     let app = &mut frame_app.app;
     let world = app.world_mut();
@@ -335,7 +330,6 @@ fn a_chunk_far_from_the_origin_is_culled_in_its_frame() {
 /// (`LocalFrame::size_metric`).
 #[test]
 fn levels_of_detail_are_sized_in_the_batch_frame() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut frame_app = FrameApp::new();
     let app = &mut frame_app.app;
     let world = app.world_mut();
@@ -520,7 +514,6 @@ fn mirrored_instances_enter_the_g_buffer_correctly_wound() {
 }
 
 fn assert_mirrors_match(deferred: bool) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let batch = draw_mirrors(true, deferred);
     let bevy = draw_mirrors(false, deferred);
     let (max, mean) = frame_difference(&batch, &bevy, WIDTH);

@@ -11,7 +11,6 @@ use bevy_gpu_cull::prelude::*;
 /// GPU's count (`replay` runs the same file through every variant).
 #[test]
 fn capture_writes_a_scene_file_replay_reads() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness(None, &[looking_down_grid()]);
     let counts = run_until_counts_match(&mut h, "before the capture");
     let path = std::env::temp_dir().join("bevy-gpu-cull-capture.json");
@@ -65,7 +64,6 @@ fn capture_writes_a_scene_file_replay_reads() {
 /// sample count and HDR target, and the instances show after tonemapping.
 #[test]
 fn hdr_msaa_camera_renders() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let camera = looking_down_grid();
     let mut h = harness_with(None, &[camera], CameraSetup::HdrMsaa4);
     // An unlit green Bevy mesh in front of the left half of the view: the
@@ -126,7 +124,6 @@ fn hdr_msaa_camera_renders() {
 /// on a destroyed device before its error handler runs.)
 #[test]
 fn render_startup_rebuilds_gpu_state() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     run_until_counts_match(&mut h, "before");
     assert_eq!(h.app.world().resource::<GpuCullStats>().uploaded_instances, 1600);
@@ -150,7 +147,6 @@ fn render_startup_rebuilds_gpu_state() {
 /// Bevy reads `WGPU_BACKEND` when it starts, so this runs in a child process.
 #[test]
 fn gl_backend_renders() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -244,7 +240,7 @@ fn gl_backend_child() {
     run_until_counts_match(&mut h, "GL backend with GpuCullOcclusion");
     assert_renders(&mut h, "GL backend with GpuCullOcclusion");
     run_until_counts_match(&mut h, "GL backend with GpuCullOcclusion, rendered");
-    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let errors = render_errors(&h.app);
     assert!(
         errors.iter().all(|e| e.contains("textureGatherOffset")),
         "render errors other than Bevy's depth-downsampling shader on GL: {errors:#?}"

@@ -26,7 +26,6 @@ fn cells_cull_what_the_flat_cull_culls_ordered() {
 }
 
 fn cells_case(variant: Option<ScanVariant>) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(variant, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     record_render_errors(&mut h.app);
     // A field of 200 × 200 spheres, 2 apart, around the camera: half of it
@@ -108,6 +107,6 @@ fn cells_case(variant: Option<ScanVariant>) {
             LinearRgba::rgb(1.0, 0.2, 0.1),
         ));
     run_until_counts_match(&mut h, "a pushed instance");
-    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }

@@ -13,7 +13,6 @@ use bevy_gpu_cull::prelude::*;
 #[test]
 fn an_edit_through_reflection_is_uploaded() {
     use bevy::reflect::GetPath;
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let before = run_until_counts_match(&mut h, "before the edit");
     assert!(before.iter().all(|&c| c > 0), "{before:?}");
@@ -34,7 +33,6 @@ fn an_edit_through_reflection_is_uploaded() {
 
 #[test]
 fn counts_match_reference_and_pixels_show_instances() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let variants: Vec<Option<ScanVariant>> = std::iter::once(None)
         .chain(ScanVariant::compiled().map(Some))
         .collect();
@@ -105,7 +103,6 @@ fn counts_match_reference_and_pixels_show_instances() {
 
 #[test]
 fn several_cameras_edits_and_empty_batches() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let near = looking_down_grid();
     let far_left = Transform::from_xyz(-30.0, 3.0, 5.0).looking_at(Vec3::new(-40.0, 0.0, -20.0), Vec3::Y);
     let mut h = harness(None, &[near, far_left]);
@@ -245,7 +242,6 @@ fn switching_settings_keeps_culling_while_kernels_compile() {
 /// a camera that does not see that layer, as with Bevy's meshes.
 #[test]
 fn render_layers_hide_a_batch_from_other_cameras() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Camera 0 on layer 0 (it is read back), camera 1 on layer 1, both on
     // the grid: Bevy extracts the batch because camera 1 sees it.
     let mut h = harness(None, &[looking_down_grid(), looking_down_grid()]);
@@ -291,7 +287,6 @@ fn render_layers_hide_a_batch_from_other_cameras() {
 /// Edits upload only the instances they touch, and the counts follow them.
 #[test]
 fn edits_upload_only_what_changed() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness(None, &[looking_down_grid()]);
     let before = run_until_counts_match(&mut h, "initial")[0];
     let uploaded = |h: &Harness| h.app.world().resource::<GpuCullStats>().uploaded_instances;
@@ -348,7 +343,6 @@ fn edits_upload_only_what_changed() {
 /// spheres, and the pixels at the left edge must show them.
 #[test]
 fn packed16_culls_scaled_instances_like_the_draw() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let camera = Transform::from_xyz(0.0, 0.0, 0.0).looking_at(Vec3::NEG_Z, Vec3::Y);
     let mut h = harness(None, &[camera]);
     h.app.world_mut().resource_mut::<GpuCullSettings>().format = InstanceFormat::Packed16;
@@ -433,7 +427,6 @@ fn packed16_culls_scaled_instances_like_the_draw() {
 /// written for every view and batch every frame); a new camera writes its own.
 #[test]
 fn unchanged_frames_write_no_draw_arguments() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness(None, &[looking_down_grid()]);
     run_until_counts_match(&mut h, "start");
     // Bevy's diagnostic: the writes since the previous culled frame, one
@@ -462,7 +455,6 @@ fn unchanged_frames_write_no_draw_arguments() {
 /// never last frame's survivors.
 #[test]
 fn a_view_without_a_frustum_draws_everything() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness(None, &[looking_down_grid()]);
     run_until_counts_match(&mut h, "before");
     h.app
@@ -513,7 +505,6 @@ fn visible_diagnostic(h: &Harness) -> Option<f64> {
 /// the visible-instances diagnostic.
 #[test]
 fn stats_hold_only_live_visible_batches() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness(None, &[looking_down_grid()]);
     let (camera, batch) = (h.cameras[0], h.batch);
     let counts = run_until_counts_match(&mut h, "before hiding");

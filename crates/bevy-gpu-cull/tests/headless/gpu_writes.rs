@@ -213,7 +213,6 @@ fn assert_gpu_writes_drawn(h: &mut Harness, format: InstanceFormat, what: &str) 
 
 #[test]
 fn gpu_written_instances_and_count_are_culled_and_drawn_in_every_variant_and_format() {
-    let _serial = crate::harness::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for (k, variant) in ScanVariant::compiled().enumerate() {
         let format = InstanceFormat::ALL[k % InstanceFormat::ALL.len()];
         let mut h = gpu_written(Some(variant), format, k % 2 == 1);

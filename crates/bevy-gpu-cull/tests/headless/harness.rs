@@ -17,9 +17,6 @@ use std::sync::{Arc, Mutex};
 pub(crate) const WIDTH: u32 = 96;
 pub(crate) const HEIGHT: u32 = 64;
 const BACKGROUND: Color = Color::srgb(0.0, 0.0, 1.0);
-/// One app at a time: lavapipe has two cores to share.
-pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
-
 pub(crate) struct Harness {
     pub(crate) app: App,
     pub(crate) batch: Entity,
@@ -545,21 +542,27 @@ pub(crate) fn render_until_pixels(
     found
 }
 
-/// wgpu errors Bevy caught during a test (see [`record_render_errors`]).
-pub(crate) static RENDER_ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// wgpu errors Bevy caught in an app (see [`record_render_errors`]): a
+/// resource of its own main world, since tests run apps side by side.
+#[derive(Resource, Default)]
+pub(crate) struct RecordedRenderErrors(Vec<String>);
 
 /// Routes Bevy's render errors (wgpu validation, out of memory, device
-/// loss) into [`RENDER_ERRORS`] instead of quitting, so a test can assert
-/// there were none.
+/// loss) into the app's [`RecordedRenderErrors`] instead of quitting, so a
+/// test can assert there were none ([`render_errors`]).
 pub(crate) fn record_render_errors(app: &mut App) {
     use bevy::render::error_handler::{RenderErrorHandler, RenderErrorPolicy};
-    // Each test that records starts from none (tests run one app at a time).
-    RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    app.insert_resource(RenderErrorHandler(|error, _, _| {
-        RENDER_ERRORS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    app.init_resource::<RecordedRenderErrors>();
+    app.insert_resource(RenderErrorHandler(|error, main_world, _| {
+        main_world
+            .resource_mut::<RecordedRenderErrors>()
+            .0
             .push(format!("{:?}: {}", error.ty, error.description));
         RenderErrorPolicy::Ignore
     }));
+}
+
+/// The render errors `app` recorded so far.
+pub(crate) fn render_errors(app: &App) -> Vec<String> {
+    app.world().resource::<RecordedRenderErrors>().0.clone()
 }

@@ -73,7 +73,6 @@ fn the_most_levels_of_detail_split_the_instances_by_screen_size() {
 /// exactly for the pixels to show.
 #[test]
 fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     record_render_errors(&mut h.app);
     let camera = h.cameras[0];
@@ -134,7 +133,7 @@ fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
         "{differ} pixels differ between quads facing the camera ({n_facing}) and quads turned like it ({n_turned})"
     );
     assert_eq!(lying_again, lying, "the level no longer faces the camera");
-    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
 
@@ -151,7 +150,6 @@ fn a_level_facing_the_camera_turns_its_mesh_toward_the_view() {
 /// levels are drawn in full across the fade instead.
 #[test]
 fn levels_that_cross_fade_split_their_pixels_between_them() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (mut h, metric, bounds, sizes) = grid_sizes();
     let camera = h.cameras[0];
     let probe = install_depth_probe(&mut h);
@@ -272,7 +270,7 @@ fn levels_that_cross_fade_split_their_pixels_between_them() {
         count(&packed_faded),
         count(&packed_low)
     );
-    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
 
@@ -342,7 +340,6 @@ fn threshold_at(sizes: &[f64], q: f64) -> f32 {
 /// instances in view (largest first), and checks each level's count for the
 /// camera alone, then with shadows for each cascade too.
 fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (mut h, metric, _, sizes) = grid_sizes();
     let camera = h.cameras[0];
     let thresholds = pick(&sizes);
@@ -422,7 +419,7 @@ fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
             }
         }
     }
-    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
 
@@ -431,7 +428,6 @@ fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
 /// CPU reference for the face's frustum with the camera's sizes.
 #[test]
 fn point_light_faces_take_the_cameras_levels_of_detail() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = shadow_scene("point", true);
     let camera = h.cameras[0];
     let world = h.app.world_mut();

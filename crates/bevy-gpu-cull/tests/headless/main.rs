@@ -2,12 +2,18 @@
 //! machines without a GPU): visible counts equal the CPU reference per
 //! camera, pixels are covered where instances are and background elsewhere,
 //! counts follow edits, and empty batches draw nothing.
+//!
+//! Tests run side by side (libtest's threads, one per core): an app keeps
+//! about one core busy, lavapipe running its queue on one thread. libtest
+//! starts tests in name order, so the longest (`churn`) starts among the
+//! first.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod backends;
 mod cells;
+mod churn;
 mod counts;
 mod gpu_writes;
 mod harness;
@@ -18,4 +24,3 @@ mod occlusion;
 mod picking;
 mod prepass;
 mod shadows;
-mod soak;

@@ -44,7 +44,6 @@ fn under_the_sky(instances: Vec<GpuCullInstance>) -> Vec<GpuCullInstance> {
 /// no copy of the mesh at the entity's own transform.
 #[test]
 fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let world = h.app.world_mut();
     let texture = flat_texture(world, [20, 220, 40, 255], true);
@@ -90,7 +89,6 @@ fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
 /// alpha mode at run time re-specializes the draw.
 #[test]
 fn an_alpha_masked_material_discards_masked_fragments() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let world = h.app.world_mut();
     let texture = flat_texture(world, [255, 255, 255, 0], true);
@@ -298,7 +296,6 @@ fn count_by_half(padded: &[u8], matches: impl Fn(&[u8]) -> bool) -> (usize, usiz
 /// color, and no extra copy of the mesh is drawn at the entity's transform.
 #[test]
 fn a_custom_material_shades_the_instances() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = material_harness::<TintMaterial>();
     record_render_errors(&mut h.app);
     let world = h.app.world_mut();
@@ -365,7 +362,7 @@ fn a_custom_material_shades_the_instances() {
     if left_binding.0 {
         assert_ne!(left_binding, right_binding, "two bindless materials in one slot");
     }
-    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
 
@@ -375,7 +372,6 @@ fn a_custom_material_shades_the_instances() {
 #[test]
 fn an_extended_standard_material_shades_the_instances() {
     type Extended = bevy::pbr::ExtendedMaterial<StandardMaterial, TintExtension>;
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = material_harness::<Extended>();
     record_render_errors(&mut h.app);
     let world = h.app.world_mut();
@@ -399,7 +395,7 @@ fn an_extended_standard_material_shades_the_instances() {
         green > 200,
         "only {green} pixels show the extended material's green"
     );
-    let errors = RENDER_ERRORS.lock().unwrap().clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:?}");
 }
 
@@ -408,7 +404,6 @@ fn an_extended_standard_material_shades_the_instances() {
 /// that copy in the same sorted phase.
 #[test]
 fn a_blended_material_draws_the_batch_and_no_extra_copy() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let world = h.app.world_mut();
     let material = world
@@ -499,7 +494,6 @@ fn frame_with_material(make: impl FnOnce(&mut World) -> StandardMaterial) -> Vec
 /// changes how red the instances are.
 #[test]
 fn metallic_roughness_emissive_and_occlusion_textures_shade_the_instances() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const WHITE: [u8; 4] = [255; 4];
     const BLACK: [u8; 4] = [0, 0, 0, 255];
     // Emissive red on a black material, scaled by the texture: black turns
@@ -552,7 +546,6 @@ fn metallic_roughness_emissive_and_occlusion_textures_shade_the_instances() {
 /// map tilting every normal sideways lights them differently from a flat one.
 #[test]
 fn a_normal_map_changes_the_instances_lighting() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let flat = red_with_normal_map([128, 128, 255, 255]);
     let tilted = red_with_normal_map([255, 128, 30, 255]);
     eprintln!("normal map: red {flat:.1} flat, {tilted:.1} tilted");
@@ -602,7 +595,6 @@ fn fragment(in: VertexOutput) -> @location(0) vec4<f32> {
 
 #[test]
 fn custom_draw_shader_reads_user_data() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(
         None,
         &[looking_down_grid()],
@@ -633,7 +625,6 @@ fn custom_draw_shader_reads_user_data() {
 /// their color shows.
 #[test]
 fn instances_recolored_from_white_show_their_color() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let world = h.app.world_mut();
     let material = world

@@ -235,7 +235,6 @@ fn read_motion(mover: Mover, with_motion_vectors: bool) -> (Vec<Vec2>, f32, Mat4
 
 #[test]
 fn a_moving_instance_has_its_own_motion_vectors_and_a_still_one_none() {
-    let _serial = crate::harness::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for mover in [Mover::Cpu, Mover::Gpu] {
         assert_own_motion(mover);
     }

@@ -222,7 +222,6 @@ fn occlusion_culling_hides_what_a_wall_covers_in_the_batch_frame() {
 }
 
 fn occlusion_behind_a_wall_in(setup: CameraSetup, frame: Option<Transform>) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], setup);
     record_render_errors(&mut h.app);
     if let Some(frame) = frame {
@@ -324,7 +323,7 @@ fn occlusion_behind_a_wall_in(setup: CameraSetup, frame: Option<Transform>) {
         "the first frame after the wall moved differs from the unoccluded frame in {changed} pixels (see {})",
         png.display()
     );
-    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:#?}");
 }
 
@@ -334,7 +333,6 @@ fn occlusion_behind_a_wall_in(setup: CameraSetup, frame: Option<Transform>) {
 /// renders without errors.
 #[test]
 fn occlusion_culling_by_cells() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::Plain);
     record_render_errors(&mut h.app);
     let camera = h.cameras[0];
@@ -365,7 +363,7 @@ fn occlusion_culling_by_cells() {
         by_cells < in_frustum,
         "{by_cells} of {in_frustum}: the wall hides nothing"
     );
-    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:#?}");
 }
 
@@ -375,7 +373,6 @@ fn occlusion_culling_by_cells() {
 /// it, keeps everything in its frustum.
 #[test]
 fn two_occlusion_culled_cameras_cull_independently() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let behind = Transform::from_xyz(0.0, 6.0, -90.0).looking_at(Vec3::new(0.0, 0.0, -60.0), Vec3::Y);
     let mut h = harness_with(None, &[looking_down_grid(), behind], CameraSetup::Plain);
     record_render_errors(&mut h.app);
@@ -398,7 +395,7 @@ fn two_occlusion_culled_cameras_cull_independently() {
             && expected[1] > 0
             && last[1] == expected[1]
         {
-            let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let errors = render_errors(&h.app);
             assert!(errors.is_empty(), "render errors: {errors:#?}");
             return;
         }

@@ -63,7 +63,6 @@ fn click(app: &mut App, target: &NormalizedRenderTarget, pixel: Vec2) {
 
 #[test]
 fn a_click_on_an_instance_fires_on_the_batch_with_the_instance() {
-    let _serial = crate::harness::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with_plugins(None, &[looking_down_grid()], CameraSetup::Plain, |app| {
         app.add_plugins(GpuCullPickingPlugin);
     });
@@ -119,7 +118,6 @@ fn a_click_on_an_instance_fires_on_the_batch_with_the_instance() {
 /// nothing, and a click on an instance carries the instance.
 #[test]
 fn bevy_mesh_picking_never_hits_the_batch_entity_own_mesh() {
-    let _serial = crate::harness::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with_plugins(None, &[looking_down_grid()], CameraSetup::Plain, |app| {
         app.add_plugins((
             GpuCullPickingPlugin,

@@ -9,7 +9,6 @@ use bevy::prelude::*;
 /// instances.
 #[test]
 fn depth_prepass_holds_the_instances() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     let camera = h.cameras[0];
     h.app
@@ -29,7 +28,7 @@ fn depth_prepass_holds_the_instances() {
         .collect();
     let depth = prepass_depth(&h, &probe);
     let in_prepass = shown.iter().filter(|&&i| depth[i] > 0.0).count();
-    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:#?}");
     assert!(
         shown.len() > 50 && in_prepass * 10 >= shown.len() * 9,
@@ -44,7 +43,6 @@ fn depth_prepass_holds_the_instances() {
 /// render error.
 #[test]
 fn bevy_occlusion_culling_keeps_the_batch() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     record_render_errors(&mut h.app);
     h.app.world_mut().entity_mut(h.cameras[0]).insert((
@@ -53,7 +51,7 @@ fn bevy_occlusion_culling_keeps_the_batch() {
     ));
     run_until_counts_match(&mut h, "with occlusion culling");
     assert_renders(&mut h, "with occlusion culling");
-    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:#?}");
 }
 
@@ -62,7 +60,6 @@ fn bevy_occlusion_culling_keeps_the_batch() {
 /// error. (A deferred material's batch goes into the G-buffer: like_bevy.)
 #[test]
 fn a_deferred_camera_draws_a_forward_batch_in_the_forward_passes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     record_render_errors(&mut h.app);
     h.app.world_mut().entity_mut(h.cameras[0]).insert((
@@ -71,6 +68,6 @@ fn a_deferred_camera_draws_a_forward_batch_in_the_forward_passes() {
     ));
     run_until_counts_match(&mut h, "with a deferred camera");
     assert_renders(&mut h, "with a deferred camera");
-    let errors = RENDER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let errors = render_errors(&h.app);
     assert!(errors.is_empty(), "render errors: {errors:#?}");
 }

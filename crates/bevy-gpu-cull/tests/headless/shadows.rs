@@ -92,7 +92,6 @@ fn settle_mean(h: &mut Harness, done: impl Fn(f64) -> bool) -> f64 {
 /// and each cascade's count equals the CPU reference for its frustum.
 #[test]
 fn directional_light_shadows_are_cast_and_culled_per_cascade() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (mut h, _, _) = shadow_contrast("directional");
     // Each cascade of the camera: the GPU's count equals the CPU reference.
     let camera = h.cameras[0];
@@ -133,7 +132,6 @@ fn directional_light_shadows_are_cast_and_culled_per_cascade() {
 /// and drawn into the light's shadow map.
 #[test]
 fn point_light_shadows_are_cast() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (mut h, _, _) = shadow_contrast("point");
     // Each cube face as Bevy builds it (prepare_lights: the light's
     // translation, the face's rotation, a 90° infinite reverse-Z projection):
@@ -190,7 +188,6 @@ fn point_light_shadows_are_cast() {
 /// ground.
 #[test]
 fn spot_light_shadows_are_cast_and_culled_by_the_cone() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (mut h, _, _) = shadow_contrast("spot");
     let world = h.app.world_mut();
     let (light, light_transform, spot) = world
@@ -261,7 +258,6 @@ fn spot_light_shadows_are_cast_and_culled_by_the_cone() {
 /// occluder gone (the draw's PBR input sets the shadow-receiver flag).
 #[test]
 fn instances_receive_shadows_from_bevy_meshes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut h = shadow_scene("directional", false);
     settle_stable(&mut h);
     let lit = instance_red(&h.pixels.lock().unwrap().clone().unwrap());
