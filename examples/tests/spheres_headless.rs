@@ -5,7 +5,7 @@
 //! the reference), and the screenshot must show spheres;
 //! one run also prints Bevy's render diagnostics with the plugin's cull.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// `cargo test` builds the examples next to the test binaries.
 mod common;
@@ -25,45 +25,17 @@ fn spheres_headless_every_variant() {
         "subgroup-shuffle",
         "ordered",
     ];
-    for variant in variants {
-        let shot = std::env::temp_dir().join(format!("spheres-{variant}.png"));
-        let _ = std::fs::remove_file(&shot);
-        let out = Command::new(example())
-            .args([
-                "--headless",
-                "--json",
-                "--frames",
-                "50",
-                "--count",
-                "20000",
-                "--size",
-                "320x180",
-                "--variant",
-                variant,
-            ])
-            // One run with the light's shadows (4 cascades culled too), one
-            // with levels of detail that cross-fade (the reference is then
-            // the sum of the levels', those in a fade in two).
-            .args((variant == "block-atomic").then_some("--shadows"))
-            .args(
-                (variant == "subgroup-shuffle")
-                    .then_some(["--lod", "--cross-fade", "0.2"])
-                    .into_iter()
-                    .flatten(),
-            )
-            // And one sorted into cells (too small to be culled by cells
-            // with the default threshold: it reports its cells, culled flat).
-            .args((variant == "subgroup-ballot").then_some("--cells"))
-            // And one with Bevy's render diagnostics, the plugin's cull
-            // among the passes.
-            .args((variant == "ordered" || variant == "hillis-steele").then_some("--pass-times"))
-            // And one occlusion-culled (issue 17): two phases around Bevy's
-            // prepasses, the reference an upper bound (what spheres hide).
-            .args((variant == "hillis-steele").then_some("--occlusion"))
-            .arg("--screenshot")
-            .arg(&shot)
-            .output()
-            .unwrap();
+    // Every variant's run at once: each keeps about one core busy.
+    let runs: Vec<_> = variants
+        .into_iter()
+        .map(|variant| {
+            let shot = std::env::temp_dir().join(format!("spheres-{variant}.png"));
+            let _ = std::fs::remove_file(&shot);
+            (variant, shot.clone(), run(variant, &shot))
+        })
+        .collect();
+    for (variant, shot, child) in runs {
+        let out = child.wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -144,6 +116,49 @@ fn spheres_headless_every_variant() {
             "{variant}: the screenshot is (nearly) blank"
         );
     }
+}
+
+/// Starts the example headless with `variant` (and the options each
+/// variant's run adds), its screenshot at `shot`.
+fn run(variant: &str, shot: &std::path::Path) -> std::process::Child {
+    Command::new(example())
+        .args([
+            "--headless",
+            "--json",
+            "--frames",
+            "50",
+            "--count",
+            "20000",
+            "--size",
+            "320x180",
+            "--variant",
+            variant,
+        ])
+        // One run with the light's shadows (4 cascades culled too), one
+        // with levels of detail that cross-fade (the reference is then
+        // the sum of the levels', those in a fade in two).
+        .args((variant == "block-atomic").then_some("--shadows"))
+        .args(
+            (variant == "subgroup-shuffle")
+                .then_some(["--lod", "--cross-fade", "0.2"])
+                .into_iter()
+                .flatten(),
+        )
+        // And one sorted into cells (too small to be culled by cells
+        // with the default threshold: it reports its cells, culled flat).
+        .args((variant == "subgroup-ballot").then_some("--cells"))
+        // And one with Bevy's render diagnostics, the plugin's cull
+        // among the passes.
+        .args((variant == "ordered" || variant == "hillis-steele").then_some("--pass-times"))
+        // And one occlusion-culled (issue 17): two phases around Bevy's
+        // prepasses, the reference an upper bound (what spheres hide).
+        .args((variant == "hillis-steele").then_some("--occlusion"))
+        .arg("--screenshot")
+        .arg(shot)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 #[test]

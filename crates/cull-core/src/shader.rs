@@ -593,14 +593,68 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
             ScanVariant::compiled().any(|v| v.kernel().unwrap().stages_indices())
         );
         assert_eq!(shapes.len(), 2 * 2 * expected + unstaged);
-        for shape in &shapes {
-            for entry in shape.recipe().modules() {
-                let src = wgsl(shape, entry).unwrap_or_else(|e| panic!("{e}"));
-                assert!(src.contains("@workgroup_size(64"), "{shape:?}");
-                // naga's writer must not emit what naga's reader rejects.
-                assert!(!src.contains("enable subgroups"), "{shape:?}");
-            }
+        let composed = every_composed();
+        let modules: usize = shapes.iter().map(|s| s.recipe().modules().len()).sum();
+        assert_eq!(composed.len(), modules);
+        for Composed {
+            shape, module, info, ..
+        } in composed
+        {
+            let src = naga::back::wgsl::write_string(module, info, naga::back::wgsl::WriterFlags::empty())
+                .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+            assert!(src.contains("@workgroup_size(64"), "{shape:?}");
+            // naga's writer must not emit what naga's reader rejects.
+            assert!(!src.contains("enable subgroups"), "{shape:?}");
         }
+    }
+
+    /// One module of a shape, composed and validated.
+    struct Composed {
+        shape: ModuleShape,
+        entry: ShaderModule,
+        module: naga::Module,
+        info: naga::valid::ModuleInfo,
+    }
+
+    /// Every shape's modules composed once, for the tests that read them,
+    /// on a thread per core (composers are per thread): composing them is
+    /// most of cull-core's unit tests' time.
+    fn every_composed() -> &'static [Composed] {
+        static COMPOSED: std::sync::OnceLock<Vec<Composed>> = std::sync::OnceLock::new();
+        COMPOSED.get_or_init(|| {
+            let work: Vec<(ModuleShape, ShaderModule)> = every_shape()
+                .into_iter()
+                .flat_map(|shape| shape.recipe().modules().into_iter().map(move |e| (shape, e)))
+                .collect();
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            std::thread::scope(|scope| {
+                let parts: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let work = &work;
+                        scope.spawn(move || {
+                            work.iter()
+                                .skip(t)
+                                .step_by(threads)
+                                .map(|&(shape, entry)| {
+                                    let (module, info) =
+                                        compose(&shape, entry).unwrap_or_else(|e| panic!("{e}"));
+                                    Composed {
+                                        shape,
+                                        entry,
+                                        module,
+                                        info,
+                                    }
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                parts
+                    .into_iter()
+                    .flat_map(|p| p.join().expect("a composing thread panicked"))
+                    .collect()
+            })
+        })
     }
 
     /// A kernel that stages its index output clears its counts itself and
@@ -684,63 +738,65 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         use crate::kernel::Slot;
         use std::collections::BTreeMap;
         let mut checked = 0;
-        for shape in every_shape() {
+        for Composed {
+            shape,
+            entry,
+            module,
+            info,
+        } in every_composed()
+        {
+            let (shape, entry) = (*shape, *entry);
             let recipe = shape.recipe();
-            for entry in recipe.modules() {
-                let (module, info) = compose(&shape, entry).unwrap_or_else(|e| panic!("{e}"));
-                // Every declared binding of the module, by kind.
-                let declared: BTreeMap<u32, Slot> = module
-                    .global_variables
+            // Every declared binding of the module, by kind.
+            let declared: BTreeMap<u32, Slot> = module
+                .global_variables
+                .iter()
+                .filter_map(|(_, g)| {
+                    let binding = g.binding.as_ref()?;
+                    assert_eq!(binding.group, 0, "{shape:?}: one bind group");
+                    let slot = match g.space {
+                        naga::AddressSpace::Uniform if binding.binding == bindings::PARAMS => Slot::Params,
+                        naga::AddressSpace::Uniform => Slot::Uniform,
+                        naga::AddressSpace::Storage { access }
+                            if access.contains(naga::StorageAccess::STORE) =>
+                        {
+                            Slot::ReadWrite
+                        }
+                        naga::AddressSpace::Storage { .. } => Slot::Read,
+                        naga::AddressSpace::Handle => Slot::FloatTexture,
+                        other => panic!("{shape:?}: binding in {other:?}"),
+                    };
+                    Some((binding.binding, slot))
+                })
+                .collect();
+            for pass in recipe.passes.iter().filter(|p| recipe.module_of(p) == entry) {
+                let what = format!("{shape:?} {}", pass.entry_point);
+                let index = module
+                    .entry_points
                     .iter()
-                    .filter_map(|(_, g)| {
-                        let binding = g.binding.as_ref()?;
-                        assert_eq!(binding.group, 0, "{shape:?}: one bind group");
-                        let slot = match g.space {
-                            naga::AddressSpace::Uniform if binding.binding == bindings::PARAMS => {
-                                Slot::Params
-                            }
-                            naga::AddressSpace::Uniform => Slot::Uniform,
-                            naga::AddressSpace::Storage { access }
-                                if access.contains(naga::StorageAccess::STORE) =>
-                            {
-                                Slot::ReadWrite
-                            }
-                            naga::AddressSpace::Storage { .. } => Slot::Read,
-                            naga::AddressSpace::Handle => Slot::FloatTexture,
-                            other => panic!("{shape:?}: binding in {other:?}"),
-                        };
-                        Some((binding.binding, slot))
-                    })
-                    .collect();
-                for pass in recipe.passes.iter().filter(|p| recipe.module_of(p) == entry) {
-                    let what = format!("{shape:?} {}", pass.entry_point);
-                    let index = module
-                        .entry_points
-                        .iter()
-                        .position(|e| e.name == pass.entry_point)
-                        .unwrap_or_else(|| panic!("{what}: no such entry point"));
-                    let ep = info.get_entry_point(index);
-                    let layout: BTreeMap<u32, Slot> = pass.bindings.iter().copied().collect();
-                    for (handle, g) in module.global_variables.iter() {
-                        let Some(binding) = &g.binding else { continue };
-                        if ep[handle].is_empty() {
-                            continue;
-                        }
-                        assert_eq!(
-                            layout.get(&binding.binding),
-                            declared.get(&binding.binding),
-                            "{what}: binding {} ({:?}) used by the shader",
-                            binding.binding,
-                            g.name
-                        );
+                    .position(|e| e.name == pass.entry_point)
+                    .unwrap_or_else(|| panic!("{what}: no such entry point"));
+                let ep = info.get_entry_point(index);
+                let layout: BTreeMap<u32, Slot> = pass.bindings.iter().copied().collect();
+                for (handle, g) in module.global_variables.iter() {
+                    let Some(binding) = &g.binding else { continue };
+                    if ep[handle].is_empty() {
+                        continue;
                     }
-                    for (binding, slot) in &layout {
-                        if let Some(wgsl) = declared.get(binding) {
-                            assert_eq!(wgsl, slot, "{what}: binding {binding}");
-                        }
-                    }
-                    checked += 1;
+                    assert_eq!(
+                        layout.get(&binding.binding),
+                        declared.get(&binding.binding),
+                        "{what}: binding {} ({:?}) used by the shader",
+                        binding.binding,
+                        g.name
+                    );
                 }
+                for (binding, slot) in &layout {
+                    if let Some(wgsl) = declared.get(binding) {
+                        assert_eq!(wgsl, slot, "{what}: binding {binding}");
+                    }
+                }
+                checked += 1;
             }
         }
         assert!(checked > 0);
