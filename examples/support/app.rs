@@ -49,9 +49,9 @@ pub fn embed_shader(app: &mut App, handle: Handle<Shader>, wgsl: &'static str, p
 }
 
 /// Exits with a message pointing to `headless_command` when a window is
-/// asked for and there is no display: on Linux and the BSDs, where windows
-/// need an X11 or Wayland server (`DISPLAY` or `WAYLAND_DISPLAY`). macOS
-/// and Windows always have one.
+/// asked for and there is no display: on Linux and the BSDs, where the
+/// examples' windows need an X11 server (`DISPLAY`; a Wayland session gives
+/// one through XWayland). macOS and Windows always have a display.
 pub fn require_display(name: &str, headless_command: &str) {
     let needs_server = cfg!(any(
         target_os = "linux",
@@ -60,14 +60,17 @@ pub fn require_display(name: &str, headless_command: &str) {
         target_os = "netbsd",
         target_os = "dragonfly"
     ));
-    let has_display = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
-    if needs_server && !has_display {
-        eprintln!(
-            "{name}: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n\
-             Run it headless instead: {headless_command}"
-        );
-        std::process::exit(2);
+    if !needs_server || std::env::var_os("DISPLAY").is_some() {
+        return;
     }
+    let why = if std::env::var_os("WAYLAND_DISPLAY").is_some() {
+        "WAYLAND_DISPLAY is set but DISPLAY is not: the examples are built for X11, which a Wayland \
+         session provides through XWayland"
+    } else {
+        "DISPLAY is unset"
+    };
+    eprintln!("{name}: no X11 display found ({why}).\nRun it headless instead: {headless_command}");
+    std::process::exit(2);
 }
 
 /// Bevy's default plugins: a window titled `title`, or headless (no window,

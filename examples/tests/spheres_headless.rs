@@ -34,8 +34,12 @@ fn spheres_headless_every_variant() {
             (variant, shot.clone(), run(variant, &shot))
         })
         .collect();
-    for (variant, shot, child) in runs {
-        let out = child.wait_with_output().unwrap();
+    // All finished before any is checked: a failed check leaves none running.
+    let finished: Vec<_> = runs
+        .into_iter()
+        .map(|(variant, shot, child)| (variant, shot, child.wait_with_output().unwrap()))
+        .collect();
+    for (variant, shot, out) in finished {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -161,6 +165,15 @@ fn run(variant: &str, shot: &std::path::Path) -> std::process::Child {
         .unwrap()
 }
 
+/// Where windows need a display server (elsewhere the example would open a
+/// window).
+#[cfg(any(
+    target_os = "linux",
+    target_os = "freebsd",
+    target_os = "openbsd",
+    target_os = "netbsd",
+    target_os = "dragonfly"
+))]
 #[test]
 fn no_display_points_to_headless() {
     let out = Command::new(example())
@@ -171,4 +184,16 @@ fn no_display_points_to_headless() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--headless"), "{stderr}");
+    // Wayland without XWayland: the X11 window cannot open, and it says so.
+    let out = Command::new(example())
+        .env_remove("DISPLAY")
+        .env("WAYLAND_DISPLAY", "wayland-0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("XWayland") && stderr.contains("--headless"),
+        "{stderr}"
+    );
 }

@@ -77,7 +77,7 @@ pub use cull_core;
 pub use cull_core::{InstanceFormat, KernelSpec, ScanVariant};
 pub use gpu_instances::{GpuCullComputeWrites, GpuCullMotionVectors};
 #[cfg(feature = "picking")]
-pub use picking::{GpuCullHit, GpuCullPickingPlugin, GpuCullRayCast, GpuCullRayHit};
+pub use picking::{GpuCullHit, GpuCullPickingPlugin, GpuCullRayCast, GpuCullRayHit, GpuCullRayView};
 pub use plugin::GpuCullPlugin;
 pub use render::gpu_writes::{GpuCullInstanceBuffer, GpuCullInstanceBuffers};
 pub use settings::{GpuCullSettings, GpuCullSystems};

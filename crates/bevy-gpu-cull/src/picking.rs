@@ -267,6 +267,16 @@ pub struct GpuCullRayView {
     pub world_from_view: Mat4,
 }
 
+impl GpuCullRayView {
+    /// The view of `camera` at `transform` (its `GlobalTransform`).
+    pub fn of(camera: &Camera, transform: &GlobalTransform) -> Self {
+        Self {
+            clip_from_view: camera.clip_from_view(),
+            world_from_view: transform.to_matrix(),
+        }
+    }
+}
+
 impl GpuCullRayCast<'_, '_> {
     /// Every visible batch `filter` accepts that the ray hits, with its
     /// nearest instance, nearest batch first. Batches with levels of detail
@@ -500,10 +510,7 @@ fn update_hits(
         let Ok((camera, camera_transform, camera_layers)) = cameras.get(ray_id.camera) else {
             continue;
         };
-        let view = GpuCullRayView {
-            clip_from_view: camera.clip_from_view(),
-            world_from_view: camera_transform.to_matrix(),
-        };
+        let view = GpuCullRayView::of(camera, camera_transform);
         let camera_layers = camera_layers.cloned().unwrap_or_default();
         let filter = |entity| {
             let entity_layers = layers.get(entity).cloned().unwrap_or_default();

@@ -130,6 +130,19 @@ pub(crate) fn checked_size(device: &wgpu::Device, capacity: u32, stride: u64) ->
 /// [`CullTarget::new`], or one per group of views culled together (a
 /// light's cascades or cube faces) with [`CullTarget::with_views`], from
 /// the culler that culls into it.
+///
+/// ```no_run
+/// # use cull_core::{Culler, CullError, CullTarget};
+/// # fn f(device: &wgpu::Device, queue: &wgpu::Queue, culler: &Culler) -> Result<(), CullError> {
+/// // One camera's survivors of a batch of up to 100,000 instances, each drawn
+/// // as a 36-index cube; the cull writes the instance count.
+/// let target = CullTarget::new(device, culler, 100_000)?;
+/// target.set_indexed_draw(
+///     queue,
+///     wgpu::util::DrawIndexedIndirectArgs { index_count: 36, ..Default::default() },
+/// );
+/// # Ok(()) }
+/// ```
 pub struct CullTarget {
     culler_id: u64,
     capacity: u32,

@@ -2,7 +2,18 @@
 
 use crate::CullError;
 
-/// A wgpu instance, adapter, device and queue.
+/// A wgpu instance, adapter, device and queue, for tools, tests and apps
+/// of their own (a renderer hands the culler its own device).
+///
+/// ```no_run
+/// # fn main() -> Result<(), cull_core::CullError> {
+/// let gpu = cull_core::GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty())?;
+/// println!("culling on {}", gpu.describe());
+/// # Ok(()) }
+/// ```
+///
+/// An app that draws into a window opens it with [`GpuContext::for_surface`]
+/// instead, on an adapter that can present to the window.
 pub struct GpuContext {
     /// The instance.
     pub instance: wgpu::Instance,
@@ -45,8 +56,32 @@ impl GpuContext {
             flags: wgpu::InstanceFlags::from_env_or_default(),
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         });
+        Self::open(instance, None, disabled, limits)
+    }
+
+    /// Opens a device on an adapter of `instance` that can present to
+    /// `surface` (the one `WGPU_ADAPTER_NAME` names, else the default), with
+    /// the adapter's full limits and the [`USEFUL_FEATURES`] it has, minus
+    /// `disabled`: for an app that draws into a window. Give `instance` the
+    /// window system's display handle
+    /// (`wgpu::InstanceDescriptor::new_with_display_handle`), which the GL
+    /// backend needs.
+    pub fn for_surface(
+        instance: wgpu::Instance,
+        surface: &wgpu::Surface<'_>,
+        disabled: wgpu::Features,
+    ) -> Result<Self, CullError> {
+        Self::open(instance, Some(surface), disabled, None)
+    }
+
+    fn open(
+        instance: wgpu::Instance,
+        surface: Option<&wgpu::Surface<'_>>,
+        disabled: wgpu::Features,
+        limits: Option<wgpu::Limits>,
+    ) -> Result<Self, CullError> {
         let adapter = pollster::block_on(wgpu::util::initialize_adapter_from_env_or_default(
-            &instance, None,
+            &instance, surface,
         ))
         .map_err(|e| {
             CullError::NoAdapter(format!(

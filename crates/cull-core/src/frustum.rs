@@ -36,6 +36,18 @@ pub fn widen_plane(p: Vec4) -> Vec4 {
 /// optionally a level-of-detail band: the view then keeps only the
 /// instances whose projected size lies in the band ([`Self::detail_levels`]
 /// makes one view per level).
+///
+/// ```
+/// use cull_core::Frustum;
+/// use glam::{Mat4, Vec3};
+/// // A camera at the origin looking down -Z, with Bevy's projection
+/// // (reverse Z, no far plane).
+/// let clip_from_world = Mat4::perspective_infinite_reverse_rh(1.0, 16.0 / 9.0, 0.1);
+/// let view = Frustum::from_clip_from_world(clip_from_world, None)?;
+/// assert!(view.intersects_sphere(Vec3::new(0.0, 0.0, -10.0), 0.5)); // ahead
+/// assert!(!view.intersects_sphere(Vec3::new(0.0, 0.0, 10.0), 0.5)); // behind
+/// # Ok::<(), cull_core::CullError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Frustum {
     /// Planes as `(normal, d)`: a point `p` is inside when `dot(normal, p) + d >= 0`.

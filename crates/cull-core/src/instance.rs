@@ -72,6 +72,16 @@ impl Instance {
 }
 
 /// The memory layout of instances on the GPU.
+///
+/// ```
+/// use cull_core::{Instance, InstanceFormat};
+/// let instances = [Instance::from_position(glam::Vec3::new(1.0, 2.0, 3.0))];
+/// // What `CullInput::write_instances` uploads, 32 bytes an instance.
+/// let bytes = InstanceFormat::PosQuat.encode(&instances)?;
+/// assert_eq!(bytes.len(), 32);
+/// assert_eq!(InstanceFormat::from_name("packed16"), Some(InstanceFormat::Packed16));
+/// # Ok::<(), cull_core::CullError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum InstanceFormat {
     /// A column-major `world_from_local` 4x4 matrix: 64 B.

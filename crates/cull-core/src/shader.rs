@@ -381,7 +381,16 @@ pub(crate) fn compose(
 /// The composed kernel as plain WGSL (naga's writer), as handed to wgpu.
 pub(crate) fn wgsl(shape: &ModuleShape, entry: ShaderModule) -> Result<String, String> {
     let (module, info) = compose(shape, entry)?;
-    naga::back::wgsl::write_string(&module, &info, naga::back::wgsl::WriterFlags::empty())
+    write_wgsl(shape, &module, &info)
+}
+
+/// A composed module of `shape` written out as plain WGSL by naga.
+fn write_wgsl(
+    shape: &ModuleShape,
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+) -> Result<String, String> {
+    naga::back::wgsl::write_string(module, info, naga::back::wgsl::WriterFlags::empty())
         .map_err(|e| format!("{shape:?}: {e}"))
 }
 
@@ -600,8 +609,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
             shape, module, info, ..
         } in composed
         {
-            let src = naga::back::wgsl::write_string(module, info, naga::back::wgsl::WriterFlags::empty())
-                .unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+            let src = write_wgsl(shape, module, info).unwrap_or_else(|e| panic!("{e}"));
             assert!(src.contains("@workgroup_size(64"), "{shape:?}");
             // naga's writer must not emit what naga's reader rejects.
             assert!(!src.contains("enable subgroups"), "{shape:?}");

@@ -13,7 +13,7 @@ use bevy_gpu_cull::prelude::*;
 fn capture_writes_a_scene_file_replay_reads() {
     let mut h = harness(None, &[looking_down_grid()]);
     let counts = run_until_counts_match(&mut h, "before the capture");
-    let path = std::env::temp_dir().join("bevy-gpu-cull-capture.json");
+    let path = std::env::temp_dir().join(format!("bevy-gpu-cull-capture-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&path);
     h.app.world_mut().write_message(GpuCullCaptureScene {
         camera: h.cameras[0],

@@ -1,4 +1,4 @@
-//! The soak test: batches, cameras and settings churned for thousands of
+//! The soak test: batches, cameras and settings churned for a thousand
 //! frames, with counts checked at checkpoints and buffer memory after.
 
 use crate::harness::*;
@@ -7,6 +7,7 @@ use bevy::image::Image;
 use bevy::prelude::*;
 use bevy::render::render_resource::{TextureFormat, TextureUsages};
 use bevy_gpu_cull::prelude::*;
+use cull_core::scene::SceneRng;
 
 /// Whether every (camera, batch) count equals the CPU reference for the
 /// current format; the first mismatch otherwise.
@@ -85,7 +86,6 @@ fn soak_churn_keeps_counts_and_returns_memory_second_seed() {
 /// `SOAK_FRAMES` frames of churn from `seed`, the settings' cycles started
 /// `offset` steps in.
 fn soak(seed: u64, offset: usize) {
-    use cull_core::scene::SceneRng;
     let frames: usize = std::env::var("SOAK_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -93,7 +93,6 @@ fn soak(seed: u64, offset: usize) {
     let started = std::time::Instant::now();
     let mut h = harness(None, &[looking_down_grid()]);
     record_render_errors(&mut h.app);
-    let main_camera = h.cameras[0];
     // Every batch draws a tetrahedron: the churn is in the batches, cameras
     // and settings, and lavapipe's frame time is in the vertices it shades
     // (a quarter of the harness's sphere's, half the frame's time).
@@ -111,15 +110,64 @@ fn soak(seed: u64, offset: usize) {
     let baseline = h.app.world().resource::<GpuCullStats>().gpu_buffer_bytes;
     assert!(baseline > 0, "the plugin reports its buffers");
 
-    let mut rng = SceneRng::new(seed);
-    let variants: Vec<Option<ScanVariant>> = std::iter::once(None)
-        .chain(ScanVariant::compiled().map(Some))
-        .collect();
-    // Each batch draws its instances' scales from its own range, so a packed
-    // batch's covering bounds are exercised by every kind of edit.
-    let mut batches: Vec<(Entity, f32)> = vec![(h.batch, 1.0)];
-    let mut cameras: Vec<Entity> = vec![main_camera];
-    let instance = |rng: &mut SceneRng, scale: f32| {
+    let mut churn = Churn {
+        rng: SceneRng::new(seed),
+        mesh,
+        batches: vec![(h.batch, 1.0)],
+        cameras: vec![h.cameras[0]],
+        variants: std::iter::once(None)
+            .chain(ScanVariant::compiled().map(Some))
+            .collect(),
+        offset,
+        switches: 0,
+    };
+    let mut checkpoints = 0;
+    for frame in 0..frames {
+        churn.step(&mut h, frame);
+        h.app.update();
+        if frame % 300 == 299 {
+            let ids: Vec<Entity> = churn.batches.iter().map(|b| b.0).collect();
+            let what = format!("checkpoint at frame {frame}");
+            settle_counts(&mut h, &churn.cameras, &ids, &what);
+            checkpoints += 1;
+        }
+        let errors = render_errors(&h.app);
+        assert!(errors.is_empty(), "frame {frame}: wgpu errors: {errors:?}");
+    }
+    let switches = churn.switches;
+    churn.stop(&mut h, &original, baseline);
+    eprintln!(
+        "soak (seed {seed:#x}): {frames} frames, {checkpoints} checkpoints, {switches} variant switches, buffers {baseline} B before and after, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(checkpoints >= frames / 300);
+}
+
+/// What the soak churns: its batches (each with the scale range its
+/// instances draw from, so that a packed batch's covering bounds meet every
+/// kind of edit), its cameras (the harness's first), and the settings'
+/// cycles.
+struct Churn {
+    rng: SceneRng,
+    mesh: Handle<Mesh>,
+    batches: Vec<(Entity, f32)>,
+    cameras: Vec<Entity>,
+    variants: Vec<Option<ScanVariant>>,
+    offset: usize,
+    switches: usize,
+}
+
+impl Churn {
+    /// A number in `0..n` (0 for an empty range).
+    fn pick(&mut self, n: usize) -> usize {
+        (self.rng.unit() * n as f32) as usize % n.max(1)
+    }
+
+    /// An instance somewhere in front of the cameras, scaled within
+    /// `scale`'s range, its rotation of any length (normalized for cull and
+    /// draw alike).
+    fn instance(&mut self, scale: f32) -> GpuCullInstance {
+        let rng = &mut self.rng;
         let mut i = GpuCullInstance::new(
             Vec3::new(
                 rng.range(-40.0, 40.0),
@@ -129,7 +177,6 @@ fn soak(seed: u64, offset: usize) {
             LinearRgba::rgb(1.0, 0.2, 0.1),
         );
         i.scale = scale * rng.range(0.5, 2.0);
-        // Rotations of any length: normalized for cull and draw alike.
         i.rotation = Quat::from_xyzw(
             rng.range(-1.0, 1.0),
             rng.range(-1.0, 1.0),
@@ -137,127 +184,140 @@ fn soak(seed: u64, offset: usize) {
             1.0,
         );
         i
-    };
-    let (mut checkpoints, mut switches) = (0, 0);
-    for frame in 0..frames {
-        let pick = |rng: &mut SceneRng, n: usize| (rng.unit() * n as f32) as usize % n.max(1);
-        if frame % 7 == 0 && batches.len() < 6 {
-            let scale = rng.range(0.5, 2.0);
-            let n = pick(&mut rng, 800);
-            let list = (0..n).map(|_| instance(&mut rng, scale)).collect();
-            let entity = h
-                .app
-                .world_mut()
-                .spawn((Mesh3d(mesh.clone()), GpuCullInstances::new(list)))
-                .id();
-            batches.push((entity, scale));
+    }
+
+    fn instances(&mut self, n: usize, scale: f32) -> Vec<GpuCullInstance> {
+        (0..n).map(|_| self.instance(scale)).collect()
+    }
+
+    /// This frame's changes: batches spawned, despawned and edited, cameras
+    /// added and removed, the variant and format switched, each every few
+    /// frames.
+    fn step(&mut self, h: &mut Harness, frame: usize) {
+        if frame.is_multiple_of(7) && self.batches.len() < 6 {
+            let scale = self.rng.range(0.5, 2.0);
+            let n = self.pick(800);
+            let list = self.instances(n, scale);
+            let batch = (Mesh3d(self.mesh.clone()), GpuCullInstances::new(list));
+            self.batches.push((h.app.world_mut().spawn(batch).id(), scale));
         }
-        if frame % 11 == 5 && batches.len() > 1 {
-            let (entity, _) = batches.remove(1 + pick(&mut rng, batches.len() - 1));
-            h.app.world_mut().despawn(entity);
+        if frame % 11 == 5 && self.batches.len() > 1 {
+            let i = 1 + self.pick(self.batches.len() - 1);
+            h.app.world_mut().despawn(self.batches.remove(i).0);
         }
         if frame % 3 == 1 {
-            let (entity, scale) = batches[pick(&mut rng, batches.len())];
-            let mut b = h.app.world_mut().get_mut::<GpuCullInstances>(entity).unwrap();
-            let len = b.len();
-            match pick(&mut rng, 6) {
-                0 if len > 0 => b.set(pick(&mut rng, len), instance(&mut rng, scale)),
-                1 if len > 0 => {
-                    let start = pick(&mut rng, len);
-                    let end = (start + 1 + pick(&mut rng, 50)).min(len);
-                    for i in b.edit(start..end) {
-                        i.position.y += 0.5;
-                    }
-                }
-                2 => b.extend((0..pick(&mut rng, 1200)).map(|_| instance(&mut rng, scale))),
-                3 => b.truncate(pick(&mut rng, len + 1)),
-                4 => b.replace(
-                    (0..pick(&mut rng, 800))
-                        .map(|_| instance(&mut rng, scale))
-                        .collect(),
-                ),
-                _ => b.push(instance(&mut rng, scale)),
+            self.edit(h);
+        }
+        if frame.is_multiple_of(13) && self.cameras.len() < 3 {
+            self.add_camera(h, frame);
+        }
+        if frame % 17 == 8 && self.cameras.len() > 1 {
+            let i = 1 + self.pick(self.cameras.len() - 1);
+            h.app.world_mut().despawn(self.cameras.remove(i));
+        }
+        let mut settings = h.app.world_mut().resource_mut::<GpuCullSettings>();
+        if frame.is_multiple_of(19) {
+            settings.variant = self.variants[(frame / 19 + self.offset) % self.variants.len()];
+            self.switches += 1;
+        }
+        if frame.is_multiple_of(29) {
+            settings.format = InstanceFormat::ALL[(frame / 29 + self.offset) % InstanceFormat::ALL.len()];
+        }
+    }
+
+    /// One edit of a random batch, of a random kind.
+    fn edit(&mut self, h: &mut Harness) {
+        let i = self.pick(self.batches.len());
+        let (entity, scale) = self.batches[i];
+        let len = h.app.world().get::<GpuCullInstances>(entity).unwrap().len();
+        let kind = self.pick(6);
+        let (a, b) = (self.pick(len), self.pick(len + 1));
+        let fresh = match kind {
+            2 => {
+                let n = self.pick(1200);
+                self.instances(n, scale)
             }
+            4 => {
+                let n = self.pick(800);
+                self.instances(n, scale)
+            }
+            _ => vec![self.instance(scale)],
+        };
+        let span = 1 + self.pick(50);
+        let mut batch = h.app.world_mut().get_mut::<GpuCullInstances>(entity).unwrap();
+        match kind {
+            0 if len > 0 => batch.set(a, fresh[0]),
+            1 if len > 0 => {
+                for i in batch.edit(a..(a + span).min(len)) {
+                    i.position.y += 0.5;
+                }
+            }
+            2 => batch.extend(fresh),
+            3 => batch.truncate(b),
+            4 => batch.replace(fresh),
+            _ => batch.push(fresh[0]),
         }
-        if frame % 13 == 0 && cameras.len() < 3 {
-            let world = h.app.world_mut();
-            let mut image = Image::new_target_texture(32, 32, TextureFormat::Rgba8UnormSrgb, None);
-            image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
-            let handle = world.resource_mut::<Assets<Image>>().add(image);
-            let eye = Vec3::new(
-                rng.range(-30.0, 30.0),
-                rng.range(2.0, 10.0),
-                rng.range(-20.0, 10.0),
-            );
-            let camera = world
-                .spawn((
-                    Camera3d::default(),
-                    Camera {
-                        order: 10 + frame as isize,
-                        ..default()
-                    },
-                    RenderTarget::Image(ImageRenderTarget {
-                        handle,
-                        scale_factor: 1.0,
-                    }),
-                    Msaa::Off,
-                    Transform::from_translation(eye).looking_at(Vec3::new(0.0, 0.0, -30.0), Vec3::Y),
-                ))
-                .id();
-            cameras.push(camera);
+    }
+
+    /// A camera rendering to a small image from somewhere above the field.
+    fn add_camera(&mut self, h: &mut Harness, frame: usize) {
+        let rng = &mut self.rng;
+        let eye = Vec3::new(
+            rng.range(-30.0, 30.0),
+            rng.range(2.0, 10.0),
+            rng.range(-20.0, 10.0),
+        );
+        let world = h.app.world_mut();
+        let mut image = Image::new_target_texture(32, 32, TextureFormat::Rgba8UnormSrgb, None);
+        image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
+        let handle = world.resource_mut::<Assets<Image>>().add(image);
+        let camera = world
+            .spawn((
+                Camera3d::default(),
+                Camera {
+                    order: 10 + frame as isize,
+                    ..default()
+                },
+                RenderTarget::Image(ImageRenderTarget {
+                    handle,
+                    scale_factor: 1.0,
+                }),
+                Msaa::Off,
+                Transform::from_translation(eye).looking_at(Vec3::new(0.0, 0.0, -30.0), Vec3::Y),
+            ))
+            .id();
+        self.cameras.push(camera);
+    }
+
+    /// The churn stops: back to the starting scene and settings, in new
+    /// entities (a batch's buffers keep the capacity it grew to, so the
+    /// original batch is replaced rather than restored). Counts must settle
+    /// to the reference, no wgpu error may have occurred, and the plugin's
+    /// buffers must return to `baseline` bytes.
+    fn stop(self, h: &mut Harness, original: &GpuCullInstances, baseline: u64) {
+        for &(entity, _) in &self.batches {
+            h.app.world_mut().despawn(entity);
         }
-        if frame % 17 == 8 && cameras.len() > 1 {
-            let camera = cameras.remove(1 + pick(&mut rng, cameras.len() - 1));
+        for &camera in &self.cameras[1..] {
             h.app.world_mut().despawn(camera);
         }
-        if frame % 19 == 0 {
-            let mut settings = h.app.world_mut().resource_mut::<GpuCullSettings>();
-            settings.variant = variants[(frame / 19 + offset) % variants.len()];
-            switches += 1;
-        }
-        if frame % 29 == 0 {
-            let mut settings = h.app.world_mut().resource_mut::<GpuCullSettings>();
-            settings.format = InstanceFormat::ALL[(frame / 29 + offset) % InstanceFormat::ALL.len()];
-        }
-        h.app.update();
-        if frame % 300 == 299 {
-            let ids: Vec<Entity> = batches.iter().map(|b| b.0).collect();
-            settle_counts(&mut h, &cameras, &ids, &format!("checkpoint at frame {frame}"));
-            checkpoints += 1;
+        *h.app.world_mut().resource_mut::<GpuCullSettings>() = GpuCullSettings::default();
+        let batch = (
+            Mesh3d(self.mesh),
+            GpuCullInstances::new(original.instances().to_vec()),
+        );
+        let batch = h.app.world_mut().spawn(batch).id();
+        settle_counts(h, &self.cameras[..1], &[batch], "after the churn");
+        let mut bytes = 0;
+        for _ in 0..10 {
+            h.app.update();
+            bytes = h.app.world().resource::<GpuCullStats>().gpu_buffer_bytes;
+            if bytes == baseline {
+                break;
+            }
         }
         let errors = render_errors(&h.app);
-        assert!(errors.is_empty(), "frame {frame}: wgpu errors: {errors:?}");
+        assert!(errors.is_empty(), "wgpu errors: {errors:?}");
+        assert_eq!(bytes, baseline, "GPU buffer bytes after the churn vs before");
     }
-    // The churn stops: back to the starting scene and settings, in new
-    // entities (a batch's buffers keep the capacity it grew to, so the
-    // original batch is replaced rather than restored).
-    for &(entity, _) in &batches {
-        h.app.world_mut().despawn(entity);
-    }
-    for &camera in &cameras[1..] {
-        h.app.world_mut().despawn(camera);
-    }
-    *h.app.world_mut().resource_mut::<GpuCullSettings>() = GpuCullSettings::default();
-    let batch = h
-        .app
-        .world_mut()
-        .spawn((Mesh3d(mesh), GpuCullInstances::new(original.instances().to_vec())))
-        .id();
-    settle_counts(&mut h, &[main_camera], &[batch], "after the churn");
-    let mut bytes = 0;
-    for _ in 0..10 {
-        h.app.update();
-        bytes = h.app.world().resource::<GpuCullStats>().gpu_buffer_bytes;
-        if bytes == baseline {
-            break;
-        }
-    }
-    let errors = render_errors(&h.app);
-    assert!(errors.is_empty(), "wgpu errors: {errors:?}");
-    assert_eq!(bytes, baseline, "GPU buffer bytes after the churn vs before");
-    eprintln!(
-        "soak (seed {seed:#x}): {frames} frames, {checkpoints} checkpoints, {switches} variant switches, buffers {baseline} B before and after, {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(checkpoints >= frames / 300);
 }

@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex};
 pub(crate) const WIDTH: u32 = 96;
 pub(crate) const HEIGHT: u32 = 64;
 const BACKGROUND: Color = Color::srgb(0.0, 0.0, 1.0);
+
+/// An app with one batch (the grid) and its cameras, and the first
+/// camera's frames as they are read back.
 pub(crate) struct Harness {
     pub(crate) app: App,
     pub(crate) batch: Entity,
@@ -290,10 +293,7 @@ pub(crate) fn assert_renders_when(h: &mut Harness, what: &str, ready: impl Fn(&[
         }
     }
     let (covered, sky, pixels) = last.expect("the render target was read back");
-    let png = std::env::temp_dir().join(format!(
-        "bevy-gpu-cull-{}.png",
-        what.replace([' ', '(', ')', ':'], "")
-    ));
+    let png = debug_image(what);
     let _ = image::save_buffer(&png, &pixels, WIDTH, HEIGHT, image::ColorType::Rgba8);
     assert!(
         is_background(&sky),
@@ -565,4 +565,16 @@ pub(crate) fn record_render_errors(app: &mut App) {
 /// The render errors `app` recorded so far.
 pub(crate) fn render_errors(app: &App) -> Vec<String> {
     app.world().resource::<RecordedRenderErrors>().0.clone()
+}
+
+/// Where a test saves a frame for whoever reads its failure: named after
+/// the test (libtest names each test's thread after it), since tests run
+/// side by side, and after `what`.
+pub(crate) fn debug_image(what: &str) -> std::path::PathBuf {
+    let test = std::thread::current().name().unwrap_or("test").replace("::", "-");
+    let what: String = what
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    std::env::temp_dir().join(format!("bevy-gpu-cull-{test}-{what}.png"))
 }

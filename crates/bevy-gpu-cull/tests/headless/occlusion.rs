@@ -310,7 +310,7 @@ fn occlusion_behind_a_wall_in(setup: CameraSetup, frame: Option<Transform>) {
     settled_count(&mut h);
     let reference = next_frame(&mut h);
     let changed = changed_pixels(&first, &reference);
-    let png = std::env::temp_dir().join("bevy-gpu-cull-occlusion-first-frame.png");
+    let png = debug_image("first-frame");
     let _ = image::save_buffer(
         &png,
         &frame_pixels(&first).flatten().copied().collect::<Vec<u8>>(),

@@ -11,7 +11,7 @@
 //!
 //! `--headless` renders offscreen instead and compares the last frame's
 //! drawn count with the CPU reference (`cull_core::cpu`); the
-//! `draw_example` test runs it so.
+//! `examples` test runs it so.
 //!
 //! The culling is here; `render.rs` draws (a cube mesh, its pipeline),
 //! `window.rs` and `headless.rs` run frames in a window or offscreen.
@@ -27,8 +27,8 @@ mod window;
 
 use argh::FromArgs;
 use cull_core::{
-    AsyncReadback, CullError, CullInput, CullRequest, CullTarget, Culler, CullerDesc, Frustum, GpuContext,
-    Instance, InstanceFormat, OutputKind, Sphere,
+    CullError, CullInput, CullRequest, CullTarget, Culler, CullerDesc, Frustum, GpuContext, Instance,
+    InstanceFormat, OutputKind, Sphere,
 };
 use glam::{Mat4, Quat, Vec3};
 use render::{CubeRenderer, DEPTH, texture};
@@ -207,27 +207,32 @@ fn fail(e: impl std::fmt::Display) -> ! {
 fn main() {
     let args: Args = argh::from_env();
     let no_display = "no display to open a window on; run with --headless to render offscreen";
-    let (x11, wayland) = (std::env::var_os("DISPLAY"), std::env::var_os("WAYLAND_DISPLAY"));
-    if !args.headless && cfg!(target_os = "linux") && x11.is_none() && wayland.is_none() {
-        eprintln!("draw: {no_display} (neither DISPLAY nor WAYLAND_DISPLAY is set)");
+    // Linux and the BSDs need an X11 server (winit is built for X11 here;
+    // a Wayland session provides one through XWayland).
+    let needs_server = cfg!(any(
+        target_os = "linux",
+        target_os = "freebsd",
+        target_os = "openbsd",
+        target_os = "netbsd",
+        target_os = "dragonfly"
+    ));
+    if !args.headless && needs_server && std::env::var_os("DISPLAY").is_none() {
+        eprintln!("draw: {no_display} (DISPLAY is unset; under Wayland, XWayland provides it)");
         std::process::exit(2);
     }
-    let gpu = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty()).unwrap_or_else(|e| fail(e));
     if args.headless {
+        let gpu =
+            GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty()).unwrap_or_else(|e| fail(e));
         return headless::headless(&args, &gpu).unwrap_or_else(|e| fail(e));
     }
     let event_loop = EventLoop::new().unwrap_or_else(|e| {
         eprintln!("draw: {no_display} ({e})");
         std::process::exit(2)
     });
-    let drawn = AsyncReadback::new(&gpu.device, 4, "draw-count");
-    let start = std::time::Instant::now();
     let mut app = window::App {
-        gpu,
         args,
-        start,
+        start: std::time::Instant::now(),
         window: None,
-        drawn,
     };
     event_loop.run_app(&mut app).unwrap_or_else(|e| fail(e));
 }

@@ -12,39 +12,47 @@ use winit::event_loop::ActiveEventLoop;
 use winit::keyboard::{Key, NamedKey};
 use winit::window::{Window, WindowId};
 
-/// The windowed mode: the window, its surface and the scene, made once the event loop resumes.
+/// The windowed mode: the window, its surface, the device and the scene,
+/// made once the event loop resumes.
 pub struct App {
-    pub gpu: GpuContext,
     pub args: Args,
     pub start: std::time::Instant,
     pub window: Option<Windowed>,
-    /// The drawn count, copied from the indirect arguments and mapped without stalling a frame.
-    pub drawn: AsyncReadback,
 }
 
 pub struct Windowed {
     window: Arc<Window>,
     surface: wgpu::Surface<'static>,
     config: wgpu::SurfaceConfiguration,
+    gpu: GpuContext,
     scene: Scene,
+    /// The drawn count, copied from the indirect arguments and mapped without stalling a frame.
+    drawn: AsyncReadback,
 }
 
 impl ApplicationHandler for App {
     fn resumed(&mut self, event_loop: &ActiveEventLoop) {
-        let (gpu, size) = (&self.gpu, self.args.size.unwrap_or((1280, 720)));
         if self.window.is_some() {
             return;
         }
+        let size = self.args.size.unwrap_or((1280, 720));
         let attributes = Window::default_attributes()
             .with_title("draw")
             .with_inner_size(PhysicalSize::<u32>::from(size));
         let window = Arc::new(event_loop.create_window(attributes).unwrap_or_else(|e| fail(e)));
-        // GpuContext's instance has no display handle: Vulkan, Metal and DX12
-        // need none (GL would: `InstanceDescriptor::new_with_display_handle`).
-        let surface = gpu
-            .instance
+        // The window first, then an adapter that can present to it: the
+        // instance knows the window system (the GL backend needs it), and
+        // the adapter is chosen for the surface.
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY),
+            flags: wgpu::InstanceFlags::from_env_or_default(),
+            ..wgpu::InstanceDescriptor::new_with_display_handle(Box::new(event_loop.owned_display_handle()))
+        });
+        let surface = instance
             .create_surface(window.clone())
             .unwrap_or_else(|e| fail(e));
+        let gpu =
+            GpuContext::for_surface(instance, &surface, wgpu::Features::empty()).unwrap_or_else(|e| fail(e));
         let PhysicalSize { width, height } = window.inner_size();
         let mut config = surface
             .get_default_config(&gpu.adapter, width.max(1), height.max(1))
@@ -53,27 +61,29 @@ impl ApplicationHandler for App {
         config.format = formats.into_iter().find(|f| f.is_srgb()).unwrap_or(config.format);
         surface.configure(&gpu.device, &config);
         let size = (config.width, config.height);
-        let scene = Scene::new(gpu, config.format, self.args.count, size).unwrap_or_else(|e| fail(e));
+        let scene = Scene::new(&gpu, config.format, self.args.count, size).unwrap_or_else(|e| fail(e));
+        let drawn = AsyncReadback::new(&gpu.device, 4, "draw-count");
         // Every frame asks for the next; this asks for the first.
         window.request_redraw();
         self.window = Some(Windowed {
             window,
             surface,
             config,
+            gpu,
             scene,
+            drawn,
         });
     }
 
     fn window_event(&mut self, event_loop: &ActiveEventLoop, _: WindowId, event: WindowEvent) {
-        let (
-            Some(Windowed {
-                window,
-                surface,
-                config,
-                scene,
-            }),
+        let Some(Windowed {
+            window,
+            surface,
+            config,
             gpu,
-        ) = (&mut self.window, &self.gpu)
+            scene,
+            drawn,
+        }) = &mut self.window
         else {
             return;
         };
@@ -108,7 +118,7 @@ impl ApplicationHandler for App {
                 let view = frame.texture.create_view(&Default::default());
                 scene.frame(&mut encoder, &view, self.start.elapsed().as_secs_f32());
                 let at = scene.target.draw_args_offset(0) + INSTANCE_COUNT_OFFSET;
-                self.drawn.copy(&mut encoder, scene.target.draw_args(), at, 4, 0);
+                drawn.copy(&mut encoder, scene.target.draw_args(), at, 4, 0);
                 gpu.queue.submit([encoder.finish()]);
                 window.pre_present_notify();
                 frame.present();
@@ -117,7 +127,7 @@ impl ApplicationHandler for App {
                 }
                 // Polling advances the mapping: the count arrives a frame or two later.
                 let _ = gpu.device.poll(wgpu::PollType::Poll);
-                if let Some((bytes, _)) = self.drawn.poll() {
+                if let Some((bytes, _)) = drawn.poll() {
                     let drawn: u32 = bytemuck::pod_read_unaligned(&bytes);
                     window.set_title(&format!("draw: {drawn} of {} instances drawn", scene.count));
                 }

@@ -19,7 +19,25 @@ const MAX_CHUNK_LEN: u32 = (1 << LOOKBACK_COUNT_BITS) - 1;
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Culls batches of instances with one scan variant, instance format and
-/// output kind. Create once (it compiles pipelines); cull every frame.
+/// output kind. Create once (it compiles pipelines); cull every frame with
+/// [`Culler::cull`] (a whole frame: the [crate](crate) example).
+///
+/// ```no_run
+/// use cull_core::{Culler, CullerDesc, InstanceFormat, OutputKind, ScanVariant};
+/// # fn f(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<(), cull_core::CullError> {
+/// // The survivors' indices, in input order, of 16-byte instances.
+/// let culler = Culler::new(
+///     device,
+///     queue,
+///     &CullerDesc {
+///         variant: Some(ScanVariant::OrderedTwoPass),
+///         format: InstanceFormat::Packed16,
+///         output: OutputKind::Indices,
+///         ..Default::default()
+///     },
+/// )?;
+/// # Ok(()) }
+/// ```
 pub struct Culler {
     pub(super) id: u64,
     pub(super) device: wgpu::Device,

@@ -1,41 +1,17 @@
-//! Runs the `draw` example headless: what it draws must be what the CPU
+//! The `draw` example headless: what it draws must be what the CPU
 //! reference keeps, and its command line must explain itself.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use crate::run;
+use std::process::Output;
 
-/// The example's binary, which `cargo test` builds beside this test's
-/// `deps/` folder (`cargo test --test draw_example` alone does not: run
-/// `cargo test -p cull-core` once).
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps/");
-    let path = dir
-        .join("examples")
-        .join(format!("draw{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: run through `cargo test`, which builds examples",
-        path.display()
-    );
-    path
-}
-
-fn run(args: &[&str]) -> Output {
-    let path = example();
-    Command::new(&path)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+fn draw(args: &[&str]) -> Output {
+    run("draw", args)
 }
 
 #[test]
 fn headless_draws_exactly_the_survivors_of_the_cpu_reference() {
     let count = 20_000;
-    let out = run(&[
+    let out = draw(&[
         "--headless",
         "--json",
         "--count",
@@ -74,14 +50,39 @@ fn headless_draws_exactly_the_survivors_of_the_cpu_reference() {
 
 #[test]
 fn help_succeeds_and_a_bad_count_names_its_flag() {
-    let help = run(&["--help"]);
+    let help = draw(&["--help"]);
     assert!(help.status.success(), "--help failed: {help:?}");
     assert!(String::from_utf8_lossy(&help.stdout).contains("--headless"));
-    let bad = run(&["--count", "many"]);
+    let bad = draw(&["--count", "many"]);
     assert!(!bad.status.success(), "--count many was accepted");
     let message = String::from_utf8_lossy(&bad.stderr) + String::from_utf8_lossy(&bad.stdout);
     assert!(
         message.contains("--count"),
         "the error does not name --count: {message}"
+    );
+}
+
+/// Where windows need a display server: without one it points to
+/// `--headless` (under Wayland, to XWayland too) rather than failing in
+/// winit.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "freebsd",
+    target_os = "openbsd",
+    target_os = "netbsd",
+    target_os = "dragonfly"
+))]
+#[test]
+fn no_display_points_to_headless() {
+    let out = std::process::Command::new(crate::example("draw"))
+        .env_remove("DISPLAY")
+        .env("WAYLAND_DISPLAY", "wayland-0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--headless") && stderr.contains("XWayland"),
+        "{stderr}"
     );
 }
