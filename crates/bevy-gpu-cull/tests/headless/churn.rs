@@ -2,10 +2,7 @@
 //! frames, with counts checked at checkpoints and buffer memory after.
 
 use crate::harness::*;
-use bevy::camera::{ImageRenderTarget, RenderTarget};
-use bevy::image::Image;
 use bevy::prelude::*;
-use bevy::render::render_resource::{TextureFormat, TextureUsages};
 use bevy_gpu_cull::prelude::*;
 use cull_core::scene::SceneRng;
 
@@ -267,25 +264,10 @@ impl Churn {
             rng.range(2.0, 10.0),
             rng.range(-20.0, 10.0),
         );
+        let transform = Transform::from_translation(eye).looking_at(Vec3::new(0.0, 0.0, -30.0), Vec3::Y);
         let world = h.app.world_mut();
-        let mut image = Image::new_target_texture(32, 32, TextureFormat::Rgba8UnormSrgb, None);
-        image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
-        let handle = world.resource_mut::<Assets<Image>>().add(image);
-        let camera = world
-            .spawn((
-                Camera3d::default(),
-                Camera {
-                    order: 10 + frame as isize,
-                    ..default()
-                },
-                RenderTarget::Image(ImageRenderTarget {
-                    handle,
-                    scale_factor: 1.0,
-                }),
-                Msaa::Off,
-                Transform::from_translation(eye).looking_at(Vec3::new(0.0, 0.0, -30.0), Vec3::Y),
-            ))
-            .id();
+        let (camera, _) = spawn_image_camera(world, (32, 32), 10 + frame as isize, default(), transform);
+        world.entity_mut(camera).insert(Msaa::Off);
         self.cameras.push(camera);
     }
 

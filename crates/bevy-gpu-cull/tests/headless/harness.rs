@@ -128,24 +128,13 @@ pub(crate) fn harness_with_plugins(
     ));
     let mut cameras = Vec::new();
     for (i, transform) in camera_transforms.iter().enumerate() {
-        let mut image = Image::new_target_texture(WIDTH, HEIGHT, TextureFormat::Rgba8UnormSrgb, None);
-        image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
-        let handle = world.resource_mut::<Assets<Image>>().add(image);
-        let camera = world
-            .spawn((
-                Camera3d::default(),
-                Camera {
-                    order: i as isize,
-                    clear_color: ClearColorConfig::Custom(BACKGROUND),
-                    ..default()
-                },
-                RenderTarget::Image(ImageRenderTarget {
-                    handle: handle.clone(),
-                    scale_factor: 1.0,
-                }),
-                *transform,
-            ))
-            .id();
+        let (camera, handle) = spawn_image_camera(
+            world,
+            (WIDTH, HEIGHT),
+            i as isize,
+            ClearColorConfig::Custom(BACKGROUND),
+            *transform,
+        );
         match setup {
             CameraSetup::Plain | CameraSetup::PlainSynchronous | CameraSetup::CustomShader(_) => {
                 world.entity_mut(camera).insert(Msaa::Off)
@@ -178,6 +167,31 @@ pub(crate) fn harness_with_plugins(
         cameras,
         pixels,
     }
+}
+
+/// A 3D camera at `transform` rendering, `order`th, into a new image of
+/// `size` that can be read back, cleared to `clear`: its entity and image.
+pub(crate) fn spawn_image_camera(
+    world: &mut World,
+    (width, height): (u32, u32),
+    order: isize,
+    clear: ClearColorConfig,
+    transform: Transform,
+) -> (Entity, Handle<Image>) {
+    let mut image = Image::new_target_texture(width, height, TextureFormat::Rgba8UnormSrgb, None);
+    image.texture_descriptor.usage |= TextureUsages::COPY_SRC;
+    let handle = world.resource_mut::<Assets<Image>>().add(image);
+    let camera = Camera {
+        order,
+        clear_color: clear,
+        ..default()
+    };
+    let target = RenderTarget::Image(ImageRenderTarget {
+        handle: handle.clone(),
+        scale_factor: 1.0,
+    });
+    let entity = world.spawn((Camera3d::default(), camera, target, transform)).id();
+    (entity, handle)
 }
 
 /// A camera's frustum as the plugin builds it (from its projection and
