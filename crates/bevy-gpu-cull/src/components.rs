@@ -685,8 +685,8 @@ const _: () = assert!(MAX_LOD_LEVELS <= 32);
 #[reflect(Component, Default, Debug, PartialEq, Clone)]
 pub struct GpuCullCells {
     /// Cull by cells only when the cells no view keeps hold at least this
-    /// many bytes of instances (in the culling format): below it, the cell
-    /// pass costs about what it saves. 0 always culls by cells.
+    /// many bytes of instances (in the culling format): below it, culling
+    /// by cells saves little. 0 always culls by cells.
     pub min_skipped_bytes: u64,
 }
 

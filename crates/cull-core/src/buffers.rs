@@ -160,6 +160,11 @@ pub struct CullTarget {
     scratch: Vec<wgpu::Buffer>,
     timing: Option<TimingQueries>,
     timestamp_period: f32,
+    /// Where the CPU lists the kept cells of a cull by cells into this
+    /// target ([`crate::CullRequest::by_cells_if_faster`]), made at the
+    /// first: the target's own, since a target is culled once per
+    /// submission and a batch may be culled into several in one.
+    cell_lists: std::sync::Mutex<Option<wgpu::Buffer>>,
 }
 
 /// Bytes of `DrawIndexedIndirectArgs` (five `u32`); `DrawIndirectArgs` uses
@@ -248,7 +253,27 @@ impl CullTarget {
             scratch,
             timing,
             timestamp_period: spec.timestamp_period,
+            cell_lists: Default::default(),
         })
+    }
+
+    /// The buffer of the CPU's lists of kept cells, of at least `bytes`
+    /// (made, or made larger, here).
+    pub(crate) fn cell_list_buffer(&self, device: &wgpu::Device, bytes: u64) -> wgpu::Buffer {
+        let mut lists = self.cell_lists.lock().unwrap_or_else(|e| e.into_inner());
+        match lists.as_ref() {
+            Some(buffer) if buffer.size() >= bytes => buffer.clone(),
+            _ => {
+                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("cull-listed-cells"),
+                    size: bytes.max(4),
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                *lists = Some(buffer.clone());
+                buffer
+            }
+        }
     }
 
     /// Bytes of GPU buffer memory it holds (survivors, draw arguments,
@@ -262,6 +287,10 @@ impl CullTarget {
             + self.test_uniforms.size()
             + scratch
             + self.timing.as_ref().map_or(0, TimingQueries::buffer_bytes)
+            + self
+                .cell_lists
+                .lock()
+                .map_or(0, |l| l.as_ref().map_or(0, wgpu::Buffer::size))
     }
 
     /// Sets every view's indexed draw arguments, wgpu's own

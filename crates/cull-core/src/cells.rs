@@ -13,6 +13,17 @@
 //!    indirect dispatch's arguments with a dispatch of its own unless
 //!    `InstanceFlags::VALIDATION_INDIRECT_CALL` is off.)
 //!
+//! [`crate::CullRequest::by_cells_if_faster`] has the batch's
+//! [`CellLayout`] on the CPU, and with the unordered variants
+//! (`SubgroupBallot`, `SubgroupShuffle`, `BlockAtomic`) in a plain cull it
+//! lists the kept cells there instead ([`CellLayout::listed_tiles`]): the
+//! cell pass's test with twice its slack, so the list holds every cell the
+//! cell pass could keep (and marks whole only cells it would). The list is
+//! written with the cull's uniforms, and the cull is **one dispatch of a
+//! workgroup per listed tile**: no cell pass, no pass boundary, no
+//! workgroups that return at once. Each instance of a listed cell is still
+//! tested, so the survivors are the same.
+//!
 //! A cell is one tile of the cull ([`crate::Culler::tile_len`] consecutive
 //! instances, what one workgroup reads), so the second pass is the variant's
 //! own kernel with its workgroups mapped to the kept tiles. A cell's sphere
@@ -70,6 +81,24 @@ pub const CELL_TOLERANCE: f32 = 1.0 / (1 << 16) as f32;
 /// does not read: below this many bytes left unread,
 /// [`CellLayout::pays_off`] says the flat cull is faster or about as fast.
 pub const CELLS_MIN_SKIPPED_BYTES: u64 = 64 << 20;
+
+/// [`CELLS_MIN_SKIPPED_BYTES`] for a cull whose kept cells the CPU lists
+/// (the unordered variants' plain culls, one dispatch over the listed
+/// tiles): such a cull of a batch sorted into cells was measured no slower
+/// than the flat cull even with every cell kept, and faster from a few
+/// MiB left unread (`docs/benchmarks.md#culling-by-cells`).
+pub const LISTED_CELLS_MIN_SKIPPED_BYTES: u64 = 4 << 20;
+
+/// The bit of a listed tile that marks its cell whole (`WHOLE_TILE` in
+/// `params.wgsl`): its instances are kept without their test.
+pub(crate) const WHOLE_TILE: u32 = 1 << 31;
+
+/// How much wider a cell's CPU listing tests it than the cell pass does
+/// ([`CellLayout::listed_tiles`]): twice the slack, so that the listing
+/// keeps every cell the cell pass could keep and marks whole only cells
+/// the cell pass would, whatever either side's rounding (a few ulps of the
+/// magnitudes, against a slack of 2⁻¹⁶ of them).
+const LISTING_SLACK: f32 = 2.0;
 
 /// Threads per workgroup of the cell pass.
 pub(crate) const CELL_PASS_WORKGROUP: u32 = 64;
@@ -289,6 +318,50 @@ impl CellLayout {
             .count() as u32
     }
 
+    /// The tiles a cull by cells reads, listed on the CPU instead of by the
+    /// cell pass (the unordered variants' [`crate::CullRequest::by_cells_if_faster`]):
+    /// per chunk of `cells_per_chunk` cells, the tile of each cell of the
+    /// first `count` instances that some view of `frusta` may keep, tested
+    /// as the cell pass tests it with [`LISTING_SLACK`] times its slack (so
+    /// every cell it could keep is listed; the cull tests each instance of
+    /// a listed cell, so the survivors are the flat cull's). With `whole`,
+    /// a cell inside every view with that much room to spare, in views
+    /// without a size band, is marked [`WHOLE_TILE`].
+    pub(crate) fn listed_tiles(
+        &self,
+        frusta: &[Frustum],
+        count: u32,
+        cells_per_chunk: u32,
+        whole: bool,
+    ) -> Vec<Vec<u32>> {
+        let cells = count.div_ceil(self.cell_len) as usize;
+        let mut lists = vec![Vec::new(); cells.div_ceil(cells_per_chunk as usize)];
+        let whole = whole && frusta.iter().all(|f| f.size_band.is_none());
+        for cell in 0..cells {
+            // A cell past the layout's (a count it was not made for) is
+            // read whole: listed, not marked.
+            let Some(bounds) = self.bounds.get(cell) else {
+                lists[cell / cells_per_chunk as usize].push(cell as u32 % cells_per_chunk);
+                continue;
+            };
+            let keep = frusta.iter().any(|f| {
+                cell_against_planes_by(f, &bounds.sphere, 1.0, LISTING_SLACK)
+                    && cell_in_band_by(f, bounds, LISTING_SLACK)
+            });
+            if !keep {
+                continue;
+            }
+            let is_whole = whole
+                && !bounds.holds_culled
+                && frusta
+                    .iter()
+                    .all(|f| cell_against_planes_by(f, &bounds.sphere, -1.0, LISTING_SLACK));
+            let tile = (cell as u32 % cells_per_chunk) | if is_whole { WHOLE_TILE } else { 0 };
+            lists[cell / cells_per_chunk as usize].push(tile);
+        }
+        lists
+    }
+
     /// How many of the cells covering the first `count` instances the cell
     /// pass marks **whole**, as it decides (the same `f32` arithmetic): the
     /// single-pass variants keep their instances without testing them. A
@@ -373,10 +446,15 @@ fn cell_within_view(frustum: &Frustum, s: &[f32; 4]) -> bool {
 /// Both tests (`cell_against_planes` in `shaders/cull/cells.wgsl`): the
 /// radius and slack taken outward (`side` 1) or inward (`side` −1).
 fn cell_against_planes(frustum: &Frustum, s: &[f32; 4], side: f32) -> bool {
+    cell_against_planes_by(frustum, s, side, 1.0)
+}
+
+/// [`cell_against_planes`] with `times` its slack.
+fn cell_against_planes_by(frustum: &Frustum, s: &[f32; 4], side: f32, times: f32) -> bool {
     let magnitude = s[0].abs() + s[1].abs() + s[2].abs() + s[3];
     frustum.planes().iter().all(|p| {
         let p = crate::frustum::widen_plane(*p);
-        let slack = CELL_TOLERANCE * (magnitude + p.w.abs());
+        let slack = times * CELL_TOLERANCE * (magnitude + p.w.abs());
         let unused = side < 0.0 && p.x == 0.0 && p.y == 0.0 && p.z == 0.0 && p.w > 0.0;
         unused || p.x * s[0] + p.y * s[1] + p.z * s[2] + p.w + side * s[3] + side * slack >= 0.0
     })
@@ -389,6 +467,12 @@ fn cell_against_planes(frustum: &Frustum, s: &[f32; 4], side: f32) -> bool {
 /// `D − R + r` away, so its size `r / (D − R + r)` is at most
 /// `L / (D − R + L)` for the largest radius `L`.
 fn cell_in_band(frustum: &Frustum, cell: &CellBounds) -> bool {
+    cell_in_band_by(frustum, cell, 1.0)
+}
+
+/// [`cell_in_band`] with `times` its tolerance.
+fn cell_in_band_by(frustum: &Frustum, cell: &CellBounds, times: f32) -> bool {
+    let tolerance = times * CELL_TOLERANCE;
     let Some(band) = frustum.size_band else {
         return true;
     };
@@ -402,13 +486,13 @@ fn cell_in_band(frustum: &Frustum, cell: &CellBounds) -> bool {
     if perspective != 0.0 {
         let to_camera = glam::Vec3::new(x - ox, y - oy, z - oz);
         let magnitude = x.abs() + y.abs() + z.abs() + ox.abs() + oy.abs() + oz.abs() + r;
-        let nearest = to_camera.length() - CELL_TOLERANCE * magnitude - r;
+        let nearest = to_camera.length() - tolerance * magnitude - r;
         if nearest <= 0.0 {
             return true;
         }
         distance = nearest + largest;
     }
-    largest * scale * (1.0 + CELL_TOLERANCE) >= min * distance
+    largest * scale * (1.0 + tolerance) >= min * distance
 }
 
 /// What a cell's bounds must cover of one instance: its center and the
@@ -580,8 +664,10 @@ pub struct CellIndex {
     pub(crate) region_bytes: u64,
     pub(crate) chunks: u32,
     /// [`crate::CullRequest::by_cells_if_faster`] culls by cells when
-    /// at least this many bytes are left unread.
+    /// at least this many bytes are left unread: with a cell pass, and
+    /// with the kept cells listed on the CPU.
     pub(crate) min_skipped_bytes: u64,
+    pub(crate) listed_min_skipped_bytes: u64,
 }
 
 impl CellIndex {
@@ -595,17 +681,26 @@ impl CellIndex {
         self.cell_len
     }
 
-    /// The bytes a cull by cells must leave unread for
+    /// The bytes a cull by cells with a cell pass must leave unread for
     /// [`crate::CullRequest::by_cells_if_faster`] to take it.
     pub fn min_skipped_bytes(&self) -> u64 {
         self.min_skipped_bytes
     }
 
+    /// The bytes a cull by cells listed on the CPU (the unordered
+    /// variants' plain culls) must leave unread for
+    /// [`crate::CullRequest::by_cells_if_faster`] to take it.
+    pub fn listed_min_skipped_bytes(&self) -> u64 {
+        self.listed_min_skipped_bytes
+    }
+
     /// How many bytes of instances a cull by cells must leave unread for
-    /// [`crate::CullRequest::by_cells_if_faster`] to take it
-    /// ([`CELLS_MIN_SKIPPED_BYTES`] by default; 0 always culls by cells).
+    /// [`crate::CullRequest::by_cells_if_faster`] to take it, listed on the
+    /// CPU or with a cell pass ([`LISTED_CELLS_MIN_SKIPPED_BYTES`] and
+    /// [`CELLS_MIN_SKIPPED_BYTES`] by default; 0 always culls by cells).
     pub fn set_min_skipped_bytes(&mut self, bytes: u64) {
         self.min_skipped_bytes = bytes;
+        self.listed_min_skipped_bytes = bytes;
     }
 
     /// Writes `cells` (from [`CellLayout`]) from cell `first` on.

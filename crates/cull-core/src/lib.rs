@@ -140,6 +140,7 @@ mod visibility;
 pub use buffers::{CullInput, CullTarget, DRAW_ARGS_SIZE};
 pub use cells::{
     CELL_BOUNDS_BYTES, CELL_TOLERANCE, CELLS_MIN_SKIPPED_BYTES, CellBounds, CellIndex, CellLayout, CellPick,
+    LISTED_CELLS_MIN_SKIPPED_BYTES,
 };
 pub use cone::SpotCone;
 #[cfg(feature = "blocking")]

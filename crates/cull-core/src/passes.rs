@@ -115,6 +115,17 @@ pub(crate) struct EncodeContext<'a, 'r> {
     pub visibility_entries: &'a [wgpu::BindGroupEntry<'a>],
     /// A cull by cells: the batch's cells ([`crate::cells`]).
     pub cells: Option<&'a CellIndex>,
+    /// A cull by cells whose kept cells the CPU listed: no cell pass.
+    pub listed: Option<ListedCells>,
+}
+
+/// The kept cells of a cull by cells as the CPU listed them
+/// ([`crate::CellLayout::listed_tiles`]), in place of the cell pass's: each
+/// chunk's list in `buffer` at the chunk's region (as the cell pass writes
+/// it), and how many tiles each chunk's list holds (its dispatch's size).
+pub(crate) struct ListedCells {
+    pub buffer: wgpu::Buffer,
+    pub tiles: Vec<u32>,
 }
 
 impl EncodeContext<'_, '_> {

@@ -135,6 +135,8 @@ struct Layout {
     bytes: Vec<u8>,
     input: CullInput,
     cells: CellIndex,
+    /// The cells on the CPU (bounds only), which a cull by cells takes.
+    cell_layout: CellLayout,
     flat: Vec<f64>,
     by_cells: Vec<f64>,
     /// By cells: the cell pass's and the cull's own times.
@@ -159,13 +161,23 @@ impl Layout {
         let n = (bytes.len() as u64 / culler.format().stride()) as u32;
         let input = CullInput::new(&ctx.device, culler.format(), n).unwrap();
         input.write(&ctx.queue, 0, &bytes).unwrap();
-        let cells = CellIndex::new(&ctx.device, culler, n).unwrap();
+        let mut cells = CellIndex::new(&ctx.device, culler, n).unwrap();
         cells.write_bounds(&ctx.queue, 0, bounds).unwrap();
+        // By cells whatever they leave unread: a cull by cells here is
+        // `by_cells_if_faster` always taking cells (listed on the CPU for
+        // the unordered variants, the cell pass for the others), what an
+        // application's pick culls by cells with.
+        cells.set_min_skipped_bytes(0);
         Layout {
             name,
             bytes,
             input,
             cells,
+            cell_layout: CellLayout {
+                order: Vec::new(),
+                bounds: bounds.to_vec(),
+                cell_len: culler.tile_len(),
+            },
             flat: Vec::new(),
             by_cells: Vec::new(),
             cell_pass: Vec::new(),
@@ -223,7 +235,7 @@ fn cull(
         params.count,
     );
     let request = if by_cells {
-        request.by_cells(&layout.cells)
+        request.by_cells_if_faster(&layout.cell_layout, &layout.cells)
     } else {
         request
     };

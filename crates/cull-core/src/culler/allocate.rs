@@ -50,6 +50,7 @@ impl CellIndex {
             region_bytes,
             chunks,
             min_skipped_bytes: crate::cells::CELLS_MIN_SKIPPED_BYTES,
+            listed_min_skipped_bytes: crate::cells::LISTED_CELLS_MIN_SKIPPED_BYTES,
         })
     }
 }

@@ -6,9 +6,9 @@ use super::request::{Cells, CullRequest};
 use super::setup::Culler;
 use super::spec::{Kernel, KernelSpec};
 use crate::CullError;
-use crate::cells::CellIndex;
+use crate::cells::{CellIndex, CellLayout};
 use crate::kernel::{Chunk, GpuParams, MAX_VIEWS, PARAMS_STRIDE};
-use crate::passes::EncodeContext;
+use crate::passes::{EncodeContext, ListedCells};
 use crate::visibility::TestInputs;
 use crate::visibility::VisibilityTest;
 use crate::visibility::occlusion::{LateInputs, OcclusionInputs};
@@ -33,10 +33,14 @@ impl Culler {
         request: &CullRequest,
     ) -> Result<(), CullError> {
         let cells = match request.cells {
-            Cells::Always(cells) => Some(cells),
+            Cells::Always(cells) | Cells::Listed(_, cells) => Some(cells),
             _ => None,
         };
         let (test, kernel) = self.kernel_of(request, cells.is_some())?;
+        let listed = match request.cells {
+            Cells::Listed(layout, cells) => Some(self.list_cells(queue, request, layout, cells, test)),
+            _ => None,
+        };
         let chunks = self.chunks(request.count);
         let views = request.frusta.len() as u32;
         let layout = UniformLayout {
@@ -49,7 +53,8 @@ impl Culler {
             per_chunk: self.kernel.params_per_chunk(self.window_len),
         };
         self.write_uniforms(queue, request, cells, &chunks, layout);
-        self.clear(encoder, request, cells, &chunks);
+        // A list the CPU wrote needs no clearing.
+        self.clear(encoder, request, cells.filter(|_| listed.is_none()), &chunks);
         // The test's own uniforms, from what the request carries.
         if let Some(write) = test.kernel().uniforms {
             let bytes = write(&Self::test_inputs(request));
@@ -60,6 +65,7 @@ impl Culler {
         self.kernel.encode(
             EncodeContext {
                 cells,
+                listed,
                 visibility_entries: &visibility_entries,
                 device: &self.device,
                 encoder,
@@ -110,6 +116,37 @@ impl Culler {
         let key = spec(test);
         let key = self.ready_form(key, centred_mesh, request.frusta).unwrap_or(key);
         Ok((test, self.kernel_for(key)?))
+    }
+
+    /// Lists the kept cells of `request`'s chunks on the CPU
+    /// ([`CellLayout::listed_tiles`]) into its target's list buffer, at
+    /// each chunk's region, as the cell pass would write them (whole cells
+    /// marked under the frustum test, the only one that takes them). The
+    /// counts go to `cells`' own regions too, for [`CellIndex::read_kept`].
+    fn list_cells(
+        &self,
+        queue: &wgpu::Queue,
+        request: &CullRequest,
+        layout: &CellLayout,
+        cells: &CellIndex,
+        test: VisibilityTest,
+    ) -> ListedCells {
+        let whole = test == VisibilityTest::Frustum;
+        let lists = layout.listed_tiles(request.frusta, request.count, cells.cells_per_chunk, whole);
+        let buffer = request
+            .target
+            .cell_list_buffer(&self.device, lists.len() as u64 * cells.region_bytes);
+        let mut tiles = Vec::with_capacity(lists.len());
+        for (chunk, list) in lists.iter().enumerate() {
+            let at = chunk as u64 * cells.region_bytes;
+            let mut words = Vec::with_capacity(list.len() + 1);
+            words.push(list.len() as u32);
+            words.extend_from_slice(list);
+            queue.write_buffer(&buffer, at, bytemuck::cast_slice(&words));
+            queue.write_buffer(&cells.kept, at, bytemuck::bytes_of(&words[0]));
+            tiles.push(list.len() as u32);
+        }
+        ListedCells { buffer, tiles }
     }
 
     /// The chunks of a cull of `count` instances: one per `window_len`.

@@ -50,6 +50,10 @@ pub(super) enum Cells<'a> {
     Never,
     Always(&'a CellIndex),
     IfFaster(&'a CellLayout, &'a CellIndex),
+    /// By cells, the kept cells listed on the CPU from the layout (what
+    /// `IfFaster` becomes for the unordered variants' plain culls): no
+    /// cell pass, and a dispatch of the listed tiles only.
+    Listed(&'a CellLayout, &'a CellIndex),
 }
 
 /// Which phase of occlusion culling a cull is, if any.
@@ -206,13 +210,19 @@ impl Culler {
     ) -> Result<CullOutcome, CullError> {
         let mut outcome = CullOutcome::default();
         if let Cells::IfFaster(layout, cells) = request.cells {
-            let pick = layout.pick(
-                self.format,
-                request.frusta,
-                request.count,
-                cells.min_skipped_bytes,
-            );
-            request.cells = if pick.by_cells {
+            // The unordered variants' plain culls read a list the CPU
+            // makes (a superset of the cell pass's: the survivors are the
+            // same) in one dispatch over the listed tiles alone.
+            let listed = self.kernel.takes_listed_cells() && matches!(request.phase, Phase::Plain);
+            let threshold = if listed {
+                cells.listed_min_skipped_bytes
+            } else {
+                cells.min_skipped_bytes
+            };
+            let pick = layout.pick(self.format, request.frusta, request.count, threshold);
+            request.cells = if pick.by_cells && listed {
+                Cells::Listed(layout, cells)
+            } else if pick.by_cells {
                 Cells::Always(cells)
             } else {
                 Cells::Never
@@ -242,7 +252,7 @@ impl Culler {
         if target.culler_id() != self.id {
             return Err(CullError::ForeignTarget);
         }
-        if let Cells::Always(cells) = request.cells {
+        if let Cells::Always(cells) | Cells::Listed(_, cells) = request.cells {
             check_cells(self, cells, count)?;
         }
         let views = frusta.len();

@@ -43,6 +43,10 @@ impl super::ScanKernel for FusedKernel {
         self.stages_indices
     }
 
+    fn takes_listed_cells(&self) -> bool {
+        true
+    }
+
     fn passes(&self, windows: u32) -> Vec<PassLayout> {
         passes(windows, false)
     }
@@ -74,6 +78,8 @@ pub(super) fn passes(windows: u32, lookback: bool) -> Vec<PassLayout> {
 pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: bool) {
     let pass = match (cx.cells, passes) {
         (None, [pass]) => pass,
+        // Kept cells the CPU listed need no cell pass.
+        (Some(_), [_, pass]) if cx.listed.is_some() => pass,
         (Some(cells), [cell_pass, pass]) => {
             crate::passes::encode_cell_pass(&mut cx, cell_pass, cells);
             pass
@@ -93,9 +99,10 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
             // The chunk's kept cells: by cells, its workgroups past them
             // return at once (or, ordered, chain their tiles empty).
             let region = chunk.index as u64 * cells.region_bytes;
+            let kept = cx.listed.as_ref().map_or(&cells.kept, |l| &l.buffer);
             entries.push(wgpu::BindGroupEntry {
                 binding: bindings::KEPT_CELLS,
-                resource: bind_window(&cells.kept, region, cells.region_bytes),
+                resource: bind_window(kept, region, cells.region_bytes),
             });
         }
         let bind_group = cx.bind_group(pass, &entries);
@@ -113,7 +120,12 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
                 cx.encoder
                     .copy_buffer_to_buffer(cx.target.draw_args(), count, state, 4, 4);
             }
-            let (x, y) = cx.dims(chunk);
+            // Listed cells: a workgroup per listed tile (one, which returns
+            // at once, for a chunk with none).
+            let (x, y) = match &cx.listed {
+                Some(listed) => cx.dispatch.dims(listed.tiles[chunk.index as usize]),
+                None => cx.dims(chunk),
+            };
             let offset = cx.params_offset(chunk, view, 0);
             let mut compute = cx.begin_pass(PassKind::Fused);
             compute.set_pipeline(&pass.pipeline);

@@ -159,6 +159,14 @@ pub(crate) trait ScanKernel: Sync {
         false
     }
 
+    /// Whether its cull by cells can take the kept cells as a list the CPU
+    /// makes ([`crate::CellLayout`]) instead of the cell pass's: the
+    /// unordered single-pass kernels, whose workgroups take the listed
+    /// tiles in any order. One dispatch, over the listed tiles alone.
+    fn takes_listed_cells(&self) -> bool {
+        false
+    }
+
     /// Groups of item rows per thread (`ROW_GROUPS`).
     fn row_groups(&self, _format: InstanceFormat, _subgroups: bool) -> u32 {
         1

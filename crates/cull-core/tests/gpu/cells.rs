@@ -67,9 +67,52 @@ pub fn run_cells(
 ) -> (Vec<Vec<u32>>, u32) {
     let job = Job::new(ctx, culler, scene, capacity);
     let target = CullTarget::with_views(&ctx.device, culler, capacity, views).unwrap();
-    let cells = CellIndex::new(&ctx.device, culler, capacity).unwrap();
+    let mut cells = CellIndex::new(&ctx.device, culler, capacity).unwrap();
     cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
-    cull_cells_again(ctx, culler, scene, &job, &target, &cells, frusta)
+    let (survivors, kept) = cull_cells_again(ctx, culler, scene, &job, &target, &cells, frusta);
+    // The same cull with the kept cells listed on the CPU (what
+    // by_cells_if_faster does for the unordered variants; always by cells
+    // here): the same survivors, from at least the cells the mirror keeps.
+    cells.set_min_skipped_bytes(0);
+    let (listed, listed_kept) = cull_listed(ctx, culler, scene, (&job, &target, &cells), layout, frusta);
+    let count = scene.instances.len() as u32;
+    for (view, (a, b)) in survivors.iter().zip(&listed).enumerate() {
+        let (mut a, mut b) = (a.clone(), b.clone());
+        a.sort_unstable();
+        b.sort_unstable();
+        assert!(
+            a == b,
+            "{:?} view {view}: listed cells keep other instances than the cell pass",
+            culler.variant()
+        );
+    }
+    assert!(
+        listed_kept >= layout.kept_cells(frusta, count),
+        "listed {listed_kept} cells, fewer than the mirror's {}",
+        layout.kept_cells(frusta, count)
+    );
+    (survivors, kept)
+}
+
+/// [`run_cells`]'s cull by `by_cells_if_faster` (which must pick cells):
+/// each view's survivors, and the cells the cull read.
+fn cull_listed(
+    ctx: &cull_core::GpuContext,
+    culler: &Culler,
+    scene: &Scene,
+    (job, target, cells): (&Job, &CullTarget, &CellIndex),
+    layout: &CellLayout,
+    frusta: &[Frustum],
+) -> (Vec<Vec<u32>>, u32) {
+    let count = scene.instances.len() as u32;
+    let request =
+        CullRequest::new(&job.input, target, frusta, scene.bounds, count).by_cells_if_faster(layout, cells);
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let outcome = culler.cull(&mut encoder, &ctx.queue, request).unwrap();
+    assert!(outcome.cell_pick.is_some_and(|p| p.by_cells || count == 0));
+    ctx.queue.submit([encoder.finish()]);
+    let survivors = read_views(ctx, culler, &job.bytes, target, frusta.len(), count);
+    (survivors, cells.read_kept(&ctx.device, &ctx.queue).unwrap())
 }
 
 /// [`run_cells`]'s cull, into a target and cell index made before (and
