@@ -116,6 +116,17 @@ pub(crate) struct EncodeContext<'a, 'r> {
     /// A cull by cells: the batch's cells ([`crate::cells`]).
     pub cells: Option<&'a CellIndex>,
     /// A cull by cells whose kept cells the CPU listed: no cell pass.
+    /// (Read by the single-pass variants' encoding, which a build without
+    /// them leaves out.)
+    #[cfg_attr(
+        not(any(
+            feature = "block-atomic",
+            feature = "subgroup-ballot",
+            feature = "subgroup-shuffle",
+            feature = "ordered"
+        )),
+        allow(dead_code)
+    )]
     pub listed: Option<ListedCells>,
 }
 
@@ -123,6 +134,15 @@ pub(crate) struct EncodeContext<'a, 'r> {
 /// ([`crate::CellLayout::listed_tiles`]), in place of the cell pass's: each
 /// chunk's list in `buffer` at the chunk's region (as the cell pass writes
 /// it), and how many tiles each chunk's list holds (its dispatch's size).
+#[cfg_attr(
+    not(any(
+        feature = "block-atomic",
+        feature = "subgroup-ballot",
+        feature = "subgroup-shuffle",
+        feature = "ordered"
+    )),
+    allow(dead_code)
+)]
 pub(crate) struct ListedCells {
     pub buffer: wgpu::Buffer,
     pub tiles: Vec<u32>,
