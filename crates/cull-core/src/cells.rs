@@ -20,9 +20,12 @@
 //! cell pass's test with twice its slack, so the list holds every cell the
 //! cell pass could keep (and marks whole only cells it would). The list is
 //! written with the cull's uniforms, and the cull is **one dispatch of a
-//! workgroup per listed tile**: no cell pass, no pass boundary, no
-//! workgroups that return at once. Each instance of a listed cell is still
-//! tested, so the survivors are the same.
+//! workgroup per listed tile** (per chunk of the batch): no cell pass, no
+//! pass boundary, and no workgroups that return at once but for a chunk
+//! with nothing listed (one) and a dispatch past 65535 workgroups wrapped
+//! into two dimensions. Each instance of a listed cell is still tested, so
+//! the survivors are the same. [`CullOutcome::listed_cells`](crate::CullOutcome::listed_cells)
+//! says how many cells it listed.
 //!
 //! A cell is one tile of the cull ([`crate::Culler::tile_len`] consecutive
 //! instances, what one workgroup reads), so the second pass is the variant's
@@ -382,9 +385,11 @@ impl CellLayout {
             .count() as u32
     }
 
-    /// Whether culling the first `count` instances by cells should be
-    /// faster than the flat cull for `frusta`: the cells no view keeps must
-    /// hold at least [`CELLS_MIN_SKIPPED_BYTES`] of instances. A layout
+    /// Whether culling the first `count` instances by cells with a cell pass
+    /// should be faster than the flat cull for `frusta`: the cells no view
+    /// keeps must hold at least [`CELLS_MIN_SKIPPED_BYTES`] of instances (a
+    /// cull that lists its cells on the CPU pays off from
+    /// [`LISTED_CELLS_MIN_SKIPPED_BYTES`]: [`Self::leaves_unread`]). A layout
     /// that is not spatially coherent (every cell as large as the batch)
     /// keeps every cell, and so picks the flat cull.
     pub fn pays_off(&self, format: InstanceFormat, frusta: &[Frustum], count: u32) -> bool {

@@ -1,4 +1,6 @@
-//! cull-cells: culling by cells (`CullRequest::by_cells`) against the
+//! cull-cells: culling by cells (`CullRequest::by_cells_if_faster`, here
+//! always taking cells: listed on the CPU for the unordered variants, a
+//! cell pass for the others) against the
 //! flat cull (`Culler::cull`) of the same instances, with GPU
 //! timestamps, as ratios to each other and to a copy kernel over the flat
 //! cull's bytes measured in the same run.
@@ -25,8 +27,9 @@
 //!
 //! Every cull's survivors are checked against the CPU reference first, as
 //! exact sets. The table gives the bytes each cull reads: every instance
-//! for the flat cull; the cell spheres and the kept cells' instances by
-//! cells.
+//! for the flat cull; the kept cells' instances by cells (and every cell's
+//! sphere, with a cell pass). "The pick" is what `by_cells_if_faster`
+//! decides with the default thresholds.
 //!
 //! ```text
 //! cargo run --release -p cull-bench --bin cull-cells -- --sizes 1e6,16e6 --fractions 0.01,0.05
@@ -244,6 +247,35 @@ fn cull(
     target.read_timings(&ctx.device).unwrap()
 }
 
+/// Whether `variant`'s culls by cells list the kept cells on the CPU (the
+/// unordered variants): no cell pass reads the cells' bounds.
+fn lists_cells(variant: ScanVariant) -> bool {
+    matches!(
+        variant,
+        ScanVariant::SubgroupBallot | ScanVariant::SubgroupShuffle | ScanVariant::BlockAtomic
+    )
+}
+
+/// What `by_cells_if_faster` must leave unread to cull by cells with
+/// `variant`, by default.
+fn pick_threshold(variant: ScanVariant) -> u64 {
+    if lists_cells(variant) {
+        cull_core::LISTED_CELLS_MIN_SKIPPED_BYTES
+    } else {
+        cull_core::CELLS_MIN_SKIPPED_BYTES
+    }
+}
+
+/// Bytes of cell bounds a cull by cells of `cells` cells reads on the GPU:
+/// all of them in a cell pass, none when the CPU lists the cells.
+fn bounds_read(variant: ScanVariant, cells: u32) -> u64 {
+    if lists_cells(variant) {
+        0
+    } else {
+        cells as u64 * CELL_BOUNDS_BYTES
+    }
+}
+
 fn us(d: Option<std::time::Duration>) -> f64 {
     d.map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
 }
@@ -304,7 +336,12 @@ fn main() {
                             bounds: bounds.to_vec(),
                             cell_len: culler.tile_len(),
                         }
-                        .pays_off(format, &frusta, n as u32);
+                        .leaves_unread(
+                            format,
+                            &frusta,
+                            n as u32,
+                            pick_threshold(variant),
+                        );
                         Layout::upload(&ctx, &culler, name, bytes, bounds, picks_cells)
                     };
                     let mut layouts = [
@@ -381,7 +418,7 @@ fn main() {
                         } else {
                             ("flat", flat)
                         };
-                        let cell_bytes = cells as u64 * CELL_BOUNDS_BYTES
+                        let cell_bytes = bounds_read(variant, cells)
                             + (l.kept as u64 * culler.tile_len() as u64).min(n as u64) * format.stride();
                         rows.push(format!(
                             "| {} | {} | {} | {:.0}% | {} | {flat:.1} | {by_cells:.1} ({cell_pass:.1} + {cull_pass:.1}) | **{:.2}×** | {pick} | {:.2}× | {:.1}% | {:.1} | {:.1} | {:.2} | {:.2} |",
@@ -598,7 +635,7 @@ fn field_row(
         let (f, c) = (median(f), median(c));
         flat += f;
         by_cells += c;
-        if layout.pays_off(format, frusta, n as u32) {
+        if layout.leaves_unread(format, frusta, n as u32, pick_threshold(culler.variant())) {
             frames_by_cells += 1;
             picked += c;
         } else {
@@ -609,7 +646,7 @@ fn field_row(
     let cell_count = layout.cells();
     let mean_kept = kept.iter().map(|&k| k as f64).sum::<f64>() / FRAMES as f64;
     let mean_whole = whole as f64 / FRAMES as f64;
-    let cell_bytes = cell_count as f64 * CELL_BOUNDS_BYTES as f64
+    let cell_bytes = bounds_read(culler.variant(), cell_count) as f64
         + (mean_kept * culler.tile_len() as f64).min(n as f64) * format.stride() as f64;
     let camera_name = match camera {
         FieldCamera::Above(f) => format!("above ({:.0}%)", f * 100.0),

@@ -25,13 +25,14 @@ struct UniformLayout {
 }
 
 impl Culler {
-    /// Records `request`, checked by `check`.
+    /// Records `request`, checked by `check`; the cells it listed on the
+    /// CPU, if it did.
     pub(super) fn encode(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         queue: &wgpu::Queue,
         request: &CullRequest,
-    ) -> Result<(), CullError> {
+    ) -> Result<Option<u32>, CullError> {
         let cells = match request.cells {
             Cells::Always(cells) | Cells::Listed(_, cells) => Some(cells),
             _ => None,
@@ -53,6 +54,7 @@ impl Culler {
             per_chunk: self.kernel.params_per_chunk(self.window_len),
         };
         self.write_uniforms(queue, request, cells, &chunks, layout);
+        let listed_cells = listed.as_ref().map(|l| l.tiles.iter().sum());
         // A list the CPU wrote needs no clearing.
         self.clear(encoder, request, cells.filter(|_| listed.is_none()), &chunks);
         // The test's own uniforms, from what the request carries.
@@ -83,7 +85,7 @@ impl Culler {
         if let Some(recorder) = recorder {
             recorder.finish(encoder);
         }
-        Ok(())
+        Ok(listed_cells)
     }
 
     /// The kernel `request` takes: its test (an occlusion phase's, or for

@@ -72,8 +72,14 @@ pub(super) enum Phase<'a> {
 #[non_exhaustive]
 pub struct CullOutcome {
     /// For [`CullRequest::by_cells_if_faster`]: whether it culled by cells,
-    /// and how many cells the cell pass keeps (the CPU mirror's count).
+    /// and how many cells the cell pass would keep (the CPU mirror's
+    /// count).
     pub cell_pick: Option<CellPick>,
+    /// For [`CullRequest::by_cells_if_faster`] culling by cells with the
+    /// kept cells listed on the CPU (the unordered variants' plain culls):
+    /// how many cells it listed, which is what it read. `None` for a cull
+    /// with a cell pass, or flat.
+    pub listed_cells: Option<u32>,
 }
 
 impl<'a> CullRequest<'a> {
@@ -115,11 +121,17 @@ impl<'a> CullRequest<'a> {
     }
 
     /// [`Self::by_cells`] where `layout` says it pays off for these views
-    /// (enough instances left unread: [`CellLayout::pays_off`], or
-    /// [`CellIndex::set_min_skipped_bytes`]'s threshold), else the flat
-    /// cull. [`CullOutcome::cell_pick`] says which, and how many cells the
-    /// cell pass keeps. The survivors are the same either way. `layout`
+    /// (enough instances left unread: [`CellIndex::listed_min_skipped_bytes`]
+    /// or [`CellIndex::min_skipped_bytes`], see below), else the flat cull.
+    /// [`CullOutcome::cell_pick`] says which, and how many cells the cell
+    /// pass would keep. The survivors are the same either way. `layout`
     /// must be the one whose bounds `cells` holds.
+    ///
+    /// With the unordered variants (`SubgroupBallot`, `SubgroupShuffle`,
+    /// `BlockAtomic`) a plain cull lists the kept cells on the CPU from
+    /// `layout` ([`CellLayout::listed_tiles`]) and culls in one dispatch over
+    /// them, with no cell pass ([`CullOutcome::listed_cells`]); the other
+    /// variants and the occlusion phases run the cell pass.
     pub fn by_cells_if_faster(self, layout: &'a CellLayout, cells: &'a CellIndex) -> Self {
         Self {
             cells: Cells::IfFaster(layout, cells),
@@ -230,7 +242,7 @@ impl Culler {
             outcome.cell_pick = Some(pick);
         }
         self.check(&request)?;
-        self.encode(encoder, queue, &request)?;
+        outcome.listed_cells = self.encode(encoder, queue, &request)?;
         if let Phase::Late { history, .. } = &mut request.phase {
             history.advance();
         }
@@ -254,6 +266,13 @@ impl Culler {
         }
         if let Cells::Always(cells) | Cells::Listed(_, cells) = request.cells {
             check_cells(self, cells, count)?;
+        }
+        if let Cells::Listed(layout, cells) = request.cells
+            && layout.cell_len != cells.cell_len
+        {
+            return Err(CullError::InvalidParameter(
+                "a cell layout's cells are as long as its cell index's (the culler's tile)",
+            ));
         }
         let views = frusta.len();
         if views == 0 || views > target.views() as usize {
