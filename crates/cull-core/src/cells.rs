@@ -16,7 +16,7 @@
 //! [`crate::CullRequest::by_cells_if_faster`] has the batch's
 //! [`CellLayout`] on the CPU, and with the unordered variants
 //! (`SubgroupBallot`, `SubgroupShuffle`, `BlockAtomic`) in a plain cull it
-//! lists the kept cells there instead ([`CellLayout::listed_tiles`]): the
+//! lists the kept cells there instead (`CellLayout::listed_tiles`): the
 //! cell pass's test with twice its slack, so the list holds every cell the
 //! cell pass could keep (and marks whole only cells it would). The list is
 //! written with the cull's uniforms, and the cull is **one dispatch of a

@@ -129,7 +129,7 @@ impl<'a> CullRequest<'a> {
     ///
     /// With the unordered variants (`SubgroupBallot`, `SubgroupShuffle`,
     /// `BlockAtomic`) a plain cull lists the kept cells on the CPU from
-    /// `layout` ([`CellLayout::listed_tiles`]) and culls in one dispatch over
+    /// `layout` and culls in one dispatch over
     /// them, with no cell pass ([`CullOutcome::listed_cells`]); the other
     /// variants and the occlusion phases run the cell pass.
     pub fn by_cells_if_faster(self, layout: &'a CellLayout, cells: &'a CellIndex) -> Self {
@@ -222,6 +222,11 @@ impl Culler {
     ) -> Result<CullOutcome, CullError> {
         let mut outcome = CullOutcome::default();
         if let Cells::IfFaster(layout, cells) = request.cells {
+            if layout.cell_len != cells.cell_len {
+                return Err(CullError::InvalidParameter(
+                    "a cell layout's cells are as long as its cell index's (the culler's tile)",
+                ));
+            }
             // The unordered variants' plain culls read a list the CPU
             // makes (a superset of the cell pass's: the survivors are the
             // same) in one dispatch over the listed tiles alone.
@@ -266,13 +271,6 @@ impl Culler {
         }
         if let Cells::Always(cells) | Cells::Listed(_, cells) = request.cells {
             check_cells(self, cells, count)?;
-        }
-        if let Cells::Listed(layout, cells) = request.cells
-            && layout.cell_len != cells.cell_len
-        {
-            return Err(CullError::InvalidParameter(
-                "a cell layout's cells are as long as its cell index's (the culler's tile)",
-            ));
         }
         let views = frusta.len();
         if views == 0 || views > target.views() as usize {

@@ -615,6 +615,24 @@ fn cells_refuse_bad_input() {
         culler.cull(&mut encoder, &ctx.queue, request().by_cells(&foreign)),
         Err(CullError::InvalidParameter(_))
     ));
+    // A layout of cells other than the index's (another tile length): the
+    // pick and the CPU's list would name the wrong instances.
+    let bytes = format.encode(&scene.instances).unwrap();
+    let halves = CellLayout {
+        order: Vec::new(),
+        bounds: CellLayout::bounds_of(format, &bytes, scene.bounds, culler.tile_len() / 2).unwrap(),
+        cell_len: culler.tile_len() / 2,
+    };
+    let mut index = CellIndex::new(&ctx.device, &culler, 3000).unwrap();
+    index.set_min_skipped_bytes(0);
+    assert!(matches!(
+        culler.cull(
+            &mut encoder,
+            &ctx.queue,
+            request().by_cells_if_faster(&halves, &index)
+        ),
+        Err(CullError::InvalidParameter(_))
+    ));
 }
 
 /// `Ordered` by cells walks only the kept cells' tiles, each workgroup
