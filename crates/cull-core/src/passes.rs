@@ -116,17 +116,6 @@ pub(crate) struct EncodeContext<'a, 'r> {
     /// A cull by cells: the batch's cells ([`crate::cells`]).
     pub cells: Option<&'a CellIndex>,
     /// A cull by cells whose kept cells the CPU listed: no cell pass.
-    /// (Read by the single-pass variants' encoding, which a build without
-    /// them leaves out.)
-    #[cfg_attr(
-        not(any(
-            feature = "block-atomic",
-            feature = "subgroup-ballot",
-            feature = "subgroup-shuffle",
-            feature = "ordered"
-        )),
-        allow(dead_code)
-    )]
     pub listed: Option<ListedCells>,
 }
 
@@ -134,15 +123,6 @@ pub(crate) struct EncodeContext<'a, 'r> {
 /// ([`crate::CellLayout::listed_tiles`]), in place of the cell pass's: each
 /// chunk's list in `buffer` at the chunk's region (as the cell pass writes
 /// it), and how many tiles each chunk's list holds (its dispatch's size).
-#[cfg_attr(
-    not(any(
-        feature = "block-atomic",
-        feature = "subgroup-ballot",
-        feature = "subgroup-shuffle",
-        feature = "ordered"
-    )),
-    allow(dead_code)
-)]
 pub(crate) struct ListedCells {
     pub buffer: wgpu::Buffer,
     pub tiles: Vec<u32>,
@@ -222,8 +202,19 @@ impl EncodeContext<'_, '_> {
     }
 
     /// Workgroup counts of a chunk's dispatch.
+    /// A cull by cells listed on the CPU: a workgroup per listed tile
+    /// (one, which returns at once, for a chunk with none listed).
     pub fn dims(&self, chunk: &Chunk) -> (u32, u32) {
-        self.dispatch.dims(self.dispatch.groups_for(chunk.len))
+        match &self.listed {
+            Some(listed) => self.dispatch.dims(listed.tiles[chunk.index as usize]),
+            None => self.dispatch.dims(self.dispatch.groups_for(chunk.len)),
+        }
+    }
+
+    /// Where the kept cells of a cull by `cells` are: the CPU's list, or
+    /// the cell pass's.
+    pub fn kept_cells<'c>(&'c self, cells: &'c CellIndex) -> &'c wgpu::Buffer {
+        self.listed.as_ref().map_or(&cells.kept, |l| &l.buffer)
     }
 }
 

@@ -99,10 +99,9 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
             // The chunk's kept cells: by cells, its workgroups past them
             // return at once (or, ordered, chain their tiles empty).
             let region = chunk.index as u64 * cells.region_bytes;
-            let kept = cx.listed.as_ref().map_or(&cells.kept, |l| &l.buffer);
             entries.push(wgpu::BindGroupEntry {
                 binding: bindings::KEPT_CELLS,
-                resource: bind_window(kept, region, cells.region_bytes),
+                resource: bind_window(cx.kept_cells(cells), region, cells.region_bytes),
             });
         }
         let bind_group = cx.bind_group(pass, &entries);
@@ -120,12 +119,7 @@ pub(super) fn encode(mut cx: EncodeContext, passes: &[CompiledPass], lookback: b
                 cx.encoder
                     .copy_buffer_to_buffer(cx.target.draw_args(), count, state, 4, 4);
             }
-            // Listed cells: a workgroup per listed tile (one, which returns
-            // at once, for a chunk with none).
-            let (x, y) = match &cx.listed {
-                Some(listed) => cx.dispatch.dims(listed.tiles[chunk.index as usize]),
-                None => cx.dims(chunk),
-            };
+            let (x, y) = cx.dims(chunk);
             let offset = cx.params_offset(chunk, view, 0);
             let mut compute = cx.begin_pass(PassKind::Fused);
             compute.set_pipeline(&pass.pipeline);

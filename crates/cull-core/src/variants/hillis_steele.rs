@@ -142,7 +142,7 @@ impl ScanKernel for HillisSteele {
                 let region = chunk.index as u64 * cells.region_bytes;
                 vote_entries.push(wgpu::BindGroupEntry {
                     binding: bindings::KEPT_CELLS,
-                    resource: bind_window(&cells.kept, region, cells.region_bytes),
+                    resource: bind_window(cx.kept_cells(cells), region, cells.region_bytes),
                 });
             }
             let vote_group = cx.bind_group(vote, &vote_entries);
