@@ -210,6 +210,7 @@ fn finish_headless(
     batch: Query<(&GpuCullInstances, &GpuCullBounds, Option<&GpuCullLod>)>,
     mut exit: MessageWriter<AppExit>,
     diagnostics: Option<Res<bevy::diagnostic::DiagnosticsStore>>,
+    render_times: Option<Res<support::RenderFrameTimes>>,
     mut stopped_at: Local<Option<u64>>,
 ) {
     let Ok((cam, transform, target)) = camera.single() else {
@@ -266,7 +267,7 @@ fn finish_headless(
         .field("shadow_views", stats.shadow_visible.len());
     support::add_cells(&mut summary, cells);
     if let Some(store) = diagnostics.filter(|_| args.pass_times) {
-        support::add_render_diagnostics(&mut summary, &store);
+        support::add_render_diagnostics(&mut summary, &store, render_times.as_deref());
     }
     summary.print(args.json);
     exit.write(code);

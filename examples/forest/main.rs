@@ -24,7 +24,7 @@ use bevy::camera::RenderTarget;
 use bevy::prelude::*;
 use bevy::window::PrimaryWindow;
 use bevy_gpu_cull::prelude::*;
-use scene::{Kind, circle, rocks_of, setup};
+use scene::{Kind, MinPixels, circle, rocks_of, setup};
 use support::{HeadlessRun, PipelinesSettled, SceneArgs};
 
 /// A lit forest with shadows: trees and rocks as batches, or as Bevy entities to compare.
@@ -55,6 +55,10 @@ struct Flags {
     /// levels of detail on the trees and rocks
     #[argh(switch)]
     lod: bool,
+    /// with --lod: instances whose bounding sphere spans fewer pixels of the
+    /// frame's height (at start) are not drawn (default 1; 0 draws every one)
+    #[argh(option, default = "1.0", from_str_fn(parse_pixels))]
+    min_pixels: f32,
     /// with `bevy`: the same forest as Bevy entities, culled and drawn by Bevy
     #[argh(option, default = "false", from_str_fn(support::parse_compare))]
     compare: bool,
@@ -91,9 +95,19 @@ fn main() {
     support::example_app("forest", &args)
         .add_plugins(GpuCullPlugin::default())
         .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
+        .insert_resource(MinPixels(flags.min_pixels))
         .add_systems(Startup, setup)
         .add_systems(Update, (circle, show_counts, finish_headless))
         .run();
+}
+
+/// `--min-pixels`: a size in pixels, 0 or more.
+fn parse_pixels(value: &str) -> Result<f32, String> {
+    value
+        .parse::<f32>()
+        .ok()
+        .filter(|p| p.is_finite() && *p >= 0.0)
+        .ok_or_else(|| format!("`{value}` is not a size in pixels (0 or more)"))
 }
 
 /// In a window, the title shows the trees and rocks in view.
@@ -136,6 +150,8 @@ fn finish_headless(
     mut commands: Commands,
     mut exit: MessageWriter<AppExit>,
     diagnostics: Option<Res<bevy::diagnostic::DiagnosticsStore>>,
+    render_times: Option<Res<support::RenderFrameTimes>>,
+    min_pixels: Res<MinPixels>,
 ) {
     let (Some((camera, target)), true) = (camera.single().ok(), args.headless) else {
         return;
@@ -183,12 +199,13 @@ fn finish_headless(
         .field("shadow_casters", stats.shadow_visible.values().sum::<u32>())
         .field("variant", stats.variant.map(|v| v.name()))
         .field("lod", args.lod)
+        .field("min_pixels", f64::from(min_pixels.0))
         .field("occlusion", args.occlusion)
         .field("no_cpu_culling", args.no_cpu_culling)
         .field("depth_prepass", args.depth_prepass);
     support::add_cells(&mut summary, cells);
     if let Some(store) = diagnostics.filter(|_| args.pass_times) {
-        support::add_render_diagnostics(&mut summary, &store);
+        support::add_render_diagnostics(&mut summary, &store, render_times.as_deref());
     }
     summary.print(args.json);
     exit.write(code);

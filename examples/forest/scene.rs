@@ -20,9 +20,15 @@ pub fn rocks_of(trees: usize) -> usize {
     trees / 4
 }
 
+/// `--min-pixels`: with levels of detail, instances whose bounding sphere
+/// spans fewer pixels of the frame's height are not drawn.
+#[derive(Resource, Clone, Copy)]
+pub struct MinPixels(pub f32);
+
 pub fn setup(
     mut commands: Commands,
     args: Res<SceneArgs>,
+    min_pixels: Res<MinPixels>,
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
     mut images: ResMut<Assets<Image>>,
@@ -50,17 +56,21 @@ pub fn setup(
     // Levels of detail (`--lod`): the cone of eight sides down to a tenth of
     // the screen's height (bounding sphere across), one of four down to a
     // fiftieth, then a flat tree turned toward the camera; rocks: the
-    // icosphere, then an icosahedron. Every instance stays drawn (the last
-    // size is 0).
+    // icosphere, then an icosahedron, down to `--min-pixels` of the frame's
+    // height: smaller instances are not drawn, as real renderers drop what
+    // covers less than a pixel (without MSAA such a triangle only lights the
+    // pixels whose centers it happens to cover, and a GPU rasterizes many
+    // such triangles on the same few pixels slowly).
     let (tree_mesh, rock_mesh) = (meshes.add(tree_cone(8)), meshes.add(rock(1)));
+    let min_last = min_pixels.0 / args.height as f32;
     let tree_levels = GpuCullLod::new([
         GpuCullLodLevel::new(tree_mesh.clone(), 0.1),
         GpuCullLodLevel::new(meshes.add(tree_cone(4)), 0.02),
-        GpuCullLodLevel::new(meshes.add(flat_tree()), 0.0).facing_camera(),
+        GpuCullLodLevel::new(meshes.add(flat_tree()), min_last).facing_camera(),
     ]);
     let rock_levels = GpuCullLod::new([
         GpuCullLodLevel::new(rock_mesh.clone(), 0.03),
-        GpuCullLodLevel::new(meshes.add(rock(0)), 0.0),
+        GpuCullLodLevel::new(meshes.add(rock(0)), min_last),
     ]);
     let kinds = [
         (Kind::Trees, trees, tree_mesh, tree_material, tree_levels),

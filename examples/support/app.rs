@@ -13,7 +13,7 @@ use bevy::shader::Shader;
 use bevy::window::ExitCondition;
 use bevy::winit::WinitPlugin;
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A new app for example `name`: Bevy's default plugins, with a window
 /// titled after it or headless (exiting with a hint where there is no
@@ -102,12 +102,20 @@ pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u3
             .disable::<bevy::gizmos_render::GizmoRenderPlugin>()
             .disable::<bevy::a11y::AccessibilityPlugin>();
         app.add_plugins((plugins, ScheduleRunnerPlugin::run_loop(Duration::ZERO)));
-        if std::env::var_os("GPU_CULL_UNPACED").is_none()
-            && let Some(render_app) = app.get_sub_app_mut(RenderApp)
-        {
+        if std::env::var_os("GPU_CULL_UNPACED").is_none() && app.get_sub_app(RenderApp).is_some() {
+            let times = RenderFrameTimes::default();
+            app.insert_resource(times.clone());
+            let render_app = app.sub_app_mut(RenderApp);
             render_app
                 .init_resource::<FramesInFlight>()
-                .add_systems(Render, pace_headless_frames.in_set(RenderSystems::Cleanup));
+                .insert_resource(times)
+                .add_systems(
+                    Render,
+                    (
+                        start_render_frame.in_set(RenderSystems::ExtractCommands),
+                        pace_headless_frames.in_set(RenderSystems::Cleanup),
+                    ),
+                );
         }
     } else {
         app.add_plugins(DefaultPlugins.set(WindowPlugin {
@@ -160,7 +168,9 @@ fn pace_headless_frames(
     device: Res<RenderDevice>,
     queue: Res<RenderQueue>,
     mut in_flight: ResMut<FramesInFlight>,
+    times: Res<RenderFrameTimes>,
 ) {
+    let waiting_from = Instant::now();
     // An empty submission's index follows this frame's work.
     in_flight.0.push_back(WgpuWrapper::new(queue.submit([])));
     while in_flight.0.len() > HEADLESS_FRAMES_IN_FLIGHT {
@@ -170,6 +180,57 @@ fn pace_headless_frames(
             timeout: None,
         });
     }
+    times.record(waiting_from);
+}
+
+/// Frames whose render-thread times [`RenderFrameTimes`] keeps.
+const RENDER_TIMES_KEPT: usize = 100;
+
+/// A paced headless run's render thread, frame by frame: how long the
+/// render world's schedule ran up to the pacing wait, and how long it then
+/// waited for the GPU. A GPU-bound scene waits; a CPU-bound one does not.
+/// Shared by the main world (for the summary) and the render world.
+#[derive(Resource, Clone, Default)]
+pub struct RenderFrameTimes(std::sync::Arc<std::sync::Mutex<RenderFrameLog>>);
+
+/// What [`RenderFrameTimes`] shares.
+#[derive(Default)]
+struct RenderFrameLog {
+    /// When the render world's frame under way began.
+    started: Option<Instant>,
+    /// (schedule ms, GPU wait ms) of the last [`RENDER_TIMES_KEPT`] frames.
+    frames: VecDeque<(f64, f64)>,
+}
+
+impl RenderFrameTimes {
+    fn record(&self, waiting_from: Instant) {
+        let mut log = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        if let Some(started) = log.started.take() {
+            let frame = (ms(waiting_from - started), ms(waiting_from.elapsed()));
+            log.frames.push_back(frame);
+            if log.frames.len() > RENDER_TIMES_KEPT {
+                log.frames.pop_front();
+            }
+        }
+    }
+
+    /// The medians of the kept frames' schedule and wait times, in ms.
+    pub fn medians(&self) -> Option<(f64, f64)> {
+        let log = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied()
+        };
+        let schedule = median(log.frames.iter().map(|f| f.0).collect())?;
+        let wait = median(log.frames.iter().map(|f| f.1).collect())?;
+        Some((schedule, wait))
+    }
+}
+
+/// Marks the start of a render-world frame for [`RenderFrameTimes`].
+fn start_render_frame(times: Res<RenderFrameTimes>) {
+    times.0.lock().unwrap_or_else(|e| e.into_inner()).started = Some(Instant::now());
 }
 
 /// `--pass-times`: Bevy's render diagnostics (`RenderDiagnosticsPlugin`),
@@ -185,8 +246,22 @@ pub fn add_pass_times(app: &mut App) {
 /// (`…/elapsed_gpu`; the plugin's culls are `render/gpu_cull` and, with
 /// occlusion culling, `render/gpu_cull_late`), its pipeline statistics
 /// (vertex and fragment shader invocations, primitives), and the CPU time of
-/// its encoding (`…/elapsed_cpu`, ms).
-pub fn add_render_diagnostics(summary: &mut super::Summary, store: &bevy::diagnostic::DiagnosticsStore) {
+/// its encoding (`…/elapsed_cpu`, ms). In a paced headless run, also the
+/// render thread's median schedule and GPU wait of its last frames
+/// (`render_schedule_ms`, `render_gpu_wait_ms`; [`RenderFrameTimes`]).
+pub fn add_render_diagnostics(
+    summary: &mut super::Summary,
+    store: &bevy::diagnostic::DiagnosticsStore,
+    render_times: Option<&RenderFrameTimes>,
+) {
+    if let Some((schedule, wait)) = render_times.and_then(RenderFrameTimes::medians) {
+        summary.line(format!(
+            "render thread: schedule {schedule:.3} ms, then waits {wait:.3} ms for the GPU (medians)"
+        ));
+        summary
+            .field("render_schedule_ms", schedule)
+            .field("render_gpu_wait_ms", wait);
+    }
     let mut values = std::collections::BTreeMap::new();
     for d in store.iter() {
         let path = d.path().as_str();

@@ -64,3 +64,10 @@ fn a_bad_flag_or_value_is_named() {
         }
     }
 }
+
+#[test]
+fn a_negative_pixel_size_is_named() {
+    let (out, text) = run("forest", &["--min-pixels", "-1"]);
+    assert!(!out.status.success(), "forest --min-pixels -1 succeeded:\n{text}");
+    assert!(text.contains("`-1`"), "the error does not name `-1`:\n{text}");
+}

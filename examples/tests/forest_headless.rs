@@ -110,10 +110,11 @@ fn forest_headless() {
             "the batches were first drawn more than 5 frames after Bevy's meshes, twice: {line}\n{again}"
         );
     }
-    // With levels of detail the same instances are in view, each
-    // at one level (two within the bands' tolerance of a threshold), the
-    // near trees at the finest and the farther at the next.
-    let (lod, lod_img) = run_forest(&["--lod", "--pass-times"], "forest-lod.png");
+    // With levels of detail, every one drawn (no size below which none is),
+    // the same instances are in view, each at one level (two within the
+    // bands' tolerance of a threshold), the near trees at the finest and the
+    // farther at the next.
+    let (lod, lod_img) = run_forest(&["--lod", "--min-pixels", "0", "--pass-times"], "forest-lod.png");
     let levels = |name: &str| common::numbers(&lod, name);
     let (trees, rocks) = (levels("trees_per_level"), levels("rocks_per_level"));
     assert_eq!((trees.len(), rocks.len()), (3, 2), "{lod}");
@@ -141,6 +142,12 @@ fn forest_headless() {
         let ms = common::pass_value(&lod, pass).unwrap_or_else(|| panic!("no {pass}\n{lod}"));
         assert!(ms > 0.0 && ms < 1000.0, "{pass} took {ms} ms\n{lod}");
     }
+    // And the render thread's frame: its schedule, then its wait for the
+    // GPU (none where the CPU is the slower).
+    let ms = |name: &str| common::field(&lod, name).parse::<f64>().unwrap_or(f64::NAN);
+    let (schedule, wait) = (ms("render_schedule_ms"), ms("render_gpu_wait_ms"));
+    assert!(schedule > 0.0 && schedule < 10_000.0, "render_schedule_ms: {lod}");
+    assert!((0.0..10_000.0).contains(&wait), "render_gpu_wait_ms: {lod}");
     // And Bevy's own path draws the same forest (the comparison the
     // benchmarks make): green trees, no batches.
     let (bevy, bevy_img) = run_forest(&["--compare", "bevy"], "forest-bevy.png");
