@@ -24,7 +24,7 @@ use bevy::camera::RenderTarget;
 use bevy::prelude::*;
 use bevy::window::PrimaryWindow;
 use bevy_gpu_cull::prelude::*;
-use scene::{Kind, MinPixels, circle, rocks_of, setup};
+use scene::{Ground, Kind, MinPixels, circle, rocks_of, setup};
 use support::{HeadlessRun, PipelinesSettled, SceneArgs};
 
 /// A lit forest with shadows: trees and rocks as batches, or as Bevy entities to compare.
@@ -101,6 +101,22 @@ fn main() {
         .run();
 }
 
+/// What Bevy's cascade lists hold that is not a tree or rock entity: the
+/// ground, and on the plugin's path the batches.
+type NotCaster = Or<(With<Ground>, With<Kind>)>;
+
+/// The trees and rocks Bevy draws into its cascades as entities, summed
+/// over the cascades (what `shadow_casters` counts for the batches): none on
+/// the plugin's path, where Bevy's lists hold the ground and the batches.
+fn bevy_casters(
+    cascades: &Query<&bevy::camera::visibility::CascadesVisibleEntities>,
+    not_casters: &Query<(), NotCaster>,
+) -> usize {
+    let cascade_lists = cascades.iter().flat_map(|c| c.entities.values().flatten());
+    let entities = cascade_lists.flat_map(|list| list.entities.iter());
+    entities.filter(|e| !not_casters.contains(**e)).count()
+}
+
 /// `--min-pixels`: a size in pixels, 0 or more.
 fn parse_pixels(value: &str) -> Result<f32, String> {
     value
@@ -152,6 +168,8 @@ fn finish_headless(
     diagnostics: Option<Res<bevy::diagnostic::DiagnosticsStore>>,
     render_times: Option<Res<support::RenderFrameTimes>>,
     min_pixels: Res<MinPixels>,
+    bevy_cascades: Query<&bevy::camera::visibility::CascadesVisibleEntities>,
+    not_casters: Query<(), NotCaster>,
 ) {
     let (Some((camera, target)), true) = (camera.single().ok(), args.headless) else {
         return;
@@ -197,6 +215,7 @@ fn finish_headless(
         .field("rocks_per_level", per_level(rocks))
         .field("shadow_views", shadow_views.len())
         .field("shadow_casters", stats.shadow_visible.values().sum::<u32>())
+        .field("bevy_shadow_casters", bevy_casters(&bevy_cascades, &not_casters))
         .field("variant", stats.variant.map(|v| v.name()))
         .field("lod", args.lod)
         .field("min_pixels", f64::from(min_pixels.0))

@@ -20,6 +20,10 @@ pub fn rocks_of(trees: usize) -> usize {
     trees / 4
 }
 
+/// The ground, to tell it from the trees and rocks in Bevy's shadow lists.
+#[derive(Component)]
+pub struct Ground;
+
 /// `--min-pixels`: with levels of detail, instances whose bounding sphere
 /// spans fewer pixels of the frame's height are not drawn.
 #[derive(Resource, Clone, Copy)]
@@ -108,6 +112,7 @@ pub fn setup(
     commands.spawn((
         Mesh3d(meshes.add(ground)),
         MeshMaterial3d(materials.add(StandardMaterial::from(Color::srgb(0.35, 0.3, 0.2)))),
+        Ground,
     ));
     commands.spawn((
         DirectionalLight {

@@ -153,6 +153,16 @@ fn forest_headless() {
     let (bevy, bevy_img) = run_forest(&["--compare", "bevy"], "forest-bevy.png");
     assert_eq!(common::field(&bevy, "path"), "bevy", "{bevy}");
     assert_eq!(common::field(&bevy, "trees_visible"), "n/a", "{bevy}");
+    // The same cascades: the batches cast from at least the trees and rocks
+    // Bevy casts from (bounding spheres against Bevy's boxes keep a few
+    // more), and not from many more.
+    let count = |line: &str, name: &str| common::field(line, name).parse::<u64>().unwrap();
+    let (batches, entities) = (count(line, "shadow_casters"), count(&bevy, "bevy_shadow_casters"));
+    assert_eq!(count(line, "bevy_shadow_casters"), 0, "{line}");
+    assert!(
+        entities > 0 && batches >= entities && batches * 4 <= entities * 5,
+        "shadow casters: batches {batches}, Bevy's entities {entities}\n{line}\n{bevy}"
+    );
     assert_green(&bevy_img, &bevy);
 }
 
