@@ -56,7 +56,9 @@ fn main() {
     let cells = match (flags.flat, flags.always) {
         (true, _) => None,
         // 0: cull by cells even where the cell pass costs about what it saves.
-        (false, true) => Some(GpuCullCells { min_skipped_bytes: 0 }),
+        (false, true) => Some(GpuCullCells {
+            min_skipped_bytes: Some(0),
+        }),
         (false, false) => Some(GpuCullCells::default()),
     };
     support::example_app("cells", &support::scene_args!(flags))

@@ -681,21 +681,18 @@ const _: () = assert!(MAX_LOD_LEVELS <= 32);
 /// variant culls by cells, the order-preserving ones in the sorted order
 /// (which nothing outside the plugin sees); occlusion-culled cameras cull
 /// by cells in both phases.
-#[derive(Component, Clone, Copy, Debug, PartialEq, Eq, Reflect)]
+#[derive(Component, Clone, Copy, Debug, Default, PartialEq, Eq, Reflect)]
 #[reflect(Component, Default, Debug, PartialEq, Clone)]
 pub struct GpuCullCells {
     /// Cull by cells only when the cells no view keeps hold at least this
     /// many bytes of instances (in the culling format): below it, culling
-    /// by cells saves little. 0 always culls by cells.
-    pub min_skipped_bytes: u64,
-}
-
-impl Default for GpuCullCells {
-    fn default() -> Self {
-        Self {
-            min_skipped_bytes: cull_core::CELLS_MIN_SKIPPED_BYTES,
-        }
-    }
+    /// by cells saves little. `Some(0)` always culls by cells. `None` (the
+    /// default) takes cull-core's threshold for each way of culling by
+    /// cells: `cull_core::LISTED_CELLS_MIN_SKIPPED_BYTES` (4 MiB) where the
+    /// kept cells are listed on the CPU and culled in one dispatch,
+    /// `cull_core::CELLS_MIN_SKIPPED_BYTES` (64 MiB) where a cell pass on
+    /// the GPU finds them.
+    pub min_skipped_bytes: Option<u64>,
 }
 
 /// Levels of detail of a batch: which mesh each instance is drawn with,

@@ -708,6 +708,14 @@ impl CellIndex {
         self.listed_min_skipped_bytes = bytes;
     }
 
+    /// Back to the default thresholds, one per way of culling by cells
+    /// ([`CELLS_MIN_SKIPPED_BYTES`] with a cell pass,
+    /// [`LISTED_CELLS_MIN_SKIPPED_BYTES`] listed on the CPU).
+    pub fn reset_min_skipped_bytes(&mut self) {
+        self.min_skipped_bytes = CELLS_MIN_SKIPPED_BYTES;
+        self.listed_min_skipped_bytes = LISTED_CELLS_MIN_SKIPPED_BYTES;
+    }
+
     /// Writes `cells` (from [`CellLayout`]) from cell `first` on.
     pub fn write_bounds(
         &self,

@@ -116,7 +116,7 @@ impl BatchCells {
         let mut index = CellIndex::new(device, culler, capacity)?;
         index.write_bounds(queue, 0, &layout.bounds)?;
         if let Some(settings) = data.cells {
-            index.set_min_skipped_bytes(settings.min_skipped_bytes);
+            set_thresholds(&mut index, settings);
         }
         let mut position = vec![0; layout.order.len()];
         for (k, &i) in layout.order.iter().enumerate() {
@@ -258,6 +258,15 @@ impl BatchCells {
 }
 
 /// Runs of consecutive values of ascending `values`, as ranges.
+/// A batch's thresholds for culling by cells: its own, or cull-core's
+/// default for each way of culling by cells.
+fn set_thresholds(index: &mut CellIndex, settings: crate::GpuCullCells) {
+    match settings.min_skipped_bytes {
+        Some(bytes) => index.set_min_skipped_bytes(bytes),
+        None => index.reset_min_skipped_bytes(),
+    }
+}
+
 fn runs(values: &[u32]) -> impl Iterator<Item = Range<u32>> + '_ {
     let mut i = 0;
     std::iter::from_fn(move || {
@@ -413,7 +422,7 @@ fn edit_cells(
     (input, draw_data): (&CullInput, &wgpu::Buffer),
 ) -> u64 {
     if let Some(settings) = data.cells {
-        cells.index.set_min_skipped_bytes(settings.min_skipped_bytes);
+        set_thresholds(&mut cells.index, settings);
     }
     let pending = std::mem::take(&mut data.uploads);
     let edited = pending.ranges().iter().flat_map(|r| r.clone());

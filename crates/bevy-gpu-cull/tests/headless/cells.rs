@@ -41,7 +41,9 @@ fn cells_case(variant: Option<ScanVariant>) {
         .collect();
     h.app.world_mut().entity_mut(h.batch).insert((
         GpuCullInstances::new(field),
-        GpuCullCells { min_skipped_bytes: 0 },
+        GpuCullCells {
+            min_skipped_bytes: Some(0),
+        },
     ));
     let camera = h.cameras[0];
     let cells_of = |h: &Harness| {

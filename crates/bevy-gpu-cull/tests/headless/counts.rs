@@ -401,7 +401,9 @@ fn packed16_culls_scaled_instances_like_the_draw() {
     let cluster = vec![edge[5]; 12];
     h.app.world_mut().entity_mut(batch).insert((
         GpuCullInstances::new(cluster),
-        GpuCullCells { min_skipped_bytes: 0 },
+        GpuCullCells {
+            min_skipped_bytes: Some(0),
+        },
     ));
     let start = std::time::Instant::now();
     while !h

@@ -143,10 +143,9 @@ fn gpu_written(variant: Option<ScanVariant>, format: InstanceFormat, cells: bool
         .insert(GpuCullComputeWrites::new(CAPACITY).with_scales(0.5, 1.5));
     if cells {
         // Cells' bounds are computed on the CPU: the batch is culled flat.
-        h.app
-            .world_mut()
-            .entity_mut(h.batch)
-            .insert(GpuCullCells { min_skipped_bytes: 0 });
+        h.app.world_mut().entity_mut(h.batch).insert(GpuCullCells {
+            min_skipped_bytes: Some(0),
+        });
     }
     *batch.lock().unwrap() = h.batch;
     h

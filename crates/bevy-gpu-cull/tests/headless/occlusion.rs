@@ -338,10 +338,9 @@ fn occlusion_culling_by_cells() {
     let camera = h.cameras[0];
     occlusion_with_a_wall(&mut h);
     let flat = settled_count(&mut h).expect("the count settles");
-    h.app
-        .world_mut()
-        .entity_mut(h.batch)
-        .insert(GpuCullCells { min_skipped_bytes: 0 });
+    h.app.world_mut().entity_mut(h.batch).insert(GpuCullCells {
+        min_skipped_bytes: Some(0),
+    });
     let start = std::time::Instant::now();
     let cells = loop {
         h.app.update();

@@ -10,8 +10,8 @@
 use crate::harness::*;
 use cull_core::scene::{CameraKind, Scene};
 use cull_core::{
-    CellIndex, CellLayout, CullError, CullRequest, CullTarget, Culler, Frustum, InstanceFormat, OutputKind,
-    ScanVariant, Tuning,
+    CELLS_MIN_SKIPPED_BYTES, CellIndex, CellLayout, CullError, CullRequest, CullTarget, Culler, Frustum,
+    InstanceFormat, LISTED_CELLS_MIN_SKIPPED_BYTES, OutputKind, ScanVariant, Tuning,
 };
 
 const SIZES: [usize; 5] = [0, 1, 257, 4099, 100_003];
@@ -530,6 +530,15 @@ fn the_pick_culls_flat_when_cells_cannot_help() {
     let job = Job::new(ctx, &culler, &sorted_scene, 50_000);
     let mut cells = CellIndex::new(&ctx.device, &culler, 50_000).unwrap();
     cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
+    // A new index, or one set back, has a threshold per way of culling by
+    // cells; one set has the same for both.
+    let defaults = (CELLS_MIN_SKIPPED_BYTES, LISTED_CELLS_MIN_SKIPPED_BYTES);
+    let thresholds = |c: &CellIndex| (c.min_skipped_bytes(), c.listed_min_skipped_bytes());
+    assert_eq!(thresholds(&cells), defaults);
+    cells.set_min_skipped_bytes(0);
+    assert_eq!(thresholds(&cells), (0, 0));
+    cells.reset_min_skipped_bytes();
+    assert_eq!(thresholds(&cells), defaults);
     cells.set_min_skipped_bytes(0);
     let request = CullRequest::new(&job.input, &job.target, &frusta, scene.bounds, 50_000)
         .by_cells_if_faster(&layout, &cells);
