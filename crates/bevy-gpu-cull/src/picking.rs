@@ -742,9 +742,19 @@ mod tests {
             let toward = Vec3::new(next(), next(), next()) * 20.0 - 10.0;
             let r = ray(from, toward);
             let found = cast(&mut world, r).first().map(|h| h.1.instance);
+            // Every instance, its mesh tested only where the ray meets its
+            // bounding sphere (radius 0.5 · scale, widened a little), as
+            // any ray that hits the mesh must.
+            let meets_sphere = |inst: &GpuCullInstance| {
+                let to_center = inst.position - r.origin;
+                let along = to_center.dot(*r.direction);
+                let radius = 0.5 * inst.scale * 1.01;
+                along >= -radius && (to_center - *r.direction * along).length() <= radius
+            };
             let brute = instances
                 .iter()
                 .enumerate()
+                .filter(|(_, inst)| meets_sphere(inst))
                 .filter_map(|(i, inst)| {
                     let t = Affine3A::from_scale_rotation_translation(
                         Vec3::splat(inst.scale),
