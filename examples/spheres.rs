@@ -39,14 +39,14 @@ struct Flags {
     compare: bool,
     /// the scan variant (e.g. subgroup-ballot, ordered); default: the fastest the GPU runs
     #[argh(option, from_str_fn(support::parse_variant))]
-    variant: Option<ScanVariant>,
+    variant: Option<GpuCullScanVariant>,
     /// the instance format: matrix, posquat or packed16 (default posquat)
     #[argh(
         option,
-        default = "InstanceFormat::PosQuat",
+        default = "GpuCullInstanceFormat::PosQuat",
         from_str_fn(support::parse_format)
     )]
-    format: InstanceFormat,
+    format: GpuCullInstanceFormat,
     /// the sun casts shadows (its cascades culled on the GPU too)
     #[argh(switch)]
     shadows: bool,

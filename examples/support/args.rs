@@ -123,12 +123,13 @@ pub fn parse_size(value: &str) -> Option<(u32, u32)> {
 }
 
 /// `--variant NAME`: a scan variant compiled into cull-core.
-pub fn parse_variant(value: &str) -> Result<bevy_gpu_cull::ScanVariant, String> {
-    bevy_gpu_cull::ScanVariant::from_name(value).ok_or_else(|| format!("`{value}` is not a scan variant"))
+pub fn parse_variant(value: &str) -> Result<bevy_gpu_cull::GpuCullScanVariant, String> {
+    bevy_gpu_cull::GpuCullScanVariant::from_name(value)
+        .ok_or_else(|| format!("`{value}` is not a scan variant"))
 }
 
 /// `--format NAME`: matrix, posquat or packed16.
-pub fn parse_format(value: &str) -> Result<bevy_gpu_cull::InstanceFormat, String> {
-    bevy_gpu_cull::InstanceFormat::from_name(value)
+pub fn parse_format(value: &str) -> Result<bevy_gpu_cull::GpuCullInstanceFormat, String> {
+    bevy_gpu_cull::GpuCullInstanceFormat::from_name(value)
         .ok_or_else(|| format!("`{value}`: matrix, posquat or packed16"))
 }

@@ -168,11 +168,11 @@ fn keys(
     if pressed(KeyCode::KeyV) {
         // Only compiled-in variants are offered; the plugin falls back from
         // ones the adapter lacks.
-        let all: Vec<ScanVariant> = ScanVariant::compiled().collect();
+        let all: Vec<GpuCullScanVariant> = GpuCullScanVariant::compiled().collect();
         settings.variant = Some(next(&all, settings.variant.or(stats.variant).unwrap_or(all[0])));
     }
     if pressed(KeyCode::KeyF) {
-        settings.format = next(&InstanceFormat::ALL, settings.format);
+        settings.format = next(&GpuCullInstanceFormat::ALL, settings.format);
     }
     if let Some(batch) = batch.filter(|_| pressed(KeyCode::KeyP)) {
         let path = "gpu-cull-capture.json".into();

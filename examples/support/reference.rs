@@ -14,7 +14,7 @@ pub fn cpu_reference(
     instances: &GpuCullInstances,
     bounds: GpuCullBounds,
     lod: Option<&GpuCullLod>,
-    format: InstanceFormat,
+    format: GpuCullInstanceFormat,
 ) -> Option<Reference> {
     let frustum = Frustum::from_view(clip_from_view, world_from_view, None).ok()?;
     let frusta = match lod {

@@ -655,12 +655,10 @@ mod tests {
     }
 }
 
-/// The most levels of detail a batch may have: one view's levels are culled
-/// together, one list each, in one multi-view cull of at most
-/// `cull_core::MAX_VIEWS` (8) lists. (Views whose levels do not fit one
-/// pass together, such as a camera's 8 levels beside its shadow cascades,
-/// are culled one view at a time.)
-pub const MAX_LOD_LEVELS: usize = cull_core::MAX_VIEWS as usize;
+/// [`GpuCullLod::MAX_LEVELS`]. (Views whose levels do not fit one pass
+/// together, such as a camera's 8 levels beside its shadow cascades, are
+/// culled one view at a time.)
+pub(crate) const MAX_LOD_LEVELS: usize = cull_core::MAX_VIEWS as usize;
 
 // The render world keeps the levels facing the camera as bits of a u32.
 const _: () = assert!(MAX_LOD_LEVELS <= 32);
@@ -709,7 +707,7 @@ pub struct GpuCullCells {
 /// attributes it has; the draw's pipeline is specialized once), and should
 /// fit its bounds ([`GpuCullBounds`] is computed from the `Mesh3d`).
 /// Thresholds must descend, finite and non-negative; at most
-/// [`MAX_LOD_LEVELS`] levels. A component that breaks these is reported once
+/// [`GpuCullLod::MAX_LEVELS`] levels. A component that breaks these is reported once
 /// and the batch is drawn without levels.
 ///
 /// Levels switch at their thresholds unless [`Self::with_cross_fade`] makes
@@ -777,6 +775,11 @@ impl From<(Handle<Mesh>, f32)> for GpuCullLodLevel {
 }
 
 impl GpuCullLod {
+    /// The most levels a batch may have: one view's levels are culled
+    /// together, one list each, in one multi-view cull of at most
+    /// `cull_core::MAX_VIEWS` (8) lists.
+    pub const MAX_LEVELS: usize = MAX_LOD_LEVELS;
+
     /// Levels, finest first, from `(mesh, min_screen_size)` pairs or
     /// [`GpuCullLodLevel`]s (`GpuCullLodLevel::new(mesh, size).facing_camera()` for an
     /// impostor).
@@ -819,7 +822,7 @@ impl GpuCullLod {
     pub fn problem(&self) -> Option<&'static str> {
         let sizes: Vec<f32> = self.levels.iter().map(|l| l.min_screen_size).collect();
         if sizes.is_empty() || sizes.len() > MAX_LOD_LEVELS {
-            Some("a GpuCullLod needs 1 to MAX_LOD_LEVELS (8) levels")
+            Some("a GpuCullLod needs 1 to GpuCullLod::MAX_LEVELS (8) levels")
         } else if cull_core::SizeBand::validate_thresholds(&sizes).is_err() {
             Some("GpuCullLod sizes must be finite, non-negative and descending")
         } else if !(0.0..=1.0).contains(&self.cross_fade) {

@@ -45,7 +45,7 @@
 //! the fastest one the adapter runs; changing the resource takes effect on
 //! the next frame. For survivors drawn in their input order, the plugin
 //! (which writes indices, and culls a light's views together) is best served
-//! by `ScanVariant::OrderedTwoPass`.
+//! by `GpuCullScanVariant::OrderedTwoPass`.
 //!
 //! `picking` (on by default): [`GpuCullPickingPlugin`], a `bevy_picking`
 //! backend for the instances of batches, and [`GpuCullRayCast`]; it turns
@@ -68,13 +68,21 @@ mod stats;
 pub use capture::GpuCullCaptureScene;
 pub use components::{
     GpuCullBounds, GpuCullCells, GpuCullFrustumOverride, GpuCullInstance, GpuCullInstances, GpuCullLod,
-    GpuCullLodLevel, GpuCullOcclusion, MAX_LOD_LEVELS,
+    GpuCullLodLevel, GpuCullOcclusion,
 };
 /// The culling library the plugin runs on, for CPU references of what it
 /// keeps (`cull_core::Frustum`, `cull_core::LocalFrame`, `cull_core::cpu`),
 /// named through it so that nothing clashes with Bevy's own `Frustum`.
 pub use cull_core;
-pub use cull_core::{InstanceFormat, KernelSpec, ScanVariant};
+/// How instances are stored for culling ([`GpuCullSettings::format`]):
+/// cull-core's `InstanceFormat`, under the plugin's prefix.
+pub type GpuCullInstanceFormat = cull_core::InstanceFormat;
+/// The scan that turns votes into output slots ([`GpuCullSettings::variant`]):
+/// cull-core's `ScanVariant`, under the plugin's prefix.
+pub type GpuCullScanVariant = cull_core::ScanVariant;
+/// Which specialized kernel of a variant is ready ([`GpuCullStats::kernels`]):
+/// cull-core's `KernelSpec`, under the plugin's prefix.
+pub type GpuCullKernelSpec = cull_core::KernelSpec;
 pub use gpu_instances::{GpuCullComputeWrites, GpuCullMotionVectors};
 #[cfg(feature = "picking")]
 pub use picking::{GpuCullHit, GpuCullPickingPlugin, GpuCullRayCast, GpuCullRayHit, GpuCullRayView};
@@ -87,9 +95,9 @@ pub use stats::{GpuCullCellStats, GpuCullShadowView, GpuCullStats};
 pub mod prelude {
     pub use crate::{
         GpuCullBounds, GpuCullCaptureScene, GpuCullCells, GpuCullComputeWrites, GpuCullFrustumOverride,
-        GpuCullInstance, GpuCullInstanceBuffers, GpuCullInstances, GpuCullLod, GpuCullLodLevel,
-        GpuCullMotionVectors, GpuCullOcclusion, GpuCullPlugin, GpuCullSettings, GpuCullShadowView,
-        GpuCullStats, GpuCullSystems, InstanceFormat, ScanVariant,
+        GpuCullInstance, GpuCullInstanceBuffers, GpuCullInstanceFormat, GpuCullInstances, GpuCullLod,
+        GpuCullLodLevel, GpuCullMotionVectors, GpuCullOcclusion, GpuCullPlugin, GpuCullScanVariant,
+        GpuCullSettings, GpuCullShadowView, GpuCullStats, GpuCullSystems,
     };
 }
 

@@ -18,14 +18,14 @@ fn cells_cull_what_the_flat_cull_culls() {
 /// The same with `Ordered`, whose cull by cells walks every tile in order.
 #[test]
 fn cells_cull_what_the_flat_cull_culls_ordered() {
-    if !ScanVariant::Ordered.is_compiled() {
+    if !GpuCullScanVariant::Ordered.is_compiled() {
         eprintln!("Ordered is not compiled in: nothing to check");
         return;
     }
-    cells_case(Some(ScanVariant::Ordered));
+    cells_case(Some(GpuCullScanVariant::Ordered));
 }
 
-fn cells_case(variant: Option<ScanVariant>) {
+fn cells_case(variant: Option<GpuCullScanVariant>) {
     let mut h = harness_with(variant, &[looking_down_grid()], CameraSetup::PlainSynchronous);
     record_render_errors(&mut h.app);
     // A field of 200 × 200 spheres, 2 apart, around the camera: half of it

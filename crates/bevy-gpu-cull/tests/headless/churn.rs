@@ -113,7 +113,7 @@ fn soak(seed: u64, offset: usize) {
         batches: vec![(h.batch, 1.0)],
         cameras: vec![h.cameras[0]],
         variants: std::iter::once(None)
-            .chain(ScanVariant::compiled().map(Some))
+            .chain(GpuCullScanVariant::compiled().map(Some))
             .collect(),
         offset,
         switches: 0,
@@ -149,7 +149,7 @@ struct Churn {
     mesh: Handle<Mesh>,
     batches: Vec<(Entity, f32)>,
     cameras: Vec<Entity>,
-    variants: Vec<Option<ScanVariant>>,
+    variants: Vec<Option<GpuCullScanVariant>>,
     offset: usize,
     switches: usize,
 }
@@ -218,7 +218,8 @@ impl Churn {
             self.switches += 1;
         }
         if frame.is_multiple_of(29) {
-            settings.format = InstanceFormat::ALL[(frame / 29 + self.offset) % InstanceFormat::ALL.len()];
+            settings.format =
+                GpuCullInstanceFormat::ALL[(frame / 29 + self.offset) % GpuCullInstanceFormat::ALL.len()];
         }
     }
 

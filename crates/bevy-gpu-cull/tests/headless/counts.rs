@@ -33,8 +33,8 @@ fn an_edit_through_reflection_is_uploaded() {
 
 #[test]
 fn counts_match_reference_and_pixels_show_instances() {
-    let variants: Vec<Option<ScanVariant>> = std::iter::once(None)
-        .chain(ScanVariant::compiled().map(Some))
+    let variants: Vec<Option<GpuCullScanVariant>> = std::iter::once(None)
+        .chain(GpuCullScanVariant::compiled().map(Some))
         .collect();
     for variant in variants {
         let mut h = harness(variant, &[looking_down_grid()]);
@@ -154,7 +154,7 @@ fn several_cameras_edits_and_empty_batches() {
         "frames drawing an empty batch counted as drawn"
     );
     // Switching the variant at run time takes effect.
-    let target = ScanVariant::compiled().last().unwrap();
+    let target = GpuCullScanVariant::compiled().last().unwrap();
     h.app.world_mut().resource_mut::<GpuCullSettings>().variant = Some(target);
     h.app
         .world_mut()
@@ -196,14 +196,14 @@ fn switching_settings_keeps_culling_while_kernels_compile() {
     let stats = h.app.world().resource::<GpuCullStats>();
     let before = stats.variant.expect("culled");
     let (culled0, frame0) = (stats.culled_frames, stats.render_frame);
-    let target = ScanVariant::compiled()
+    let target = GpuCullScanVariant::compiled()
         .filter(|v| *v != before)
         .last()
         .expect("at least two variants are compiled in for this test");
     {
         let mut settings = h.app.world_mut().resource_mut::<GpuCullSettings>();
         settings.variant = Some(target);
-        settings.format = InstanceFormat::Matrix;
+        settings.format = GpuCullInstanceFormat::Matrix;
     }
     let mut seen = Vec::new();
     let start = std::time::Instant::now();
@@ -299,7 +299,7 @@ fn edits_upload_only_what_changed() {
         let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
         let batch = world.get::<GpuCullInstances>(h.batch).unwrap();
         let visible = batch
-            .visible_on_cpu(bounds, &frustum, InstanceFormat::PosQuat)
+            .visible_on_cpu(bounds, &frustum, GpuCullInstanceFormat::PosQuat)
             .unwrap();
         (0..batch.len() as u32)
             .find(|i| !visible.contains(i))
@@ -345,7 +345,7 @@ fn edits_upload_only_what_changed() {
 fn packed16_culls_scaled_instances_like_the_draw() {
     let camera = Transform::from_xyz(0.0, 0.0, 0.0).looking_at(Vec3::NEG_Z, Vec3::Y);
     let mut h = harness(None, &[camera]);
-    h.app.world_mut().resource_mut::<GpuCullSettings>().format = InstanceFormat::Packed16;
+    h.app.world_mut().resource_mut::<GpuCullSettings>().format = GpuCullInstanceFormat::Packed16;
     // Frames until the camera has its projection and the batch its bounds.
     for _ in 0..10 {
         h.app.update();

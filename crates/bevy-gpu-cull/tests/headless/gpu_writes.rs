@@ -127,7 +127,7 @@ pub(crate) fn add_test_pass(app: &mut App, source: &'static str) -> std::sync::A
     batch
 }
 
-fn gpu_written(variant: Option<ScanVariant>, format: InstanceFormat, cells: bool) -> Harness {
+fn gpu_written(variant: Option<GpuCullScanVariant>, format: GpuCullInstanceFormat, cells: bool) -> Harness {
     let mut batch = None;
     let mut h = harness_with_plugins(
         variant,
@@ -154,7 +154,7 @@ fn gpu_written(variant: Option<ScanVariant>, format: InstanceFormat, cells: bool
 /// The CPU reference for the first camera: the written instances the
 /// view's frustum keeps, tested with bounds covering the batch's scales
 /// in a format without scale, as the plugin's.
-fn expected(h: &mut Harness, format: InstanceFormat) -> Option<u32> {
+fn expected(h: &mut Harness, format: GpuCullInstanceFormat) -> Option<u32> {
     let world = h.app.world_mut();
     let frustum = crate::harness::camera_frustum(world, h.cameras[0]);
     let bounds = *world.get::<GpuCullBounds>(h.batch)?;
@@ -178,7 +178,7 @@ fn expected(h: &mut Harness, format: InstanceFormat) -> Option<u32> {
 /// Runs frames until the camera's count equals the reference and the
 /// frame shows the GPU's green instances and none of the list's
 /// red-orange ones.
-fn assert_gpu_writes_drawn(h: &mut Harness, format: InstanceFormat, what: &str) {
+fn assert_gpu_writes_drawn(h: &mut Harness, format: GpuCullInstanceFormat, what: &str) {
     let mut expected = None;
     let green = |p: &[u8]| p[1] > 60 && p[1] as u32 > p[0] as u32 + 30 && p[1] as u32 > p[2] as u32 + 30;
     let red = |p: &[u8]| p[0] > 40 && p[0] as u32 > p[2] as u32 + 30 && p[0] as u32 > p[1] as u32 + 30;
@@ -212,8 +212,8 @@ fn assert_gpu_writes_drawn(h: &mut Harness, format: InstanceFormat, what: &str) 
 
 #[test]
 fn gpu_written_instances_and_count_are_culled_and_drawn_in_every_variant_and_format() {
-    for (k, variant) in ScanVariant::compiled().enumerate() {
-        let format = InstanceFormat::ALL[k % InstanceFormat::ALL.len()];
+    for (k, variant) in GpuCullScanVariant::compiled().enumerate() {
+        let format = GpuCullInstanceFormat::ALL[k % GpuCullInstanceFormat::ALL.len()];
         let mut h = gpu_written(Some(variant), format, k % 2 == 1);
         assert_gpu_writes_drawn(&mut h, format, &format!("{variant:?}, {format:?}"));
     }

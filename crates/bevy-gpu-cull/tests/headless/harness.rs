@@ -54,12 +54,12 @@ pub(crate) enum CameraSetup {
 }
 
 /// A grid of spheres in the XZ plane, and cameras looking at parts of it.
-pub(crate) fn harness(variant: Option<ScanVariant>, camera_transforms: &[Transform]) -> Harness {
+pub(crate) fn harness(variant: Option<GpuCullScanVariant>, camera_transforms: &[Transform]) -> Harness {
     harness_with(variant, camera_transforms, CameraSetup::Plain)
 }
 
 pub(crate) fn harness_with(
-    variant: Option<ScanVariant>,
+    variant: Option<GpuCullScanVariant>,
     camera_transforms: &[Transform],
     setup: CameraSetup,
 ) -> Harness {
@@ -69,7 +69,7 @@ pub(crate) fn harness_with(
 /// The harness, with `add` adding the test's own plugins (a material's)
 /// before the app is finished.
 pub(crate) fn harness_with_plugins(
-    variant: Option<ScanVariant>,
+    variant: Option<GpuCullScanVariant>,
     camera_transforms: &[Transform],
     setup: CameraSetup,
     add: impl FnOnce(&mut App),
@@ -106,7 +106,7 @@ pub(crate) fn harness_with_plugins(
     app.add_plugins(GpuCullPlugin {
         settings: GpuCullSettings {
             variant,
-            format: InstanceFormat::PosQuat,
+            format: GpuCullInstanceFormat::PosQuat,
         },
         draw_shader,
     });

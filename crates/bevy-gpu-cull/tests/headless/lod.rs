@@ -4,7 +4,6 @@
 
 use crate::harness::*;
 use bevy::prelude::*;
-use bevy_gpu_cull::MAX_LOD_LEVELS;
 use bevy_gpu_cull::prelude::*;
 
 /// Whether every level's GPU count lies within the CPU reference for that
@@ -12,7 +11,7 @@ use bevy_gpu_cull::prelude::*;
 fn levels_match(
     batch: &GpuCullInstances,
     bounds: GpuCullBounds,
-    format: InstanceFormat,
+    format: GpuCullInstanceFormat,
     levels: &[cull_core::Frustum],
     got: Option<&Vec<u32>>,
 ) -> Result<Vec<usize>, String> {
@@ -48,7 +47,7 @@ fn levels_of_detail_split_the_instances_by_screen_size() {
     levels_follow_screen_size(|_| vec![0.06, 0.025, 0.012]);
 }
 
-/// The most levels a batch may have (`MAX_LOD_LEVELS`, every list of one
+/// The most levels a batch may have (`GpuCullLod::MAX_LEVELS`, every list of one
 /// multi-view cull for the camera): each level's count equals the CPU
 /// reference, for the camera and for each cascade, whose 8 levels are
 /// culled cascade by cascade (4 cascades' lists would not fit one pass).
@@ -57,8 +56,8 @@ fn the_most_levels_of_detail_split_the_instances_by_screen_size() {
     levels_follow_screen_size(|sizes| {
         // Between the visible instances' sizes at quantiles, so that each
         // level holds some; the last cuts off the smallest tenth.
-        (0..MAX_LOD_LEVELS)
-            .map(|k| threshold_at(sizes, 0.9 * (k + 1) as f64 / MAX_LOD_LEVELS as f64))
+        (0..GpuCullLod::MAX_LEVELS)
+            .map(|k| threshold_at(sizes, 0.9 * (k + 1) as f64 / GpuCullLod::MAX_LEVELS as f64))
             .collect()
     });
 }
@@ -260,7 +259,7 @@ fn levels_that_cross_fade_split_their_pixels_between_them() {
     // Culled in the packed format, whose spheres the draw cannot size, both
     // levels are drawn in full across the fade: the pixels of switching
     // below it (the small quads lie inside the large ones).
-    h.app.world_mut().resource_mut::<GpuCullSettings>().format = InstanceFormat::Packed16;
+    h.app.world_mut().resource_mut::<GpuCullSettings>().format = GpuCullInstanceFormat::Packed16;
     let packed_low = shown(&mut h, lod(threshold, 0.0), false);
     let packed_faded = shown(&mut h, lod(threshold, FADE), true);
     assert!(count(&packed_low) > high, "packed: {} pixels", count(&packed_low));

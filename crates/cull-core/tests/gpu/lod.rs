@@ -5,7 +5,7 @@
 //! `GPU_CULL_FULL_MATRIX=1`), with the kernel that measures the frustum
 //! once for all levels and with the one that tests each view's own frustum,
 //! for four levels and for the most one cull takes ([`MAX_VIEWS`], the
-//! plugin's `MAX_LOD_LEVELS`), and with levels that overlap (a
+//! plugin's `GpuCullLod::MAX_LEVELS`), and with levels that overlap (a
 //! cross-fade's: a sphere in two lists). Each level is checked against the
 //! CPU reference as an exact set, and together the levels keep every
 //! clearly visible sphere above the cut-off at least once: a sphere within
