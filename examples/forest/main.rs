@@ -92,6 +92,14 @@ fn main() {
         eprintln!("forest: --no-cpu-culling goes with --compare bevy, --lod without it");
         std::process::exit(2);
     }
+    let most_pixels = scene::SMALLEST_LEVEL_SIZE * args.height as f32;
+    if args.lod && flags.min_pixels >= most_pixels {
+        eprintln!(
+            "forest: --min-pixels {} must be below {most_pixels} at this height (the coarser levels' sizes)",
+            flags.min_pixels
+        );
+        std::process::exit(2);
+    }
     support::example_app("forest", &args)
         .add_plugins(GpuCullPlugin::default())
         .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
@@ -218,7 +226,7 @@ fn finish_headless(
         .field("bevy_shadow_casters", bevy_casters(&bevy_cascades, &not_casters))
         .field("variant", stats.variant.map(|v| v.name()))
         .field("lod", args.lod)
-        .field("min_pixels", f64::from(min_pixels.0))
+        .field("min_pixels", args.lod.then_some(f64::from(min_pixels.0)))
         .field("occlusion", args.occlusion)
         .field("no_cpu_culling", args.no_cpu_culling)
         .field("depth_prepass", args.depth_prepass);

@@ -24,6 +24,10 @@ pub fn rocks_of(trees: usize) -> usize {
 #[derive(Component)]
 pub struct Ground;
 
+/// The smallest size a level before the last is drawn down to (trees' cone
+/// of four sides): `--min-pixels` must stay below it.
+pub const SMALLEST_LEVEL_SIZE: f32 = 0.02;
+
 /// `--min-pixels`: with levels of detail, instances whose bounding sphere
 /// spans fewer pixels of the frame's height are not drawn.
 #[derive(Resource, Clone, Copy)]
@@ -69,7 +73,7 @@ pub fn setup(
     let min_last = min_pixels.0 / args.height as f32;
     let tree_levels = GpuCullLod::new([
         GpuCullLodLevel::new(tree_mesh.clone(), 0.1),
-        GpuCullLodLevel::new(meshes.add(tree_cone(4)), 0.02),
+        GpuCullLodLevel::new(meshes.add(tree_cone(4)), SMALLEST_LEVEL_SIZE),
         GpuCullLodLevel::new(meshes.add(flat_tree()), min_last).facing_camera(),
     ]);
     let rock_levels = GpuCullLod::new([

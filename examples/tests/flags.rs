@@ -66,8 +66,16 @@ fn a_bad_flag_or_value_is_named() {
 }
 
 #[test]
-fn a_negative_pixel_size_is_named() {
+fn a_pixel_size_out_of_range_is_named() {
     let (out, text) = run("forest", &["--min-pixels", "-1"]);
     assert!(!out.status.success(), "forest --min-pixels -1 succeeded:\n{text}");
     assert!(text.contains("`-1`"), "the error does not name `-1`:\n{text}");
+    // At 270 pixels the coarser levels end at 5.4: a larger size would
+    // leave the levels out of order.
+    let (out, text) = run("forest", &["--headless", "--lod", "--min-pixels", "6"]);
+    assert!(!out.status.success(), "forest --min-pixels 6 succeeded:\n{text}");
+    assert!(
+        text.contains("--min-pixels 6"),
+        "the error does not name the flag:\n{text}"
+    );
 }

@@ -257,7 +257,6 @@ impl BatchCells {
     }
 }
 
-/// Runs of consecutive values of ascending `values`, as ranges.
 /// A batch's thresholds for culling by cells: its own, or cull-core's
 /// default for each way of culling by cells.
 fn set_thresholds(index: &mut CellIndex, settings: crate::GpuCullCells) {
@@ -267,6 +266,7 @@ fn set_thresholds(index: &mut CellIndex, settings: crate::GpuCullCells) {
     }
 }
 
+/// Runs of consecutive values of ascending `values`, as ranges.
 fn runs(values: &[u32]) -> impl Iterator<Item = Range<u32>> + '_ {
     let mut i = 0;
     std::iter::from_fn(move || {
