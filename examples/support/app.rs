@@ -218,12 +218,8 @@ impl RenderFrameTimes {
     /// The medians of the kept frames' schedule and wait times, in ms.
     pub fn medians(&self) -> Option<(f64, f64)> {
         let log = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let median = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied()
-        };
-        let schedule = median(log.frames.iter().map(|f| f.0).collect())?;
-        let wait = median(log.frames.iter().map(|f| f.1).collect())?;
+        let schedule = super::median(log.frames.iter().map(|f| f.0))?;
+        let wait = super::median(log.frames.iter().map(|f| f.1))?;
         Some((schedule, wait))
     }
 }

@@ -77,12 +77,17 @@ pub enum HeadlessStep {
     Finish(AppExit),
 }
 
+/// The median of `values` (the upper one of an even count); `None` for none.
+pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.into_iter().collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied()
+}
+
 impl HeadlessRun {
     /// The median time of the timed frames, in ms.
     pub fn median_frame_ms(&self) -> f64 {
-        let mut timed = self.frame_ms.clone();
-        timed.sort_by(f64::total_cmp);
-        timed.get(timed.len() / 2).copied().unwrap_or(f64::NAN)
+        median(self.frame_ms.iter().copied()).unwrap_or(f64::NAN)
     }
 
     /// Frames run since the scene was ready (0 before).
