@@ -230,10 +230,13 @@ fn start_render_frame(times: Res<RenderFrameTimes>) {
 }
 
 /// `--pass-times`: Bevy's render diagnostics (`RenderDiagnosticsPlugin`),
-/// which time every render pass on the GPU and its encoding on the CPU;
-/// [`add_render_diagnostics`] reports them.
+/// which time every render pass on the GPU and its encoding on the CPU, and
+/// spans around what they leave untimed (the shadow passes, the whole
+/// frame: [`super::add_untimed_spans`]); [`add_render_diagnostics`] reports
+/// them.
 pub fn add_pass_times(app: &mut App) {
     app.add_plugins(bevy::render::diagnostic::RenderDiagnosticsPlugin);
+    super::add_untimed_spans(app);
 }
 
 /// Adds Bevy's render diagnostics (averaged over their last frames) to a

@@ -16,6 +16,7 @@ pub mod scenery;
 mod settled;
 pub mod sphere_levels;
 mod summary;
+mod untimed_spans;
 
 pub use app::*;
 pub use args::*;
@@ -23,3 +24,4 @@ pub use finish::*;
 pub use headless::*;
 pub use settled::*;
 pub use summary::*;
+pub use untimed_spans::*;
