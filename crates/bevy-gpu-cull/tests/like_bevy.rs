@@ -18,6 +18,8 @@
 #[path = "like_bevy/blend.rs"]
 mod blend;
 mod common;
+#[path = "like_bevy/sun_reach.rs"]
+mod sun_reach;
 
 use bevy::camera::{Hdr, ImageRenderTarget, RenderTarget};
 use bevy::core_pipeline::core_3d::Opaque3d;

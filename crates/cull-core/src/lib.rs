@@ -130,6 +130,7 @@ mod readback;
 pub mod scene;
 mod selection;
 pub mod shader;
+mod shadow_reach;
 mod sort;
 mod sphere;
 mod timing;
@@ -163,6 +164,7 @@ pub use occlusion::{
     OcclusionHistory, PYRAMID_SHADER, PyramidBuilder, pyramid_level_size, pyramid_levels,
 };
 pub use readback::{AsyncReadback, read_back};
+pub use shadow_reach::ShadowReceivers;
 pub use sort::{DepthSortDesc, DepthSortScratch, DepthSortView, DepthSorter, depth_sort_key};
 pub use sphere::{PLANE_TOLERANCE, Sphere, SphereClass, WorldSphere, widen_radius};
 pub use timing::{CullTimings, PassKind};

@@ -9,13 +9,13 @@ use super::kernels::{RenderCuller, RenderFrame};
 use super::pyramids::Pyramids;
 use super::targets::{GroupOcclusion, ViewTargets};
 use super::views::{
-    CameraMatrices, OcclusionQueryData, ViewVolume, camera_volume, frusta_in, level_frusta, occlusion_camera,
-    occlusion_culled, occlusion_jitter, spot_cone,
+    CameraMatrices, OcclusionQueryData, ViewVolume, camera_volume, cascade_volume, frusta_in, level_frusta,
+    occlusion_camera, occlusion_culled, occlusion_jitter, spot_cone,
 };
 use crate::components::GpuCullFrustumOverride;
 use crate::stats::{GpuCullCellStats, StatMessage, StatSender};
 use bevy::ecs::system::SystemParam;
-use bevy::pbr::{ExtractedPointLight, LightEntity};
+use bevy::pbr::{ExtractedDirectionalLight, ExtractedPointLight, LightEntity};
 use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
 use bevy::render::diagnostic::RecordDiagnostics;
@@ -497,11 +497,13 @@ impl CullResources<'_, '_> {
 /// Culls a camera's batches, before its prepass and main pass, together
 /// with the cascades of its directional lights (drawn in the camera's shadow
 /// pass): one pass per group of up to `MAX_VIEWS` views
-/// ([`ViewGroups`]), each cascade opened toward the light, since a
-/// caster between the light and the cascade shadows it.
+/// ([`ViewGroups`]), each cascade down to the casters whose shadow can fall
+/// on what the camera sees at its depths ([`cascade_volume`]), open toward
+/// the light, since a caster between the light and the cascade shadows it.
 pub(crate) fn cull_view(
     view: ViewQuery<(Entity, &ExtractedView, Option<&GpuCullFrustumOverride>), Without<LightEntity>>,
-    light_views: Query<&ExtractedView, With<LightEntity>>,
+    light_views: Query<(&ExtractedView, &LightEntity)>,
+    directional_lights: Query<&ExtractedDirectionalLight>,
     groups: Res<ViewGroups>,
     resources: CullResources,
     mut ctx: RenderContext,
@@ -520,9 +522,21 @@ pub(crate) fn cull_view(
                 if member == camera {
                     return camera_volume(extracted, frozen);
                 }
-                match light_views.get(member).ok().and_then(|v| v.clip_from_world) {
-                    Some(m) => ViewVolume::Cascade(m),
-                    None => ViewVolume::Missing("a cascade without a matrix"),
+                let Ok((light_view, light)) = light_views.get(member) else {
+                    return ViewVolume::Missing("a cascade without a view");
+                };
+                let Some(m) = light_view.clip_from_world else {
+                    return ViewVolume::Missing("a cascade without a matrix");
+                };
+                match light {
+                    LightEntity::Directional {
+                        light_entity,
+                        cascade_index,
+                    } => match directional_lights.get(*light_entity) {
+                        Ok(light) => cascade_volume(m, (camera, extracted), light, *cascade_index),
+                        Err(_) => ViewVolume::Cascade(m),
+                    },
+                    _ => ViewVolume::Cascade(m),
                 }
             })
             .collect();

@@ -5,9 +5,10 @@
 //! (`cull_core::LocalFrame`).
 
 use crate::components::GpuCullFrustumOverride;
+use bevy::pbr::ExtractedDirectionalLight;
 use bevy::prelude::*;
 use bevy::render::view::ExtractedView;
-use cull_core::{Frustum, LocalFrame, SizeMetric, SpotCone};
+use cull_core::{Frustum, LocalFrame, ShadowReceivers, SizeMetric, SpotCone};
 
 /// How a view's frustum is built, so that it can be built in each batch's
 /// frame ([`LocalFrame`]): in `f64` from the matrices Bevy gives, never
@@ -28,6 +29,10 @@ pub(crate) enum ViewVolume {
     ClipFromWorld(Mat4),
     /// A directional light's cascade, open toward the light.
     Cascade(Mat4),
+    /// A directional light's cascade, down to the casters whose shadow can
+    /// fall on what its camera sees at the cascade's depths (the cascade
+    /// itself where the receivers give no volume).
+    CascadeReach(Mat4, ShadowReceivers),
     /// A view without matrices.
     Missing(&'static str),
 }
@@ -51,9 +56,57 @@ impl ViewVolume {
             }
             Self::ClipFromWorld(m) => frame.frustum_from_clip_from_world(m),
             Self::Cascade(m) => frame.shadow_cascade(m),
+            Self::CascadeReach(m, receivers) => frame
+                .shadow_receivers(&receivers)
+                .or_else(|_| frame.shadow_cascade(m)),
             Self::Missing(why) => Err(cull_core::CullError::DegenerateFrustum(why)),
         }
     }
+}
+
+/// Shadow-map texels beyond the normal bias that the receivers of a
+/// directional light's cascade are widened by: what Bevy's shadow filters
+/// read around a sample (a few texels at most), with room to spare.
+const CASCADE_MARGIN_TEXELS: f32 = 8.0;
+
+/// The volume of cascade `index` of `light` for `camera` (`clip_from_world`
+/// the cascade's): the casters whose shadow can fall on what the camera
+/// sees between the cascade's depths (as Bevy picks a cascade by a
+/// surface's view depth, its overlap with the previous cascade included),
+/// widened by the normal bias and [`CASCADE_MARGIN_TEXELS`]. The whole
+/// cascade where the light has soft shadows, whose blocker search reads
+/// farther than any fixed margin, or where Bevy has no such cascade.
+pub(crate) fn cascade_volume(
+    clip_from_world: Mat4,
+    (camera_entity, camera): (Entity, &ExtractedView),
+    light: &ExtractedDirectionalLight,
+    index: usize,
+) -> ViewVolume {
+    let config = &light.cascade_shadow_config;
+    let texel_size = light
+        .cascades
+        .get(&camera_entity)
+        .and_then(|cascades| cascades.get(index))
+        .map(|cascade| cascade.texel_size);
+    let (Some(&far), Some(texel_size), None) = (config.bounds.get(index), texel_size, light.soft_shadow_size)
+    else {
+        return ViewVolume::Cascade(clip_from_world);
+    };
+    let near = match index {
+        0 => config.minimum_distance,
+        _ => config.bounds[index - 1] * (1.0 - config.overlap_proportion),
+    };
+    ViewVolume::CascadeReach(
+        clip_from_world,
+        ShadowReceivers {
+            clip_from_view: camera.clip_from_view,
+            world_from_view: camera.world_from_view.to_matrix(),
+            near,
+            far,
+            light_direction: light.transform.forward().as_vec3(),
+            margin: texel_size * (CASCADE_MARGIN_TEXELS + light.shadow_normal_bias.max(0.0)),
+        },
+    )
 }
 
 /// Shadow-map texels the cone of a spot light's view is widened by on each

@@ -21,6 +21,7 @@ mod ordered;
 #[cfg(feature = "ordered-two-pass")]
 mod ordered_two_pass;
 mod properties;
+mod shadow_reach;
 mod sort;
 mod spot_cone;
 mod subgroups;
