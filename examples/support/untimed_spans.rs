@@ -1,8 +1,11 @@
 //! `--pass-times`: GPU time spans around the work Bevy 0.19's render
-//! diagnostics leave untimed: its shadow passes (early and late, each span
-//! covering every shadow view of the camera's run), and the whole frame's
-//! GPU work, from the first command of the render graph to the last (the
-//! passes' own spans lie inside it; what they do not cover is the rest).
+//! diagnostics leave untimed: a camera's directional shadow passes (early
+//! and late, each span covering every cascade drawn in the camera's run;
+//! with several cameras, the last one's), and the whole frame's GPU work,
+//! from the first command of the render graph to the last (the passes' own
+//! spans lie inside it; what they do not cover is the rest). The spans
+//! order Bevy's early shadow passes after its early prepass, which Bevy
+//! leaves unordered.
 //! They are reported beside Bevy's own, as `render/frame/elapsed_gpu`,
 //! `render/early_shadow_passes/elapsed_gpu` and
 //! `render/late_shadow_passes/elapsed_gpu` (ms). Timestamps of the
@@ -19,8 +22,11 @@ use bevy::pbr::{
     shared_shadow_pass,
 };
 use bevy::prelude::*;
+use bevy::render::camera::ExtractedCamera;
 use bevy::render::render_resource::{Buffer, BufferDescriptor, BufferUsages, MapMode};
-use bevy::render::renderer::{RenderContext, RenderDevice, RenderGraph, RenderGraphSystems, RenderQueue};
+use bevy::render::renderer::{
+    RenderContext, RenderDevice, RenderGraph, RenderGraphSystems, RenderQueue, ViewQuery,
+};
 use bevy::render::{RenderApp, RenderStartup};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,21 +75,21 @@ pub fn add_untimed_spans(app: &mut App) {
     render_app.add_systems(
         Core3d,
         (
-            stamp::<2>
+            camera_stamp::<2>
                 .after(early_prepass)
                 .after(early_prepass_build_indirect_parameters)
                 .before(per_view_shadow_pass::<EARLY_SHADOW_PASS>)
                 .before(shared_shadow_pass::<EARLY_SHADOW_PASS>),
-            stamp::<3>
+            camera_stamp::<3>
                 .after(per_view_shadow_pass::<EARLY_SHADOW_PASS>)
                 .after(shared_shadow_pass::<EARLY_SHADOW_PASS>)
                 .before(early_downsample_depth),
-            stamp::<4>
+            camera_stamp::<4>
                 .after(late_prepass)
                 .after(late_prepass_build_indirect_parameters)
                 .before(per_view_shadow_pass::<LATE_SHADOW_PASS>)
                 .before(shared_shadow_pass::<LATE_SHADOW_PASS>),
-            stamp::<5>
+            camera_stamp::<5>
                 .after(per_view_shadow_pass::<LATE_SHADOW_PASS>)
                 .after(shared_shadow_pass::<LATE_SHADOW_PASS>)
                 .before(main_build_indirect_parameters)
@@ -107,9 +113,11 @@ struct SpanQueries {
     period_ns: f64,
 }
 
-/// A readback buffer's state.
+/// A readback buffer free for the next frame's timestamps.
 const FREE: u8 = 0;
+/// A readback buffer copied into, waiting for its mapping.
 const PENDING: u8 = 1;
+/// A readback buffer mapped, to be read and unmapped.
 const MAPPED: u8 = 2;
 
 fn init_span_queries(mut commands: Commands, device: Res<RenderDevice>, queue: Res<RenderQueue>) {
@@ -150,9 +158,23 @@ fn init_span_queries(mut commands: Commands, device: Res<RenderDevice>, queue: R
 
 /// Writes timestamp `I` into the frame's command stream.
 fn stamp<const I: u32>(mut ctx: RenderContext, queries: Option<ResMut<SpanQueries>>) {
+    write_stamp(I, &mut ctx, queries);
+}
+
+/// [`stamp`] in a camera's run of `Core3d` only (point and spot lights'
+/// views run it too, before the cameras).
+fn camera_stamp<const I: u32>(
+    _camera: ViewQuery<(), With<ExtractedCamera>>,
+    mut ctx: RenderContext,
+    queries: Option<ResMut<SpanQueries>>,
+) {
+    write_stamp(I, &mut ctx, queries);
+}
+
+fn write_stamp(index: u32, ctx: &mut RenderContext, queries: Option<ResMut<SpanQueries>>) {
     if let Some(mut queries) = queries {
-        ctx.command_encoder().write_timestamp(&queries.set, I);
-        queries.written |= 1 << I;
+        ctx.command_encoder().write_timestamp(&queries.set, index);
+        queries.written |= 1 << index;
     }
 }
 

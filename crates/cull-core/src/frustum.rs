@@ -53,7 +53,9 @@ pub struct Frustum {
     /// Planes as `(normal, d)`: a point `p` is inside when `dot(normal, p) + d >= 0`.
     /// Only the first `len` are used.
     pub planes: [Vec4; 6],
-    /// Number of planes in use (5 for an infinite far plane, 6 otherwise).
+    /// Number of planes in use: 5 for an infinite far plane, 6 otherwise;
+    /// up to 6 for a cascade culled to its receivers ([`Self::from_shadow_receivers`]),
+    /// none for [`Self::everything`].
     pub len: usize,
     /// The projected sizes this view keeps; `None`: every size.
     pub size_band: Option<SizeBand>,

@@ -1,8 +1,8 @@
 //! The casters a directional light's cascade needs ([`ShadowReceivers`]).
 //!
-//! A cascade's shadow map is read only by the surfaces its camera sees
-//! between two view depths (the cascade's slice of the camera's frustum),
-//! so a caster whose shadow, cast along the light, cannot fall into that
+//! A cascade's shadow map is read by the surfaces its camera sees between
+//! two view depths (the cascade's slice of the camera's frustum), and by
+//! shadow filters a little around them, so a caster whose shadow, cast along the light, cannot fall into that
 //! slice need not be drawn into the map, though it lies in the map's box.
 //! The box (Bevy's: a square as wide as the slice's longest diagonal, open
 //! toward the light) covers several times the slice's own outline as seen
@@ -40,7 +40,10 @@ pub struct ShadowReceivers {
     pub world_from_view: Mat4,
     /// The nearest view depth the cascade is read at: the distance along
     /// the camera's forward axis (Bevy's cascade bounds, the overlap with
-    /// the previous cascade included).
+    /// the previous cascade included). The slice starts at the camera's near
+    /// plane where that lies farther: `f32::NEG_INFINITY` reads it from
+    /// there (Bevy's first cascade, read by everything nearer than its far
+    /// bound).
     pub near: f32,
     /// The farthest view depth the cascade is read at.
     pub far: f32,
@@ -95,9 +98,9 @@ impl ShadowReceivers {
                 "the shadow receivers are not finite",
             ));
         }
-        if !(self.near.is_finite() && self.far.is_finite() && 0.0 <= self.near && self.near < self.far) {
+        if !(self.far.is_finite() && self.near < self.far) {
             return Err(CullError::InvalidParameter(
-                "the shadow receivers' depths must be finite, with 0 <= near < far",
+                "the shadow receivers' far depth must be finite, and beyond the near one",
             ));
         }
         if self.light_direction == Vec3::ZERO || self.margin < 0.0 {
@@ -110,7 +113,8 @@ impl ShadowReceivers {
 
     /// The slice's corners in the world: each corner ray of the projection
     /// (two points on it unprojected, at depths every convention keeps
-    /// finite) met at the two view depths.
+    /// finite) met at the two view depths, the near one no nearer than the
+    /// camera's near plane.
     fn corners(&self) -> Result<[DVec3; 8], CullError> {
         let clip_from_view = self.clip_from_view.as_dmat4();
         let world_from_view = self.world_from_view.as_dmat4();
@@ -124,14 +128,28 @@ impl ShadowReceivers {
             let h = view_from_clip * DVec4::new(x, y, z, 1.0);
             h.truncate() / h.w
         };
+        const RAYS: [(f64, f64); 4] = [(1.0, -1.0), (1.0, 1.0), (-1.0, 1.0), (-1.0, -1.0)];
+        // The camera's near plane: the nearer of clip depths 0 and 1 (which
+        // is which depends on the depth convention; an infinite far plane
+        // unprojects to no finite point).
+        let camera_near = RAYS
+            .iter()
+            .flat_map(|&(x, y)| [unproject(x, y, 0.0), unproject(x, y, 1.0)])
+            .map(|p| -p.z)
+            .filter(|depth| depth.is_finite())
+            .fold(f64::INFINITY, f64::min);
+        let near = (self.near as f64).max(camera_near);
+        let far = self.far as f64;
+        if near >= far || near.is_nan() {
+            return Err(CullError::InvalidParameter(
+                "the shadow receivers lie beyond the camera's view",
+            ));
+        }
         let mut corners = [DVec3::ZERO; 8];
-        for (i, (x, y)) in [(1.0, -1.0), (1.0, 1.0), (-1.0, 1.0), (-1.0, -1.0)]
-            .into_iter()
-            .enumerate()
-        {
+        for (i, (x, y)) in RAYS.into_iter().enumerate() {
             let (a, b) = (unproject(x, y, 0.25), unproject(x, y, 0.75));
-            for (ring, depth) in [self.near, self.far].into_iter().enumerate() {
-                let t = (-(depth as f64) - a.z) / (b.z - a.z);
+            for (ring, depth) in [near, far].into_iter().enumerate() {
+                let t = (-depth - a.z) / (b.z - a.z);
                 corners[4 * ring + i] = world_from_view.transform_point3(a + (b - a) * t);
             }
         }
@@ -229,7 +247,9 @@ impl LocalFrame {
 impl Frustum {
     /// The casters whose shadow along the light can fall on `receivers`
     /// (see [`ShadowReceivers`]), as a frustum of up to six planes, each
-    /// widened by the receivers' margin. For a directional light's cascade
+    /// widened by the receivers' margin. Where the slice's outline seen
+    /// from the light takes all six, casters beyond the slice along the
+    /// light are kept too (they cast no shadow where it is read). For a directional light's cascade
     /// it replaces [`Self::from_shadow_cascade`], which keeps everything in
     /// the cascade's box: the receivers lie in the box, so what they need
     /// does too.

@@ -66,16 +66,25 @@ impl ViewVolume {
 
 /// Shadow-map texels beyond the normal bias that the receivers of a
 /// directional light's cascade are widened by: what Bevy's shadow filters
-/// read around a sample (a few texels at most), with room to spare.
+/// read around a lookup (Gaussian: two and a half texels; hardware: one),
+/// with room to spare.
 const CASCADE_MARGIN_TEXELS: f32 = 8.0;
+
+/// World units the receivers are widened by besides: Bevy's temporal
+/// filter reads a spiral whose radius is a fudge factor in world units,
+/// 0.015 plus about the texel size (`calculate_uv_offset_scale_jimenez_fourteen`),
+/// which at small texels is more than [`CASCADE_MARGIN_TEXELS`].
+const TEMPORAL_FILTER_REACH: f32 = 0.015;
 
 /// The volume of cascade `index` of `light` for `camera` (`clip_from_world`
 /// the cascade's): the casters whose shadow can fall on what the camera
-/// sees between the cascade's depths (as Bevy picks a cascade by a
-/// surface's view depth, its overlap with the previous cascade included),
-/// widened by the normal bias and [`CASCADE_MARGIN_TEXELS`]. The whole
-/// cascade where the light has soft shadows, whose blocker search reads
-/// farther than any fixed margin, or where Bevy has no such cascade.
+/// sees at the depths Bevy reads the cascade at (the first from the
+/// camera's near plane, each later one from its overlap with the previous
+/// one), widened by the normal bias, [`CASCADE_MARGIN_TEXELS`],
+/// [`TEMPORAL_FILTER_REACH`] and a negative depth bias (which moves the
+/// lookup away from the light). The whole cascade where the light has soft
+/// shadows, whose blocker search reads farther than any fixed margin, or
+/// where Bevy has no such cascade.
 pub(crate) fn cascade_volume(
     clip_from_world: Mat4,
     (camera_entity, camera): (Entity, &ExtractedView),
@@ -92,10 +101,16 @@ pub(crate) fn cascade_volume(
     else {
         return ViewVolume::Cascade(clip_from_world);
     };
+    // Bevy reads the first cascade for everything nearer than its far
+    // bound (`get_cascade_index`), and blends each later one in from its
+    // overlap with the previous one.
     let near = match index {
-        0 => config.minimum_distance,
+        0 => f32::NEG_INFINITY,
         _ => config.bounds[index - 1] * (1.0 - config.overlap_proportion),
     };
+    // The extracted normal bias is Bevy's, times √2 for a diagonal offset.
+    let texels = CASCADE_MARGIN_TEXELS + light.shadow_normal_bias.abs();
+    let margin = texel_size * texels + TEMPORAL_FILTER_REACH + (-light.shadow_depth_bias).max(0.0);
     ViewVolume::CascadeReach(
         clip_from_world,
         ShadowReceivers {
@@ -103,8 +118,9 @@ pub(crate) fn cascade_volume(
             world_from_view: camera.world_from_view.to_matrix(),
             near,
             far,
-            light_direction: light.transform.forward().as_vec3(),
-            margin: texel_size * (CASCADE_MARGIN_TEXELS + light.shadow_normal_bias.max(0.0)),
+            // As Bevy builds the cascades: from the light's rotation alone.
+            light_direction: light.transform.rotation() * Vec3::NEG_Z,
+            margin,
         },
     )
 }

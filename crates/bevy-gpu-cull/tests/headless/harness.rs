@@ -592,3 +592,61 @@ pub(crate) fn debug_image(what: &str) -> std::path::PathBuf {
         .collect();
     std::env::temp_dir().join(format!("bevy-gpu-cull-{test}-{what}.png"))
 }
+
+/// The volume each cascade of `camera`'s directional light culls a batch
+/// with, as the plugin builds it (`cascade_volume`): the camera's view
+/// between the depths Bevy reads the cascade at (the first from the
+/// camera's near plane, a later one from its overlap with the previous
+/// one), swept toward the light, widened by eight texels and the normal
+/// bias (Bevy's extracted one, times √2), the temporal filter's reach and a
+/// negative depth bias; with each cascade's box. `None` until Bevy has
+/// built the cascades.
+pub fn cascade_volumes(world: &mut World, camera: Entity) -> Option<(Entity, Vec<CascadeVolume>)> {
+    let (light, cascades, config, sun, sun_transform) = world
+        .query::<(
+            Entity,
+            &bevy::light::Cascades,
+            &bevy::light::CascadeShadowConfig,
+            &DirectionalLight,
+            &GlobalTransform,
+        )>()
+        .single(world)
+        .ok()?;
+    let cascades = cascades.cascades.get(&camera)?.clone();
+    let (config, sun, light_direction) = (config.clone(), *sun, sun_transform.rotation() * Vec3::NEG_Z);
+    let (view, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .ok()?;
+    let (clip_from_view, world_from_view) = (view.clip_from_view(), transform.to_matrix());
+    let normal_bias = sun.shadow_normal_bias * std::f32::consts::SQRT_2;
+    let volumes = cascades
+        .iter()
+        .enumerate()
+        .map(|(index, cascade)| {
+            let near = match index {
+                0 => f32::NEG_INFINITY,
+                _ => config.bounds[index - 1] * (1.0 - config.overlap_proportion),
+            };
+            let receivers = cull_core::ShadowReceivers {
+                clip_from_view,
+                world_from_view,
+                near,
+                far: config.bounds[index],
+                light_direction,
+                margin: cascade.texel_size * (8.0 + normal_bias) + 0.015 + (-sun.shadow_depth_bias).max(0.0),
+            };
+            CascadeVolume {
+                reach: cull_core::Frustum::from_shadow_receivers(&receivers).unwrap(),
+                cascade_box: cull_core::Frustum::from_shadow_cascade(cascade.clip_from_world).unwrap(),
+            }
+        })
+        .collect();
+    Some((light, volumes))
+}
+
+/// A cascade's volume as the plugin culls with it, and its whole box.
+pub struct CascadeVolume {
+    pub reach: cull_core::Frustum,
+    pub cascade_box: cull_core::Frustum,
+}

@@ -375,14 +375,9 @@ fn levels_follow_screen_size(pick: impl Fn(&[f64]) -> Vec<f32>) {
         if !shadows {
             return Ok(());
         }
-        let (light, cascades) = world
-            .query::<(Entity, &bevy::light::Cascades)>()
-            .single(world)
-            .unwrap();
-        let cascades = cascades.cascades.get(&camera).ok_or("no cascades yet")?.clone();
-        for (index, cascade) in cascades.iter().enumerate() {
-            let frustum = cull_core::Frustum::from_shadow_cascade(cascade.clip_from_world).unwrap();
-            let levels = frustum.detail_levels(metric, &thresholds).unwrap();
+        let (light, volumes) = cascade_volumes(world, camera).ok_or("no cascades yet")?;
+        for (index, volume) in volumes.iter().enumerate() {
+            let levels = volume.reach.detail_levels(metric, &thresholds).unwrap();
             let id = GpuCullShadowView {
                 light,
                 camera: Some(camera),

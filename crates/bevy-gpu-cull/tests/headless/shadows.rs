@@ -98,49 +98,19 @@ fn directional_light_shadows_are_cast_and_culled_per_cascade() {
     // Each cascade of the camera: the GPU's count equals the CPU reference.
     let camera = h.cameras[0];
     let world = h.app.world_mut();
-    let (light, cascades, config, sun, sun_transform) = world
-        .query::<(
-            Entity,
-            &bevy::light::Cascades,
-            &bevy::light::CascadeShadowConfig,
-            &DirectionalLight,
-            &GlobalTransform,
-        )>()
-        .single(world)
-        .unwrap();
-    let (cascades, config, sun) = (cascades.cascades[&camera].clone(), config.clone(), *sun);
-    let light_direction = sun_transform.forward().as_vec3();
-    assert!(!cascades.is_empty());
-    let (camera_view, camera_transform) = world
-        .query::<(&Camera, &GlobalTransform)>()
-        .get(world, camera)
-        .unwrap();
-    let (clip_from_view, world_from_view) = (camera_view.clip_from_view(), camera_transform.to_matrix());
+    let (light, volumes) = cascade_volumes(world, camera).expect("cascades");
+    assert!(!volumes.is_empty());
     let format = world.resource::<GpuCullSettings>().format;
     let bounds = *world.get::<GpuCullBounds>(h.batch).unwrap();
     let batch = world.get::<GpuCullInstances>(h.batch).unwrap().clone();
     let stats = world.resource::<GpuCullStats>().clone();
     let (mut kept, mut in_boxes) = (0, 0);
-    for (index, cascade) in cascades.iter().enumerate() {
-        // The plugin's volume: the camera's view between the cascade's
-        // depths (its overlap with the previous one included), widened by
-        // eight texels and the normal bias.
-        let near = match index {
-            0 => config.minimum_distance,
-            _ => config.bounds[index - 1] * (1.0 - config.overlap_proportion),
-        };
-        let receivers = cull_core::ShadowReceivers {
-            clip_from_view,
-            world_from_view,
-            near,
-            far: config.bounds[index],
-            light_direction,
-            margin: cascade.texel_size * (8.0 + sun.shadow_normal_bias),
-        };
-        let frustum = cull_core::Frustum::from_shadow_receivers(&receivers).unwrap();
-        let expected = batch.visible_on_cpu(bounds, &frustum, format).unwrap().len() as u32;
-        let cascade_box = cull_core::Frustum::from_shadow_cascade(cascade.clip_from_world).unwrap();
-        let in_box = batch.visible_on_cpu(bounds, &cascade_box, format).unwrap().len() as u32;
+    for (index, volume) in volumes.iter().enumerate() {
+        let expected = batch.visible_on_cpu(bounds, &volume.reach, format).unwrap().len() as u32;
+        let in_box = batch
+            .visible_on_cpu(bounds, &volume.cascade_box, format)
+            .unwrap()
+            .len() as u32;
         eprintln!(
             "cascade {index}: {expected} of {} instances cast into it, of {in_box} in its box",
             batch.instances().len()

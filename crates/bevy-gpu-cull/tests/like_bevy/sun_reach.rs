@@ -42,9 +42,12 @@ fn draw_sun(batch: bool) -> Vec<u8> {
             illuminance: 8000.0,
             ..default()
         },
+        // The first cascade's minimum distance beyond the nearest ground in
+        // view: Bevy reads that cascade nearer than it too.
         CascadeShadowConfigBuilder {
             num_cascades: 2,
-            first_cascade_far_bound: 8.0,
+            minimum_distance: 5.0,
+            first_cascade_far_bound: 9.0,
             maximum_distance: 30.0,
             ..default()
         }

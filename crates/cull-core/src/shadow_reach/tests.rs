@@ -7,17 +7,69 @@ use crate::SphereClass;
 use crate::scene::SceneRng;
 use glam::Quat;
 
+/// A camera's projection as the tests know it, to place receivers in its
+/// view without the code under test.
+#[derive(Clone, Copy)]
+enum Lens {
+    /// Vertical field of view, aspect and near plane (either depth convention).
+    Perspective { fov: f32, aspect: f32, near: f32 },
+    /// Left, right, bottom, top and the near plane's view depth.
+    Orthographic {
+        l: f32,
+        r: f32,
+        b: f32,
+        t: f32,
+        near: f32,
+    },
+}
+
+impl Lens {
+    fn nearest(self) -> f32 {
+        match self {
+            Lens::Perspective { near, .. } | Lens::Orthographic { near, .. } => near,
+        }
+    }
+
+    /// The view-space point at NDC `x`, `y` (-1 to 1) and view depth `depth`.
+    fn point(self, x: f32, y: f32, depth: f32) -> Vec3 {
+        match self {
+            Lens::Perspective { fov, aspect, .. } => {
+                let h = (fov / 2.0).tan() * depth;
+                Vec3::new(x * h * aspect, y * h, -depth)
+            }
+            Lens::Orthographic { l, r, b, t, .. } => Vec3::new(
+                l + (r - l) * (x + 1.0) / 2.0,
+                b + (t - b) * (y + 1.0) / 2.0,
+                -depth,
+            ),
+        }
+    }
+}
+
 /// A random camera: perspective (reverse-Z infinite or standard) or
-/// orthographic, placed anywhere (mirrored sometimes, far from the origin
-/// sometimes), with a random light and depth range.
-fn random_receivers(rng: &mut SceneRng, case: usize) -> ShadowReceivers {
+/// orthographic (with its near plane behind the camera sometimes), placed
+/// anywhere (mirrored sometimes, far from the origin sometimes), with a
+/// random light and depth range, from the camera's near plane sometimes.
+fn random_receivers(rng: &mut SceneRng, case: usize) -> (ShadowReceivers, Lens) {
     let aspect = rng.range(0.5, 2.5);
-    let clip_from_view = match case % 3 {
-        0 => Mat4::perspective_infinite_reverse_rh(rng.range(0.2, 2.0), aspect, rng.range(0.01, 1.0)),
-        1 => Mat4::perspective_rh(rng.range(0.2, 2.0), aspect, rng.range(0.01, 1.0), 500.0),
+    let (fov, near) = (rng.range(0.2, 2.0), rng.range(0.01, 1.0));
+    let (clip_from_view, lens) = match case % 3 {
+        0 => (
+            Mat4::perspective_infinite_reverse_rh(fov, aspect, near),
+            Lens::Perspective { fov, aspect, near },
+        ),
+        1 => (
+            Mat4::perspective_rh(fov, aspect, near, 500.0),
+            Lens::Perspective { fov, aspect, near },
+        ),
         _ => {
             let h = rng.range(1.0, 30.0);
-            Mat4::orthographic_rh(-h * aspect, h * aspect, -h, h, 0.0, 400.0)
+            let near = if case.is_multiple_of(2) { -20.0 } else { 0.0 };
+            let (l, r, b, t) = (-h * aspect, h * aspect, -h, h);
+            (
+                Mat4::orthographic_rh(l, r, b, t, near, 400.0),
+                Lens::Orthographic { l, r, b, t, near },
+            )
         }
     };
     let rotation = Quat::from_euler(
@@ -42,26 +94,52 @@ fn random_receivers(rng: &mut SceneRng, case: usize) -> ShadowReceivers {
     } else {
         Vec3::ONE
     };
-    let near = rng.range(0.0, 30.0);
-    ShadowReceivers {
+    let from = rng.range(0.0, 30.0);
+    // Axis-aligned lights and level cameras too, where faces and edges lie
+    // parallel to the light.
+    let light_direction = match case % 11 {
+        0 => Vec3::NEG_Y,
+        1 => Vec3::X,
+        _ => Vec3::new(rng.range(-1.0, 1.0), rng.range(-1.0, 0.2), rng.range(-1.0, 1.0)),
+    };
+    let rotation = if case % 11 < 2 { Quat::IDENTITY } else { rotation };
+    let receivers = ShadowReceivers {
         clip_from_view,
         world_from_view: Mat4::from_scale_rotation_translation(mirror, rotation, position),
-        near,
-        far: near + rng.range(0.5, 150.0),
-        light_direction: Vec3::new(rng.range(-1.0, 1.0), rng.range(-1.0, 0.2), rng.range(-1.0, 1.0)),
+        near: if case.is_multiple_of(4) {
+            f32::NEG_INFINITY
+        } else {
+            from
+        },
+        far: from.max(lens.nearest()) + rng.range(0.5, 150.0),
+        light_direction,
         margin: rng.range(0.0, 0.5),
-    }
+    };
+    (receivers, lens)
 }
 
-/// A random world point on or inside the slice: a random convex mix of its
-/// corners, or a corner itself.
-fn point_in_slice(rng: &mut SceneRng, corners: &[DVec3; 8]) -> DVec3 {
-    if rng.unit() < 0.2 {
-        return corners[(rng.unit() * 7.99) as usize];
-    }
-    let weights: Vec<f64> = (0..8).map(|_| rng.unit() as f64).collect();
-    let total: f64 = weights.iter().sum();
-    corners.iter().zip(&weights).map(|(c, w)| *c * (*w / total)).sum()
+/// A random world point the camera sees between the receivers' depths (a
+/// random point of its view, or a corner of it), placed without the code
+/// under test.
+fn point_in_slice(rng: &mut SceneRng, receivers: &ShadowReceivers, lens: Lens) -> DVec3 {
+    let near = receivers.near.max(lens.nearest());
+    let corner = rng.unit() < 0.2;
+    let pick = |rng: &mut SceneRng, lo: f32, hi: f32| {
+        if corner {
+            if rng.unit() < 0.5 { lo } else { hi }
+        } else {
+            rng.range(lo, hi)
+        }
+    };
+    let (x, y, depth) = (
+        pick(rng, -1.0, 1.0),
+        pick(rng, -1.0, 1.0),
+        pick(rng, near, receivers.far),
+    );
+    receivers
+        .world_from_view
+        .as_dmat4()
+        .transform_point3(lens.point(x, y, depth).as_dvec3())
 }
 
 /// A random vector no longer than `length`.
@@ -84,8 +162,7 @@ fn keeps_every_caster_whose_shadow_reaches_the_receivers() {
     ))
     .unwrap();
     for case in 0..300 {
-        let receivers = random_receivers(&mut rng, case);
-        let corners = receivers.corners().unwrap();
+        let (receivers, lens) = random_receivers(&mut rng, case);
         let world = Frustum::from_shadow_receivers(&receivers).unwrap();
         let local = frame.shadow_receivers(&receivers).unwrap();
         assert!(world.len <= MAX_PLANES && local.len == world.len);
@@ -93,7 +170,8 @@ fn keeps_every_caster_whose_shadow_reaches_the_receivers() {
         for _ in 0..200 {
             // A receiver within the margin of the slice, and a caster
             // sphere whose point `touch` lies toward the light from it.
-            let receiver = point_in_slice(&mut rng, &corners) + within(&mut rng, receivers.margin * 0.999);
+            let receiver =
+                point_in_slice(&mut rng, &receivers, lens) + within(&mut rng, receivers.margin * 0.999);
             let touch = receiver - light * (rng.range(0.0, 1.0).powi(3) * 300.0) as f64;
             let radius = rng.range(0.0, 3.0);
             let center = touch + within(&mut rng, radius * 0.999);
@@ -159,6 +237,28 @@ fn culls_casters_whose_shadow_falls_elsewhere() {
 }
 
 #[test]
+fn a_face_away_from_the_light_culls_what_lies_beyond_it() {
+    // A level camera, the sun straight above: four planes of the outline
+    // and the slice's floor, below which nothing shadows what is seen.
+    let receivers = ShadowReceivers {
+        clip_from_view: Mat4::perspective_infinite_reverse_rh(0.8, 1.0, 0.1),
+        world_from_view: Mat4::from_translation(Vec3::new(0.0, 2.0, 0.0)),
+        near: f32::NEG_INFINITY,
+        far: 20.0,
+        light_direction: Vec3::NEG_Y,
+        margin: 0.0,
+    };
+    let reach = Frustum::from_shadow_receivers(&receivers).unwrap();
+    assert_eq!(reach.len, 5, "four outline planes and the floor");
+    // Straight below the slice's floor (its depth at 10: y = 2 - 10 tan 0.4).
+    let floor = 2.0 - 10.0 * 0.4f32.tan();
+    assert!(!reach.intersects_sphere(Vec3::new(0.0, floor - 2.0, -10.0), 1.0));
+    assert!(reach.intersects_sphere(Vec3::new(0.0, floor + 2.0, -10.0), 1.0));
+    // Right in front of the camera, nearer than any cascade bound.
+    assert!(reach.intersects_sphere(Vec3::new(0.0, 2.0, -0.2), 0.01));
+}
+
+#[test]
 fn refuses_receivers_that_bound_nothing() {
     let good = ShadowReceivers {
         clip_from_view: Mat4::perspective_infinite_reverse_rh(0.8, 1.5, 0.1),
@@ -171,7 +271,16 @@ fn refuses_receivers_that_bound_nothing() {
     assert!(Frustum::from_shadow_receivers(&good).is_ok());
     let bad = [
         ShadowReceivers { near: 10.0, ..good },
-        ShadowReceivers { near: -1.0, ..good },
+        ShadowReceivers {
+            near: f32::NAN,
+            ..good
+        },
+        // Nearer than the camera's near plane (0.1) throughout.
+        ShadowReceivers {
+            near: f32::NEG_INFINITY,
+            far: 0.05,
+            ..good
+        },
         ShadowReceivers {
             far: f32::INFINITY,
             ..good
