@@ -75,6 +75,7 @@ impl Plugin for GpuCullPlugin {
             .register_diagnostic(Diagnostic::new(Self::COMPACT_TIME))
             .register_diagnostic(Diagnostic::new(Self::DRAW_ARGS_WRITES))
             .register_type::<crate::settings::GpuCullSettings>()
+            .register_type::<GpuCullStats>()
             .register_type::<crate::components::GpuCullInstances>()
             .register_type::<crate::components::GpuCullBounds>()
             .register_type::<crate::components::GpuCullLod>()

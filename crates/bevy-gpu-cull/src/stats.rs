@@ -11,7 +11,8 @@ use std::sync::mpsc::{Receiver, Sender};
 /// entity; for a directional light the camera its cascades follow and the
 /// cascade's index; for a point light the cube face's index (0 to 5); for a
 /// spot light 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Reflect)]
+#[reflect(Debug, PartialEq, Hash, Clone)]
 pub struct GpuCullShadowView {
     /// The light.
     pub light: Entity,
@@ -22,7 +23,11 @@ pub struct GpuCullShadowView {
 }
 
 /// What the GPU reported, read back asynchronously (a frame or more late).
-#[derive(Resource, Clone, Debug, Default)]
+///
+/// Reflected, for inspectors; the fields of `cull-core` types (the scan
+/// variant, the timings, the kernels), which know nothing of Bevy, are not.
+#[derive(Resource, Clone, Debug, Default, Reflect)]
+#[reflect(Resource, Default, Debug, Clone)]
 pub struct GpuCullStats {
     /// Visible instances per (camera, batch) entity pair of the main world,
     /// for the pairs culled now: a despawned or hidden batch, and a camera
@@ -42,15 +47,18 @@ pub struct GpuCullStats {
     /// camera chose.
     pub shadow_visible_per_level: HashMap<(GpuCullShadowView, Entity), Vec<u32>>,
     /// The scan variant in use.
+    #[reflect(ignore)]
     pub variant: Option<ScanVariant>,
     /// GPU time per pass of the latest timed cull of each (camera, batch),
     /// from timestamp queries (when the adapter has them), read back
     /// asynchronously. A camera's cull covers its directional cascades too
     /// (they are culled in the same pass).
+    #[reflect(ignore)]
     pub timings: HashMap<(Entity, Entity), CullTimings>,
     /// GPU time per pass of the latest timed cull of each (shadow view,
     /// batch) culled as the first view of its pass: a spot light's view, or
     /// a point light's first face, whose cull covers all six faces.
+    #[reflect(ignore)]
     pub shadow_timings: HashMap<(GpuCullShadowView, Entity), CullTimings>,
     /// The sum of the latest timed culls' totals (cameras' and shadow
     /// views'), in milliseconds.
@@ -96,6 +104,7 @@ pub struct GpuCullStats {
     /// batches and views need, and the forms for meshes centred on their
     /// origin (`KernelSpec::centred`) and for plain views
     /// (`KernelSpec::plain_views`), which follow their general kernels.
+    #[reflect(ignore)]
     pub kernels: Vec<(ScanVariant, KernelSpec)>,
     /// Why this device cannot occlusion-cull (it cannot build depth
     /// pyramids on the GPU: wgpu's GL backend), or `None` where it can.
@@ -143,7 +152,8 @@ impl GpuCullStats {
 }
 
 /// The cells of a batch culled by cells ([`GpuCullStats::cells`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Reflect)]
+#[reflect(Debug, Default, PartialEq, Clone)]
 pub struct GpuCullCellStats {
     /// Cells the batch is sorted into.
     pub cells: u32,
@@ -219,3 +229,30 @@ pub(crate) struct StatSender(pub Mutex<Sender<StatMessage>>);
 
 #[derive(Resource)]
 pub(crate) struct StatReceiver(pub Mutex<Receiver<StatMessage>>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bevy::reflect::{GetPath, TypeRegistry};
+
+    /// An inspector finds the statistics as a resource and reads their
+    /// fields by name, the visible counts' map included.
+    #[test]
+    fn stats_reflect_as_a_resource_with_readable_fields() {
+        let mut registry = TypeRegistry::default();
+        registry.register::<GpuCullStats>();
+        let registration = registry
+            .get(std::any::TypeId::of::<GpuCullStats>())
+            .expect("registered");
+        assert!(registration.data::<ReflectResource>().is_some());
+        let (camera, batch) = (Entity::from_raw_u32(1).unwrap(), Entity::from_raw_u32(2).unwrap());
+        let mut stats = GpuCullStats {
+            uploaded_instances: 42,
+            ..default()
+        };
+        stats.visible.insert((camera, batch), 7);
+        assert_eq!(stats.path::<u64>("uploaded_instances"), Ok(&42));
+        let visible = stats.path::<HashMap<(Entity, Entity), u32>>("visible").unwrap();
+        assert_eq!(visible.get(&(camera, batch)), Some(&7));
+    }
+}
