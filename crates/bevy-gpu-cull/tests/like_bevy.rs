@@ -622,6 +622,15 @@ fn draw_spot(batch: bool) -> Vec<u8> {
             ));
         }
     }
+    let camera = Transform::from_xyz(0.0, 9.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y);
+    draw_light_frame(frame_app, camera, "spot", batch)
+}
+
+/// Spawns a camera at `camera` on a black background into `frame_app`'s
+/// scene of `what` and draws it until every pipeline has compiled (and,
+/// for the `batch` frame, the batch is drawn); returns the frame.
+fn draw_light_frame(mut frame_app: FrameApp, camera: Transform, what: &str, batch: bool) -> Vec<u8> {
+    let world = frame_app.app.world_mut();
     let target = image_target(world, WIDTH, HEIGHT);
     world.spawn((
         Camera3d::default(),
@@ -634,7 +643,7 @@ fn draw_spot(batch: bool) -> Vec<u8> {
             scale_factor: 1.0,
         }),
         Msaa::Off,
-        Transform::from_xyz(0.0, 9.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y),
+        camera,
     ));
     world.spawn(Readback::texture(target));
     frame_app.app.finish();
@@ -643,9 +652,26 @@ fn draw_spot(batch: bool) -> Vec<u8> {
     frame_app.frame_when(
         WIDTH,
         HEIGHT,
-        &format!("bevy-gpu-cull-like-bevy-spot-{how}.png"),
+        &format!("bevy-gpu-cull-like-bevy-{what}-{how}.png"),
         |world| world.resource::<GpuCullStats>().drawn_frames > 5 || !batch,
     )
+}
+
+/// Asserts the frames `draw` gives with every object a batch instance and
+/// with every object a Bevy mesh agree block for block.
+fn assert_light_frames_match(what: &str, draw: fn(bool) -> Vec<u8>) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let batch = draw(true);
+    let bevy = draw(false);
+    let (max, mean) = frame_difference(&batch, &bevy);
+    println!("{what}: frames differ by at most {max:.1}, {mean:.2} on average");
+    let png = |how| std::env::temp_dir().join(format!("bevy-gpu-cull-like-bevy-{what}-{how}.png"));
+    assert!(
+        max <= MAX_BLOCK_DIFFERENCE && mean <= MEAN_BLOCK_DIFFERENCE,
+        "{what}: the batch's frame differs from Bevy's: largest block difference {max:.1}, mean {mean:.2} (see {} and {})",
+        png("batch").display(),
+        png("bevy").display(),
+    );
 }
 
 /// A spot light shadows the ground through a batch as through Bevy's
@@ -658,16 +684,5 @@ fn draw_spot(batch: bool) -> Vec<u8> {
 /// not show at this size; one three texels too narrow does not.)
 #[test]
 fn a_spot_light_shadows_as_bevy_meshes_up_to_its_cone_edge() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let batch = draw_spot(true);
-    let bevy = draw_spot(false);
-    let (max, mean) = frame_difference(&batch, &bevy);
-    println!("spot: frames differ by at most {max:.1}, {mean:.2} on average");
-    let png = |how| std::env::temp_dir().join(format!("bevy-gpu-cull-like-bevy-spot-{how}.png"));
-    assert!(
-        max <= MAX_BLOCK_DIFFERENCE && mean <= MEAN_BLOCK_DIFFERENCE,
-        "spot: the batch's frame differs from Bevy's: largest block difference {max:.1}, mean {mean:.2} (see {} and {})",
-        png("batch").display(),
-        png("bevy").display(),
-    );
+    assert_light_frames_match("spot", draw_spot);
 }

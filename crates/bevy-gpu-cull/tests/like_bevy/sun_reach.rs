@@ -4,12 +4,10 @@
 //! pillars standing outside the view, toward the sun, reach into it. Two
 //! frames: every pillar a batch instance, then a Bevy mesh.
 
-use super::{MAX_BLOCK_DIFFERENCE, MEAN_BLOCK_DIFFERENCE, SERIAL, frame_difference};
-use crate::common::{FrameApp, image_target};
-use bevy::camera::{ImageRenderTarget, RenderTarget};
+use super::{assert_light_frames_match, draw_light_frame};
+use crate::common::FrameApp;
 use bevy::light::CascadeShadowConfigBuilder;
 use bevy::prelude::*;
-use bevy::render::gpu_readback::Readback;
 use bevy_gpu_cull::prelude::*;
 
 /// Pillars beside the camera's view on both sides, none in it: those
@@ -79,31 +77,8 @@ fn draw_sun(batch: bool) -> Vec<u8> {
             ));
         }
     }
-    let (width, height) = (super::WIDTH, super::HEIGHT);
-    let target = image_target(world, width, height);
-    world.spawn((
-        Camera3d::default(),
-        Camera {
-            clear_color: ClearColorConfig::Custom(Color::BLACK),
-            ..default()
-        },
-        RenderTarget::Image(ImageRenderTarget {
-            handle: target.clone(),
-            scale_factor: 1.0,
-        }),
-        Msaa::Off,
-        Transform::from_xyz(0.0, 3.0, 6.0).looking_at(Vec3::new(0.0, 0.0, -4.0), Vec3::Y),
-    ));
-    world.spawn(Readback::texture(target));
-    frame_app.app.finish();
-    frame_app.app.cleanup();
-    let how = if batch { "batch" } else { "bevy" };
-    frame_app.frame_when(
-        width,
-        height,
-        &format!("bevy-gpu-cull-like-bevy-sun-{how}.png"),
-        |world| world.resource::<GpuCullStats>().drawn_frames > 5 || !batch,
-    )
+    let camera = Transform::from_xyz(0.0, 3.0, 6.0).looking_at(Vec3::new(0.0, 0.0, -4.0), Vec3::Y);
+    draw_light_frame(frame_app, camera, "sun", batch)
 }
 
 /// The frames agree block for block. (Cascades culled to the camera's
@@ -113,16 +88,5 @@ fn draw_sun(batch: bool) -> Vec<u8> {
 /// across their edge does not show at this size.)
 #[test]
 fn a_low_sun_shadows_as_bevy_meshes_from_casters_outside_the_view() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let batch = draw_sun(true);
-    let bevy = draw_sun(false);
-    let (max, mean) = frame_difference(&batch, &bevy);
-    println!("sun: frames differ by at most {max:.1}, {mean:.2} on average");
-    let png = |how| std::env::temp_dir().join(format!("bevy-gpu-cull-like-bevy-sun-{how}.png"));
-    assert!(
-        max <= MAX_BLOCK_DIFFERENCE && mean <= MEAN_BLOCK_DIFFERENCE,
-        "sun: the batch's frame differs from Bevy's: largest block difference {max:.1}, mean {mean:.2} (see {} and {})",
-        png("batch").display(),
-        png("bevy").display(),
-    );
+    assert_light_frames_match("sun", draw_sun);
 }

@@ -548,3 +548,13 @@ pub fn assert_ordered(
         "{what}: survivors out of order"
     );
 }
+
+/// A mirrored, scaled, rotated and moved frame for a batch.
+pub fn mirrored_frame() -> cull_core::LocalFrame {
+    cull_core::LocalFrame::new(Mat4::from_scale_rotation_translation(
+        Vec3::new(-2.5, 2.5, 2.5),
+        glam::Quat::from_rotation_y(0.7),
+        Vec3::new(40.0, -3.0, 9.0),
+    ))
+    .unwrap()
+}

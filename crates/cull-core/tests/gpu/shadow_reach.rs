@@ -70,12 +70,7 @@ fn scene_around(seed: u64, count: usize, format: InstanceFormat, frame: &LocalFr
 
 fn check_all(output: OutputKind) {
     let ctx = gpu();
-    let mirrored = LocalFrame::new(Mat4::from_scale_rotation_translation(
-        Vec3::new(-2.5, 2.5, 2.5),
-        Quat::from_rotation_y(0.7),
-        Vec3::new(40.0, -3.0, 9.0),
-    ))
-    .unwrap();
+    let mirrored = mirrored_frame();
     let far_away = LocalFrame::new(Mat4::from_translation(camera_position(true))).unwrap();
     let kernels = topic_kernels(ctx, output);
     for &(variant, tuning, format) in &kernels {

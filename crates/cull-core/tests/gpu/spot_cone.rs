@@ -14,7 +14,7 @@ use cull_core::scene::{Scene, SceneRng};
 use cull_core::{
     CullRequest, Frustum, InstanceFormat, LocalFrame, MAX_VIEWS, OutputKind, SpotCone, VisibilityTest,
 };
-use glam::{Mat4, Quat, Vec3};
+use glam::{Mat4, Vec3};
 
 const SIZES: [usize; 5] = [0, 1, 257, 4099, 70_001];
 
@@ -207,13 +207,7 @@ fn check(
 
 fn check_all(output: OutputKind) {
     let ctx = gpu();
-    // A mirrored, scaled, rotated and moved frame for the batch.
-    let mirrored = LocalFrame::new(Mat4::from_scale_rotation_translation(
-        Vec3::new(-2.5, 2.5, 2.5),
-        Quat::from_rotation_y(0.7),
-        Vec3::new(40.0, -3.0, 9.0),
-    ))
-    .unwrap();
+    let mirrored = mirrored_frame();
     let mut runs = 0;
     let kernels = topic_kernels(ctx, output);
     for &(variant, tuning, format) in &kernels {
