@@ -2,39 +2,13 @@
 //! and drawn with their textured materials, and the sun's cascades cull the
 //! trees and draw them into the shadow maps.
 
-use std::process::Command;
-
 mod common;
 
 /// Runs the example headless with `extra` arguments; its summary line and
 /// screenshot.
 fn run_forest(extra: &[&str], shot_name: &str) -> (String, image::RgbaImage) {
-    let shot = std::env::temp_dir().join(shot_name);
-    let _ = std::fs::remove_file(&shot);
-    let out = Command::new(common::example("forest"))
-        .args([
-            "--headless",
-            "--json",
-            "--frames",
-            "30",
-            "--count",
-            "4000",
-            "--size",
-            "240x136",
-        ])
-        .args(extra)
-        .arg("--screenshot")
-        .arg(&shot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}", out.status);
-    let line = common::summary("forest", &stdout).unwrap_or_else(|| panic!("no summary\n{stdout}\n{stderr}"));
-    let img = image::open(&shot)
-        .unwrap_or_else(|e| panic!("screenshot {}: {e}", shot.display()))
-        .to_rgba8();
-    (line, img)
+    let args = [&["--frames", "30", "--count", "4000", "--size", "240x136"], extra].concat();
+    common::run_headless("forest", &args, shot_name)
 }
 
 /// With `--occlusion`, what nearer trees hide (seen across the forest at

@@ -560,13 +560,7 @@ fn draw_spot(batch: bool) -> Vec<u8> {
         brightness: 40.0,
         ..default()
     });
-    let ground_mesh = world
-        .resource_mut::<Assets<Mesh>>()
-        .add(Plane3d::default().mesh().size(40.0, 40.0));
-    let ground = world
-        .resource_mut::<Assets<StandardMaterial>>()
-        .add(StandardMaterial::from(Color::srgb(0.8, 0.8, 0.8)));
-    world.spawn((Mesh3d(ground_mesh), MeshMaterial3d(ground)));
+    spawn_ground(world, 40.0, Color::srgb(0.8, 0.8, 0.8));
     let light = Vec3::Y * SPOT_HEIGHT;
     world.spawn((
         SpotLight {
@@ -624,6 +618,18 @@ fn draw_spot(batch: bool) -> Vec<u8> {
     }
     let camera = Transform::from_xyz(0.0, 9.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y);
     draw_light_frame(frame_app, camera, "spot", batch)
+}
+
+/// Spawns a square ground `size` across, of plain `color`, the shadows'
+/// receiver in the light frames.
+fn spawn_ground(world: &mut World, size: f32, color: Color) {
+    let mesh = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Plane3d::default().mesh().size(size, size));
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial::from(color));
+    world.spawn((Mesh3d(mesh), MeshMaterial3d(material)));
 }
 
 /// Spawns a camera at `camera` on a black background into `frame_app`'s

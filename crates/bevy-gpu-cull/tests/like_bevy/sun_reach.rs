@@ -4,7 +4,7 @@
 //! pillars standing outside the view, toward the sun, reach into it. Two
 //! frames: every pillar a batch instance, then a Bevy mesh.
 
-use super::{assert_light_frames_match, draw_light_frame};
+use super::{assert_light_frames_match, draw_light_frame, spawn_ground};
 use crate::common::FrameApp;
 use bevy::light::CascadeShadowConfigBuilder;
 use bevy::prelude::*;
@@ -27,13 +27,7 @@ fn draw_sun(batch: bool) -> Vec<u8> {
     // A small map: a texel spans several pixels of the ground, so that
     // what the filter reads around a receiver shows.
     world.insert_resource(bevy::light::DirectionalLightShadowMap { size: 256 });
-    let ground_mesh = world
-        .resource_mut::<Assets<Mesh>>()
-        .add(Plane3d::default().mesh().size(80.0, 80.0));
-    let ground = world
-        .resource_mut::<Assets<StandardMaterial>>()
-        .add(StandardMaterial::from(Color::srgb(0.8, 0.8, 0.75)));
-    world.spawn((Mesh3d(ground_mesh), MeshMaterial3d(ground)));
+    spawn_ground(world, 80.0, Color::srgb(0.8, 0.8, 0.75));
     world.spawn((
         DirectionalLight {
             shadow_maps_enabled: true,

@@ -155,11 +155,20 @@ fn within(rng: &mut SceneRng, length: f32) -> DVec3 {
 #[test]
 fn keeps_every_caster_whose_shadow_reaches_the_receivers() {
     let mut rng = SceneRng::new(41);
-    let frame = LocalFrame::new(Mat4::from_scale_rotation_translation(
-        Vec3::new(-2.0, 0.5, 3.0),
-        Quat::from_rotation_z(0.4),
-        Vec3::new(-70.0, 8.0, 1.0e4),
-    ))
+    // Mirrored, unevenly scaled, sheared, turned and far away.
+    let shear = Mat4::from_cols(
+        Vec4::X,
+        Vec4::new(0.6, 1.0, 0.0, 0.0),
+        Vec4::new(0.0, -0.3, 1.0, 0.0),
+        Vec4::W,
+    );
+    let frame = LocalFrame::new(
+        Mat4::from_scale_rotation_translation(
+            Vec3::new(-2.0, 0.5, 3.0),
+            Quat::from_rotation_z(0.4),
+            Vec3::new(-70.0, 8.0, 1.0e4),
+        ) * shear,
+    )
     .unwrap();
     for case in 0..300 {
         let (receivers, lens) = random_receivers(&mut rng, case);
