@@ -15,6 +15,7 @@
 #import bevy_render::maths::{affine3_to_square, mat2x4_f32_to_mat3x3_unpack}
 
 #import bevy_gpu_cull::types::GpuCullInstance
+#import bevy_gpu_cull::draw_order::spread_draw_order
 
 // The batch's StandardMaterial, as the plugin passes it on
 // (bevy_gpu_cull's MaterialUniform): base color (times each instance's
@@ -100,6 +101,9 @@ const FADE_MARGIN: f32 = 0.02;
 // draws for a batch with GpuCullMotionVectors, else the records themselves
 // (the instances' own motion is then none).
 @group(2) @binding(20) var<storage, read> previous_instances: array<GpuCullInstance>;
+// The drawn list's indirect draw arguments, up to and including its
+// instance count (the last word): how many survivors the draw draws.
+@group(2) @binding(21) var<storage, read> drawn_args: array<u32>;
 
 // The material's metallic (x) and perceptual roughness (y) at `uv`.
 fn material_metallic_roughness(uv: vec2<f32>) -> vec2<f32> {
@@ -157,21 +161,38 @@ fn masked_out(color: vec4<f32>) -> bool {
     return (material.flags & MATERIAL_ALPHA_MASK) != 0u && color.a < material.alpha_cutoff;
 }
 
-// The survivor drawn as instance `instance_index`.
-fn fetch_instance(instance_index: u32) -> GpuCullInstance {
-    return instances[survivors[instance_index]];
+// How many survivors the draw draws (its indirect instance count).
+fn drawn_count() -> u32 {
+    return drawn_args[arrayLength(&drawn_args) - 1u];
 }
 
-// The survivor drawn as instance `instance_index`, as it was last frame.
-fn fetch_previous_instance(instance_index: u32) -> GpuCullInstance {
-    return previous_instances[survivors[instance_index]];
+// The place in the survivors' list of the one drawn as instance
+// `instance_index`: spread over the list (bevy_gpu_cull::draw_order), or
+// the list's own order in a draw that blends (the plugin defines
+// GPU_CULL_DRAW_IN_ORDER for it).
+fn drawn_survivor(instance_index: u32) -> u32 {
+#ifdef GPU_CULL_DRAW_IN_ORDER
+    return instance_index;
+#else
+    return spread_draw_order(instance_index, drawn_count());
+#endif
 }
 
 // The record of the survivor drawn as instance `instance_index`: what
 // `get_instance_color` and `get_instance_user` take (its index in the
 // batch's list, or in the cells' order for a batch with GpuCullCells).
 fn fetch_record(instance_index: u32) -> u32 {
-    return survivors[instance_index];
+    return survivors[drawn_survivor(instance_index)];
+}
+
+// The survivor drawn as instance `instance_index`.
+fn fetch_instance(instance_index: u32) -> GpuCullInstance {
+    return instances[fetch_record(instance_index)];
+}
+
+// The survivor drawn as instance `instance_index`, as it was last frame.
+fn fetch_previous_instance(instance_index: u32) -> GpuCullInstance {
+    return previous_instances[fetch_record(instance_index)];
 }
 
 // The color of the batch's instance `record` (`GpuCullInstance::color`),

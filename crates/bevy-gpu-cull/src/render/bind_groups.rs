@@ -68,7 +68,8 @@ pub(crate) fn prepare_bind_groups(
 
 /// The batch's bind groups for a view's lists in `lists` (its early or late
 /// target; the view's first list at `slot`), one per level: the level's
-/// survivors, the batch's draw records, uniforms and material textures (Bevy's fallback for those not ready).
+/// survivors and its draw's arguments, the batch's draw records, uniforms
+/// and material textures (Bevy's fallback for those not ready).
 #[allow(clippy::too_many_arguments)]
 fn instance_bind_groups(
     device: &RenderDevice,
@@ -87,6 +88,15 @@ fn instance_bind_groups(
                 buffer: lists.output_buffer(),
                 offset: lists.view_output_offset(slot + level),
                 size: wgpu::BufferSize::new(lists.capacity() as u64 * lists.output_stride()),
+            };
+            // The list's arguments, from the buffer's start up to its
+            // instance count, which the binding's last word is.
+            let drawn_args = wgpu::BufferBinding {
+                buffer: lists.draw_args(),
+                offset: 0,
+                size: wgpu::BufferSize::new(
+                    lists.draw_args_offset(slot + level) + cull_core::INSTANCE_COUNT_OFFSET + 4,
+                ),
             };
             let level_uniform = material.level_binding(uses_levels.then_some(level));
             device.create_bind_group(
@@ -111,6 +121,7 @@ fn instance_bind_groups(
                         bindings::PREVIOUS_INSTANCES,
                         gpu.previous_records().as_entire_binding(),
                     ),
+                    (bindings::DRAWN_ARGS, wgpu::BindingResource::Buffer(drawn_args)),
                 )),
             )
         })

@@ -33,6 +33,10 @@ pub(crate) const LEVEL: u32 = 19;
 /// Last frame's draw records (this frame's for a batch without
 /// `GpuCullMotionVectors`), for motion vectors.
 pub(crate) const PREVIOUS_INSTANCES: u32 = 20;
+/// The drawn list's indirect draw arguments, up to and including its
+/// instance count: the vertex stage spreads its draw order over that many
+/// survivors (`shaders/gpu_cull_draw_order.wgsl`).
+pub(crate) const DRAWN_ARGS: u32 = 21;
 
 /// The layout of the batch's bind group.
 #[derive(Resource, Clone)]
@@ -60,6 +64,12 @@ impl Default for InstanceBindings {
                     (OCCLUSION_TEXTURE, texture()),
                     (LEVEL, uniform_buffer_sized(false, None)),
                     (PREVIOUS_INSTANCES, storage_buffer_read_only_sized(false, None)),
+                    // The vertex stage's alone: a fragment stage has few
+                    // storage buffers to spare on some devices.
+                    (
+                        DRAWN_ARGS,
+                        storage_buffer_read_only_sized(false, None).visibility(ShaderStages::VERTEX),
+                    ),
                 ),
             ),
         );

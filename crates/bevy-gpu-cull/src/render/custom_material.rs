@@ -119,6 +119,23 @@ pub(crate) fn add_batch_defs(descriptor: &mut RenderPipelineDescriptor, instance
     }
 }
 
+/// A draw that blends goes through its list in the list's order (which
+/// a batch sorted back to front needs); others spread their order over it
+/// (`shaders/gpu_cull_draw_order.wgsl`), which the picture of a
+/// depth-tested opaque draw does not depend on.
+pub(crate) fn keep_order_if_blended(descriptor: &mut RenderPipelineDescriptor) {
+    let blends = descriptor
+        .fragment
+        .as_ref()
+        .is_some_and(|f| f.targets.iter().flatten().any(|target| target.blend.is_some()));
+    if blends {
+        descriptor
+            .vertex
+            .shader_defs
+            .push("GPU_CULL_DRAW_IN_ORDER".into());
+    }
+}
+
 /// Whether a camera with Bevy's deferred rendering draws `material` into
 /// its G-buffer, as it does a mesh with that material: a deferred material
 /// of an opaque or alpha-mask phase (Bevy draws a blended or transmissive
@@ -354,6 +371,7 @@ impl CulledMaterialPipeline {
             );
         }
         descriptor.vertex.shader = self.vertex_shader.clone();
+        keep_order_if_blended(&mut descriptor);
         if properties.bindless {
             descriptor.vertex.shader_defs.push("BINDLESS".into());
             if let Some(fragment) = descriptor.fragment.as_mut() {

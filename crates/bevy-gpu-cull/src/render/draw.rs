@@ -125,6 +125,7 @@ impl SpecializedMeshPipeline for CulledPipeline {
         if key.clockwise {
             super::custom_material::wind_clockwise(&mut descriptor);
         }
+        super::custom_material::keep_order_if_blended(&mut descriptor);
         Ok(descriptor)
     }
 }

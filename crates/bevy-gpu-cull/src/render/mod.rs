@@ -57,6 +57,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     // The draw shader and the instance-fetch library it imports (which custom
     // shaders can import too), embedded in the binary.
     load_shader_library!(app, "shaders/gpu_cull_types.wgsl");
+    load_shader_library!(app, "shaders/gpu_cull_draw_order.wgsl");
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
     load_shader_library!(app, "shaders/gpu_cull_gpu_writes.wgsl");
     embedded_asset!(app, "shaders/gpu_cull_count.wgsl");

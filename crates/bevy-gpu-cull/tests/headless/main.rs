@@ -15,6 +15,7 @@ mod backends;
 mod cells;
 mod churn;
 mod counts;
+mod draw_order;
 mod gpu_writes;
 mod harness;
 mod lod;

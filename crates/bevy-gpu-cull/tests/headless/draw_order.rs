@@ -1,0 +1,258 @@
+//! The order in which a draw goes through its survivors
+//! (`shaders/gpu_cull_draw_order.wgsl`): a permutation of every list, run
+//! on the GPU against its CPU mirror; and a batch whose two levels' lists
+//! are drawn in that order shows every instance where it stands, in its
+//! own color.
+
+use crate::common::{FrameApp, image_target};
+use bevy::camera::{ImageRenderTarget, RenderTarget, ScalingMode};
+use bevy::core_pipeline::tonemapping::{DebandDither, Tonemapping};
+use bevy::prelude::*;
+use bevy::render::gpu_readback::Readback;
+use bevy_gpu_cull::prelude::*;
+use wgpu::util::DeviceExt;
+
+const DRAW_ORDER: &str = include_str!("../../src/render/shaders/gpu_cull_draw_order.wgsl");
+
+/// A `const NAME: u32 = Nu;` of the shader.
+fn shader_const(name: &str) -> u32 {
+    let line = DRAW_ORDER
+        .lines()
+        .find(|l| l.starts_with(&format!("const {name}: u32 = ")))
+        .unwrap_or_else(|| panic!("{name} is declared"));
+    let value = line.rsplit("= ").next().unwrap().trim_end_matches("u;");
+    value.parse().unwrap()
+}
+
+/// The shader's order on the CPU.
+fn spread_draw_order(i: u32, count: u32) -> u32 {
+    let (tracks, run_length) = (shader_const("DRAW_ORDER_TRACKS"), shader_const("DRAW_ORDER_RUN"));
+    let runs = (count / run_length) & !(tracks - 1);
+    let run = i / run_length;
+    if run >= runs {
+        return i;
+    }
+    let row_length = runs / tracks;
+    ((run % tracks) * row_length + run / tracks) * run_length + i % run_length
+}
+
+/// Each draw's place in a list of `count`, as the shader computes it.
+fn gpu_order(gpu: &cull_core::GpuContext, count: u32) -> Vec<u32> {
+    let module: String = DRAW_ORDER
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let source = module
+        + "
+@group(0) @binding(0) var<uniform> count: vec4<u32>;
+@group(0) @binding(1) var<storage, read_write> order: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < count.x {
+        order[id.x] = spread_draw_order(id.x, count.x);
+    }
+}";
+    let device = &gpu.device;
+    let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("draw_order_test"),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &shader,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: None,
+        contents: bytemuck::cast_slice(&[count, 0, 0, 0]),
+        usage: wgpu::BufferUsages::UNIFORM,
+    });
+    let size = 4 * count.max(1) as u64;
+    let order = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let readback = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: uniform.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: order.as_entire_binding(),
+            },
+        ],
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(count.div_ceil(64).max(1), 1, 1);
+    }
+    encoder.copy_buffer_to_buffer(&order, 0, &readback, 0, size);
+    gpu.queue.submit([encoder.finish()]);
+    readback.slice(..).map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+    let words: Vec<u32> = bytemuck::cast_slice(&readback.slice(..).get_mapped_range()).to_vec();
+    words[..count as usize].to_vec()
+}
+
+#[test]
+fn the_draw_order_is_a_permutation_of_every_list() {
+    let gpu = cull_core::GpuContext::new(wgpu::Backends::all(), wgpu::Features::empty()).expect("an adapter");
+    let (tracks, run_length) = (shader_const("DRAW_ORDER_TRACKS"), shader_const("DRAW_ORDER_RUN"));
+    let spread_from = tracks * run_length;
+    for count in [
+        1,
+        3,
+        spread_from - 1,
+        spread_from,
+        spread_from + 1,
+        1000,
+        4099,
+        70_001,
+        1_000_003,
+    ] {
+        let order = gpu_order(&gpu, count);
+        let differs = (0..count).find(|&i| order[i as usize] != spread_draw_order(i, count));
+        assert_eq!(
+            differs, None,
+            "{count} survivors: the GPU's order differs from its mirror at this draw"
+        );
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert!(
+            sorted.iter().copied().eq(0..count),
+            "{count} survivors: the order is not a permutation"
+        );
+        if count >= 2 * spread_from {
+            // What the order is for: consecutive runs are drawn from places
+            // a whole track apart.
+            let apart = order[run_length as usize].abs_diff(order[0]);
+            assert!(
+                apart >= count / tracks - run_length,
+                "{count} survivors: the second run is {apart} places from the first"
+            );
+        }
+    }
+}
+
+/// The grid's side, in instances.
+const SIDE: u32 = 48;
+/// The grid's rows of smaller instances, drawn as the second level.
+const SMALL_ROWS: u32 = 16;
+
+/// Instance `k`'s place (cells 2 units apart around the origin), scale
+/// (the last rows smaller) and color (red along x, green along z).
+fn grid_instance(k: u32) -> GpuCullInstance {
+    let (column, row) = (k % SIDE, k / SIDE);
+    let place = |c: u32| c as f32 * 2.0 - (SIDE - 1) as f32;
+    let level = |c: u32| c as f32 / (SIDE - 1) as f32;
+    let color = LinearRgba::rgb(level(column), level(row), 0.5);
+    GpuCullInstance {
+        scale: if row >= SIDE - SMALL_ROWS { 0.8 } else { 1.0 },
+        ..GpuCullInstance::new(Vec3::new(place(column), 0.0, place(row)), color)
+    }
+}
+
+#[test]
+fn a_spread_draw_shows_every_instance_in_its_own_place_and_color() {
+    let size = 384u32;
+    let mut frame_app = FrameApp::new();
+    let world = frame_app.app.world_mut();
+    let mesh = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Cuboid::new(1.6, 0.2, 1.6));
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial {
+            unlit: true,
+            ..default()
+        });
+    // Two levels of the same mesh, by size: 1,536 instances, then 768,
+    // each list drawn spread (as rows of 6 and of 3 runs), so that the
+    // second level's draw reading the first's count would draw survivors
+    // its list does not hold. The bounding sphere spans 0.0238 of the
+    // view's height at scale 1, 0.019 at 0.8.
+    let levels = GpuCullLod::new([
+        GpuCullLodLevel::new(mesh.clone(), 0.0215),
+        GpuCullLodLevel::new(mesh.clone(), 0.0),
+    ]);
+    let instances = (0..SIDE * SIDE).map(grid_instance).collect();
+    world.spawn((
+        Mesh3d(mesh),
+        MeshMaterial3d(material),
+        GpuCullInstances::new(instances),
+        levels,
+    ));
+    let target = image_target(world, size, size);
+    let camera = world
+        .spawn((
+            Camera3d::default(),
+            Projection::from(OrthographicProjection {
+                scaling_mode: ScalingMode::Fixed {
+                    width: 96.0,
+                    height: 96.0,
+                },
+                ..OrthographicProjection::default_3d()
+            }),
+            RenderTarget::Image(ImageRenderTarget {
+                handle: target.clone(),
+                scale_factor: 1.0,
+            }),
+            Tonemapping::None,
+            DebandDither::Disabled,
+            Msaa::Off,
+            Transform::from_xyz(0.0, 10.0, 0.0).looking_at(Vec3::ZERO, Vec3::NEG_Z),
+        ))
+        .id();
+    world.spawn(Readback::texture(target));
+    frame_app.app.finish();
+    frame_app.app.cleanup();
+    let frame = frame_app.frame_when(size, size, "gpu-cull-draw-order.png", |world| {
+        let stats = world.resource::<GpuCullStats>();
+        stats.drawn_frames > 5 && stats.visible.values().sum::<u32>() == SIDE * SIDE
+    });
+    let per_level = frame_app
+        .app
+        .world()
+        .resource::<GpuCullStats>()
+        .visible_per_level
+        .clone();
+    let world = frame_app.app.world_mut();
+    let (view, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .expect("the camera");
+    for k in 0..SIDE * SIDE {
+        let instance = grid_instance(k);
+        let at = view
+            .world_to_viewport(transform, instance.position + Vec3::Y * 0.1)
+            .expect("in view");
+        let i = ((at.y as u32 * size + at.x as u32) * 4) as usize;
+        let expected = Srgba::from(LinearRgba::from_f32_array(instance.color)).to_u8_array();
+        let difference = (0..3).map(|c| frame[i + c].abs_diff(expected[c])).max().unwrap();
+        assert!(
+            difference <= 2,
+            "instance {k} at {at}: {:?}, expected {expected:?}; survivors per level {per_level:?} \
+             (see gpu-cull-draw-order.png in the temporary directory)",
+            &frame[i..i + 4]
+        );
+    }
+}
