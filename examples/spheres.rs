@@ -23,7 +23,7 @@ use bevy::prelude::*;
 use bevy_gpu_cull::prelude::*;
 use std::path::PathBuf;
 use support::explorer::{Explorer, ExplorerCamera, ExplorerPlugin};
-use support::sphere_levels::{SPHERE_RADIUS, sphere_field, sphere_levels};
+use support::sphere_levels::{SPHERE_RADIUS, spawn_bevy_spheres, spawn_sun, sphere_field, sphere_levels};
 use support::{HeadlessRun, HeadlessStep, PipelinesSettled, SceneArgs};
 
 /// Thousands to millions of spheres, culled per camera on the GPU and drawn
@@ -136,22 +136,7 @@ fn setup(
     );
     let mut levels = None;
     if args.compare_bevy {
-        // Bevy's own path: one entity per sphere, batched and culled by Bevy.
-        let palette: Vec<Handle<StandardMaterial>> = (0..12)
-            .map(|i| materials.add(StandardMaterial::from(Color::hsl(i as f32 * 30.0, 0.7, 0.55))))
-            .collect();
-        commands.spawn_batch(
-            (instances.iter().enumerate())
-                .map(|(i, inst)| {
-                    let material = MeshMaterial3d(palette[i % palette.len()].clone());
-                    (
-                        Mesh3d(mesh.clone()),
-                        material,
-                        Transform::from_translation(inst.position),
-                    )
-                })
-                .collect::<Vec<_>>(),
-        );
+        spawn_bevy_spheres(&mut commands, &instances, mesh, &mut materials);
     } else {
         let lod = sphere_levels(&mut meshes, mesh.clone(), options.cross_fade);
         let mut batch = commands.spawn((Mesh3d(mesh), GpuCullInstances::new(instances)));
@@ -164,19 +149,7 @@ fn setup(
         levels = Some(lod);
     }
     commands.insert_resource(Explorer::new(half * 0.6, levels));
-    let shadow_maps_enabled = options.shadows;
-    commands.spawn((
-        DirectionalLight {
-            illuminance: 8_000.0,
-            shadow_maps_enabled,
-            ..default()
-        },
-        Transform::from_xyz(1.0, 3.0, 2.0).looking_at(Vec3::ZERO, Vec3::Y),
-    ));
-    commands.insert_resource(GlobalAmbientLight {
-        brightness: 400.0,
-        ..default()
-    });
+    spawn_sun(&mut commands, options.shadows);
     let mut camera = commands.spawn((
         Camera3d::default(),
         ExplorerCamera,

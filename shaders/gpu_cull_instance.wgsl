@@ -1,7 +1,8 @@
 // bevy_gpu_cull's instance fetch, importable by custom draw shaders:
 // group 2 holds the batch's instance records and the view's survivors (the
-// indices the cull wrote, in draw order); `instance_index` of an indirect
-// draw counts survivors. Group 2's binding 0 is Bevy's own `mesh` array
+// indices the cull wrote); `instance_index` of an indirect draw counts
+// survivors, which the fetch functions below take in the spread order of
+// bevy_gpu_cull::draw_order (vertex stage only: binding 21 is its alone). Group 2's binding 0 is Bevy's own `mesh` array
 // (`bevy_pbr::mesh_bindings`) with one entry for the whole batch, so that a
 // `Material`'s fragment shader written for Bevy's meshes finds the batch's
 // flags and material slot at `mesh[in.instance_index]`; the plugin's own

@@ -56,13 +56,10 @@ pub enum GpuCullSystems {
     Readback,
 }
 
-/// Run-time settings; a change takes effect on the next frame.
-///
-/// Reflected as one opaque value, as Bevy reflects `Exposure`: its fields
-/// are cull-core types, which know nothing of Bevy. An inspector shows it
-/// (its `Debug` form) and can replace it whole.
+/// Run-time settings; a change takes effect on the next frame. Reflected
+/// field by field (cull-core's `bevy_reflect` feature reflects its
+/// enums), so an inspector can switch the variant or the format.
 #[derive(Resource, Clone, Debug, PartialEq, Eq, Reflect)]
-#[reflect(opaque)]
 #[reflect(Resource, Default, Debug, PartialEq, Clone)]
 pub struct GpuCullSettings {
     /// The scan variant; `None` picks the fastest compiled-in one the adapter runs.
@@ -83,7 +80,7 @@ impl Default for GpuCullSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bevy::reflect::TypeRegistry;
+    use bevy::reflect::{GetPath, TypeRegistry};
 
     #[test]
     fn settings_reflect_as_a_resource_that_clones_and_compares() {
@@ -104,6 +101,15 @@ mod tests {
             cloned.reflect_partial_eq(&GpuCullSettings::default()),
             Some(false)
         );
-        assert_eq!(cloned.take::<GpuCullSettings>().ok(), Some(settings));
+        assert_eq!(cloned.take::<GpuCullSettings>().ok(), Some(settings.clone()));
+        // Field by field, as an inspector edits it.
+        let mut edited = settings;
+        *edited.path_mut::<InstanceFormat>("format").unwrap() = InstanceFormat::PosQuat;
+        *edited.path_mut::<Option<ScanVariant>>("variant").unwrap() = None;
+        assert_eq!(edited, GpuCullSettings::default());
+        let bevy::reflect::ReflectRef::Enum(format) = edited.format.reflect_ref() else {
+            panic!("the format reflects as an enum");
+        };
+        assert_eq!(format.variant_name(), "PosQuat");
     }
 }

@@ -47,7 +47,6 @@ pub struct GpuCullStats {
     /// camera chose.
     pub shadow_visible_per_level: HashMap<(GpuCullShadowView, Entity), Vec<u32>>,
     /// The scan variant in use.
-    #[reflect(ignore)]
     pub variant: Option<ScanVariant>,
     /// GPU time per pass of the latest timed cull of each (camera, batch),
     /// from timestamp queries (when the adapter has them), read back

@@ -83,6 +83,8 @@ impl Instance {
 /// # Ok::<(), cull_core::CullError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "bevy_reflect", derive(bevy_reflect::Reflect))]
+#[cfg_attr(feature = "bevy_reflect", reflect(Debug, PartialEq, Hash, Clone))]
 pub enum InstanceFormat {
     /// A column-major `world_from_local` 4x4 matrix: 64 B.
     Matrix,

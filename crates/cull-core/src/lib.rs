@@ -76,10 +76,12 @@
 //! |---|---|---|
 //! | `parallel` | on | the CPU reference ([`cpu`]) and random scenes ([`scene`]) run on all cores (rayon); off, on the calling thread |
 //! | `blocking` | on | `GpuContext`, which opens an adapter and a device by blocking on wgpu's futures (pollster) |
+//! | `bevy_reflect` | off | `bevy_reflect::Reflect` on `ScanVariant` and `InstanceFormat`, for the settings of a Bevy app (the Bevy plugin turns it on) |
 //! | `scenes` | off | `scene`: random test scenes (cameras, instances, a small generator) for tests, benchmarks and examples |
 //!
-//! Neither is used on the GPU path: a renderer that only culls turns both off
-//! (`default-features = false` and the variants it wants), as the Bevy plugin does.
+//! The GPU path uses neither `parallel` nor `blocking`: a renderer that only
+//! culls turns both off (`default-features = false` and the variants it
+//! wants), as the Bevy plugin does.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

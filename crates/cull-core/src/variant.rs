@@ -6,6 +6,8 @@
 /// How votes become output slots. Each variant is compiled in by the cargo
 /// feature of the same name (kebab-case) and chosen at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "bevy_reflect", derive(bevy_reflect::Reflect))]
+#[cfg_attr(feature = "bevy_reflect", reflect(Debug, PartialEq, Hash, Clone))]
 pub enum ScanVariant {
     /// Vote to a buffer, the naive multi-pass global scan (one dispatch per
     /// step, log2 N steps), then compact. Order preserved. The baseline.

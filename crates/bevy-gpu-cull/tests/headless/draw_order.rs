@@ -1,8 +1,10 @@
 //! The order in which a draw goes through its survivors
 //! (`shaders/gpu_cull_draw_order.wgsl`): a permutation of every list, run
-//! on the GPU against its CPU mirror; and a batch whose two levels' lists
-//! are drawn in that order shows every instance where it stands, in its
-//! own color.
+//! on the GPU against its CPU mirror; a batch whose two levels' lists are
+//! drawn in that order shows every instance where it stands, in its own
+//! color; and pairs of instances in the same place show the one drawn last
+//! in that order (opaque), or in the list's order (blended, sorted back to
+//! front).
 
 use crate::common::{FrameApp, image_target};
 use bevy::camera::{ImageRenderTarget, RenderTarget, ScalingMode};
@@ -235,6 +237,11 @@ fn a_spread_draw_shows_every_instance_in_its_own_place_and_color() {
         .resource::<GpuCullStats>()
         .visible_per_level
         .clone();
+    assert_eq!(
+        per_level.values().next(),
+        Some(&vec![(SIDE - SMALL_ROWS) * SIDE, SMALL_ROWS * SIDE]),
+        "the levels split the grid as the test needs"
+    );
     let world = frame_app.app.world_mut();
     let (view, transform) = world
         .query::<(&Camera, &GlobalTransform)>()
@@ -253,6 +260,139 @@ fn a_spread_draw_shows_every_instance_in_its_own_place_and_color() {
             "instance {k} at {at}: {:?}, expected {expected:?}; survivors per level {per_level:?} \
              (see gpu-cull-draw-order.png in the temporary directory)",
             &frame[i..i + 4]
+        );
+    }
+}
+
+/// Where the pairs' instances stand: a grid of `PAIR_SIDE`² cells, each
+/// cell twice.
+const PAIR_SIDE: u32 = 30;
+
+/// Draws the pairs' batch (cell `c`'s first instance at list place `c`,
+/// blue, its second at `cells + c`, yellow) with an ordered scan, so that
+/// the survivors are in the list's order, and returns the frame and, per
+/// cell, its pixel.
+fn draw_pairs(alpha_mode: AlphaMode) -> (Vec<u8>, Vec<usize>) {
+    let size = 240u32;
+    let mut frame_app = FrameApp::new();
+    frame_app.app.insert_resource(GpuCullSettings {
+        variant: Some(GpuCullScanVariant::Ordered),
+        ..default()
+    });
+    let world = frame_app.app.world_mut();
+    let mesh = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(Cuboid::new(1.6, 0.2, 1.6));
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial {
+            unlit: true,
+            alpha_mode,
+            ..default()
+        });
+    let cells = PAIR_SIDE * PAIR_SIDE;
+    let place = |c: u32| {
+        let at = |i: u32| i as f32 * 2.0 - (PAIR_SIDE - 1) as f32;
+        Vec3::new(at(c % PAIR_SIDE), 0.0, at(c / PAIR_SIDE))
+    };
+    let instances = (0..2 * cells)
+        .map(|k| {
+            let color = if k < cells {
+                LinearRgba::BLUE
+            } else {
+                LinearRgba::rgb(1.0, 1.0, 0.0)
+            };
+            GpuCullInstance::new(place(k % cells), color)
+        })
+        .collect();
+    world.spawn((
+        Mesh3d(mesh),
+        MeshMaterial3d(material),
+        GpuCullInstances::new(instances),
+    ));
+    let target = image_target(world, size, size);
+    let side = 2.0 * PAIR_SIDE as f32;
+    let camera = world
+        .spawn((
+            Camera3d::default(),
+            Projection::from(OrthographicProjection {
+                scaling_mode: ScalingMode::Fixed {
+                    width: side,
+                    height: side,
+                },
+                ..OrthographicProjection::default_3d()
+            }),
+            RenderTarget::Image(ImageRenderTarget {
+                handle: target.clone(),
+                scale_factor: 1.0,
+            }),
+            Tonemapping::None,
+            DebandDither::Disabled,
+            Msaa::Off,
+            Transform::from_xyz(0.0, 10.0, 0.0).looking_at(Vec3::ZERO, Vec3::NEG_Z),
+        ))
+        .id();
+    world.spawn(Readback::texture(target));
+    frame_app.app.finish();
+    frame_app.app.cleanup();
+    let frame = frame_app.frame_when(size, size, "gpu-cull-draw-order-pairs.png", |world| {
+        let stats = world.resource::<GpuCullStats>();
+        stats.drawn_frames > 5 && stats.visible.values().sum::<u32>() == 2 * cells
+    });
+    let world = frame_app.app.world_mut();
+    let (view, transform) = world
+        .query::<(&Camera, &GlobalTransform)>()
+        .get(world, camera)
+        .expect("the camera");
+    let pixels = (0..cells)
+        .map(|c| {
+            let at = view
+                .world_to_viewport(transform, place(c) + Vec3::Y * 0.1)
+                .expect("in view");
+            ((at.y as u32 * size + at.x as u32) * 4) as usize
+        })
+        .collect();
+    (frame, pixels)
+}
+
+#[test]
+fn pairs_in_one_place_show_the_instance_drawn_last() {
+    let cells = PAIR_SIDE * PAIR_SIDE;
+    let count = 2 * cells;
+    // Each survivor's draw: the inverse of the order.
+    let mut drawn_at = vec![0; count as usize];
+    for i in 0..count {
+        drawn_at[spread_draw_order(i, count) as usize] = i;
+    }
+    let second_last = |c: u32| drawn_at[(cells + c) as usize] > drawn_at[c as usize];
+    let seconds = (0..cells).filter(|&c| second_last(c)).count();
+    assert!(
+        seconds > 0 && seconds < cells as usize,
+        "the order draws either instance of a pair last ({seconds} of {cells} the second)"
+    );
+    let is_yellow = |p: &[u8]| p[0] > 200 && p[1] > 200 && p[2] < 60;
+    let is_blue = |p: &[u8]| p[0] < 60 && p[1] < 60 && p[2] > 200;
+    // Opaque, depth-tested: the later draw of two equal depths wins.
+    let (frame, pixels) = draw_pairs(AlphaMode::Opaque);
+    for c in 0..cells {
+        let p = &frame[pixels[c as usize]..pixels[c as usize] + 4];
+        let (expected, shows) = if second_last(c) {
+            ("yellow", is_yellow(p))
+        } else {
+            ("blue", is_blue(p))
+        };
+        assert!(
+            shows,
+            "opaque cell {c}: {p:?}, expected {expected} (drawn last in the spread order)"
+        );
+    }
+    // Blended: sorted back to front, ties in the list's order, drawn in it.
+    let (frame, pixels) = draw_pairs(AlphaMode::Blend);
+    for c in 0..cells {
+        let p = &frame[pixels[c as usize]..pixels[c as usize] + 4];
+        assert!(
+            is_yellow(p),
+            "blended cell {c}: {p:?}, expected yellow (the list's order)"
         );
     }
 }
