@@ -155,131 +155,9 @@ fn the_draw_order_is_a_permutation_of_every_list() {
     }
 }
 
-/// The grid's side, in instances.
-const SIDE: u32 = 48;
-/// The grid's rows of smaller instances, drawn as the second level.
-const SMALL_ROWS: u32 = 16;
-
-/// Instance `k`'s place (cells 2 units apart around the origin), scale
-/// (the last rows smaller) and color (red along x, green along z).
-fn grid_instance(k: u32) -> GpuCullInstance {
-    let (column, row) = (k % SIDE, k / SIDE);
-    let place = |c: u32| c as f32 * 2.0 - (SIDE - 1) as f32;
-    let level = |c: u32| c as f32 / (SIDE - 1) as f32;
-    let color = LinearRgba::rgb(level(column), level(row), 0.5);
-    GpuCullInstance {
-        scale: if row >= SIDE - SMALL_ROWS { 0.8 } else { 1.0 },
-        ..GpuCullInstance::new(Vec3::new(place(column), 0.0, place(row)), color)
-    }
-}
-
-#[test]
-fn a_spread_draw_shows_every_instance_in_its_own_place_and_color() {
-    let size = 384u32;
-    let mut frame_app = FrameApp::new();
-    let world = frame_app.app.world_mut();
-    let mesh = world
-        .resource_mut::<Assets<Mesh>>()
-        .add(Cuboid::new(1.6, 0.2, 1.6));
-    let material = world
-        .resource_mut::<Assets<StandardMaterial>>()
-        .add(StandardMaterial {
-            unlit: true,
-            ..default()
-        });
-    // Two levels of the same mesh, by size: 1,536 instances, then 768,
-    // each list drawn spread (as rows of 6 and of 3 runs), so that the
-    // second level's draw reading the first's count would draw survivors
-    // its list does not hold. The bounding sphere spans 0.0238 of the
-    // view's height at scale 1, 0.019 at 0.8.
-    let levels = GpuCullLod::new([
-        GpuCullLodLevel::new(mesh.clone(), 0.0215),
-        GpuCullLodLevel::new(mesh.clone(), 0.0),
-    ]);
-    let instances = (0..SIDE * SIDE).map(grid_instance).collect();
-    world.spawn((
-        Mesh3d(mesh),
-        MeshMaterial3d(material),
-        GpuCullInstances::new(instances),
-        levels,
-    ));
-    let target = image_target(world, size, size);
-    let camera = world
-        .spawn((
-            Camera3d::default(),
-            Projection::from(OrthographicProjection {
-                scaling_mode: ScalingMode::Fixed {
-                    width: 96.0,
-                    height: 96.0,
-                },
-                ..OrthographicProjection::default_3d()
-            }),
-            RenderTarget::Image(ImageRenderTarget {
-                handle: target.clone(),
-                scale_factor: 1.0,
-            }),
-            Tonemapping::None,
-            DebandDither::Disabled,
-            Msaa::Off,
-            Transform::from_xyz(0.0, 10.0, 0.0).looking_at(Vec3::ZERO, Vec3::NEG_Z),
-        ))
-        .id();
-    world.spawn(Readback::texture(target));
-    frame_app.app.finish();
-    frame_app.app.cleanup();
-    let frame = frame_app.frame_when(size, size, "gpu-cull-draw-order.png", |world| {
-        let stats = world.resource::<GpuCullStats>();
-        stats.drawn_frames > 5 && stats.visible.values().sum::<u32>() == SIDE * SIDE
-    });
-    let per_level = frame_app
-        .app
-        .world()
-        .resource::<GpuCullStats>()
-        .visible_per_level
-        .clone();
-    assert_eq!(
-        per_level.values().next(),
-        Some(&vec![(SIDE - SMALL_ROWS) * SIDE, SMALL_ROWS * SIDE]),
-        "the levels split the grid as the test needs"
-    );
-    let world = frame_app.app.world_mut();
-    let (view, transform) = world
-        .query::<(&Camera, &GlobalTransform)>()
-        .get(world, camera)
-        .expect("the camera");
-    for k in 0..SIDE * SIDE {
-        let instance = grid_instance(k);
-        let at = view
-            .world_to_viewport(transform, instance.position + Vec3::Y * 0.1)
-            .expect("in view");
-        let i = ((at.y as u32 * size + at.x as u32) * 4) as usize;
-        let expected = Srgba::from(LinearRgba::from_f32_array(instance.color)).to_u8_array();
-        let difference = (0..3).map(|c| frame[i + c].abs_diff(expected[c])).max().unwrap();
-        assert!(
-            difference <= 2,
-            "instance {k} at {at}: {:?}, expected {expected:?}; survivors per level {per_level:?} \
-             (see gpu-cull-draw-order.png in the temporary directory)",
-            &frame[i..i + 4]
-        );
-    }
-}
-
-/// Where the pairs' instances stand: a grid of `PAIR_SIDE`² cells, each
-/// cell twice.
-const PAIR_SIDE: u32 = 30;
-
-/// Draws the pairs' batch (cell `c`'s first instance at list place `c`,
-/// blue, its second at `cells + c`, yellow) with an ordered scan, so that
-/// the survivors are in the list's order, and returns the frame and, per
-/// cell, its pixel.
-fn draw_pairs(alpha_mode: AlphaMode) -> (Vec<u8>, Vec<usize>) {
-    let size = 240u32;
-    let mut frame_app = FrameApp::new();
-    frame_app.app.insert_resource(GpuCullSettings {
-        variant: Some(GpuCullScanVariant::Ordered),
-        ..default()
-    });
-    let world = frame_app.app.world_mut();
+/// The flat tile every instance of these scenes is, unlit, and its
+/// material of `alpha_mode`.
+fn tile(world: &mut World, alpha_mode: AlphaMode) -> (Handle<Mesh>, MeshMaterial3d<StandardMaterial>) {
     let mesh = world
         .resource_mut::<Assets<Mesh>>()
         .add(Cuboid::new(1.6, 0.2, 1.6));
@@ -290,38 +168,34 @@ fn draw_pairs(alpha_mode: AlphaMode) -> (Vec<u8>, Vec<usize>) {
             alpha_mode,
             ..default()
         });
-    let cells = PAIR_SIDE * PAIR_SIDE;
-    let place = |c: u32| {
-        let at = |i: u32| i as f32 * 2.0 - (PAIR_SIDE - 1) as f32;
-        Vec3::new(at(c % PAIR_SIDE), 0.0, at(c / PAIR_SIDE))
-    };
-    let instances = (0..2 * cells)
-        .map(|k| {
-            let color = if k < cells {
-                LinearRgba::BLUE
-            } else {
-                LinearRgba::rgb(1.0, 1.0, 0.0)
-            };
-            GpuCullInstance::new(place(k % cells), color)
-        })
-        .collect();
-    world.spawn((
-        Mesh3d(mesh),
-        MeshMaterial3d(material),
-        GpuCullInstances::new(instances),
-    ));
+    (mesh, MeshMaterial3d(material))
+}
+
+/// Draws `frame_app`'s batch (tiles on the ground around the origin) from
+/// straight above, `side` world units across a frame of `size`², until
+/// the batch is drawn with all of its `count` instances in view; returns
+/// the frame (saved as `png`), for each of `places` its pixel's index, and
+/// the survivors per level of a batch with levels.
+fn draw_from_above(
+    mut frame_app: FrameApp,
+    (size, side): (u32, f32),
+    png: &str,
+    count: u32,
+    places: impl Iterator<Item = Vec3>,
+) -> (Vec<u8>, Vec<usize>, Option<Vec<u32>>) {
+    let world = frame_app.app.world_mut();
     let target = image_target(world, size, size);
-    let side = 2.0 * PAIR_SIDE as f32;
+    let projection = OrthographicProjection {
+        scaling_mode: ScalingMode::Fixed {
+            width: side,
+            height: side,
+        },
+        ..OrthographicProjection::default_3d()
+    };
     let camera = world
         .spawn((
             Camera3d::default(),
-            Projection::from(OrthographicProjection {
-                scaling_mode: ScalingMode::Fixed {
-                    width: side,
-                    height: side,
-                },
-                ..OrthographicProjection::default_3d()
-            }),
+            Projection::from(projection),
             RenderTarget::Image(ImageRenderTarget {
                 handle: target.clone(),
                 scale_factor: 1.0,
@@ -335,23 +209,101 @@ fn draw_pairs(alpha_mode: AlphaMode) -> (Vec<u8>, Vec<usize>) {
     world.spawn(Readback::texture(target));
     frame_app.app.finish();
     frame_app.app.cleanup();
-    let frame = frame_app.frame_when(size, size, "gpu-cull-draw-order-pairs.png", |world| {
+    let frame = frame_app.frame_when(size, size, png, |world| {
         let stats = world.resource::<GpuCullStats>();
-        stats.drawn_frames > 5 && stats.visible.values().sum::<u32>() == 2 * cells
+        stats.drawn_frames > 5 && stats.visible.values().sum::<u32>() == count
     });
     let world = frame_app.app.world_mut();
     let (view, transform) = world
         .query::<(&Camera, &GlobalTransform)>()
         .get(world, camera)
         .expect("the camera");
-    let pixels = (0..cells)
-        .map(|c| {
+    let pixels = places
+        .map(|place| {
+            // The tile's top face.
             let at = view
-                .world_to_viewport(transform, place(c) + Vec3::Y * 0.1)
+                .world_to_viewport(transform, place + Vec3::Y * 0.1)
                 .expect("in view");
             ((at.y as u32 * size + at.x as u32) * 4) as usize
         })
         .collect();
+    let stats = frame_app.app.world().resource::<GpuCullStats>();
+    let per_level = stats.visible_per_level.values().next().cloned();
+    (frame, pixels, per_level)
+}
+
+#[test]
+fn a_spread_draw_shows_every_instance_in_its_own_place_and_color() {
+    let mut frame_app = FrameApp::new();
+    let world = frame_app.app.world_mut();
+    let (mesh, material) = tile(world, AlphaMode::Opaque);
+    // Two levels of the same mesh, by size: 1,536 instances, then 768,
+    // each list drawn spread (as rows of 6 and of 3 runs), so that the
+    // second level's draw reading the first's count would draw survivors
+    // its list does not hold. The bounding sphere spans 0.0238 of the
+    // view's height at scale 1, 0.019 at 0.8.
+    let levels = GpuCullLod::new([
+        GpuCullLodLevel::new(mesh.clone(), 0.0215),
+        GpuCullLodLevel::new(mesh.clone(), 0.0),
+    ]);
+    let instances = (0..SIDE * SIDE).map(grid_instance).collect();
+    world.spawn((Mesh3d(mesh), material, GpuCullInstances::new(instances), levels));
+    let places = (0..SIDE * SIDE).map(|k| grid_instance(k).position);
+    let png = "gpu-cull-draw-order.png";
+    let (frame, pixels, per_level) = draw_from_above(frame_app, (384, 96.0), png, SIDE * SIDE, places);
+    assert_eq!(
+        per_level,
+        Some(vec![(SIDE - SMALL_ROWS) * SIDE, SMALL_ROWS * SIDE]),
+        "the levels split the grid as the test needs"
+    );
+    for (k, &i) in pixels.iter().enumerate() {
+        let expected = Srgba::from(LinearRgba::from_f32_array(grid_instance(k as u32).color)).to_u8_array();
+        let difference = (0..3).map(|c| frame[i + c].abs_diff(expected[c])).max().unwrap();
+        assert!(
+            difference <= 2,
+            "instance {k}: {:?}, expected {expected:?} (see {png} in the temporary directory)",
+            &frame[i..i + 4]
+        );
+    }
+}
+
+/// Where the pairs' instances stand: a grid of `PAIR_SIDE`² cells, each
+/// cell twice.
+const PAIR_SIDE: u32 = 30;
+
+/// Cell `c`'s place.
+fn pair_place(c: u32) -> Vec3 {
+    let at = |i: u32| i as f32 * 2.0 - (PAIR_SIDE - 1) as f32;
+    Vec3::new(at(c % PAIR_SIDE), 0.0, at(c / PAIR_SIDE))
+}
+
+/// Draws the pairs' batch (cell `c`'s first instance at list place `c`,
+/// blue, its second at `cells + c`, yellow) with an ordered scan, so that
+/// the survivors are in the list's order, and returns the frame and, per
+/// cell, its pixel.
+fn draw_pairs(alpha_mode: AlphaMode) -> (Vec<u8>, Vec<usize>) {
+    let mut frame_app = FrameApp::new();
+    frame_app.app.insert_resource(GpuCullSettings {
+        variant: Some(GpuCullScanVariant::Ordered),
+        ..default()
+    });
+    let world = frame_app.app.world_mut();
+    let (mesh, material) = tile(world, alpha_mode);
+    let cells = PAIR_SIDE * PAIR_SIDE;
+    let instances = (0..2 * cells)
+        .map(|k| {
+            let color = if k < cells {
+                LinearRgba::BLUE
+            } else {
+                LinearRgba::rgb(1.0, 1.0, 0.0)
+            };
+            GpuCullInstance::new(pair_place(k % cells), color)
+        })
+        .collect();
+    world.spawn((Mesh3d(mesh), material, GpuCullInstances::new(instances)));
+    let view = (240, 2.0 * PAIR_SIDE as f32);
+    let png = "gpu-cull-draw-order-pairs.png";
+    let (frame, pixels, _) = draw_from_above(frame_app, view, png, 2 * cells, (0..cells).map(pair_place));
     (frame, pixels)
 }
 
