@@ -23,7 +23,8 @@ use bevy::prelude::*;
 use bevy_gpu_cull::prelude::*;
 use std::path::PathBuf;
 use support::explorer::{Explorer, ExplorerCamera, ExplorerPlugin};
-use support::sphere_levels::{SPHERE_RADIUS, spawn_bevy_spheres, spawn_sun, sphere_field, sphere_levels};
+use support::sphere_levels::{SPHERE_RADIUS, sphere_field, sphere_levels};
+use support::sphere_scene::{spawn_bevy_spheres, spawn_sun};
 use support::{HeadlessRun, HeadlessStep, PipelinesSettled, SceneArgs};
 
 /// Thousands to millions of spheres, culled per camera on the GPU and drawn

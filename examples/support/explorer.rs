@@ -12,6 +12,8 @@
 // Bevy systems take many parameters by design.
 #![allow(clippy::too_many_arguments)]
 
+pub use super::explorer_hud::hud;
+use super::explorer_hud::{draw_frozen_frustum, show_hud};
 use super::{HeadlessRun, SceneArgs};
 use bevy::input::mouse::AccumulatedMouseMotion;
 use bevy::prelude::*;
@@ -31,9 +33,6 @@ impl Plugin for ExplorerPlugin {
 /// The camera the explorer flies and the keys act on.
 #[derive(Component)]
 pub struct ExplorerCamera;
-
-#[derive(Component)]
-struct Hud;
 
 /// The explorer's state: the automatic flight around a circle of radius
 /// `orbit`, or the keys' (`yaw`, `pitch`), and the levels `N` toggles.
@@ -60,24 +59,6 @@ impl Explorer {
             pitch: -0.25,
         }
     }
-}
-
-/// The HUD's text, top left.
-pub fn hud() -> impl Bundle {
-    (
-        Text::new(""),
-        TextFont {
-            font_size: FontSize::Px(16.0),
-            ..default()
-        },
-        Node {
-            position_type: PositionType::Absolute,
-            top: Val::Px(8.0),
-            left: Val::Px(8.0),
-            ..default()
-        },
-        Hud,
-    )
 }
 
 /// The automatic flight follows a circle across the field, looking ahead,
@@ -203,73 +184,4 @@ fn keys(
             .entity(camera)
             .insert(GpuCullFrustumOverride { clip_from_world });
     }
-}
-
-fn draw_frozen_frustum(mut gizmos: Gizmos, camera: Query<&GpuCullFrustumOverride, With<ExplorerCamera>>) {
-    let Ok(frozen) = camera.single() else {
-        return;
-    };
-    let world_from_clip = frozen.clip_from_world.inverse();
-    // Reverse-Z: depth 1 is the near plane; 0.002 is far out (the far plane
-    // is at infinity).
-    let corners = |z: f32| {
-        [(-1., -1.), (1., -1.), (1., 1.), (-1., 1.)]
-            .map(|(x, y)| world_from_clip.project_point3(Vec3::new(x, y, z)))
-    };
-    let (near, far) = (corners(1.0), corners(0.002));
-    let color = Color::srgb(1.0, 0.9, 0.2);
-    for i in 0..4 {
-        gizmos.line(near[i], near[(i + 1) % 4], color);
-        gizmos.line(far[i], far[(i + 1) % 4], color);
-        gizmos.line(near[i], far[i], color);
-    }
-}
-
-fn show_hud(
-    args: Res<SceneArgs>,
-    stats: Res<GpuCullStats>,
-    settings: Res<GpuCullSettings>,
-    time: Res<Time>,
-    fly: Res<Explorer>,
-    frozen: Query<(), (With<ExplorerCamera>, With<GpuCullFrustumOverride>)>,
-    lights: Query<&DirectionalLight>,
-    mut text: Query<&mut Text, With<Hud>>,
-    with_levels: Query<(), With<GpuCullLod>>,
-    occluding: Query<(), (With<ExplorerCamera>, With<GpuCullOcclusion>)>,
-) {
-    let Ok(mut text) = text.single_mut() else {
-        return;
-    };
-    let frame_ms = time.delta_secs_f64() * 1e3;
-    if args.compare_bevy {
-        **text = format!(
-            "Bevy's own path: {} entities | frame {frame_ms:.2} ms",
-            args.count
-        );
-        return;
-    }
-    let on = |yes: bool| if yes { "on" } else { "off" };
-    let visible: u32 = stats.visible.values().sum();
-    let levels = (stats.visible_per_level.values().next())
-        .filter(|_| !with_levels.is_empty())
-        .map_or(String::new(), |l| format!(" (per level {l:?})"));
-    let cells = stats.cells.values().next().map_or(String::new(), |c| {
-        let flat = if c.by_cells { "" } else { " (culled flat)" };
-        format!(" | cells kept {} / {}{flat}", c.kept, c.cells)
-    });
-    **text = format!(
-        "visible {visible}{levels}{cells} / {} | variant {} | format {} | GPU cull {} | \
-         frame {frame_ms:.2} ms\n\
-         [V] variant  [F] format  [L] shadows {}  [N] levels of detail {}  [O] occlusion culling {}  \
-         [C] freeze culling{}  [Space] auto fly {}  [WASDQE + right drag] fly",
-        args.count,
-        stats.variant.map_or("-", |v| v.name()),
-        settings.format.name(),
-        stats.gpu_time_ms.map_or("n/a".into(), |ms| format!("{ms:.3} ms")),
-        on(lights.iter().any(|l| l.shadow_maps_enabled)),
-        on(!with_levels.is_empty()),
-        on(!occluding.is_empty()),
-        if frozen.is_empty() { "" } else { " (frozen)" },
-        on(fly.auto),
-    );
 }

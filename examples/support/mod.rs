@@ -9,12 +9,15 @@
 mod app;
 mod args;
 pub mod explorer;
+mod explorer_hud;
 mod finish;
 mod headless;
+mod pass_times;
 pub mod reference;
 pub mod scenery;
 mod settled;
 pub mod sphere_levels;
+pub mod sphere_scene;
 mod summary;
 mod untimed_spans;
 
@@ -22,6 +25,7 @@ pub use app::*;
 pub use args::*;
 pub use finish::*;
 pub use headless::*;
+pub use pass_times::*;
 pub use settled::*;
 pub use summary::*;
 pub use untimed_spans::*;

@@ -8,6 +8,19 @@ use crate::timing::{Recorder, TimingQueries};
 use crate::{CullError, CullTimings, Instance, InstanceFormat};
 
 /// Instances in a GPU buffer, in one [`InstanceFormat`].
+///
+/// ```no_run
+/// use cull_core::prelude::*;
+/// # fn f(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<(), CullError> {
+/// let input = CullInput::new(device, InstanceFormat::PosQuat, 1_000)?;
+/// let trees: Vec<Instance> = (0..1_000)
+///     .map(|i| Instance::from_position(glam::Vec3::new(i as f32, 0.0, -20.0)))
+///     .collect();
+/// input.write_instances(queue, 0, &trees)?;
+/// // Later, only what moved: instance 7 onwards.
+/// input.write_instances(queue, 7, &[Instance::from_position(glam::Vec3::ZERO)])?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct CullInput {
     buffer: wgpu::Buffer,

@@ -80,6 +80,30 @@ pub struct DepthSortDesc {
 /// Cost: per sort, `⌈log2 capacity⌉/4 + 8` passes of three dispatches,
 /// each over the capacity's tiles of 4096, reading and writing 8 bytes per
 /// survivor and passing the digit counts through one workgroup.
+///
+/// ```no_run
+/// use cull_core::prelude::*;
+/// use cull_core::{DepthSortDesc, DepthSortView, DepthSorter};
+/// # fn f(gpu: &GpuContext, input: &CullInput, camera: &Frustum, view_from_world: glam::Mat4) -> Result<(), CullError> {
+/// let desc = CullerDesc { output: OutputKind::Indices, ..CullerDesc::default() };
+/// let culler = Culler::new(&gpu.device, &gpu.queue, &desc)?;
+/// let sorter = DepthSorter::new(&gpu.device, &culler, DepthSortDesc::default())?;
+/// let target = CullTarget::new(&gpu.device, &culler, input.capacity())?;
+/// let scratch = sorter.scratch(&gpu.device, &target)?;
+/// let mut encoder = gpu.device.create_command_encoder(&Default::default());
+/// let bounds = Sphere::new(glam::Vec3::ZERO, 0.5);
+/// let views = std::slice::from_ref(camera);
+/// let request = CullRequest::new(input, &target, views, bounds, input.capacity());
+/// culler.cull(&mut encoder, &gpu.queue, request)?;
+/// // The view's survivors, farthest first, for a blended draw.
+/// let order = DepthSortView {
+///     view_from_world_row_2: view_from_world.row(2),
+///     local_center: glam::Vec3::ZERO,
+/// };
+/// sorter.sort(&mut encoder, &gpu.queue, (input, &target), &scratch, 0, &order)?;
+/// gpu.queue.submit([encoder.finish()]);
+/// # Ok(()) }
+/// ```
 pub struct DepthSorter {
     device: wgpu::Device,
     culler_id: u64,

@@ -5,6 +5,18 @@
 
 /// How votes become output slots. Each variant is compiled in by the cargo
 /// feature of the same name (kebab-case) and chosen at run time.
+///
+/// ```no_run
+/// use cull_core::prelude::*;
+/// # fn main() -> Result<(), CullError> {
+/// let gpu = GpuContext::new(wgpu::Backends::PRIMARY, wgpu::Features::empty())?;
+/// // Survivors in their input order, every frame (a flag or a config names it).
+/// let variant = ScanVariant::from_name("ordered").expect("a variant's name");
+/// let desc = CullerDesc { variant: Some(variant), ..CullerDesc::default() };
+/// let culler = Culler::new(&gpu.device, &gpu.queue, &desc)?;
+/// assert_eq!(culler.variant(), ScanVariant::Ordered);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "bevy_reflect", derive(bevy_reflect::Reflect))]
 #[cfg_attr(feature = "bevy_reflect", reflect(Debug, PartialEq, Hash, Clone))]

@@ -232,6 +232,24 @@ fn draw_from_above(
     (frame, pixels, per_level)
 }
 
+/// The grid's side, in instances.
+const SIDE: u32 = 48;
+/// The grid's rows of smaller instances, drawn as the second level.
+const SMALL_ROWS: u32 = 16;
+
+/// Instance `k`'s place (cells 2 units apart around the origin), scale
+/// (the last rows smaller) and color (red along x, green along z).
+fn grid_instance(k: u32) -> GpuCullInstance {
+    let (column, row) = (k % SIDE, k / SIDE);
+    let place = |c: u32| c as f32 * 2.0 - (SIDE - 1) as f32;
+    let level = |c: u32| c as f32 / (SIDE - 1) as f32;
+    let color = LinearRgba::rgb(level(column), level(row), 0.5);
+    GpuCullInstance {
+        scale: if row >= SIDE - SMALL_ROWS { 0.8 } else { 1.0 },
+        ..GpuCullInstance::new(Vec3::new(place(column), 0.0, place(row)), color)
+    }
+}
+
 #[test]
 fn a_spread_draw_shows_every_instance_in_its_own_place_and_color() {
     let mut frame_app = FrameApp::new();

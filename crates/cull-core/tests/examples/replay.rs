@@ -34,7 +34,7 @@ fn compiled_variants() -> usize {
 #[test]
 fn a_scene_file_replays_as_the_cpu_reference() {
     let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/scenes/basic.json");
-    let out = run("replay", &[scene]);
+    let out = run("replay", &[scene, "--json"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -58,7 +58,10 @@ fn a_random_scene_it_writes_replays() {
     let path = std::env::temp_dir().join(format!("cull-core-replay-{}.json", std::process::id()));
     std::fs::write(&path, &out.stdout).unwrap();
     let scene = path.to_str().unwrap();
-    let out = run("replay", &[scene, "--format", "posquat", "--output", "indices"]);
+    let out = run(
+        "replay",
+        &[scene, "--format", "posquat", "--output", "indices", "--json"],
+    );
     let _ = std::fs::remove_file(&path);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -67,6 +70,20 @@ fn a_random_scene_it_writes_replays() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(gpu_culls(&stdout), (compiled_variants(), Vec::new()), "{stdout}");
+}
+
+#[test]
+fn the_summary_says_each_cull_matches_the_reference() {
+    let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/scenes/basic.json");
+    let out = run("replay", &[scene, "--format", "posquat"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let matching = stdout
+        .lines()
+        .filter(|l| l.contains("as the CPU reference"))
+        .count();
+    assert_eq!(matching, compiled_variants(), "{stdout}");
+    assert!(stdout.contains("cpu-reference"), "{stdout}");
 }
 
 #[test]
