@@ -9,7 +9,10 @@
 //! ```
 
 use cull_core::scene::Scene;
-use cull_core::{CullInput, CullRequest, CullTarget, Culler, CullerDesc, GpuContext, OutputKind};
+use cull_core::{
+    CullInput, CullRequest, CullTarget, Culler, CullerDesc, Frustum, GpuContext, OutputKind, ScanVariant,
+    Sphere,
+};
 use scene_file::SceneFile;
 
 mod args;
@@ -36,17 +39,7 @@ fn main() {
         eprintln!("give a SCENE.json to replay, or --random N\n\nRun replay --help for more information.");
         std::process::exit(1)
     };
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        eprintln!("{}: {e}", path.display());
-        std::process::exit(1)
-    });
-    let file: SceneFile = serde_json::from_str(&text).unwrap_or_else(|e| {
-        eprintln!(
-            "{}: not a scene file ({e}); see docs/scene-format.md",
-            path.display()
-        );
-        std::process::exit(1)
-    });
+    let file = read_scene(&path);
     let (instances, bounds) = (file.instances(), file.bounds());
     let frustum = file.frustum().unwrap_or_else(|e| {
         eprintln!("{e}");
@@ -58,6 +51,7 @@ fn main() {
     });
     let count = instances.len() as u32;
     let capacity = count.max(1);
+    let scene = (&frustum, bounds, count);
     let mut results = Vec::new();
     let mut all_match = true;
     for &format in &formats {
@@ -78,54 +72,9 @@ fn main() {
         let input = CullInput::new(&ctx.device, format, capacity).unwrap();
         input.write(&ctx.queue, 0, &bytes).unwrap();
         for &variant in &variants {
-            let desc = CullerDesc {
-                variant: Some(variant),
-                allow_fallback: false,
-                format,
-                output,
-                ..Default::default()
-            };
-            let culler = match Culler::new(&ctx.device, &ctx.queue, &desc) {
-                Ok(c) => c,
-                Err(e) => {
-                    results.push(serde_json::json!({ "variant": variant.name(), "format": format.name(), "error": e.to_string() }));
-                    continue;
-                }
-            };
-            let target = CullTarget::new(&ctx.device, &culler, capacity).unwrap();
-            let request = CullRequest::new(&input, &target, std::slice::from_ref(&frustum), bounds, count);
-            let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            culler.cull(&mut encoder, &ctx.queue, request).unwrap();
-            ctx.queue.submit([encoder.finish()]);
-            let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
-            let out = target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
-            let survivors: Vec<u32> = match output {
-                OutputKind::Indices => bytemuck::pod_collect_to_vec::<u8, u32>(&out),
-                // Copies of byte-identical instances take their indices in
-                // turn; u32::MAX (-1 below) is an output matching no input.
-                OutputKind::Instances => {
-                    cull_core::cpu::copies_to_indices(format.stride() as usize, &bytes, &out)
-                }
-            };
-            let check = reference.check(&survivors);
-            // Ordered promises input order: the survivors as written must ascend.
-            let in_order = survivors.windows(2).all(|w| w[0] < w[1]);
-            let order_ok = !variant.preserves_order() || in_order;
-            all_match &= check.is_ok() && order_ok;
-            let mut sorted: Vec<i64> = survivors
-                .iter()
-                .map(|&s| if s == u32::MAX { -1 } else { i64::from(s) })
-                .collect();
-            sorted.sort_unstable();
-            results.push(serde_json::json!({
-                "variant": variant.name(),
-                "format": format.name(),
-                "survivors": sorted,
-                "matches_reference": check.is_ok(),
-                "difference": check.err(),
-                "in_input_order": in_order,
-                "order_required": variant.preserves_order(),
-            }));
+            let culled = cull_variant(&ctx, (&input, &bytes), variant, output, scene, &reference);
+            all_match &= culled.1;
+            results.push(culled.0);
         }
         results.push(serde_json::json!({
             "variant": "cpu-reference",
@@ -143,6 +92,80 @@ fn main() {
     if !all_match {
         std::process::exit(1);
     }
+}
+
+/// The scene file at `path`; exits naming it where it cannot be read.
+fn read_scene(path: &std::path::Path) -> SceneFile {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        eprintln!("{}: {e}", path.display());
+        std::process::exit(1)
+    });
+    serde_json::from_str(&text).unwrap_or_else(|e| {
+        eprintln!(
+            "{}: not a scene file ({e}); see docs/scene-format.md",
+            path.display()
+        );
+        std::process::exit(1)
+    })
+}
+
+/// `variant`'s cull of the scene's instances in `input` (`bytes` in its
+/// format), checked against the CPU's `reference`: its report entry, and
+/// whether it matched (in input order where the variant promises it).
+fn cull_variant(
+    ctx: &GpuContext,
+    (input, bytes): (&CullInput, &[u8]),
+    variant: ScanVariant,
+    output: OutputKind,
+    (frustum, bounds, count): (&Frustum, Sphere, u32),
+    reference: &cull_core::cpu::Reference,
+) -> (serde_json::Value, bool) {
+    let format = input.format();
+    let desc = CullerDesc {
+        variant: Some(variant),
+        allow_fallback: false,
+        format,
+        output,
+        ..Default::default()
+    };
+    let culler = match Culler::new(&ctx.device, &ctx.queue, &desc) {
+        Ok(c) => c,
+        Err(e) => {
+            let entry = serde_json::json!({ "variant": variant.name(), "format": format.name(), "error": e.to_string() });
+            return (entry, true);
+        }
+    };
+    let target = CullTarget::new(&ctx.device, &culler, input.capacity()).unwrap();
+    let request = CullRequest::new(input, &target, std::slice::from_ref(frustum), bounds, count);
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    culler.cull(&mut encoder, &ctx.queue, request).unwrap();
+    ctx.queue.submit([encoder.finish()]);
+    let visible = target.read_visible_count(&ctx.device, &ctx.queue).unwrap();
+    let out = target.read_output(&ctx.device, &ctx.queue, visible).unwrap();
+    let survivors: Vec<u32> = match output {
+        OutputKind::Indices => bytemuck::pod_collect_to_vec::<u8, u32>(&out),
+        // Copies of byte-identical instances take their indices in turn;
+        // u32::MAX (-1 below) is an output matching no input.
+        OutputKind::Instances => cull_core::cpu::copies_to_indices(format.stride() as usize, bytes, &out),
+    };
+    let check = reference.check(&survivors);
+    // Ordered promises input order: the survivors as written must ascend.
+    let in_order = survivors.windows(2).all(|w| w[0] < w[1]);
+    let matched = check.is_ok() && (!variant.preserves_order() || in_order);
+    let mut sorted: Vec<i64> = (survivors.iter())
+        .map(|&s| if s == u32::MAX { -1 } else { i64::from(s) })
+        .collect();
+    sorted.sort_unstable();
+    let entry = serde_json::json!({
+        "variant": variant.name(),
+        "format": format.name(),
+        "survivors": sorted,
+        "matches_reference": check.is_ok(),
+        "difference": check.err(),
+        "in_input_order": in_order,
+        "order_required": variant.preserves_order(),
+    });
+    (entry, matched)
 }
 
 /// The report, a line per cull: how many survivors, whether they are the
