@@ -80,12 +80,6 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     });
-    let readback = device.create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
     let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
         layout: &pipeline.get_bind_group_layout(0),
@@ -107,12 +101,9 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(count.div_ceil(64).max(1), 1, 1);
     }
-    encoder.copy_buffer_to_buffer(&order, 0, &readback, 0, size);
     gpu.queue.submit([encoder.finish()]);
-    readback.slice(..).map_async(wgpu::MapMode::Read, |r| r.unwrap());
-    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
-    let words: Vec<u32> = bytemuck::cast_slice(&readback.slice(..).get_mapped_range()).to_vec();
-    words[..count as usize].to_vec()
+    let bytes = cull_core::read_back(device, &gpu.queue, &order, 0, size).expect("the order reads back");
+    bytemuck::pod_collect_to_vec::<u8, u32>(&bytes)[..count as usize].to_vec()
 }
 
 #[test]
