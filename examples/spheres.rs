@@ -1,15 +1,15 @@
-//! Thousands to millions of spheres, culled per camera on the GPU by
-//! `bevy-gpu-cull` and drawn with one indirect draw, or drawn as Bevy
-//! entities for comparison (`--compare bevy`): the example the benchmarks
-//! run. In a window, the explorer's keys switch the plugin's settings at run
-//! time (`support/explorer.rs` lists them).
+//! The plugin against Bevy's entity path: thousands to millions of spheres,
+//! culled per camera on the GPU by `bevy-gpu-cull` and drawn with one
+//! indirect draw, or the same spheres as Bevy entities (`--compare bevy`),
+//! under the same flight over the field. The benchmarks run it headless and
+//! compare the summaries' frame times; the `explorer` example is the same
+//! field with keys that switch the plugin's settings.
 //!
 //! ```text
-//! cargo run --release --example spheres                      # window: fly through a field of spheres
-//! cargo run --release --example spheres -- --count 1000000
+//! cargo run --release --example spheres                      # window: fly over a field of spheres
 //! cargo run --release --example spheres -- --compare bevy    # the same spheres as ordinary Bevy entities
-//! cargo run --release --example spheres -- --count 4e6 --lod  # levels of detail chosen on the GPU
-//! cargo run --release --example spheres -- --headless --frames 120 --screenshot spheres.png
+//! cargo run --release --example spheres -- --headless --size 1280x720 --count 1e6 --json
+//! cargo run --release --example spheres -- --headless --size 1280x720 --count 1e6 --compare bevy --json
 //! cargo run --release --example spheres -- --headless --size 1280x720 --count 1e6 --lod --pass-times --json
 //! ```
 
@@ -22,13 +22,13 @@ use bevy::camera::RenderTarget;
 use bevy::prelude::*;
 use bevy_gpu_cull::prelude::*;
 use std::path::PathBuf;
-use support::explorer::{Explorer, ExplorerCamera, ExplorerPlugin};
+use support::fly_over::{FlyOver, FlyOverCamera, FlyOverPlugin};
 use support::sphere_levels::{SPHERE_RADIUS, sphere_field, sphere_levels};
 use support::sphere_scene::{spawn_bevy_spheres, spawn_sun};
 use support::{HeadlessRun, HeadlessStep, PipelinesSettled, SceneArgs};
 
 /// Thousands to millions of spheres, culled per camera on the GPU and drawn
-/// with one indirect draw.
+/// with one indirect draw, or drawn by Bevy's entity path.
 #[derive(argh::FromArgs)]
 #[argh(help_triggers("-h", "--help", "help"))]
 struct Flags {
@@ -106,7 +106,7 @@ fn main() {
     };
     let mut app = support::example_app("spheres", &args);
     let headless = args.headless;
-    app.add_plugins((GpuCullPlugin::default(), ExplorerPlugin))
+    app.add_plugins((GpuCullPlugin::default(), FlyOverPlugin))
         .insert_resource(GpuCullSettings {
             variant: flags.variant,
             format: flags.format,
@@ -135,25 +135,22 @@ fn setup(
             .ico(2)
             .expect("a small icosphere"),
     );
-    let mut levels = None;
     if args.compare_bevy {
         spawn_bevy_spheres(&mut commands, &instances, mesh, &mut materials);
     } else {
-        let lod = sphere_levels(&mut meshes, mesh.clone(), options.cross_fade);
-        let mut batch = commands.spawn((Mesh3d(mesh), GpuCullInstances::new(instances)));
+        let mut batch = commands.spawn((Mesh3d(mesh.clone()), GpuCullInstances::new(instances)));
         if args.lod {
-            batch.insert(lod.clone());
+            batch.insert(sphere_levels(&mut meshes, mesh, options.cross_fade));
         }
         if args.cells {
             batch.insert(GpuCullCells::default());
         }
-        levels = Some(lod);
     }
-    commands.insert_resource(Explorer::new(half * 0.6, levels));
+    commands.insert_resource(FlyOver::new(half * 0.6));
     spawn_sun(&mut commands, options.shadows);
     let mut camera = commands.spawn((
         Camera3d::default(),
-        ExplorerCamera,
+        FlyOverCamera,
         Transform::from_xyz(0.0, 8.0, 0.0),
     ));
     if args.occlusion {
@@ -164,8 +161,6 @@ fn setup(
     }
     if args.headless {
         camera.insert(support::headless_target(&mut images, args.width, args.height));
-    } else {
-        commands.spawn(support::explorer::hud());
     }
 }
 
@@ -180,7 +175,7 @@ fn finish_headless(
     stats: Res<GpuCullStats>,
     settings: Res<GpuCullSettings>,
     mut commands: Commands,
-    camera: Query<(&Camera, &GlobalTransform, &RenderTarget), With<ExplorerCamera>>,
+    camera: Query<(&Camera, &GlobalTransform, &RenderTarget), With<FlyOverCamera>>,
     batch: Query<(&GpuCullInstances, &GpuCullBounds, Option<&GpuCullLod>)>,
     mut exit: MessageWriter<AppExit>,
     diagnostics: Option<Res<bevy::diagnostic::DiagnosticsStore>>,

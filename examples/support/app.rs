@@ -29,7 +29,7 @@ pub fn example_app(name: &str, args: &SceneArgs) -> App {
     }
     let mut app = App::new();
     let title = format!("bevy-gpu-cull: {name}");
-    add_default_plugins(&mut app, args.headless, &title, args.width, args.height);
+    add_default_plugins(&mut app, args, &title);
     if args.pass_times {
         add_pass_times(&mut app);
     }
@@ -50,9 +50,9 @@ pub fn embed_shader(app: &mut App, handle: Handle<Shader>, wgsl: &'static str, p
 }
 
 /// Exits with a message pointing to `headless_command` when a window is
-/// asked for and there is no display: on Linux and the BSDs, where the
-/// examples' windows need an X11 server (`DISPLAY`; a Wayland session gives
-/// one through XWayland). macOS and Windows always have a display.
+/// asked for and there is no display: on Linux and the BSDs, where a
+/// window needs a Wayland compositor (`WAYLAND_DISPLAY`, tried first) or an
+/// X11 server (`DISPLAY`). macOS and Windows always have a display.
 pub fn require_display(name: &str, headless_command: &str) {
     let needs_server = cfg!(any(
         target_os = "linux",
@@ -61,23 +61,24 @@ pub fn require_display(name: &str, headless_command: &str) {
         target_os = "netbsd",
         target_os = "dragonfly"
     ));
-    if !needs_server || std::env::var_os("DISPLAY").is_some() {
+    let has_server = ["WAYLAND_DISPLAY", "DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if !needs_server || has_server {
         return;
     }
-    let why = if std::env::var_os("WAYLAND_DISPLAY").is_some() {
-        "WAYLAND_DISPLAY is set but DISPLAY is not: the examples are built for X11, which a Wayland \
-         session provides through XWayland"
-    } else {
-        "DISPLAY is unset"
-    };
-    eprintln!("{name}: no X11 display found ({why}).\nRun it headless instead: {headless_command}");
+    eprintln!(
+        "{name}: no display found (neither WAYLAND_DISPLAY nor DISPLAY is set).\nRun it headless instead: \
+         {headless_command}"
+    );
     std::process::exit(2);
 }
 
 /// Bevy's default plugins: a window titled `title`, or headless (no window,
 /// no winit, frames as fast as the GPU finishes them, at most
 /// [`HEADLESS_FRAMES_IN_FLIGHT`] ahead: see [`pace_headless_frames`]).
-pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u32, height: u32) {
+pub fn add_default_plugins(app: &mut App, args: &SceneArgs, title: &str) {
+    let (headless, width, height) = (args.headless, args.width, args.height);
     // Both kinds of run: the examples read it in their headless summaries.
     let settled = PipelinesSettled::default();
     app.insert_resource(settled.clone());
@@ -89,17 +90,20 @@ pub fn add_default_plugins(app: &mut App, headless: bool, title: &str, width: u3
                 ..default()
             })
             .disable::<WinitPlugin>();
-        // A headless run draws no HUD and no gizmos: Bevy's UI, text,
-        // sprite and gizmo-drawing plugins would only add systems to every
-        // frame (on an H100 host, 7-25% of the frame of a small scene). The
-        // gizmo plugin itself stays: without it a system of the default plugins
-        // fails for a missing resource.
+        // A headless run draws no gizmos, and no HUD unless asked: Bevy's
+        // UI, text, sprite and gizmo-drawing plugins would only add systems
+        // to every frame (on an H100 host, 7-25% of the frame of a small
+        // scene). The gizmo plugin itself stays: without it a system of the
+        // default plugins fails for a missing resource.
+        if !args.hud {
+            plugins = plugins
+                .disable::<bevy::text::TextPlugin>()
+                .disable::<bevy::ui::UiPlugin>()
+                .disable::<bevy::ui_render::UiRenderPlugin>()
+                .disable::<bevy::sprite::SpritePlugin>()
+                .disable::<bevy::sprite_render::SpriteRenderPlugin>();
+        }
         plugins = plugins
-            .disable::<bevy::text::TextPlugin>()
-            .disable::<bevy::ui::UiPlugin>()
-            .disable::<bevy::ui_render::UiRenderPlugin>()
-            .disable::<bevy::sprite::SpritePlugin>()
-            .disable::<bevy::sprite_render::SpriteRenderPlugin>()
             .disable::<bevy::gizmos_render::GizmoRenderPlugin>()
             .disable::<bevy::a11y::AccessibilityPlugin>();
         app.add_plugins((plugins, ScheduleRunnerPlugin::run_loop(Duration::ZERO)));

@@ -39,6 +39,9 @@ pub struct SceneArgs {
     /// Headless: the summary as one JSON line (`--json`) instead of
     /// sentences.
     pub json: bool,
+    /// Headless: Bevy's UI and text kept, for a HUD in the screenshot (a
+    /// window always has them).
+    pub hud: bool,
 }
 
 impl SceneArgs {
@@ -69,6 +72,7 @@ impl SceneArgs {
             pass_times: false,
             depth_prepass: false,
             json: false,
+            hud: false,
         }
     }
 }

@@ -1,11 +1,11 @@
-//! What the spheres example's explorer shows: a HUD with the counts, the
+//! What the explorer example shows: a HUD with the counts, the
 //! settings and the keys, and the frozen culling frustum.
 
 // Bevy systems take many parameters by design.
 #![allow(clippy::too_many_arguments)]
 
 use super::SceneArgs;
-use super::explorer::{Explorer, ExplorerCamera};
+use super::fly_over::{FlyOver, FlyOverCamera};
 use bevy::prelude::*;
 use bevy_gpu_cull::prelude::*;
 
@@ -34,7 +34,7 @@ pub fn hud() -> impl Bundle {
 /// The frozen culling frustum (`C`), drawn as lines.
 pub(super) fn draw_frozen_frustum(
     mut gizmos: Gizmos,
-    camera: Query<&GpuCullFrustumOverride, With<ExplorerCamera>>,
+    camera: Query<&GpuCullFrustumOverride, With<FlyOverCamera>>,
 ) {
     let Ok(frozen) = camera.single() else {
         return;
@@ -61,24 +61,17 @@ pub(super) fn show_hud(
     stats: Res<GpuCullStats>,
     settings: Res<GpuCullSettings>,
     time: Res<Time>,
-    fly: Res<Explorer>,
-    frozen: Query<(), (With<ExplorerCamera>, With<GpuCullFrustumOverride>)>,
+    flight: Res<FlyOver>,
+    frozen: Query<(), (With<FlyOverCamera>, With<GpuCullFrustumOverride>)>,
     lights: Query<&DirectionalLight>,
     mut text: Query<&mut Text, With<Hud>>,
     with_levels: Query<(), With<GpuCullLod>>,
-    occluding: Query<(), (With<ExplorerCamera>, With<GpuCullOcclusion>)>,
+    occluding: Query<(), (With<FlyOverCamera>, With<GpuCullOcclusion>)>,
 ) {
     let Ok(mut text) = text.single_mut() else {
         return;
     };
     let frame_ms = time.delta_secs_f64() * 1e3;
-    if args.compare_bevy {
-        **text = format!(
-            "Bevy's own path: {} entities | frame {frame_ms:.2} ms",
-            args.count
-        );
-        return;
-    }
     let on = |yes: bool| if yes { "on" } else { "off" };
     let visible: u32 = stats.visible.values().sum();
     let levels = (stats.visible_per_level.values().next())
@@ -101,6 +94,6 @@ pub(super) fn show_hud(
         on(!with_levels.is_empty()),
         on(!occluding.is_empty()),
         if frozen.is_empty() { "" } else { " (frozen)" },
-        on(fly.auto),
+        on(flight.on),
     );
 }

@@ -1,8 +1,8 @@
 //! What the examples share: the app around a scene (a window, or headless:
 //! no display, frames rendered to an image and paced), what their flags
 //! parse into, a headless run's bookkeeping and summary, and two scenes'
-//! worth of parts (the spheres' levels of detail, the explorer's camera
-//! and keys). Each example uses part of it.
+//! worth of parts (the spheres' field and levels of detail, the flight
+//! over it, the explorer's keys). Each example uses part of it.
 // Bevy systems take many parameters by design.
 #![allow(dead_code, unused_imports, clippy::too_many_arguments)]
 
@@ -11,6 +11,7 @@ mod args;
 pub mod explorer;
 mod explorer_hud;
 mod finish;
+pub mod fly_over;
 mod headless;
 mod pass_times;
 pub mod reference;

@@ -6,12 +6,13 @@ mod common;
 
 use std::process::{Command, Output};
 
-const EXAMPLES: [&str; 10] = [
+const EXAMPLES: [&str; 11] = [
     "minimal",
     "lod",
     "occlusion",
     "cells",
     "spheres",
+    "explorer",
     "forest",
     "custom_material",
     "boids",

@@ -166,7 +166,8 @@ fn run(variant: &str, shot: &std::path::Path) -> std::process::Child {
 }
 
 /// Where windows need a display server (elsewhere the example would open a
-/// window).
+/// window): with neither a Wayland compositor nor an X11 server it says so
+/// and points to `--headless`, rather than failing in winit.
 #[cfg(any(
     target_os = "linux",
     target_os = "freebsd",
@@ -184,16 +185,8 @@ fn no_display_points_to_headless() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--headless"), "{stderr}");
-    // Wayland without XWayland: the X11 window cannot open, and it says so.
-    let out = Command::new(example())
-        .env_remove("DISPLAY")
-        .env("WAYLAND_DISPLAY", "wayland-0")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("XWayland") && stderr.contains("--headless"),
+        stderr.contains("WAYLAND_DISPLAY") && stderr.contains("DISPLAY"),
         "{stderr}"
     );
 }

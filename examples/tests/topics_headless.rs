@@ -93,3 +93,28 @@ fn cells_keep_the_same_instances_and_read_fewer_cells() {
     assert_eq!(field(&flat, "cells"), "n/a", "{flat}");
     assert_drawn(&img, &cells);
 }
+
+#[test]
+fn explorer_draws_the_field_under_its_hud() {
+    let args = ["--count", "20000", "--lod", "--size", "480x270"];
+    let (line, img) = common::run_headless("explorer", &args, "explorer.png");
+    let levels = common::numbers(&line, "visible_per_level");
+    assert_eq!(levels.iter().sum::<u32>(), number(&line, "visible"), "{line}");
+    assert!(number(&line, "visible") > 0, "{line}");
+    assert_reference(&line);
+    assert_drawn(&img, &line);
+    // The HUD: white text at the top left (the field's spheres are colored
+    // and shaded, never white).
+    let white = |x, y| {
+        let p: &image::Rgba<u8> = img.get_pixel(x, y);
+        p.0[..3].iter().all(|c| *c >= 235)
+    };
+    let hud_pixels = (8..40)
+        .flat_map(|y| (8..240).map(move |x| (x, y)))
+        .filter(|&(x, y)| white(x, y))
+        .count();
+    assert!(
+        hud_pixels > 100,
+        "no HUD text at the top left ({hud_pixels} white pixels): {line}"
+    );
+}

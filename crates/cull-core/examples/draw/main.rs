@@ -207,8 +207,8 @@ fn fail(e: impl std::fmt::Display) -> ! {
 fn main() {
     let args: Args = argh::from_env();
     let no_display = "no display to open a window on; run with --headless to render offscreen";
-    // Linux and the BSDs need an X11 server (winit is built for X11 here;
-    // a Wayland session provides one through XWayland).
+    // Linux and the BSDs need a Wayland compositor or an X11 server (winit
+    // is built for both here, and tries Wayland first).
     let needs_server = cfg!(any(
         target_os = "linux",
         target_os = "freebsd",
@@ -216,8 +216,11 @@ fn main() {
         target_os = "netbsd",
         target_os = "dragonfly"
     ));
-    if !args.headless && needs_server && std::env::var_os("DISPLAY").is_none() {
-        eprintln!("draw: {no_display} (DISPLAY is unset; under Wayland, XWayland provides it)");
+    let has_server = ["WAYLAND_DISPLAY", "DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if !args.headless && needs_server && !has_server {
+        eprintln!("draw: {no_display} (neither WAYLAND_DISPLAY nor DISPLAY is set)");
         std::process::exit(2);
     }
     if args.headless {

@@ -1,0 +1,419 @@
+//! cull-tiny-draws: what drawing many tiny instances costs the GPU's
+//! geometry front end, by how the instances reach it. The same triangles,
+//! each a pixel or two across (what a culled list's far levels of detail
+//! are), drawn into a 1280x720 color and depth target by
+//!
+//! - `instanced`: one indexed draw of a 3-index mesh, an instance each (as
+//!   a batch's level is drawn);
+//! - `packed K`: one indexed draw of a mesh of K copies of the triangle,
+//!   K instances per hardware instance (the copy past the last instance
+//!   collapses to a point);
+//! - `pulled`: one non-instanced draw of 3N vertices, the instance taken
+//!   from the vertex index.
+//!
+//! The shaders do nothing else (a flat color), so the times are the
+//! front end's and the rasterizer's, not a material's. GPU times from
+//! timestamp queries around each render pass, medians of `--runs`. Each
+//! mode's picture is read back: the pixels it lit must be the instanced
+//! draw's, or the mode is reported as drawing something else.
+//!
+//! ```text
+//! cull-tiny-draws --counts 100000,450000,1000000 --pixels 1.5
+//! ```
+
+#[path = "../roofline.rs"]
+#[allow(dead_code)] // shared with the bench, which uses a different part of it
+mod roofline;
+
+use argh::FromArgs;
+use roofline::median;
+use wgpu::util::DeviceExt;
+
+/// Times many tiny instances drawn instanced, packed and pulled.
+#[derive(FromArgs)]
+#[argh(help_triggers("-h", "--help", "help"))]
+struct Args {
+    /// instance counts, comma-separated (default 100000,450000,1000000)
+    #[argh(option, default = "String::from(\"100000,450000,1000000\")")]
+    counts: String,
+    /// each triangle's size on screen, in pixels (default 1.5)
+    #[argh(option, default = "1.5")]
+    pixels: f32,
+    /// timed draws per mode and count; the median is reported (default 15)
+    #[argh(option, default = "15")]
+    runs: usize,
+}
+
+const SIZE: (u32, u32) = (1280, 720);
+const PACKS: [u32; 3] = [4, 16, 64];
+
+const SHADER: &str = r#"
+struct Draw { count: u32, per_instance: u32, pixel: vec2<f32> }
+@group(0) @binding(0) var<storage, read> places: array<vec4<f32>>;
+@group(0) @binding(1) var<uniform> draw: Draw;
+
+struct Out { @builtin(position) clip: vec4<f32>, @location(0) color: vec3<f32> }
+
+// Instance `i`'s corner `c`: a triangle `size` pixels across around its place.
+fn corner(i: u32, c: u32) -> Out {
+    var out: Out;
+    if i >= draw.count {
+        out.clip = vec4(2.0, 2.0, 0.5, 1.0);
+        return out;
+    }
+    let p = places[i];
+    let offsets = array(vec2(-0.5, -0.4), vec2(0.5, -0.4), vec2(0.0, 0.6));
+    out.clip = vec4(p.xy + offsets[c] * p.w * draw.pixel, p.z, 1.0);
+    out.color = vec3(p.z * 4.0, 0.5, 1.0 - p.z * 4.0);
+    return out;
+}
+
+@vertex
+fn instanced(@builtin(vertex_index) v: u32, @builtin(instance_index) i: u32) -> Out {
+    return corner(i * draw.per_instance + v / 3u, v % 3u);
+}
+
+@vertex
+fn pulled(@builtin(vertex_index) v: u32) -> Out {
+    return corner(v / 3u, v % 3u);
+}
+
+@fragment
+fn shade(in: Out) -> @location(0) vec4<f32> {
+    return vec4(in.color, 1.0);
+}
+"#;
+
+/// One way of drawing: its name, instances per hardware instance (0:
+/// pulled, no instancing).
+struct Mode {
+    name: String,
+    per_instance: u32,
+}
+
+fn modes() -> Vec<Mode> {
+    let mut all = vec![Mode {
+        name: "instanced".into(),
+        per_instance: 1,
+    }];
+    all.extend(PACKS.map(|k| Mode {
+        name: format!("packed {k}"),
+        per_instance: k,
+    }));
+    all.push(Mode {
+        name: "pulled".into(),
+        per_instance: 0,
+    });
+    all
+}
+
+/// `n` places over the screen (clip x, y in −1..1), at depths 0..0.25, in
+/// a scrambled order, each `pixels` across.
+fn places(n: u32, pixels: f32) -> Vec<[f32; 4]> {
+    let hash = |i: u32, salt: u32| (i.wrapping_mul(2_654_435_761) ^ salt).wrapping_mul(0x9E37_79B9) >> 8;
+    let unit = |h: u32| h as f32 / (1u32 << 24) as f32;
+    (0..n)
+        .map(|i| {
+            let (x, y) = (
+                unit(hash(i, 0x1234)) * 2.0 - 1.0,
+                unit(hash(i, 0xBEEF)) * 2.0 - 1.0,
+            );
+            [x, y, 0.25 * unit(hash(i, 0x5151)), pixels]
+        })
+        .collect()
+}
+
+struct Bench {
+    ctx: cull_core::GpuContext,
+    instanced: wgpu::RenderPipeline,
+    pulled: wgpu::RenderPipeline,
+    layout: wgpu::BindGroupLayout,
+    color: wgpu::Texture,
+    depth: wgpu::TextureView,
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+impl Bench {
+    fn new() -> Self {
+        let ctx = roofline::timed_context();
+        let device = &ctx.device;
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("tiny draws"),
+            source: wgpu::ShaderSource::Wgsl(SHADER.into()),
+        });
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: None,
+            entries: &[
+                layout_entry(0, wgpu::BufferBindingType::Storage { read_only: true }),
+                layout_entry(1, wgpu::BufferBindingType::Uniform),
+            ],
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: None,
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = |entry| {
+            device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                vertex: wgpu::VertexState {
+                    module: &module,
+                    entry_point: Some(entry),
+                    compilation_options: Default::default(),
+                    buffers: &[],
+                },
+                primitive: Default::default(),
+                depth_stencil: Some(wgpu::DepthStencilState {
+                    format: wgpu::TextureFormat::Depth32Float,
+                    depth_write_enabled: Some(true),
+                    depth_compare: Some(wgpu::CompareFunction::Greater),
+                    stencil: Default::default(),
+                    bias: Default::default(),
+                }),
+                multisample: Default::default(),
+                fragment: Some(wgpu::FragmentState {
+                    module: &module,
+                    entry_point: Some("shade"),
+                    compilation_options: Default::default(),
+                    targets: &[Some(wgpu::TextureFormat::Rgba8Unorm.into())],
+                }),
+                multiview_mask: None,
+                cache: None,
+            })
+        };
+        let target = |format| {
+            device.create_texture(&wgpu::TextureDescriptor {
+                label: None,
+                size: wgpu::Extent3d {
+                    width: SIZE.0,
+                    height: SIZE.1,
+                    depth_or_array_layers: 1,
+                },
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D2,
+                format,
+                usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+                view_formats: &[],
+            })
+        };
+        let buffer = |usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        Self {
+            instanced: pipeline("instanced"),
+            pulled: pipeline("pulled"),
+            layout,
+            color: target(wgpu::TextureFormat::Rgba8Unorm),
+            depth: target(wgpu::TextureFormat::Depth32Float).create_view(&Default::default()),
+            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: None,
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            ctx,
+        }
+    }
+
+    /// GPU microseconds of one render pass drawing `n` instances of
+    /// `places` the way `mode` says.
+    fn time(&self, mode: &Mode, n: u32, places: &wgpu::Buffer) -> f64 {
+        let device = &self.ctx.device;
+        let k = mode.per_instance;
+        let pixel = [2.0 / SIZE.0 as f32, 2.0 / SIZE.1 as f32];
+        let uniform: [u32; 4] = [n, k.max(1), pixel[0].to_bits(), pixel[1].to_bits()];
+        let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(&uniform),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &self.layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: places.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: uniform.as_entire_binding(),
+                },
+            ],
+        });
+        // The packed mesh: K copies of the triangle's three indices.
+        let indices: Vec<u32> = (0..3 * k.max(1)).collect();
+        let index_buffer = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(&indices),
+            usage: wgpu::BufferUsages::INDEX,
+        });
+        let mut encoder = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+                label: None,
+                color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                    view: &self.color.create_view(&Default::default()),
+                    depth_slice: None,
+                    resolve_target: None,
+                    ops: wgpu::Operations {
+                        load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                        store: wgpu::StoreOp::Store,
+                    },
+                })],
+                depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
+                    view: &self.depth,
+                    depth_ops: Some(wgpu::Operations {
+                        load: wgpu::LoadOp::Clear(0.0),
+                        store: wgpu::StoreOp::Store,
+                    }),
+                    stencil_ops: None,
+                }),
+                timestamp_writes: Some(wgpu::RenderPassTimestampWrites {
+                    query_set: &self.queries,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                }),
+                occlusion_query_set: None,
+                multiview_mask: None,
+            });
+            pass.set_bind_group(0, &bind_group, &[]);
+            if k == 0 {
+                pass.set_pipeline(&self.pulled);
+                pass.draw(0..3 * n, 0..1);
+            } else {
+                pass.set_pipeline(&self.instanced);
+                pass.set_index_buffer(index_buffer.slice(..), wgpu::IndexFormat::Uint32);
+                pass.draw_indexed(0..3 * k, 0, 0..n.div_ceil(k));
+            }
+        }
+        encoder.resolve_query_set(&self.queries, 0..2, &self.resolve, 0);
+        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, 16);
+        self.ctx.queue.submit([encoder.finish()]);
+        let slice = self.readback.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |_| {});
+        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&slice.get_mapped_range());
+        self.readback.unmap();
+        t[1].saturating_sub(t[0]) as f64 * self.ctx.queue.get_timestamp_period() as f64 / 1000.0
+    }
+}
+
+impl Bench {
+    /// The pixels the last draw lit (not black), read back.
+    fn lit_pixels(&self) -> usize {
+        let device = &self.ctx.device;
+        let bytes = (SIZE.0 * SIZE.1 * 4) as u64;
+        let readback = device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = device.create_command_encoder(&Default::default());
+        encoder.copy_texture_to_buffer(
+            self.color.as_image_copy(),
+            wgpu::TexelCopyBufferInfo {
+                buffer: &readback,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: 0,
+                    bytes_per_row: Some(SIZE.0 * 4),
+                    rows_per_image: None,
+                },
+            },
+            self.color.size(),
+        );
+        self.ctx.queue.submit([encoder.finish()]);
+        let slice = readback.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |_| {});
+        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        slice
+            .get_mapped_range()
+            .chunks(4)
+            .filter(|p| p[..3] != [0, 0, 0])
+            .count()
+    }
+}
+
+fn layout_entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::VERTEX,
+        ty: wgpu::BindingType::Buffer {
+            ty,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+fn main() {
+    let args: Args = argh::from_env();
+    let counts: Vec<u32> = args
+        .counts
+        .split(',')
+        .map(|s| {
+            s.trim().parse().unwrap_or_else(|_| {
+                eprintln!("--counts: `{s}` is not a count");
+                std::process::exit(2)
+            })
+        })
+        .collect();
+    if !(args.pixels > 0.0 && args.pixels.is_finite()) || args.runs == 0 {
+        eprintln!("--pixels must be a positive size and --runs at least 1");
+        std::process::exit(2);
+    }
+    let bench = Bench::new();
+    println!(
+        "tiny draws on {}: triangles {} px across, {}x{}",
+        bench.ctx.describe(),
+        args.pixels,
+        SIZE.0,
+        SIZE.1
+    );
+    println!("| instances | mode | GPU µs | ns per instance | ÷ instanced | pixels lit |");
+    println!("|---:|---|---:|---:|---:|---:|");
+    for n in counts {
+        let places = bench
+            .ctx
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytemuck::cast_slice(&places(n, args.pixels)),
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+        let mut instanced = None;
+        for mode in modes() {
+            let us = median(
+                (0..args.runs + 2)
+                    .map(|_| bench.time(&mode, n, &places))
+                    .skip(2)
+                    .collect(),
+            );
+            let lit = bench.lit_pixels();
+            let (base, base_lit) = *instanced.get_or_insert((us, lit));
+            let per = us * 1000.0 / n.max(1) as f64;
+            let same = if lit == base_lit {
+                ""
+            } else {
+                " (differs from instanced)"
+            };
+            println!(
+                "| {n} | {} | {us:.1} | {per:.2} | {:.2}× | {lit}{same} |",
+                mode.name,
+                base / us
+            );
+        }
+    }
+}
