@@ -19,7 +19,7 @@ use bevy::prelude::*;
 use bevy::ui::UiTargetCamera;
 use bevy_gpu_cull::prelude::*;
 use support::explorer::{Explorer, ExplorerPlugin, hud};
-use support::fly_over::{FlyOver, FlyOverCamera, FlyOverPlugin};
+use support::fly_over::{FlyOver, FlyOverCamera};
 use support::sphere_levels::{SPHERE_RADIUS, sphere_field, sphere_levels};
 use support::sphere_scene::spawn_sun;
 
@@ -37,6 +37,10 @@ struct Flags {
     /// start with the sun casting shadows (`L` switches them)
     #[argh(switch)]
     shadows: bool,
+    /// sort the batch into cells and cull by cells where that pays off (the
+    /// HUD shows the cells kept)
+    #[argh(switch)]
+    cells: bool,
     /// render offscreen, without a window, for --frames frames, then exit
     #[argh(switch)]
     headless: bool,
@@ -54,25 +58,21 @@ struct Flags {
     json: bool,
 }
 
-/// What only this example was asked for.
+/// Whether the sun starts casting shadows (`--shadows`).
 #[derive(Resource)]
-struct Start {
-    lod: bool,
-    shadows: bool,
-}
+struct Shadows(bool);
 
 fn main() {
     let flags: Flags = argh::from_env();
     let args = support::SceneArgs {
+        lod: flags.lod,
+        cells: flags.cells,
         hud: true,
         ..support::scene_args!(flags)
     };
     support::example_app("explorer", &args)
-        .add_plugins((GpuCullPlugin::default(), FlyOverPlugin, ExplorerPlugin))
-        .insert_resource(Start {
-            lod: flags.lod,
-            shadows: flags.shadows,
-        })
+        .add_plugins((GpuCullPlugin::default(), ExplorerPlugin))
+        .insert_resource(Shadows(flags.shadows))
         .add_systems(Startup, setup)
         .add_systems(Update, support::finish_headless)
         .run();
@@ -81,7 +81,7 @@ fn main() {
 fn setup(
     mut commands: Commands,
     args: Res<support::SceneArgs>,
-    start: Res<Start>,
+    shadows: Res<Shadows>,
     mut meshes: ResMut<Assets<Mesh>>,
     mut images: ResMut<Assets<Image>>,
 ) {
@@ -94,12 +94,15 @@ fn setup(
     // The levels `N` puts on the batch and takes off.
     let levels = sphere_levels(&mut meshes, mesh.clone(), 0.0);
     let mut batch = commands.spawn((Mesh3d(mesh), GpuCullInstances::new(instances)));
-    if start.lod {
+    if args.lod {
         batch.insert(levels.clone());
     }
-    commands.insert_resource(Explorer::new(Some(levels)));
+    if args.cells {
+        batch.insert(GpuCullCells::default());
+    }
+    commands.insert_resource(Explorer::new(levels));
     commands.insert_resource(FlyOver::new(half * 0.6));
-    spawn_sun(&mut commands, start.shadows);
+    spawn_sun(&mut commands, shadows.0);
     let mut camera = commands.spawn((
         Camera3d::default(),
         FlyOverCamera,

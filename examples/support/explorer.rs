@@ -14,19 +14,29 @@
 
 pub use super::explorer_hud::hud;
 use super::explorer_hud::{draw_frozen_frustum, show_hud};
-use super::fly_over::{FlyOver, FlyOverCamera};
+use super::fly_over::{FlyOver, FlyOverCamera, FlyOverPlugin, FlyOverSystems};
 use bevy::input::mouse::AccumulatedMouseMotion;
 use bevy::prelude::*;
 use bevy_gpu_cull::prelude::*;
 
-/// The explorer's systems; the app adds [`super::fly_over::FlyOverPlugin`],
-/// inserts [`Explorer`] and [`FlyOver`], and spawns a [`FlyOverCamera`]
-/// (the camera the keys act on) and [`hud`].
+/// The explorer's systems, with the automatic flight's
+/// ([`FlyOverPlugin`]); the app inserts [`Explorer`] and [`FlyOver`], and
+/// spawns a [`FlyOverCamera`] (the camera the keys act on) and [`hud`].
 pub struct ExplorerPlugin;
 
 impl Plugin for ExplorerPlugin {
     fn build(&self, app: &mut App) {
-        app.add_systems(Update, (fly_by_hand, keys, show_hud, draw_frozen_frustum));
+        if !app.is_plugin_added::<FlyOverPlugin>() {
+            app.add_plugins(FlyOverPlugin);
+        }
+        // The keys first: `Space` hands the camera from one flight to the
+        // other within the frame.
+        let by_hand = |flight: Res<FlyOver>| !flight.on;
+        app.add_systems(
+            Update,
+            (keys, fly_by_hand.run_if(by_hand), show_hud, draw_frozen_frustum).chain(),
+        )
+        .configure_sets(Update, FlyOverSystems.after(keys));
     }
 }
 
@@ -34,14 +44,15 @@ impl Plugin for ExplorerPlugin {
 /// and the levels `N` toggles.
 #[derive(Resource)]
 pub struct Explorer {
-    pub levels: Option<GpuCullLod>,
+    /// The levels of detail `N` puts on the batch and takes off.
+    pub levels: GpuCullLod,
     yaw: f32,
     pitch: f32,
 }
 
 impl Explorer {
     /// `N` toggles `levels` on the batch.
-    pub fn new(levels: Option<GpuCullLod>) -> Self {
+    pub fn new(levels: GpuCullLod) -> Self {
         Self {
             levels,
             yaw: 0.0,
@@ -54,7 +65,6 @@ impl Explorer {
 /// camera.
 fn fly_by_hand(
     mut explorer: ResMut<Explorer>,
-    flight: Res<FlyOver>,
     time: Res<Time>,
     keys: Res<ButtonInput<KeyCode>>,
     mouse: Res<ButtonInput<MouseButton>>,
@@ -64,9 +74,6 @@ fn fly_by_hand(
     let Ok(mut transform) = camera.single_mut() else {
         return;
     };
-    if flight.on {
-        return;
-    }
     if mouse.pressed(MouseButton::Right) {
         explorer.yaw -= motion.delta.x * 0.003;
         explorer.pitch = (explorer.pitch - motion.delta.y * 0.003).clamp(-1.5, 1.5);
@@ -136,10 +143,10 @@ fn keys(
         captures.write(GpuCullCaptureScene { camera, batch, path });
     }
     if let Some(batch) = batch.filter(|_| pressed(KeyCode::KeyN)) {
-        match &explorer.levels {
-            _ if has_levels => _ = commands.entity(batch).remove::<GpuCullLod>(),
-            Some(levels) => _ = commands.entity(batch).insert(levels.clone()),
-            None => {}
+        if has_levels {
+            commands.entity(batch).remove::<GpuCullLod>();
+        } else {
+            commands.entity(batch).insert(explorer.levels.clone());
         }
     }
     if pressed(KeyCode::KeyL) {

@@ -6,15 +6,21 @@
 use super::{HeadlessRun, SceneArgs};
 use bevy::prelude::*;
 
-/// Flies the [`FlyOverCamera`] while [`FlyOver::on`]; the app inserts
-/// [`FlyOver`] and [`SceneArgs`].
+/// Flies the [`FlyOverCamera`] while [`FlyOver::on`], in
+/// [`FlyOverSystems`]; the app inserts [`FlyOver`] and [`SceneArgs`].
 pub struct FlyOverPlugin;
 
 impl Plugin for FlyOverPlugin {
     fn build(&self, app: &mut App) {
-        app.init_resource::<HeadlessRun>().add_systems(Update, fly_over);
+        let on = |flight: Res<FlyOver>| flight.on;
+        app.init_resource::<HeadlessRun>()
+            .add_systems(Update, fly_over.run_if(on).in_set(FlyOverSystems));
     }
 }
+
+/// The flight's system, for ordering others around it.
+#[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlyOverSystems;
 
 /// The camera the flight moves.
 #[derive(Component)]
@@ -24,7 +30,10 @@ pub struct FlyOverCamera;
 /// while `on`.
 #[derive(Resource)]
 pub struct FlyOver {
+    /// Whether the flight moves the camera (the explorer's `Space` turns it
+    /// off to fly by hand).
     pub on: bool,
+    /// The circle's radius.
     pub orbit: f32,
     t: f32,
 }
@@ -53,9 +62,6 @@ fn fly_over(
     let Ok(mut transform) = camera.single_mut() else {
         return;
     };
-    if !flight.on {
-        return;
-    }
     flight.t += match args.headless {
         true if run.camera_still(&args) => 0.0,
         true => 0.01,

@@ -34,7 +34,8 @@ impl Drop for Reaped {
 fn start_weston(runtime: &Path, socket: &str, log: &Path) -> Reaped {
     let (w, h) = OUTPUT;
     let weston = Command::new("weston")
-        .args(["--backend=headless-backend.so", "--use-pixman"])
+        // No weston.ini of the machine's: the default desktop, gray.
+        .args(["--no-config", "--backend=headless-backend.so", "--use-pixman"])
         .args([
             "--idle-time=0",
             "--debug",
@@ -49,13 +50,14 @@ fn start_weston(runtime: &Path, socket: &str, log: &Path) -> Reaped {
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap_or_else(|e| panic!("weston: {e} (scripts/install-deps.sh installs it)"));
-    let weston = Reaped(weston);
+    let mut weston = Reaped(weston);
     let started = Instant::now();
     while !runtime.join(socket).exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "weston opened no socket"
-        );
+        let exited = weston.0.try_wait().unwrap();
+        if exited.is_some() || started.elapsed() > Duration::from_secs(20) {
+            let why = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("weston opened no socket (exit: {exited:?}):\n{why}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     weston
@@ -94,18 +96,59 @@ fn colored_pixels(img: &image::RgbaImage) -> usize {
     img.pixels().filter(|p| saturated(p)).count()
 }
 
+/// The folder of this test's files, removed when the test ends.
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("gpu-cull-wayland-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("runtime")).unwrap();
+        let private = std::os::unix::fs::PermissionsExt::from_mode(0o700);
+        std::fs::set_permissions(dir.join("runtime"), private).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Weston's desktop once its shell has painted it (the output is black
+/// before): the picture the example's window must change.
+fn painted_desktop(runtime: &Path, socket: &str, dir: &Path) -> image::RgbaImage {
+    let started = Instant::now();
+    loop {
+        let shot = screenshot(runtime, socket, dir);
+        let lit = |img: &image::RgbaImage| img.pixels().filter(|p| p.0[..3] != [0, 0, 0]).count();
+        if let Some(img) = shot.filter(|img| lit(img) * 2 > (img.width() * img.height()) as usize) {
+            return img;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "weston's desktop was not painted"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 #[test]
 fn an_example_opens_a_wayland_window_without_x11() {
-    let dir = tempfile_dir();
-    let runtime = dir.join("runtime");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    // Dropped last: weston and the example are gone before their files.
+    let dir = TestDir::new();
+    let (dir, runtime) = (&dir.0, dir.0.join("runtime"));
     let socket = "gpu-cull-test";
     let _weston = start_weston(&runtime, socket, &dir.join("weston.log"));
     let (w, h) = OUTPUT;
-    let empty = screenshot(&runtime, socket, &dir).expect("weston saved no screenshot");
+    let desktop = painted_desktop(&runtime, socket, dir);
+    assert_eq!((desktop.width(), desktop.height()), (w, h));
     let few = (w * h / 100) as usize;
-    assert!(colored_pixels(&empty) < few, "weston's empty desktop is colored");
+    assert!(
+        colored_pixels(&desktop) < few,
+        "weston's empty desktop is colored"
+    );
     let log = dir.join("minimal.log");
     let mut example = Reaped(
         Command::new(common::example("minimal"))
@@ -119,33 +162,19 @@ fn an_example_opens_a_wayland_window_without_x11() {
             .unwrap(),
     );
     let started = Instant::now();
-    loop {
+    let mut colored = 0;
+    while started.elapsed() < PATIENCE {
         std::thread::sleep(Duration::from_secs(2));
         if let Some(status) = example.0.try_wait().unwrap() {
             let stderr = std::fs::read_to_string(&log).unwrap_or_default();
             panic!("the example exited ({status}) instead of drawing in a Wayland window:\n{stderr}");
         }
-        let Some(img) = screenshot(&runtime, socket, &dir) else {
-            continue;
-        };
-        assert_eq!((img.width(), img.height()), (w, h));
         // The window (1280x720) covers the output below weston's panel:
         // cubes over at least a twentieth of it.
-        let colored = colored_pixels(&img);
+        colored = screenshot(&runtime, socket, dir).map_or(0, |img| colored_pixels(&img));
         if colored > (w * h / 20) as usize {
             return;
         }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "no cubes on weston's output after {PATIENCE:?} ({colored} colored pixels)"
-        );
     }
-}
-
-/// A fresh folder of this test's own under the system's temporary folder.
-fn tempfile_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpu-cull-wayland-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    panic!("no cubes on weston's output after {PATIENCE:?} ({colored} colored pixels)");
 }

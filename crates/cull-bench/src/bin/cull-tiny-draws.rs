@@ -13,9 +13,10 @@
 //!
 //! The shaders do nothing else (a flat color), so the times are the
 //! front end's and the rasterizer's, not a material's. GPU times from
-//! timestamp queries around each render pass, medians of `--runs`. Each
-//! mode's picture is read back: the pixels it lit must be the instanced
-//! draw's, or the mode is reported as drawing something else.
+//! timestamp queries around each render pass, medians of `--runs` rounds
+//! that take every mode in turn (after two untimed rounds). Each mode's
+//! picture is read back: the pixels it lit must be the instanced draw's,
+//! or the mode is reported as drawing something else.
 //!
 //! ```text
 //! cull-tiny-draws --counts 100000,450000,1000000 --pixels 1.5
@@ -107,18 +108,27 @@ fn modes() -> Vec<Mode> {
     all
 }
 
-/// `n` places over the screen (clip x, y in −1..1), at depths 0..0.25, in
-/// a scrambled order, each `pixels` across.
+/// `n` places scattered over the screen (clip x, y in −1..1), at depths
+/// 0..0.25, each `pixels` across.
 fn places(n: u32, pixels: f32) -> Vec<[f32; 4]> {
-    let hash = |i: u32, salt: u32| (i.wrapping_mul(2_654_435_761) ^ salt).wrapping_mul(0x9E37_79B9) >> 8;
-    let unit = |h: u32| h as f32 / (1u32 << 24) as f32;
+    // Each coordinate of its own, through murmur3's finalizer: independent
+    // and uniform.
+    let mix = |mut h: u32| {
+        h ^= h >> 16;
+        h = h.wrapping_mul(0x85EB_CA6B);
+        h ^= h >> 13;
+        h = h.wrapping_mul(0xC2B2_AE35);
+        h ^ (h >> 16)
+    };
+    let unit = |i: u32, k: u32| (mix(i.wrapping_mul(3).wrapping_add(k)) >> 8) as f32 / (1u32 << 24) as f32;
     (0..n)
         .map(|i| {
-            let (x, y) = (
-                unit(hash(i, 0x1234)) * 2.0 - 1.0,
-                unit(hash(i, 0xBEEF)) * 2.0 - 1.0,
-            );
-            [x, y, 0.25 * unit(hash(i, 0x5151)), pixels]
+            [
+                unit(i, 0) * 2.0 - 1.0,
+                unit(i, 1) * 2.0 - 1.0,
+                0.25 * unit(i, 2),
+                pixels,
+            ]
         })
         .collect()
 }
@@ -307,11 +317,10 @@ impl Bench {
         self.readback.unmap();
         t[1].saturating_sub(t[0]) as f64 * self.ctx.queue.get_timestamp_period() as f64 / 1000.0
     }
-}
 
-impl Bench {
-    /// The pixels the last draw lit (not black), read back.
-    fn lit_pixels(&self) -> usize {
+    /// The pixels the last draw lit (not black), read back: how many, and
+    /// a hash of which.
+    fn lit_pixels(&self) -> (usize, u64) {
         let device = &self.ctx.device;
         let bytes = (SIZE.0 * SIZE.1 * 4) as u64;
         let readback = device.create_buffer(&wgpu::BufferDescriptor {
@@ -337,11 +346,13 @@ impl Bench {
         let slice = readback.slice(..);
         slice.map_async(wgpu::MapMode::Read, |_| {});
         device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
-        slice
-            .get_mapped_range()
-            .chunks(4)
-            .filter(|p| p[..3] != [0, 0, 0])
-            .count()
+        let pixels = slice.get_mapped_range();
+        let lit = pixels.chunks(4).map(|p| p[..3] != [0, 0, 0]).enumerate();
+        // FNV-1a over the lit pixels' indices.
+        lit.filter(|(_, lit)| *lit)
+            .fold((0, 0xCBF2_9CE4_8422_2325), |(n, h), (i, _)| {
+                (n + 1, (h ^ i as u64).wrapping_mul(0x100_0000_01B3))
+            })
     }
 }
 
@@ -393,21 +404,27 @@ fn main() {
                 contents: bytemuck::cast_slice(&places(n, args.pixels)),
                 usage: wgpu::BufferUsages::STORAGE,
             });
+        let modes = modes();
+        // Rounds that take every mode in turn, the first two untimed.
+        let mut times = vec![Vec::new(); modes.len()];
+        for round in 0..args.runs + 2 {
+            for (mode, times) in modes.iter().zip(&mut times) {
+                let us = bench.time(mode, n, &places);
+                if round >= 2 {
+                    times.push(us);
+                }
+            }
+        }
         let mut instanced = None;
-        for mode in modes() {
-            let us = median(
-                (0..args.runs + 2)
-                    .map(|_| bench.time(&mode, n, &places))
-                    .skip(2)
-                    .collect(),
-            );
-            let lit = bench.lit_pixels();
-            let (base, base_lit) = *instanced.get_or_insert((us, lit));
+        for (mode, times) in modes.iter().zip(times) {
+            bench.time(mode, n, &places);
+            let (us, (lit, which)) = (median(times), bench.lit_pixels());
+            let (base, base_which) = *instanced.get_or_insert((us, which));
             let per = us * 1000.0 / n.max(1) as f64;
-            let same = if lit == base_lit {
+            let same = if which == base_which {
                 ""
             } else {
-                " (differs from instanced)"
+                " (not the instanced draw's)"
             };
             println!(
                 "| {n} | {} | {us:.1} | {per:.2} | {:.2}× | {lit}{same} |",
