@@ -14,8 +14,8 @@
 # Checking instead of building keeps this stage to a few minutes on a cold
 # machine.
 #
-# CI runs this (.ci/run), with clippy-driver compiling the workspace's crates;
-# run alone, it sets the same.
+# CI runs this (.ci/run), with clippy-driver compiling the workspace's crates
+# (through scripts/lint-and-document.sh); run alone, it sets clippy-driver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTFLAGS="${RUSTFLAGS--D warnings}"
@@ -34,6 +34,14 @@ for v in $variants; do
     fi
     echo "cull-core with only $v: checked, lint-free ($((SECONDS - start)) s)"
 done
+# What a renderer that only culls builds (as the Bevy plugin does): one
+# variant, none of the optional features (no rayon, no pollster).
+if ! out=$(cargo check -q -p cull-core --no-default-features --features block-atomic --lib 2>&1); then
+    tail -n 60 <<<"$out"
+    echo "cull-core with one variant and no optional feature failed to check"
+    exit 1
+fi
+echo "cull-core with one variant and no optional feature: checked, lint-free"
 echo "== cull-core with no variant must not build"
 if out=$(cargo check -q -p cull-core --no-default-features 2>&1); then
     echo "cull-core built with no scan variant"; exit 1

@@ -74,7 +74,7 @@
 //!
 //! | feature | default | what |
 //! |---|---|---|
-//! | `parallel` | on | the CPU reference ([`cpu`]) and random scenes ([`scene`]) run on all cores (rayon); off, on the calling thread |
+//! | `parallel` | on | the CPU reference ([`cpu`]) and random scenes (`scene`) run on all cores (rayon); off, on the calling thread |
 //! | `blocking` | on | `GpuContext`, which opens an adapter and a device by blocking on wgpu's futures (pollster) |
 //! | `bevy_reflect` | off | `bevy_reflect::Reflect` on `ScanVariant` and `InstanceFormat`, for the settings of a Bevy app (the Bevy plugin turns it on) |
 //! | `scenes` | off | `scene`: random test scenes (cameras, instances, a small generator) for tests, benchmarks and examples |

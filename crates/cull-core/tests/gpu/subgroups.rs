@@ -2,7 +2,7 @@
 //! follows LP_NATIVE_VECTOR_WIDTH (128, 256, 512 bits), read when the driver
 //! loads, so each width other than this process's own runs this test
 //! binary again in a child process (`subgroup_variants_at_this_width` runs
-//! the process's own).
+//! the process's own, with every format; a child turns one format per form).
 
 use crate::harness::*;
 use cull_core::{InstanceFormat, OutputKind, ScanVariant, Tuning};
@@ -85,11 +85,23 @@ fn subgroup_variants_at_this_width() {
     #[cfg(feature = "subgroup-ballot")]
     ballot_row_writes_at_this_width(ctx, size);
     let pyramids = cull_core::PyramidBuilder::new(&ctx.device).unwrap();
-    for (variant, tuning) in forms {
+    // At a width set from outside (a child of subgroup_sizes_4_8_16), each
+    // form culls one format, turning with the form, so that every format
+    // still meets every width and every form (the formats read instances;
+    // the widths change only the scans); the process's own width culls
+    // every form with every format. GPU_CULL_FULL_MATRIX runs all of them
+    // at every width.
+    let width_from_outside = std::env::var_os(EXPECT_VAR).is_some();
+    for (i, (variant, tuning)) in forms.into_iter().enumerate() {
         if !variant.is_compiled() {
             continue;
         }
-        for format in InstanceFormat::ALL {
+        let formats = if width_from_outside {
+            formats_turning(i, OutputKind::Indices)
+        } else {
+            InstanceFormat::ALL.to_vec()
+        };
+        for format in formats {
             // Several views in one pass at this width too.
             let many = views_culler(ctx, variant, format, OutputKind::Indices, tuning, 5);
             for n in [255usize, 4099] {
