@@ -44,13 +44,74 @@ pub fn timed_context() -> GpuContext {
 /// 128 MiB (256 MiB touched), five times the 50 MB L2 of an H100 or H200.
 pub const DEFAULT_L2_FLUSH_MIB: u64 = 128;
 
+/// Two timestamp queries around one compute or render pass, and their
+/// readback: the GPU time of that pass.
+pub struct PassTimer {
+    query_set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+impl PassTimer {
+    pub fn new(device: &wgpu::Device) -> Self {
+        let buffer = |usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        Self {
+            query_set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: None,
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+        }
+    }
+
+    /// The timestamp writes of a timed compute pass.
+    pub fn compute_writes(&self) -> wgpu::ComputePassTimestampWrites<'_> {
+        wgpu::ComputePassTimestampWrites {
+            query_set: &self.query_set,
+            beginning_of_pass_write_index: Some(0),
+            end_of_pass_write_index: Some(1),
+        }
+    }
+
+    /// The timestamp writes of a timed render pass.
+    #[allow(dead_code)] // cull-tiny-draws times render passes; the bench, compute passes only
+    pub fn render_writes(&self) -> wgpu::RenderPassTimestampWrites<'_> {
+        wgpu::RenderPassTimestampWrites {
+            query_set: &self.query_set,
+            beginning_of_pass_write_index: Some(0),
+            end_of_pass_write_index: Some(1),
+        }
+    }
+
+    /// Submits `encoder`, whose one timed pass wrote this timer's
+    /// timestamps, waits for it, and returns that pass's GPU microseconds.
+    pub fn submit_and_read(&self, ctx: &GpuContext, mut encoder: wgpu::CommandEncoder) -> f64 {
+        encoder.resolve_query_set(&self.query_set, 0..2, &self.resolve, 0);
+        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, 16);
+        ctx.queue.submit([encoder.finish()]);
+        let slice = self.readback.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |_| {});
+        ctx.device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&slice.get_mapped_range());
+        self.readback.unmap();
+        t[1].saturating_sub(t[0]) as f64 * ctx.queue.get_timestamp_period() as f64 / 1000.0
+    }
+}
+
 /// Timestamped reference kernels.
 pub struct Roofline {
     copy: wgpu::ComputePipeline,
     empty: wgpu::ComputePipeline,
-    query_set: wgpu::QuerySet,
-    resolve: wgpu::Buffer,
-    readback: wgpu::Buffer,
+    timer: PassTimer,
     /// The untimed copy between two timed kernels ([`Self::with_l2_flush`]),
     /// over buffers of its own.
     l2_flush: Option<(CopyJob, [wgpu::Buffer; 2])>,
@@ -73,24 +134,10 @@ impl Roofline {
                 cache: None,
             })
         };
-        let buffer = |usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: 16,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
         Self {
             copy: make("copy"),
             empty: make("empty"),
-            query_set: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: None,
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            }),
-            resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
-            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            timer: PassTimer::new(device),
             l2_flush: None,
         }
     }
@@ -133,26 +180,11 @@ impl Roofline {
     /// GPU microseconds of the compute pass `record` encodes (timestamp queries).
     pub fn timed(&self, ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass)) -> f64 {
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: None,
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &self.query_set,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
-                }),
-            });
-            record(&mut pass);
-        }
-        encoder.resolve_query_set(&self.query_set, 0..2, &self.resolve, 0);
-        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, 16);
-        ctx.queue.submit([encoder.finish()]);
-        let slice = self.readback.slice(..);
-        slice.map_async(wgpu::MapMode::Read, |_| {});
-        ctx.device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
-        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&slice.get_mapped_range());
-        self.readback.unmap();
-        t[1].saturating_sub(t[0]) as f64 * ctx.queue.get_timestamp_period() as f64 / 1000.0
+        record(&mut encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: None,
+            timestamp_writes: Some(self.timer.compute_writes()),
+        }));
+        self.timer.submit_and_read(ctx, encoder)
     }
 
     /// Median microseconds of an empty dispatch of one workgroup.

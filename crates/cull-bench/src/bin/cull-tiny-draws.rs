@@ -140,9 +140,7 @@ struct Bench {
     layout: wgpu::BindGroupLayout,
     color: wgpu::Texture,
     depth: wgpu::TextureView,
-    queries: wgpu::QuerySet,
-    resolve: wgpu::Buffer,
-    readback: wgpu::Buffer,
+    timer: roofline::PassTimer,
 }
 
 impl Bench {
@@ -210,27 +208,13 @@ impl Bench {
                 view_formats: &[],
             })
         };
-        let buffer = |usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: 16,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
         Self {
             instanced: pipeline("instanced"),
             pulled: pipeline("pulled"),
             layout,
             color: target(wgpu::TextureFormat::Rgba8Unorm),
             depth: target(wgpu::TextureFormat::Depth32Float).create_view(&Default::default()),
-            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: None,
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            }),
-            resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
-            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            timer: roofline::PassTimer::new(device),
             ctx,
         }
     }
@@ -289,11 +273,7 @@ impl Bench {
                     }),
                     stencil_ops: None,
                 }),
-                timestamp_writes: Some(wgpu::RenderPassTimestampWrites {
-                    query_set: &self.queries,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
-                }),
+                timestamp_writes: Some(self.timer.render_writes()),
                 occlusion_query_set: None,
                 multiview_mask: None,
             });
@@ -307,15 +287,7 @@ impl Bench {
                 pass.draw_indexed(0..3 * k, 0, 0..n.div_ceil(k));
             }
         }
-        encoder.resolve_query_set(&self.queries, 0..2, &self.resolve, 0);
-        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, 16);
-        self.ctx.queue.submit([encoder.finish()]);
-        let slice = self.readback.slice(..);
-        slice.map_async(wgpu::MapMode::Read, |_| {});
-        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
-        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&slice.get_mapped_range());
-        self.readback.unmap();
-        t[1].saturating_sub(t[0]) as f64 * self.ctx.queue.get_timestamp_period() as f64 / 1000.0
+        self.timer.submit_and_read(&self.ctx, encoder)
     }
 
     /// The pixels the last draw lit (not black), read back: how many, and
