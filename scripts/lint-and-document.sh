@@ -5,14 +5,14 @@
 #
 # - every workspace crate is compiled by clippy-driver: compiled as rustc
 #   would, and linted, with the build's own flags (`-D warnings` in CI);
-# - the two published libraries are then documented by rustdoc, from the
-#   same compiled dependencies, as `cargo doc` would document them: warnings
-#   denied, so a broken intra-doc link fails the build. The docs are written
-#   to `$GPU_CULL_DOC_DIR`, or to `doc/` beside the build's profile folder
-#   (where `cargo doc` writes them).
+# - for the two published libraries, it writes down how rustdoc documents
+#   them from the same compiled dependencies, as `cargo doc` would:
+#   `doc-args/CRATE` beside the build's `deps/` folder, which
+#   scripts/document.sh runs (CI runs it beside the tests, off the build's
+#   critical path).
 #
 # `cargo doc` would need its own build of every dependency (metadata only,
-# but Bevy's whole graph once more), which is why CI documents here.
+# but Bevy's whole graph once more), which is why CI documents this way.
 set -euo pipefail
 sysroot="$("$1" --print sysroot)"
 "$sysroot/bin/clippy-driver" "$@"
@@ -38,13 +38,13 @@ case "$emit" in *link*) ;; *) exit 0 ;; esac
 
 # rustc's arguments as rustdoc takes them: the same crate, features, cfgs,
 # edition, dependencies and lint levels; no emitted artifacts, no
-# incremental cache, the docs' folder in place of the output folder.
-doc_dir="${GPU_CULL_DOC_DIR:-$out_dir/../../doc}"
-doc_args=()
+# incremental cache, no output folder (scripts/document.sh gives it), and
+# diagnostics as a person reads them (rustdoc runs outside cargo).
+doc_args=(--crate-version "${CARGO_PKG_VERSION:-0.0.0}")
 for ((i = 0; i < ${#args[@]}; i++)); do
     a="${args[i]}"
     case "$a" in
-    --emit=* | -Cincremental=*) ;;
+    --emit=* | -Cincremental=* | --error-format=* | --json=*) ;;
     --out-dir) i=$((i + 1)) ;;
     -C)
         case "${args[i + 1]}" in
@@ -55,5 +55,11 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     *) doc_args+=("$a") ;;
     esac
 done
-exec "$sysroot/bin/rustdoc" "${doc_args[@]}" -o "$doc_dir" \
-    --crate-version "${CARGO_PKG_VERSION:-0.0.0}" -D warnings
+# With the environment cargo compiles the crate in (CARGO_MANIFEST_DIR and
+# the package's other variables, which `env!` reads), then the arguments.
+mkdir -p "$out_dir/../doc-args"
+{
+    env -0 | grep -z '^CARGO_' | grep -zv '^CARGO_MAKEFLAGS='
+    printf '%s\0' -- "${doc_args[@]}"
+} >"$out_dir/../doc-args/$crate.tmp"
+mv "$out_dir/../doc-args/$crate.tmp" "$out_dir/../doc-args/$crate"
