@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
 rustdoc="$(rustc --print sysroot)/bin/rustdoc"
-for crate in cull_core bevy_gpu_cull; do
+for package in cull-core bevy-gpu-cull; do
+    crate="${package//-/_}"
     recorded="$target/debug/doc-args/$crate"
     if [ ! -f "$recorded" ]; then
         echo "no build of $crate recorded in $target: build the workspace with RUSTC_WORKSPACE_WRAPPER=scripts/lint-and-document.sh first"
@@ -20,6 +21,10 @@ for crate in cull_core bevy_gpu_cull; do
     for word in "${recorded_words[@]}"; do
         if [ ${#args[@]} -eq 0 ] && [ "$word" != -- ]; then env+=("$word"); else args+=("$word"); fi
     done
-    env "${env[@]}" "$rustdoc" "${args[@]:1}" -o "$target/doc" -D warnings
+    # This clone's manifest folder, whichever clone sharing the build cache
+    # last compiled the crate (its `env!` reads it; the source path is
+    # relative to the workspace's root).
+    env "${env[@]}" CARGO_MANIFEST_DIR="$PWD/crates/$package" \
+        "$rustdoc" "${args[@]:1}" -o "$target/doc" -D warnings
     echo "$crate documented, no warnings: $target/doc/$crate/index.html"
 done
