@@ -9,14 +9,22 @@
 //!   K instances per hardware instance (the copy past the last instance
 //!   collapses to a point);
 //! - `pulled`: one non-instanced draw of 3N vertices, the instance taken
-//!   from the vertex index.
+//!   from the vertex index;
+//! - `points`: one non-instanced draw of N points, a pixel each at the
+//!   triangle's place (what a level of detail of one point would draw);
+//! - `splat`: no draw, a compute pass that writes each instance's pixel
+//!   with an atomic max of its depth and color into a buffer the size of
+//!   the target (what a compute rasterizer of instances below a pixel or
+//!   two would do before a full-screen pass shades the pixels it wrote).
 //!
 //! The shaders do nothing else (a flat color), so the times are the
 //! front end's and the rasterizer's, not a material's. GPU times from
 //! timestamp queries around each render pass, medians of `--runs` rounds
 //! that take every mode in turn (after two untimed rounds). Each mode's
-//! picture is read back: the pixels it lit must be the instanced draw's,
-//! or the mode is reported as drawing something else.
+//! picture is read back: the pixels a triangle mode lit must be the
+//! instanced draw's, or the mode is reported as drawing something else
+//! (points and splats light a pixel each, so only their count is
+//! reported).
 //!
 //! ```text
 //! cull-tiny-draws --counts 100000,450000,1000000 --pixels 1.5
@@ -79,6 +87,31 @@ fn pulled(@builtin(vertex_index) v: u32) -> Out {
     return corner(v / 3u, v % 3u);
 }
 
+@vertex
+fn point(@builtin(vertex_index) v: u32) -> Out {
+    var out = corner(v, 0u);
+    let p = places[v];
+    out.clip = vec4(p.xy, p.z, 1.0);
+    return out;
+}
+
+@group(0) @binding(2) var<storage, read_write> splats: array<atomic<u32>>;
+
+// Instance `i`'s pixel, nearest wins (reverse depth: larger is nearer):
+// its depth above eight bits of color.
+@compute @workgroup_size(256)
+fn splat(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    if i >= draw.count {
+        return;
+    }
+    let p = places[i];
+    let size = vec2<f32>(2.0, 2.0) / draw.pixel;
+    let xy = vec2<u32>(clamp((p.xy * vec2(0.5, -0.5) + 0.5) * size, vec2(0.0), size - 1.0));
+    let depth = u32(clamp(p.z * 4.0, 0.0, 1.0) * 16777215.0);
+    atomicMax(&splats[xy.y * u32(size.x) + xy.x], (depth << 8u) | (i & 255u) | 1u);
+}
+
 @fragment
 fn shade(in: Out) -> @location(0) vec4<f32> {
     return vec4(in.color, 1.0);
@@ -86,25 +119,49 @@ fn shade(in: Out) -> @location(0) vec4<f32> {
 "#;
 
 /// One way of drawing: its name, instances per hardware instance (0:
-/// pulled, no instancing).
+/// pulled, no instancing), and whether each instance is a point.
 struct Mode {
     name: String,
     per_instance: u32,
+    points: bool,
+}
+
+impl Mode {
+    fn splat() -> Self {
+        Self {
+            name: "splat (compute)".into(),
+            per_instance: 0,
+            points: true,
+        }
+    }
+
+    fn is_splat(&self) -> bool {
+        self.name == Self::splat().name
+    }
 }
 
 fn modes() -> Vec<Mode> {
     let mut all = vec![Mode {
         name: "instanced".into(),
         per_instance: 1,
+        points: false,
     }];
     all.extend(PACKS.map(|k| Mode {
         name: format!("packed {k}"),
         per_instance: k,
+        points: false,
     }));
     all.push(Mode {
         name: "pulled".into(),
         per_instance: 0,
+        points: false,
     });
+    all.push(Mode {
+        name: "points".into(),
+        per_instance: 0,
+        points: true,
+    });
+    all.push(Mode::splat());
     all
 }
 
@@ -137,6 +194,10 @@ struct Bench {
     ctx: cull_core::GpuContext,
     instanced: wgpu::RenderPipeline,
     pulled: wgpu::RenderPipeline,
+    points: wgpu::RenderPipeline,
+    splat: wgpu::ComputePipeline,
+    splat_layout: wgpu::BindGroupLayout,
+    splats: wgpu::Buffer,
     layout: wgpu::BindGroupLayout,
     color: wgpu::Texture,
     depth: wgpu::TextureView,
@@ -154,16 +215,17 @@ impl Bench {
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: None,
             entries: &[
-                layout_entry(0, wgpu::BufferBindingType::Storage { read_only: true }),
-                layout_entry(1, wgpu::BufferBindingType::Uniform),
+                layout_entry(0, VERTEX, wgpu::BufferBindingType::Storage { read_only: true }),
+                layout_entry(1, VERTEX, wgpu::BufferBindingType::Uniform),
             ],
         });
+        let (splat, splat_layout) = splat_pipeline(device, &module);
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: None,
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
-        let pipeline = |entry| {
+        let pipeline = |entry, topology| {
             device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
                 label: Some(entry),
                 layout: Some(&pipeline_layout),
@@ -173,7 +235,10 @@ impl Bench {
                     compilation_options: Default::default(),
                     buffers: &[],
                 },
-                primitive: Default::default(),
+                primitive: wgpu::PrimitiveState {
+                    topology,
+                    ..Default::default()
+                },
                 depth_stencil: Some(wgpu::DepthStencilState {
                     format: wgpu::TextureFormat::Depth32Float,
                     depth_write_enabled: Some(true),
@@ -209,8 +274,19 @@ impl Bench {
             })
         };
         Self {
-            instanced: pipeline("instanced"),
-            pulled: pipeline("pulled"),
+            instanced: pipeline("instanced", wgpu::PrimitiveTopology::TriangleList),
+            pulled: pipeline("pulled", wgpu::PrimitiveTopology::TriangleList),
+            points: pipeline("point", wgpu::PrimitiveTopology::PointList),
+            splat,
+            splat_layout,
+            splats: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("splats"),
+                size: (SIZE.0 * SIZE.1 * 4) as u64,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
             layout,
             color: target(wgpu::TextureFormat::Rgba8Unorm),
             depth: target(wgpu::TextureFormat::Depth32Float).create_view(&Default::default()),
@@ -231,6 +307,9 @@ impl Bench {
             contents: bytemuck::cast_slice(&uniform),
             usage: wgpu::BufferUsages::UNIFORM,
         });
+        if mode.is_splat() {
+            return self.time_splat(n, places, &uniform);
+        }
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
             layout: &self.layout,
@@ -278,7 +357,10 @@ impl Bench {
                 multiview_mask: None,
             });
             pass.set_bind_group(0, &bind_group, &[]);
-            if k == 0 {
+            if mode.points {
+                pass.set_pipeline(&self.points);
+                pass.draw(0..n, 0..1);
+            } else if k == 0 {
                 pass.set_pipeline(&self.pulled);
                 pass.draw(0..3 * n, 0..1);
             } else {
@@ -290,9 +372,40 @@ impl Bench {
         self.timer.submit_and_read(&self.ctx, encoder)
     }
 
-    /// The pixels the last draw lit (not black), read back: how many, and
+    /// GPU microseconds of the compute pass that splats `n` instances of
+    /// `places` (the buffer of pixels cleared before it, untimed).
+    fn time_splat(&self, n: u32, places: &wgpu::Buffer, uniform: &wgpu::Buffer) -> f64 {
+        let device = &self.ctx.device;
+        let buffers = [places, uniform, &self.splats];
+        let entries: Vec<_> = (0u32..)
+            .zip(buffers)
+            .map(|(binding, buffer)| wgpu::BindGroupEntry {
+                binding,
+                resource: buffer.as_entire_binding(),
+            })
+            .collect();
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &self.splat_layout,
+            entries: &entries,
+        });
+        let mut encoder = device.create_command_encoder(&Default::default());
+        encoder.clear_buffer(&self.splats, 0, None);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(self.timer.compute_writes()),
+            });
+            pass.set_pipeline(&self.splat);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(n.div_ceil(256), 1, 1);
+        }
+        self.timer.submit_and_read(&self.ctx, encoder)
+    }
+
+    /// The pixels the last draw (or splat) lit, read back: how many, and
     /// a hash of which.
-    fn lit_pixels(&self) -> (usize, u64) {
+    fn lit_pixels(&self, splat: bool) -> (usize, u64) {
         let device = &self.ctx.device;
         let bytes = (SIZE.0 * SIZE.1 * 4) as u64;
         let readback = device.create_buffer(&wgpu::BufferDescriptor {
@@ -302,10 +415,34 @@ impl Bench {
             mapped_at_creation: false,
         });
         let mut encoder = device.create_command_encoder(&Default::default());
+        if splat {
+            encoder.copy_buffer_to_buffer(&self.splats, 0, &readback, 0, bytes);
+        } else {
+            self.copy_color(&mut encoder, &readback);
+        }
+        self.ctx.queue.submit([encoder.finish()]);
+        let slice = readback.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |_| {});
+        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        let pixels = slice.get_mapped_range();
+        // A splat's pixel is a nonzero word; a drawn one is not black.
+        let lit = pixels
+            .chunks(4)
+            .map(|p| if splat { p != [0; 4] } else { p[..3] != [0, 0, 0] })
+            .enumerate();
+        // FNV-1a over the lit pixels' indices.
+        lit.filter(|(_, lit)| *lit)
+            .fold((0, 0xCBF2_9CE4_8422_2325), |(n, h), (i, _)| {
+                (n + 1, (h ^ i as u64).wrapping_mul(0x100_0000_01B3))
+            })
+    }
+
+    /// Records a copy of the color target into `readback`.
+    fn copy_color(&self, encoder: &mut wgpu::CommandEncoder, readback: &wgpu::Buffer) {
         encoder.copy_texture_to_buffer(
             self.color.as_image_copy(),
             wgpu::TexelCopyBufferInfo {
-                buffer: &readback,
+                buffer: readback,
                 layout: wgpu::TexelCopyBufferLayout {
                     offset: 0,
                     bytes_per_row: Some(SIZE.0 * 4),
@@ -314,24 +451,20 @@ impl Bench {
             },
             self.color.size(),
         );
-        self.ctx.queue.submit([encoder.finish()]);
-        let slice = readback.slice(..);
-        slice.map_async(wgpu::MapMode::Read, |_| {});
-        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
-        let pixels = slice.get_mapped_range();
-        let lit = pixels.chunks(4).map(|p| p[..3] != [0, 0, 0]).enumerate();
-        // FNV-1a over the lit pixels' indices.
-        lit.filter(|(_, lit)| *lit)
-            .fold((0, 0xCBF2_9CE4_8422_2325), |(n, h), (i, _)| {
-                (n + 1, (h ^ i as u64).wrapping_mul(0x100_0000_01B3))
-            })
     }
 }
 
-fn layout_entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
+const VERTEX: wgpu::ShaderStages = wgpu::ShaderStages::VERTEX;
+const COMPUTE: wgpu::ShaderStages = wgpu::ShaderStages::COMPUTE;
+
+fn layout_entry(
+    binding: u32,
+    visibility: wgpu::ShaderStages,
+    ty: wgpu::BufferBindingType,
+) -> wgpu::BindGroupLayoutEntry {
     wgpu::BindGroupLayoutEntry {
         binding,
-        visibility: wgpu::ShaderStages::VERTEX,
+        visibility,
         ty: wgpu::BindingType::Buffer {
             ty,
             has_dynamic_offset: false,
@@ -339,6 +472,36 @@ fn layout_entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLay
         },
         count: None,
     }
+}
+
+/// The splat's compute pipeline and its bindings: the places, the draw's
+/// uniform and the target-sized buffer of pixels.
+fn splat_pipeline(
+    device: &wgpu::Device,
+    module: &wgpu::ShaderModule,
+) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: None,
+        entries: &[
+            layout_entry(0, COMPUTE, wgpu::BufferBindingType::Storage { read_only: true }),
+            layout_entry(1, COMPUTE, wgpu::BufferBindingType::Uniform),
+            layout_entry(2, COMPUTE, wgpu::BufferBindingType::Storage { read_only: false }),
+        ],
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: None,
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("splat"),
+        layout: Some(&pipeline_layout),
+        module,
+        entry_point: Some("splat"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    (pipeline, layout)
 }
 
 fn main() {
@@ -390,10 +553,12 @@ fn main() {
         let mut instanced = None;
         for (mode, times) in modes.iter().zip(times) {
             bench.time(mode, n, &places);
-            let (us, (lit, which)) = (median(times), bench.lit_pixels());
+            let (us, (lit, which)) = (median(times), bench.lit_pixels(mode.is_splat()));
             let (base, base_which) = *instanced.get_or_insert((us, which));
             let per = us * 1000.0 / n.max(1) as f64;
-            let same = if which == base_which {
+            let same = if mode.points {
+                " (a pixel each)"
+            } else if which == base_which {
                 ""
             } else {
                 " (not the instanced draw's)"
