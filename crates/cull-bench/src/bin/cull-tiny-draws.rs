@@ -118,50 +118,31 @@ fn shade(in: Out) -> @location(0) vec4<f32> {
 }
 "#;
 
-/// One way of drawing: its name, instances per hardware instance (0:
-/// pulled, no instancing), and whether each instance is a point.
-struct Mode {
-    name: String,
-    per_instance: u32,
-    points: bool,
+/// How a mode puts its instances on screen.
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    /// Triangles, `per_instance` of them per hardware instance (0:
+    /// pulled, no instancing).
+    Triangles { per_instance: u32 },
+    /// One draw of a point per instance.
+    Points,
+    /// A compute pass writing a pixel per instance.
+    Splat,
 }
 
-impl Mode {
-    fn splat() -> Self {
-        Self {
-            name: "splat (compute)".into(),
-            per_instance: 0,
-            points: true,
-        }
-    }
-
-    fn is_splat(&self) -> bool {
-        self.name == Self::splat().name
-    }
+/// One way of drawing: its name and shape.
+struct Mode {
+    name: String,
+    shape: Shape,
 }
 
 fn modes() -> Vec<Mode> {
-    let mut all = vec![Mode {
-        name: "instanced".into(),
-        per_instance: 1,
-        points: false,
-    }];
-    all.extend(PACKS.map(|k| Mode {
-        name: format!("packed {k}"),
-        per_instance: k,
-        points: false,
-    }));
-    all.push(Mode {
-        name: "pulled".into(),
-        per_instance: 0,
-        points: false,
-    });
-    all.push(Mode {
-        name: "points".into(),
-        per_instance: 0,
-        points: true,
-    });
-    all.push(Mode::splat());
+    let mode = |name: String, shape| Mode { name, shape };
+    let mut all = vec![mode("instanced".into(), Shape::Triangles { per_instance: 1 })];
+    all.extend(PACKS.map(|k| mode(format!("packed {k}"), Shape::Triangles { per_instance: k })));
+    all.push(mode("pulled".into(), Shape::Triangles { per_instance: 0 }));
+    all.push(mode("points".into(), Shape::Points));
+    all.push(mode("splat (compute)".into(), Shape::Splat));
     all
 }
 
@@ -299,7 +280,10 @@ impl Bench {
     /// `places` the way `mode` says.
     fn time(&self, mode: &Mode, n: u32, places: &wgpu::Buffer) -> f64 {
         let device = &self.ctx.device;
-        let k = mode.per_instance;
+        let k = match mode.shape {
+            Shape::Triangles { per_instance } => per_instance,
+            Shape::Points | Shape::Splat => 0,
+        };
         let pixel = [2.0 / SIZE.0 as f32, 2.0 / SIZE.1 as f32];
         let uniform: [u32; 4] = [n, k.max(1), pixel[0].to_bits(), pixel[1].to_bits()];
         let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -307,7 +291,7 @@ impl Bench {
             contents: bytemuck::cast_slice(&uniform),
             usage: wgpu::BufferUsages::UNIFORM,
         });
-        if mode.is_splat() {
+        if mode.shape == Shape::Splat {
             return self.time_splat(n, places, &uniform);
         }
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -357,7 +341,7 @@ impl Bench {
                 multiview_mask: None,
             });
             pass.set_bind_group(0, &bind_group, &[]);
-            if mode.points {
+            if mode.shape == Shape::Points {
                 pass.set_pipeline(&self.points);
                 pass.draw(0..n, 0..1);
             } else if k == 0 {
@@ -510,8 +494,9 @@ fn main() {
         .counts
         .split(',')
         .map(|s| {
-            s.trim().parse().unwrap_or_else(|_| {
-                eprintln!("--counts: `{s}` is not a count");
+            // Zero would bind an empty buffer, which wgpu refuses.
+            s.trim().parse().ok().filter(|&n: &u32| n > 0).unwrap_or_else(|| {
+                eprintln!("--counts: `{s}` is not a count of at least 1");
                 std::process::exit(2)
             })
         })
@@ -553,10 +538,10 @@ fn main() {
         let mut instanced = None;
         for (mode, times) in modes.iter().zip(times) {
             bench.time(mode, n, &places);
-            let (us, (lit, which)) = (median(times), bench.lit_pixels(mode.is_splat()));
+            let (us, (lit, which)) = (median(times), bench.lit_pixels(mode.shape == Shape::Splat));
             let (base, base_which) = *instanced.get_or_insert((us, which));
             let per = us * 1000.0 / n.max(1) as f64;
-            let same = if mode.points {
+            let same = if !matches!(mode.shape, Shape::Triangles { .. }) {
                 " (a pixel each)"
             } else if which == base_which {
                 ""
