@@ -11,8 +11,7 @@
 // other, so that the counts one workgroup scans stay few. CPU mirror:
 // cull_core::cpu::back_to_front.
 
-#import cull::encode::decode_instance
-#import cull::math::rotate
+#import cull::points::transformed_point
 
 // Threads of the per-element passes (keys, store) and of the counts' scan.
 const GROUP: u32 = 256u;
@@ -100,23 +99,13 @@ fn ordered_bits(x: f32) -> u32 {
     return bits ^ select(0x80000000u, 0xffffffffu, (bits >> 31u) == 1u);
 }
 
-// The instance's transformed local center, as each format transforms a
-// mesh-space point.
+// The instance's transformed local center.
 fn sort_point(index: u32) -> vec3<f32> {
     var parts: array<vec4<u32>, 4>;
     for (var k = 0u; k < job.parts; k++) {
         parts[k] = instances[index * job.parts + k];
     }
-    let c = job.local_center.xyz;
-    if job.format == 0u {
-        // A matrix's columns, in full (it may shear or scale unevenly).
-        let x = bitcast<vec4<f32>>(parts[0]).xyz;
-        let y = bitcast<vec4<f32>>(parts[1]).xyz;
-        let z = bitcast<vec4<f32>>(parts[2]).xyz;
-        return x * c.x + y * c.y + z * c.z + bitcast<vec4<f32>>(parts[3]).xyz;
-    }
-    let d = decode_instance(job.format, parts);
-    return d.position + rotate(d.rotation, c * d.scale);
+    return transformed_point(job.format, parts, job.local_center.xyz);
 }
 
 fn digit(pair: vec2<u32>) -> u32 {

@@ -214,9 +214,9 @@ impl Reference {
     }
 }
 
-/// The point a depth sort orders instance `index` of `bytes` by: the
-/// instance's transform of `local_center`, as `sort_point()` in
-/// `shaders/cull/sort.wgsl` computes it (a matrix's columns in full; a
+/// The point a depth sort orders instance `index` of `bytes` by, and a
+/// pixel splat projects: the instance's transform of `local_center`, as
+/// `transformed_point()` in `shaders/cull/points.wgsl` computes it (a matrix's columns in full; a
 /// position, scale and rotation otherwise).
 pub fn sort_point(
     format: InstanceFormat,
@@ -261,6 +261,47 @@ pub fn back_to_front(
         .collect();
     keyed.sort_unstable();
     keyed.into_iter().map(|(_, i)| i).collect()
+}
+
+/// One list of [`splat`]: `survivors` (instance indices of `bytes`, in
+/// `format`) projected by `local_center`, their ids from `id_base + 1`.
+#[derive(Clone, Copy, Debug)]
+pub struct SplatList<'a> {
+    /// The instances' format.
+    pub format: InstanceFormat,
+    /// The instances, encoded.
+    pub bytes: &'a [u8],
+    /// The list's instance indices.
+    pub survivors: &'a [u32],
+    /// The mesh-space point projected.
+    pub local_center: glam::Vec3,
+    /// Instance `i` claims a pixel with id `id_base + i + 1`.
+    pub id_base: u32,
+}
+
+/// The CPU mirror of [`crate::PixelSplatter`]: per pixel of a `size`
+/// target (row by row from the top), the nearest depth key and the greatest
+/// id among the survivors at that key, 0 and 0 where none landed.
+pub fn splat(
+    view: &crate::PixelSplatView,
+    size: (u32, u32),
+    lists: &[SplatList<'_>],
+) -> (Vec<u32>, Vec<u32>) {
+    let pixels = size.0 as usize * size.1 as usize;
+    let (mut keys, mut ids) = (vec![0u32; pixels], vec![0u32; pixels]);
+    for list in lists {
+        for &i in list.survivors {
+            let p = sort_point(list.format, list.bytes, i as usize, list.local_center);
+            let Some((pixel, key)) = view.pixel(p, size) else {
+                continue;
+            };
+            let (pixel, id) = (pixel as usize, list.id_base + i + 1);
+            if (key, id) > (keys[pixel], ids[pixel]) {
+                (keys[pixel], ids[pixel]) = (key, id);
+            }
+        }
+    }
+    (keys, ids)
 }
 
 #[cfg(test)]

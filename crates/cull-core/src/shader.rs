@@ -42,6 +42,7 @@ fn library_of(variants: impl Iterator<Item = ScanVariant>) -> Vec<ShaderModule> 
         shader_module!("params.wgsl"),
         shader_module!("math.wgsl"),
         ENCODE_MODULE,
+        shader_module!("points.wgsl"),
     ];
     modules.extend(crate::visibility::LIBRARY);
     modules.extend(crate::visibility::modules());

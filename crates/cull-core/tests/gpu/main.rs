@@ -23,6 +23,7 @@ mod ordered_two_pass;
 mod properties;
 mod shadow_reach;
 mod sort;
+mod splat;
 mod spot_cone;
 mod subgroups;
 mod timing;
