@@ -123,6 +123,7 @@ mod frame;
 mod frustum;
 mod instance;
 mod kernel;
+mod list_stage;
 mod occlusion;
 mod outputs;
 mod passes;

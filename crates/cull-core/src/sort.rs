@@ -4,7 +4,8 @@
 
 use crate::buffers::CullTarget;
 use crate::kernel::{ShaderModule, shader_module};
-use crate::{CullError, CullInput, Culler, InstanceFormat, OutputKind};
+use crate::list_stage::ListStage;
+use crate::{CullError, CullInput, Culler, InstanceFormat};
 use glam::{Vec3, Vec4};
 use wgpu::util::DeviceExt;
 
@@ -105,14 +106,9 @@ pub struct DepthSortDesc {
 /// # Ok(()) }
 /// ```
 pub struct DepthSorter {
-    device: wgpu::Device,
-    culler_id: u64,
-    format: InstanceFormat,
-    layout: wgpu::BindGroupLayout,
-    pipelines: Vec<wgpu::ComputePipeline>,
+    stage: ListStage,
     /// The passes' digits: entries 0..8 take the index's, 8..16 the key's.
     pass_params: wgpu::Buffer,
-    max_groups: u32,
 }
 
 /// A [`DepthSorter`]'s scratch for one target: key and index pairs twice
@@ -132,39 +128,14 @@ impl DepthSorter {
     /// A sorter of the lists `culler`'s culls write (which must be of
     /// [`OutputKind::Indices`]), compiling its pipelines.
     pub fn new(device: &wgpu::Device, culler: &Culler, desc: DepthSortDesc) -> Result<Self, CullError> {
-        if culler.output() != OutputKind::Indices {
-            return Err(CullError::InvalidParameter(
-                "a depth sort reorders survivor indices: it needs a culler of OutputKind::Indices",
-            ));
-        }
-        let wgsl = crate::shader::compose_entry(SORT_MODULE)
-            .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"));
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("cull-sort"),
-            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-        });
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("cull-sort"),
-            entries: &layout_entries(),
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("cull-sort"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let pipelines = ENTRY_POINTS
-            .iter()
-            .map(|entry| {
-                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(entry),
-                    layout: Some(&pipeline_layout),
-                    module: &module,
-                    entry_point: Some(entry),
-                    compilation_options: Default::default(),
-                    cache: None,
-                })
-            })
-            .collect();
+        let stage = ListStage::new(
+            device,
+            culler,
+            (SORT_MODULE, &ENTRY_POINTS),
+            &layout_entries(),
+            desc.max_workgroups_per_dimension,
+            "a depth sort reorders survivor indices: it needs a culler of OutputKind::Indices",
+        )?;
         let mut params = vec![0u8; (2 * KEY_DIGITS) as usize * ENTRY_STRIDE as usize];
         for entry in 0..2 * KEY_DIGITS {
             let words = [
@@ -181,26 +152,13 @@ impl DepthSorter {
             contents: &params,
             usage: wgpu::BufferUsages::UNIFORM,
         });
-        let max_groups = desc
-            .max_workgroups_per_dimension
-            .unwrap_or(u32::MAX)
-            .min(device.limits().max_compute_workgroups_per_dimension)
-            .max(1);
-        Ok(Self {
-            device: device.clone(),
-            culler_id: culler.id(),
-            format: culler.format(),
-            layout,
-            pipelines,
-            pass_params,
-            max_groups,
-        })
+        Ok(Self { stage, pass_params })
     }
 
     /// Whether it sorts the lists of `culler`'s targets (a sorter is made
     /// for one culler).
     pub fn sorts_for(&self, culler: &Culler) -> bool {
-        culler.id() == self.culler_id
+        self.stage.reads(culler)
     }
 
     /// Scratch for sorting `target`'s views. Refused where the sort's
@@ -272,9 +230,9 @@ impl DepthSorter {
         order: &DepthSortView,
     ) -> Result<(), CullError> {
         self.check(input, target, scratch, view)?;
-        let elements = self.dims(target.capacity().div_ceil(TILE));
-        let tiles = self.dims(tiles(target.capacity()));
-        let words = job_words(self.format, order, view, [elements.0, tiles.0]);
+        let elements = self.stage.dims(target.capacity().div_ceil(TILE));
+        let tiles = self.stage.dims(tiles(target.capacity()));
+        let words = job_words(self.stage.format, order, view, [elements.0, tiles.0]);
         queue.write_buffer(
             &scratch.jobs,
             view as u64 * ENTRY_STRIDE,
@@ -311,42 +269,13 @@ impl DepthSorter {
         scratch: &DepthSortScratch,
         view: u32,
     ) -> Result<(), CullError> {
-        if target.culler_id() != self.culler_id {
-            return Err(CullError::ForeignTarget);
-        }
-        if input.format() != self.format {
-            return Err(CullError::FormatMismatch {
-                input: input.format(),
-                culler: self.format,
-            });
-        }
-        if input.buffer().size() > self.device.limits().max_storage_buffer_binding_size {
-            return Err(CullError::InvalidParameter(
-                "a depth sort binds the input whole: it must fit one storage binding",
-            ));
-        }
-        if view >= target.views() {
-            return Err(CullError::InvalidParameter(
-                "the view to sort is past the target's views",
-            ));
-        }
+        self.stage.check(input, target, view)?;
         if !scratch.fits(target) {
             return Err(CullError::InvalidParameter(
                 "the depth sort's scratch was made for another target",
             ));
         }
         Ok(())
-    }
-
-    /// Workgroup counts for `groups` (at least one): `(x, y)` with `x` at
-    /// most the cap.
-    fn dims(&self, groups: u32) -> (u32, u32) {
-        let groups = groups.max(1);
-        if groups <= self.max_groups {
-            (groups, 1)
-        } else {
-            (self.max_groups, groups.div_ceil(self.max_groups))
-        }
     }
 
     fn dispatch(
@@ -357,7 +286,7 @@ impl DepthSorter {
         offsets: [u32; 2],
         (x, y): (u32, u32),
     ) {
-        pass.set_pipeline(&self.pipelines[pipeline]);
+        pass.set_pipeline(&self.stage.pipelines[pipeline]);
         pass.set_bind_group(0, group, &offsets);
         pass.dispatch_workgroups(x, y, 1);
     }
@@ -405,9 +334,9 @@ impl DepthSorter {
             whole(6, &scratch.pairs[write]),
             whole(7, &scratch.counts),
         ];
-        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        self.stage.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("cull-sort"),
-            layout: &self.layout,
+            layout: &self.stage.layout,
             entries: &entries,
         })
     }
@@ -454,8 +383,7 @@ fn index_digits(capacity: u32) -> u32 {
 fn job_words(format: InstanceFormat, order: &DepthSortView, view: u32, groups_x: [u32; 2]) -> [u32; 16] {
     let r = order.view_from_world_row_2;
     let c = order.local_center;
-    let count_word =
-        (crate::buffers::DRAW_ARGS_SIZE / 4) as u32 * view + crate::INSTANCE_COUNT_OFFSET as u32 / 4;
+    let count_word = crate::list_stage::count_word(view);
     let f = f32::to_bits;
     [
         f(r.x),

@@ -12,7 +12,8 @@
 
 use crate::buffers::CullTarget;
 use crate::kernel::{ShaderModule, shader_module};
-use crate::{CullError, CullInput, Culler, InstanceFormat, OutputKind};
+use crate::list_stage::ListStage;
+use crate::{CullError, CullInput, Culler, InstanceFormat};
 use glam::{Mat4, Vec3};
 
 /// The splat's module (an entry module: it imports `cull::points` and
@@ -216,70 +217,28 @@ impl PixelSplatTarget {
 /// # Ok(()) }
 /// ```
 pub struct PixelSplatter {
-    device: wgpu::Device,
-    culler_id: u64,
-    format: InstanceFormat,
-    layout: wgpu::BindGroupLayout,
-    pipelines: Vec<wgpu::ComputePipeline>,
-    max_groups: u32,
+    stage: ListStage,
 }
 
 impl PixelSplatter {
     /// A splatter of the lists `culler`'s culls write (which must be of
     /// [`OutputKind::Indices`]), compiling its pipelines.
     pub fn new(device: &wgpu::Device, culler: &Culler, desc: PixelSplatDesc) -> Result<Self, CullError> {
-        if culler.output() != OutputKind::Indices {
-            return Err(CullError::InvalidParameter(
-                "a pixel splat reads survivor indices: it needs a culler of OutputKind::Indices",
-            ));
-        }
-        let wgsl = crate::shader::compose_entry(SPLAT_MODULE)
-            .unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"));
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("cull-splat"),
-            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
-        });
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("cull-splat"),
-            entries: &layout_entries(),
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("cull-splat"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let pipelines = ENTRY_POINTS
-            .iter()
-            .map(|entry| {
-                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(entry),
-                    layout: Some(&pipeline_layout),
-                    module: &module,
-                    entry_point: Some(entry),
-                    compilation_options: Default::default(),
-                    cache: None,
-                })
-            })
-            .collect();
-        let max_groups = desc
-            .max_workgroups_per_dimension
-            .unwrap_or(u32::MAX)
-            .min(device.limits().max_compute_workgroups_per_dimension)
-            .max(1);
-        Ok(Self {
-            device: device.clone(),
-            culler_id: culler.id(),
-            format: culler.format(),
-            layout,
-            pipelines,
-            max_groups,
-        })
+        let stage = ListStage::new(
+            device,
+            culler,
+            (SPLAT_MODULE, &ENTRY_POINTS),
+            &layout_entries(),
+            desc.max_workgroups_per_dimension,
+            "a pixel splat reads survivor indices: it needs a culler of OutputKind::Indices",
+        )?;
+        Ok(Self { stage })
     }
 
     /// Whether it splats the lists of `culler`'s targets (a splatter is
     /// made for one culler).
     pub fn splats_for(&self, culler: &Culler) -> bool {
-        culler.id() == self.culler_id
+        self.stage.reads(culler)
     }
 
     /// Records, after the culls that wrote the lists in `encoder`: clearing
@@ -303,8 +262,8 @@ impl PixelSplatter {
         }
         let mut groups = Vec::with_capacity(sources.len());
         for (slot, source) in sources.iter().enumerate() {
-            let dims = self.dims(source.target.capacity().div_ceil(GROUP));
-            let words = job_words(self.format, view, source, pixels.size, dims.0);
+            let dims = self.stage.dims(source.target.capacity().div_ceil(GROUP));
+            let words = job_words(self.stage.format, view, source, pixels.size, dims.0);
             queue.write_buffer(
                 &pixels.jobs,
                 slot as u64 * ENTRY_STRIDE,
@@ -322,7 +281,7 @@ impl PixelSplatter {
             label: Some("cull-splat"),
             timestamp_writes: None,
         });
-        for pipeline in &self.pipelines {
+        for pipeline in &self.stage.pipelines {
             pass.set_pipeline(pipeline);
             for (group, offset, (x, y)) in &groups {
                 pass.set_bind_group(0, group, &[*offset]);
@@ -333,42 +292,13 @@ impl PixelSplatter {
     }
 
     fn check(&self, source: &PixelSplatSource<'_>) -> Result<(), CullError> {
-        if source.target.culler_id() != self.culler_id {
-            return Err(CullError::ForeignTarget);
-        }
-        if source.input.format() != self.format {
-            return Err(CullError::FormatMismatch {
-                input: source.input.format(),
-                culler: self.format,
-            });
-        }
-        if source.input.buffer().size() > self.device.limits().max_storage_buffer_binding_size {
-            return Err(CullError::InvalidParameter(
-                "a pixel splat binds the input whole: it must fit one storage binding",
-            ));
-        }
-        if source.list >= source.target.views() {
-            return Err(CullError::InvalidParameter(
-                "the list to splat is past the target's views",
-            ));
-        }
+        self.stage.check(source.input, source.target, source.list)?;
         if source.id_base as u64 + source.input.capacity() as u64 >= u32::MAX as u64 {
             return Err(CullError::InvalidParameter(
                 "a source's ids (id_base + instance + 1) must fit 32 bits",
             ));
         }
         Ok(())
-    }
-
-    /// Workgroup counts for `groups` (at least one): `(x, y)` with `x` at
-    /// most the cap.
-    fn dims(&self, groups: u32) -> (u32, u32) {
-        let groups = groups.max(1);
-        if groups <= self.max_groups {
-            (groups, 1)
-        } else {
-            (self.max_groups, groups.div_ceil(self.max_groups))
-        }
     }
 
     fn bind_group(&self, source: &PixelSplatSource<'_>, pixels: &PixelSplatTarget) -> wgpu::BindGroup {
@@ -401,9 +331,9 @@ impl PixelSplatter {
             whole(4, &pixels.keys),
             whole(5, &pixels.ids),
         ];
-        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        self.stage.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("cull-splat"),
-            layout: &self.layout,
+            layout: &self.stage.layout,
             entries: &entries,
         })
     }
@@ -423,8 +353,7 @@ fn job_words(
         *word = f(value);
     }
     let c = source.local_center;
-    let count_word =
-        (crate::buffers::DRAW_ARGS_SIZE / 4) as u32 * source.list + crate::INSTANCE_COUNT_OFFSET as u32 / 4;
+    let count_word = crate::list_stage::count_word(source.list);
     words[16..].copy_from_slice(&[
         f(c.x),
         f(c.y),

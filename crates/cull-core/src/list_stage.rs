@@ -1,0 +1,121 @@
+//! What the stages that read a cull's lists after it share (the depth
+//! sort, the pixel splat): their compute pipelines, composed from an entry
+//! module of the crate's library; dispatches wrapped into two dimensions;
+//! and the checks of a list they are given.
+
+use crate::buffers::CullTarget;
+use crate::kernel::ShaderModule;
+use crate::{CullError, CullInput, Culler, InstanceFormat, OutputKind};
+
+/// A list stage's pipelines, one per entry point, over one bind group
+/// layout, for the lists of one culler.
+pub(crate) struct ListStage {
+    pub(crate) device: wgpu::Device,
+    pub(crate) culler_id: u64,
+    pub(crate) format: InstanceFormat,
+    pub(crate) layout: wgpu::BindGroupLayout,
+    pub(crate) pipelines: Vec<wgpu::ComputePipeline>,
+    max_groups: u32,
+}
+
+impl ListStage {
+    /// Compiles `module`'s `entry_points` for the lists `culler` writes,
+    /// which must be of [`OutputKind::Indices`] (`refusal` says so
+    /// otherwise). `max_workgroups_per_dimension` caps dispatches below the
+    /// device's limit, for tests.
+    pub(crate) fn new(
+        device: &wgpu::Device,
+        culler: &Culler,
+        (module, entry_points): (ShaderModule, &[&str]),
+        entries: &[wgpu::BindGroupLayoutEntry],
+        max_workgroups_per_dimension: Option<u32>,
+        refusal: &'static str,
+    ) -> Result<Self, CullError> {
+        if culler.output() != OutputKind::Indices {
+            return Err(CullError::InvalidParameter(refusal));
+        }
+        let label = Some(module.path);
+        let wgsl =
+            crate::shader::compose_entry(module).unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"));
+        let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label,
+            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+        });
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label, entries });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label,
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipelines = entry_points
+            .iter()
+            .map(|entry| {
+                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(entry),
+                    layout: Some(&pipeline_layout),
+                    module: &shader,
+                    entry_point: Some(entry),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+            })
+            .collect();
+        let max_groups = max_workgroups_per_dimension
+            .unwrap_or(u32::MAX)
+            .min(device.limits().max_compute_workgroups_per_dimension)
+            .max(1);
+        Ok(Self {
+            device: device.clone(),
+            culler_id: culler.id(),
+            format: culler.format(),
+            layout,
+            pipelines,
+            max_groups,
+        })
+    }
+
+    /// Whether it reads the lists of `culler`'s targets.
+    pub(crate) fn reads(&self, culler: &Culler) -> bool {
+        culler.id() == self.culler_id
+    }
+
+    /// Refuses list `list` of `target`, culled from `input`, where it is
+    /// another culler's, of another format, past the target's views, or
+    /// where the input, bound whole, is past one storage binding.
+    pub(crate) fn check(&self, input: &CullInput, target: &CullTarget, list: u32) -> Result<(), CullError> {
+        if target.culler_id() != self.culler_id {
+            return Err(CullError::ForeignTarget);
+        }
+        if input.format() != self.format {
+            return Err(CullError::FormatMismatch {
+                input: input.format(),
+                culler: self.format,
+            });
+        }
+        if input.buffer().size() > self.device.limits().max_storage_buffer_binding_size {
+            return Err(CullError::InvalidParameter(
+                "a stage after the cull binds the input whole: it must fit one storage binding",
+            ));
+        }
+        if list >= target.views() {
+            return Err(CullError::InvalidParameter("the list is past the target's views"));
+        }
+        Ok(())
+    }
+
+    /// Workgroup counts for `groups` (at least one): `(x, y)` with `x` at
+    /// most the cap.
+    pub(crate) fn dims(&self, groups: u32) -> (u32, u32) {
+        let groups = groups.max(1);
+        if groups <= self.max_groups {
+            (groups, 1)
+        } else {
+            (self.max_groups, groups.div_ceil(self.max_groups))
+        }
+    }
+}
+
+/// The word of a target's draw arguments holding list `list`'s length.
+pub(crate) fn count_word(list: u32) -> u32 {
+    (crate::buffers::DRAW_ARGS_SIZE / 4) as u32 * list + crate::INSTANCE_COUNT_OFFSET as u32 / 4
+}
