@@ -115,7 +115,63 @@ impl ListStage {
     }
 }
 
+/// A list stage's binding, in its bindings' order: a uniform of at least
+/// the bytes given, bound at a dynamic offset, or a storage buffer.
+#[derive(Clone, Copy)]
+pub(crate) enum StageBinding {
+    Uniform(u64),
+    Storage { read_only: bool },
+}
+
+/// The layout entries of `bindings`, numbered from 0, for compute.
+pub(crate) fn layout_entries(bindings: &[StageBinding]) -> Vec<wgpu::BindGroupLayoutEntry> {
+    let ty = |binding: &StageBinding| match *binding {
+        StageBinding::Uniform(bytes) => wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: true,
+            min_binding_size: wgpu::BufferSize::new(bytes),
+        },
+        StageBinding::Storage { read_only } => wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+    };
+    (0..)
+        .zip(bindings)
+        .map(|(binding, b)| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: ty(b),
+            count: None,
+        })
+        .collect()
+}
+
 /// The word of a target's draw arguments holding list `list`'s length.
 pub(crate) fn count_word(list: u32) -> u32 {
     (crate::buffers::DRAW_ARGS_SIZE / 4) as u32 * list + crate::INSTANCE_COUNT_OFFSET as u32 / 4
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each stage's entry module composes and validates, with its entry
+    /// points.
+    #[test]
+    fn the_stages_compose_and_validate() {
+        let stages = [
+            (crate::sort::SORT_MODULE, &crate::sort::ENTRY_POINTS[..]),
+            (crate::splat::SPLAT_MODULE, &crate::splat::ENTRY_POINTS[..]),
+        ];
+        for (module, entry_points) in stages {
+            let wgsl = crate::shader::compose_entry(module).unwrap();
+            for entry in entry_points {
+                assert!(
+                    wgsl.contains(&format!("fn {entry}(")),
+                    "{}: {entry} missing",
+                    module.path
+                );
+            }
+        }
+    }
 }

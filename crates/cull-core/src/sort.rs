@@ -4,7 +4,7 @@
 
 use crate::buffers::CullTarget;
 use crate::kernel::{ShaderModule, shader_module};
-use crate::list_stage::ListStage;
+use crate::list_stage::{ListStage, StageBinding, layout_entries};
 use crate::{CullError, CullInput, Culler, InstanceFormat};
 use glam::{Vec3, Vec4};
 use wgpu::util::DeviceExt;
@@ -26,7 +26,7 @@ const ENTRY_STRIDE: u64 = 256;
 /// Bytes of `SortJob` (and at most of `SortPass`), bound at each entry.
 const UNIFORM_BYTES: u64 = 64;
 /// The entry points, in [`DepthSorter::pipelines`]' order.
-const ENTRY_POINTS: [&str; 5] = [
+pub(crate) const ENTRY_POINTS: [&str; 5] = [
     "make_keys",
     "count_digits",
     "scan_counts",
@@ -132,7 +132,7 @@ impl DepthSorter {
             device,
             culler,
             (SORT_MODULE, &ENTRY_POINTS),
-            &layout_entries(),
+            &layout_entries(&BINDINGS),
             desc.max_workgroups_per_dimension,
             "a depth sort reorders survivor indices: it needs a culler of OutputKind::Indices",
         )?;
@@ -405,46 +405,21 @@ fn job_words(format: InstanceFormat, order: &DepthSortView, view: u32, groups_x:
     ]
 }
 
-fn layout_entries() -> Vec<wgpu::BindGroupLayoutEntry> {
-    let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty,
-        count: None,
-    };
-    let uniform = wgpu::BindingType::Buffer {
-        ty: wgpu::BufferBindingType::Uniform,
-        has_dynamic_offset: true,
-        min_binding_size: wgpu::BufferSize::new(UNIFORM_BYTES),
-    };
-    let storage = |read_only| wgpu::BindingType::Buffer {
-        ty: wgpu::BufferBindingType::Storage { read_only },
-        has_dynamic_offset: false,
-        min_binding_size: None,
-    };
-    vec![
-        entry(0, uniform),
-        entry(1, uniform),
-        entry(2, storage(true)),
-        entry(3, storage(false)),
-        entry(4, storage(true)),
-        entry(5, storage(true)),
-        entry(6, storage(false)),
-        entry(7, storage(false)),
-    ]
-}
+/// The bindings of `sort.wgsl`.
+const BINDINGS: [StageBinding; 8] = [
+    StageBinding::Uniform(UNIFORM_BYTES),
+    StageBinding::Uniform(UNIFORM_BYTES),
+    StageBinding::Storage { read_only: true },
+    StageBinding::Storage { read_only: false },
+    StageBinding::Storage { read_only: true },
+    StageBinding::Storage { read_only: true },
+    StageBinding::Storage { read_only: false },
+    StageBinding::Storage { read_only: false },
+];
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_sort_composes_and_validates() {
-        let wgsl = crate::shader::compose_entry(SORT_MODULE).unwrap();
-        for entry in ENTRY_POINTS {
-            assert!(wgsl.contains(&format!("fn {entry}(")), "{entry} missing");
-        }
-    }
 
     #[test]
     fn index_digits_cover_the_capacity() {
