@@ -168,6 +168,13 @@ impl PixelSplatTarget {
         &self.ids
     }
 
+    /// Records clearing every pixel (key and id 0), as
+    /// [`PixelSplatter::splat`] does before it splats.
+    pub fn clear(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.clear_buffer(&self.keys, 0, None);
+        encoder.clear_buffer(&self.ids, 0, None);
+    }
+
     /// The keys and ids, waiting for the GPU: for tests and tools.
     pub fn read(
         &self,
@@ -252,14 +259,27 @@ impl PixelSplatter {
         view: &PixelSplatView,
         sources: &[PixelSplatSource<'_>],
     ) -> Result<(), CullError> {
-        if sources.len() as u64 > pixels.sources as u64 {
-            return Err(CullError::InvalidParameter(
-                "more sources than the splat target was made for",
-            ));
-        }
-        for source in sources {
-            self.check(source)?;
-        }
+        self.check_all(pixels, sources)?;
+        pixels.clear(encoder);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("cull-splat"),
+            timestamp_writes: None,
+        });
+        self.splat_in_pass(&mut pass, queue, pixels, view, sources)
+    }
+
+    /// [`Self::splat`] recorded into `pass` (a pass with timestamps, or
+    /// with other work), after [`PixelSplatTarget::clear`] in its encoder:
+    /// the splat keeps what `pixels` already hold where it is nearer.
+    pub fn splat_in_pass(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        queue: &wgpu::Queue,
+        pixels: &PixelSplatTarget,
+        view: &PixelSplatView,
+        sources: &[PixelSplatSource<'_>],
+    ) -> Result<(), CullError> {
+        self.check_all(pixels, sources)?;
         let mut groups = Vec::with_capacity(sources.len());
         for (slot, source) in sources.iter().enumerate() {
             let dims = self.stage.dims(source.target.capacity().div_ceil(GROUP));
@@ -275,12 +295,6 @@ impl PixelSplatter {
                 dims,
             ));
         }
-        encoder.clear_buffer(&pixels.keys, 0, None);
-        encoder.clear_buffer(&pixels.ids, 0, None);
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("cull-splat"),
-            timestamp_writes: None,
-        });
         for pipeline in &self.stage.pipelines {
             pass.set_pipeline(pipeline);
             for (group, offset, (x, y)) in &groups {
@@ -289,6 +303,19 @@ impl PixelSplatter {
             }
         }
         Ok(())
+    }
+
+    fn check_all(
+        &self,
+        pixels: &PixelSplatTarget,
+        sources: &[PixelSplatSource<'_>],
+    ) -> Result<(), CullError> {
+        if sources.len() as u64 > pixels.sources as u64 {
+            return Err(CullError::InvalidParameter(
+                "more sources than the splat target was made for",
+            ));
+        }
+        sources.iter().try_for_each(|source| self.check(source))
     }
 
     fn check(&self, source: &PixelSplatSource<'_>) -> Result<(), CullError> {

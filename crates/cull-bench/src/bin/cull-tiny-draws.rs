@@ -15,7 +15,10 @@
 //! - `splat`: no draw, a compute pass that writes each instance's pixel
 //!   with an atomic max of its depth and color into a buffer the size of
 //!   the target (what a compute rasterizer of instances below a pixel or
-//!   two would do before a full-screen pass shades the pixels it wrote).
+//!   two would do before a full-screen pass shades the pixels it wrote);
+//! - `splat (cull-core)`: the same by `cull_core::PixelSplatter`, from a
+//!   cull's list of 32-byte instances: two passes (each survivor's nearest
+//!   depth, then its id), each reading the survivor's index and instance.
 //!
 //! The shaders do nothing else (a flat color), so the times are the
 //! front end's and the rasterizer's, not a material's. GPU times from
@@ -128,6 +131,8 @@ enum Shape {
     Points,
     /// A compute pass writing a pixel per instance.
     Splat,
+    /// `cull_core::PixelSplatter` over a culled list.
+    CullSplat,
 }
 
 /// One way of drawing: its name and shape.
@@ -143,6 +148,7 @@ fn modes() -> Vec<Mode> {
     all.push(mode("pulled".into(), Shape::Triangles { per_instance: 0 }));
     all.push(mode("points".into(), Shape::Points));
     all.push(mode("splat (compute)".into(), Shape::Splat));
+    all.push(mode("splat (cull-core)".into(), Shape::CullSplat));
     all
 }
 
@@ -171,8 +177,25 @@ fn places(n: u32, pixels: f32) -> Vec<[f32; 4]> {
         .collect()
 }
 
+/// One count's instances: their places on screen, and the same as a
+/// culled list of 32-byte instances whose points project to those places.
+struct Instances {
+    places: wgpu::Buffer,
+    input: cull_core::CullInput,
+    list: cull_core::CullTarget,
+}
+
+/// The culled list's view: clip space is world space, reverse depth.
+const SPLAT_VIEW: cull_core::PixelSplatView = cull_core::PixelSplatView {
+    clip_from_world: glam::Mat4::IDENTITY,
+    reverse_z: true,
+};
+
 struct Bench {
     ctx: cull_core::GpuContext,
+    culler: cull_core::Culler,
+    splatter: cull_core::PixelSplatter,
+    splat_pixels: cull_core::PixelSplatTarget,
     instanced: wgpu::RenderPipeline,
     pulled: wgpu::RenderPipeline,
     points: wgpu::RenderPipeline,
@@ -254,7 +277,15 @@ impl Bench {
                 view_formats: &[],
             })
         };
+        let desc = cull_core::CullerDesc {
+            output: cull_core::OutputKind::Indices,
+            ..Default::default()
+        };
+        let culler = cull_core::Culler::new(device, &ctx.queue, &desc).unwrap();
         Self {
+            splatter: cull_core::PixelSplatter::new(device, &culler, Default::default()).unwrap(),
+            splat_pixels: cull_core::PixelSplatTarget::new(device, SIZE, 1).unwrap(),
+            culler,
             instanced: pipeline("instanced", wgpu::PrimitiveTopology::TriangleList),
             pulled: pipeline("pulled", wgpu::PrimitiveTopology::TriangleList),
             points: pipeline("point", wgpu::PrimitiveTopology::PointList),
@@ -276,13 +307,43 @@ impl Bench {
         }
     }
 
+    /// `places` as a buffer, and as instances culled into a list (all in
+    /// view) for the cull-core splat.
+    fn instances(&self, places: &[[f32; 4]]) -> Instances {
+        let device = &self.ctx.device;
+        let n = places.len() as u32;
+        let instances: Vec<cull_core::Instance> = places
+            .iter()
+            .map(|p| cull_core::Instance::from_position(glam::Vec3::new(p[0], p[1], p[2])))
+            .collect();
+        let input = cull_core::CullInput::new(device, self.culler.format(), n).unwrap();
+        input.write_instances(&self.ctx.queue, 0, &instances).unwrap();
+        let list = cull_core::CullTarget::new(device, &self.culler, n).unwrap();
+        let view = cull_core::Frustum::from_clip_from_world(SPLAT_VIEW.clip_from_world, None).unwrap();
+        let bounds = cull_core::Sphere::new(glam::Vec3::ZERO, 0.0);
+        let request = cull_core::CullRequest::new(&input, &list, std::slice::from_ref(&view), bounds, n);
+        let mut encoder = device.create_command_encoder(&Default::default());
+        self.culler.cull(&mut encoder, &self.ctx.queue, request).unwrap();
+        self.ctx.queue.submit([encoder.finish()]);
+        Instances {
+            places: device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytemuck::cast_slice(places),
+                usage: wgpu::BufferUsages::STORAGE,
+            }),
+            input,
+            list,
+        }
+    }
+
     /// GPU microseconds of one render pass drawing `n` instances of
     /// `places` the way `mode` says.
-    fn time(&self, mode: &Mode, n: u32, places: &wgpu::Buffer) -> f64 {
+    fn time(&self, mode: &Mode, n: u32, instances: &Instances) -> f64 {
         let device = &self.ctx.device;
+        let places = &instances.places;
         let k = match mode.shape {
             Shape::Triangles { per_instance } => per_instance,
-            Shape::Points | Shape::Splat => 0,
+            Shape::Points | Shape::Splat | Shape::CullSplat => 0,
         };
         let pixel = [2.0 / SIZE.0 as f32, 2.0 / SIZE.1 as f32];
         let uniform: [u32; 4] = [n, k.max(1), pixel[0].to_bits(), pixel[1].to_bits()];
@@ -293,6 +354,9 @@ impl Bench {
         });
         if mode.shape == Shape::Splat {
             return self.time_splat(n, places, &uniform);
+        }
+        if mode.shape == Shape::CullSplat {
+            return self.time_cull_splat(instances);
         }
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
@@ -387,9 +451,40 @@ impl Bench {
         self.timer.submit_and_read(&self.ctx, encoder)
     }
 
+    /// GPU microseconds of `PixelSplatter`'s pass over the culled list (its
+    /// pixels cleared before it, untimed).
+    fn time_cull_splat(&self, instances: &Instances) -> f64 {
+        let source = cull_core::PixelSplatSource {
+            input: &instances.input,
+            target: &instances.list,
+            list: 0,
+            local_center: glam::Vec3::ZERO,
+            id_base: 0,
+        };
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+        self.splat_pixels.clear(&mut encoder);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(self.timer.compute_writes()),
+            });
+            self.splatter
+                .splat_in_pass(
+                    &mut pass,
+                    &self.ctx.queue,
+                    &self.splat_pixels,
+                    &SPLAT_VIEW,
+                    &[source],
+                )
+                .unwrap();
+        }
+        self.timer.submit_and_read(&self.ctx, encoder)
+    }
+
     /// The pixels the last draw (or splat) lit, read back: how many, and
     /// a hash of which.
-    fn lit_pixels(&self, splat: bool) -> (usize, u64) {
+    fn lit_pixels(&self, shape: Shape) -> (usize, u64) {
+        let splat = matches!(shape, Shape::Splat | Shape::CullSplat);
         let device = &self.ctx.device;
         let bytes = (SIZE.0 * SIZE.1 * 4) as u64;
         let readback = device.create_buffer(&wgpu::BufferDescriptor {
@@ -399,7 +494,9 @@ impl Bench {
             mapped_at_creation: false,
         });
         let mut encoder = device.create_command_encoder(&Default::default());
-        if splat {
+        if shape == Shape::CullSplat {
+            encoder.copy_buffer_to_buffer(self.splat_pixels.ids(), 0, &readback, 0, bytes);
+        } else if splat {
             encoder.copy_buffer_to_buffer(&self.splats, 0, &readback, 0, bytes);
         } else {
             self.copy_color(&mut encoder, &readback);
@@ -516,20 +613,13 @@ fn main() {
     println!("| instances | mode | GPU µs | ns per instance | ÷ instanced | pixels lit |");
     println!("|---:|---|---:|---:|---:|---:|");
     for n in counts {
-        let places = bench
-            .ctx
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: bytemuck::cast_slice(&places(n, args.pixels)),
-                usage: wgpu::BufferUsages::STORAGE,
-            });
+        let instances = bench.instances(&places(n, args.pixels));
         let modes = modes();
         // Rounds that take every mode in turn, the first two untimed.
         let mut times = vec![Vec::new(); modes.len()];
         for round in 0..args.runs + 2 {
             for (mode, times) in modes.iter().zip(&mut times) {
-                let us = bench.time(mode, n, &places);
+                let us = bench.time(mode, n, &instances);
                 if round >= 2 {
                     times.push(us);
                 }
@@ -537,8 +627,8 @@ fn main() {
         }
         let mut instanced = None;
         for (mode, times) in modes.iter().zip(times) {
-            bench.time(mode, n, &places);
-            let (us, (lit, which)) = (median(times), bench.lit_pixels(mode.shape == Shape::Splat));
+            bench.time(mode, n, &instances);
+            let (us, (lit, which)) = (median(times), bench.lit_pixels(mode.shape));
             let (base, base_which) = *instanced.get_or_insert((us, which));
             let per = us * 1000.0 / n.max(1) as f64;
             let same = if !matches!(mode.shape, Shape::Triangles { .. }) {
