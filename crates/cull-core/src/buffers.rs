@@ -446,6 +446,12 @@ impl CullTarget {
         self.culler_id
     }
 
+    /// Whether its lists are of survivor indices (`OutputKind::Indices`):
+    /// no instance format is 4 bytes.
+    pub(crate) fn holds_indices(&self) -> bool {
+        self.output_stride == 4
+    }
+
     /// Output windows (bindings) the target's output spans: with
     /// [`Self::views`], which kernel culls into it ([`crate::Culler::recipe`]).
     pub fn windows(&self) -> u32 {

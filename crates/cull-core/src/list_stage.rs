@@ -5,35 +5,26 @@
 
 use crate::buffers::CullTarget;
 use crate::kernel::ShaderModule;
-use crate::{CullError, CullInput, Culler, InstanceFormat, OutputKind};
+use crate::{CullError, CullInput};
 
 /// A list stage's pipelines, one per entry point, over one bind group
-/// layout, for the lists of one culler.
+/// layout.
 pub(crate) struct ListStage {
     pub(crate) device: wgpu::Device,
-    pub(crate) culler_id: u64,
-    pub(crate) format: InstanceFormat,
     pub(crate) layout: wgpu::BindGroupLayout,
     pub(crate) pipelines: Vec<wgpu::ComputePipeline>,
     max_groups: u32,
 }
 
 impl ListStage {
-    /// Compiles `module`'s `entry_points` for the lists `culler` writes,
-    /// which must be of [`OutputKind::Indices`] (`refusal` says so
-    /// otherwise). `max_workgroups_per_dimension` caps dispatches below the
-    /// device's limit, for tests.
+    /// Compiles `module`'s `entry_points`. `max_workgroups_per_dimension`
+    /// caps dispatches below the device's limit, for tests.
     pub(crate) fn new(
         device: &wgpu::Device,
-        culler: &Culler,
         (module, entry_points): (ShaderModule, &[&str]),
         entries: &[wgpu::BindGroupLayoutEntry],
         max_workgroups_per_dimension: Option<u32>,
-        refusal: &'static str,
-    ) -> Result<Self, CullError> {
-        if culler.output() != OutputKind::Indices {
-            return Err(CullError::InvalidParameter(refusal));
-        }
+    ) -> Self {
         let label = Some(module.path);
         let wgsl =
             crate::shader::compose_entry(module).unwrap_or_else(|e| panic!("the crate's WGSL composes: {e}"));
@@ -64,33 +55,22 @@ impl ListStage {
             .unwrap_or(u32::MAX)
             .min(device.limits().max_compute_workgroups_per_dimension)
             .max(1);
-        Ok(Self {
+        Self {
             device: device.clone(),
-            culler_id: culler.id(),
-            format: culler.format(),
             layout,
             pipelines,
             max_groups,
-        })
-    }
-
-    /// Whether it reads the lists of `culler`'s targets.
-    pub(crate) fn reads(&self, culler: &Culler) -> bool {
-        culler.id() == self.culler_id
+        }
     }
 
     /// Refuses list `list` of `target`, culled from `input`, where it is
-    /// another culler's, of another format, past the target's views, or
-    /// where the input, bound whole, is past one storage binding.
+    /// not a list of indices, past the target's views, or where the input,
+    /// bound whole, is past one storage binding.
     pub(crate) fn check(&self, input: &CullInput, target: &CullTarget, list: u32) -> Result<(), CullError> {
-        if target.culler_id() != self.culler_id {
-            return Err(CullError::ForeignTarget);
-        }
-        if input.format() != self.format {
-            return Err(CullError::FormatMismatch {
-                input: input.format(),
-                culler: self.format,
-            });
+        if !target.holds_indices() {
+            return Err(CullError::InvalidParameter(
+                "a stage after the cull reads survivor indices: a cull of OutputKind::Indices",
+            ));
         }
         if input.buffer().size() > self.device.limits().max_storage_buffer_binding_size {
             return Err(CullError::InvalidParameter(

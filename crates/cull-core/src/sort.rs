@@ -5,7 +5,7 @@
 use crate::buffers::CullTarget;
 use crate::kernel::{ShaderModule, shader_module};
 use crate::list_stage::{ListStage, StageBinding, layout_entries};
-use crate::{CullError, CullInput, Culler, InstanceFormat};
+use crate::{CullError, CullInput, Culler, InstanceFormat, OutputKind};
 use glam::{Vec3, Vec4};
 use wgpu::util::DeviceExt;
 
@@ -107,6 +107,8 @@ pub struct DepthSortDesc {
 /// ```
 pub struct DepthSorter {
     stage: ListStage,
+    culler_id: u64,
+    format: InstanceFormat,
     /// The passes' digits: entries 0..8 take the index's, 8..16 the key's.
     pass_params: wgpu::Buffer,
 }
@@ -128,14 +130,17 @@ impl DepthSorter {
     /// A sorter of the lists `culler`'s culls write (which must be of
     /// [`OutputKind::Indices`]), compiling its pipelines.
     pub fn new(device: &wgpu::Device, culler: &Culler, desc: DepthSortDesc) -> Result<Self, CullError> {
+        if culler.output() != OutputKind::Indices {
+            return Err(CullError::InvalidParameter(
+                "a depth sort reorders survivor indices: it needs a culler of OutputKind::Indices",
+            ));
+        }
         let stage = ListStage::new(
             device,
-            culler,
             (SORT_MODULE, &ENTRY_POINTS),
             &layout_entries(&BINDINGS),
             desc.max_workgroups_per_dimension,
-            "a depth sort reorders survivor indices: it needs a culler of OutputKind::Indices",
-        )?;
+        );
         let mut params = vec![0u8; (2 * KEY_DIGITS) as usize * ENTRY_STRIDE as usize];
         for entry in 0..2 * KEY_DIGITS {
             let words = [
@@ -152,13 +157,18 @@ impl DepthSorter {
             contents: &params,
             usage: wgpu::BufferUsages::UNIFORM,
         });
-        Ok(Self { stage, pass_params })
+        Ok(Self {
+            stage,
+            culler_id: culler.id(),
+            format: culler.format(),
+            pass_params,
+        })
     }
 
     /// Whether it sorts the lists of `culler`'s targets (a sorter is made
     /// for one culler).
     pub fn sorts_for(&self, culler: &Culler) -> bool {
-        self.stage.reads(culler)
+        culler.id() == self.culler_id
     }
 
     /// Scratch for sorting `target`'s views. Refused where the sort's
@@ -232,7 +242,7 @@ impl DepthSorter {
         self.check(input, target, scratch, view)?;
         let elements = self.stage.dims(target.capacity().div_ceil(TILE));
         let tiles = self.stage.dims(tiles(target.capacity()));
-        let words = job_words(self.stage.format, order, view, [elements.0, tiles.0]);
+        let words = job_words(self.format, order, view, [elements.0, tiles.0]);
         queue.write_buffer(
             &scratch.jobs,
             view as u64 * ENTRY_STRIDE,
@@ -269,6 +279,15 @@ impl DepthSorter {
         scratch: &DepthSortScratch,
         view: u32,
     ) -> Result<(), CullError> {
+        if target.culler_id() != self.culler_id {
+            return Err(CullError::ForeignTarget);
+        }
+        if input.format() != self.format {
+            return Err(CullError::FormatMismatch {
+                input: input.format(),
+                culler: self.format,
+            });
+        }
         self.stage.check(input, target, view)?;
         if !scratch.fits(target) {
             return Err(CullError::InvalidParameter(

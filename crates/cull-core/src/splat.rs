@@ -13,7 +13,7 @@
 use crate::buffers::CullTarget;
 use crate::kernel::{ShaderModule, shader_module};
 use crate::list_stage::{ListStage, StageBinding, layout_entries};
-use crate::{CullError, CullInput, Culler, InstanceFormat};
+use crate::{CullError, CullInput, InstanceFormat};
 use glam::{Mat4, Vec3};
 
 /// The splat's module (an entry module: it imports `cull::points` and
@@ -72,9 +72,11 @@ impl PixelSplatView {
 /// in `target`, culled from `input`.
 #[derive(Clone, Copy)]
 pub struct PixelSplatSource<'a> {
-    /// The instances the list indexes.
+    /// The instances the list indexes: the input the list was culled from
+    /// (another input of that format is read at the list's indices, within
+    /// its bounds, and splats what it holds there).
     pub input: &'a CullInput,
-    /// The cull's target (of [`OutputKind::Indices`]).
+    /// The cull's target (of [`OutputKind::Indices`](crate::OutputKind::Indices)).
     pub target: &'a CullTarget,
     /// The list: a view of the target (or a view's level).
     pub list: u32,
@@ -194,8 +196,10 @@ impl PixelSplatTarget {
     }
 }
 
-/// Writes the pixels of lists of survivors (a cull of index output,
-/// [`OutputKind::Indices`]) into a [`PixelSplatTarget`]: each survivor
+/// Writes the pixels of lists of survivors (culls of index output,
+/// [`OutputKind::Indices`](crate::OutputKind::Indices), of any cullers and
+/// formats) into a
+/// [`PixelSplatTarget`]: each survivor
 /// projects its instance's transformed mesh point and claims the pixel it
 /// falls in; a pixel keeps the nearest, and among equally near ones the
 /// greatest id, whatever order the lists, survivors and threads come in.
@@ -210,7 +214,7 @@ impl PixelSplatTarget {
 /// # fn f(gpu: &GpuContext, input: &CullInput, camera: &Frustum, clip_from_world: glam::Mat4) -> Result<(), CullError> {
 /// let desc = CullerDesc { output: OutputKind::Indices, ..CullerDesc::default() };
 /// let culler = Culler::new(&gpu.device, &gpu.queue, &desc)?;
-/// let splatter = PixelSplatter::new(&gpu.device, &culler, PixelSplatDesc::default())?;
+/// let splatter = PixelSplatter::new(&gpu.device, PixelSplatDesc::default());
 /// let target = CullTarget::new(&gpu.device, &culler, input.capacity())?;
 /// let pixels = PixelSplatTarget::new(&gpu.device, (1280, 720), 1)?;
 /// let mut encoder = gpu.device.create_command_encoder(&Default::default());
@@ -228,24 +232,17 @@ pub struct PixelSplatter {
 }
 
 impl PixelSplatter {
-    /// A splatter of the lists `culler`'s culls write (which must be of
-    /// [`OutputKind::Indices`]), compiling its pipelines.
-    pub fn new(device: &wgpu::Device, culler: &Culler, desc: PixelSplatDesc) -> Result<Self, CullError> {
+    /// A splatter, compiling its pipelines. It splats the lists of any
+    /// cull of index output ([`OutputKind::Indices`](crate::OutputKind::Indices)), of any culler and
+    /// instance format, together.
+    pub fn new(device: &wgpu::Device, desc: PixelSplatDesc) -> Self {
         let stage = ListStage::new(
             device,
-            culler,
             (SPLAT_MODULE, &ENTRY_POINTS),
             &layout_entries(&BINDINGS),
             desc.max_workgroups_per_dimension,
-            "a pixel splat reads survivor indices: it needs a culler of OutputKind::Indices",
-        )?;
-        Ok(Self { stage })
-    }
-
-    /// Whether it splats the lists of `culler`'s targets (a splatter is
-    /// made for one culler).
-    pub fn splats_for(&self, culler: &Culler) -> bool {
-        self.stage.reads(culler)
+        );
+        Self { stage }
     }
 
     /// Records, after the culls that wrote the lists in `encoder`: clearing
@@ -283,7 +280,7 @@ impl PixelSplatter {
         let mut groups = Vec::with_capacity(sources.len());
         for (slot, source) in sources.iter().enumerate() {
             let dims = self.stage.dims(source.target.capacity().div_ceil(GROUP));
-            let words = job_words(self.stage.format, view, source, pixels.size, dims.0);
+            let words = job_words(source.input.format(), view, source, pixels.size, dims.0);
             queue.write_buffer(
                 &pixels.jobs,
                 slot as u64 * ENTRY_STRIDE,

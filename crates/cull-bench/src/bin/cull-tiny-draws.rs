@@ -283,7 +283,7 @@ impl Bench {
         };
         let culler = cull_core::Culler::new(device, &ctx.queue, &desc).unwrap();
         Self {
-            splatter: cull_core::PixelSplatter::new(device, &culler, Default::default()).unwrap(),
+            splatter: cull_core::PixelSplatter::new(device, Default::default()),
             splat_pixels: cull_core::PixelSplatTarget::new(device, SIZE, 1).unwrap(),
             culler,
             instanced: pipeline("instanced", wgpu::PrimitiveTopology::TriangleList),

@@ -90,24 +90,24 @@ fn exact_scene(seed: u64, n: usize, view: &PixelSplatView, depths: &[f32], forma
 /// job's capacity) into one target of `size`; returns the keys and ids.
 fn splat(
     ctx: &GpuContext,
-    culler: &Culler,
-    jobs: &[&Job],
+    jobs: &[(&Job, &Culler)],
     view: &PixelSplatView,
     desc: PixelSplatDesc,
     size: (u32, u32),
 ) -> (Vec<u32>, Vec<u32>) {
-    let splatter = PixelSplatter::new(&ctx.device, culler, desc).unwrap();
+    let splatter = PixelSplatter::new(&ctx.device, desc);
     let pixels = PixelSplatTarget::new(&ctx.device, size, jobs.len() as u32).unwrap();
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     let mut sources = Vec::new();
-    for (k, job) in jobs.iter().enumerate() {
+    let plain: Vec<&Job> = jobs.iter().map(|j| j.0).collect();
+    for (k, (job, culler)) in jobs.iter().enumerate() {
         culler.cull(&mut encoder, &ctx.queue, job.request()).unwrap();
         sources.push(PixelSplatSource {
             input: &job.input,
             target: &job.target,
             list: 0,
             local_center: CENTER,
-            id_base: id_base(jobs, k),
+            id_base: id_base(&plain, k),
         });
     }
     splatter
@@ -133,8 +133,7 @@ fn survivors(ctx: &GpuContext, what: &str, job: &Job, scene: &Scene, format: Ins
 
 /// The mirror's keys and ids for the jobs' survivors.
 fn mirror(
-    format: InstanceFormat,
-    jobs: &[(&Job, &[u32])],
+    jobs: &[(&Job, InstanceFormat, &[u32])],
     view: &PixelSplatView,
     size: (u32, u32),
 ) -> (Vec<u32>, Vec<u32>) {
@@ -142,8 +141,8 @@ fn mirror(
     let lists: Vec<SplatList<'_>> = jobs
         .iter()
         .enumerate()
-        .map(|(k, (job, survivors))| SplatList {
-            format,
+        .map(|(k, (job, format, survivors))| SplatList {
+            format: *format,
             bytes: &job.bytes,
             survivors,
             local_center: CENTER,
@@ -177,9 +176,9 @@ fn exact_scenes_match_the_cpu_mirror() {
                 let what = format!("{variant:?} {format:?} reverse_z={} n={n}", view.reverse_z);
                 let scene = exact_scene(n as u64 + 7, n, &view, depths, format);
                 let job = Job::new(ctx, &culler, &scene, (n as u32).max(1));
-                let gpu = splat(ctx, &culler, &[&job], &view, Default::default(), SIZE);
+                let gpu = splat(ctx, &[(&job, &culler)], &view, Default::default(), SIZE);
                 let kept = survivors(ctx, &what, &job, &scene, format);
-                let cpu = mirror(format, &[(&job, &kept)], &view, SIZE);
+                let cpu = mirror(&[(&job, format, &kept)], &view, SIZE);
                 let claimed = cpu.1.iter().filter(|&&id| id != 0).count();
                 assert!(n < 9000 || claimed > 200, "{what}: only {claimed} pixels claimed");
                 assert_same_pixels(&what, &gpu, &cpu);
@@ -188,31 +187,37 @@ fn exact_scenes_match_the_cpu_mirror() {
     }
 }
 
-/// Two lists sharing a target, splatted in either order, and dispatches
-/// wrapped into a second dimension: the same pixels as the mirror's.
+/// Two lists of two cullers and formats sharing a target, splatted in
+/// either order, and dispatches wrapped into a second dimension: the same
+/// pixels as the mirror's.
 #[test]
 fn lists_share_a_target_in_either_order() {
     let ctx = gpu();
-    let format = InstanceFormat::PosQuat;
-    let culler = culler(ctx, best(ctx), format, OutputKind::Indices, Default::default());
+    let formats = [InstanceFormat::PosQuat, InstanceFormat::Packed16];
+    let cullers = formats.map(|f| culler(ctx, best(ctx), f, OutputKind::Indices, Default::default()));
     let (view, depths) = exact_views()[0];
-    let scenes = [3000, 5000].map(|n| exact_scene(n as u64, n, &view, depths, format));
-    let jobs = scenes
-        .each_ref()
-        .map(|s| Job::new(ctx, &culler, s, s.instances.len() as u32));
+    let scenes =
+        [(3000, formats[0]), (5000, formats[1])].map(|(n, f)| exact_scene(n as u64, n, &view, depths, f));
+    let jobs = [0, 1].map(|k| Job::new(ctx, &cullers[k], &scenes[k], scenes[k].instances.len() as u32));
     let wrapped = PixelSplatDesc {
         max_workgroups_per_dimension: Some(3),
     };
-    let both = splat(ctx, &culler, &[&jobs[0], &jobs[1]], &view, wrapped, SIZE);
-    let kept = [0, 1].map(|k| survivors(ctx, "two lists", &jobs[k], &scenes[k], format));
-    let cpu = mirror(format, &[(&jobs[0], &kept[0]), (&jobs[1], &kept[1])], &view, SIZE);
+    let pairs = [(&jobs[0], &cullers[0]), (&jobs[1], &cullers[1])];
+    let both = splat(ctx, &pairs, &view, wrapped, SIZE);
+    let kept = [0, 1].map(|k| survivors(ctx, "two lists", &jobs[k], &scenes[k], formats[k]));
+    let cpu = mirror(
+        &[(&jobs[0], formats[0], &kept[0]), (&jobs[1], formats[1], &kept[1])],
+        &view,
+        SIZE,
+    );
     assert_same_pixels("two lists, 2D dispatch", &both, &cpu);
     let ids: std::collections::BTreeSet<bool> =
         cpu.1.iter().filter(|&&id| id != 0).map(|&id| id > 3000).collect();
     assert_eq!(ids.len(), 2, "each list claims some pixels");
     let swapped = {
-        // The second list first, its ids still past the first's.
-        let splatter = PixelSplatter::new(&ctx.device, &culler, Default::default()).unwrap();
+        // The second list first, its ids still past the first's; the
+        // target cleared by hand, the splat recorded into a pass.
+        let splatter = PixelSplatter::new(&ctx.device, Default::default());
         let pixels = PixelSplatTarget::new(&ctx.device, SIZE, 2).unwrap();
         let source = |k: usize| PixelSplatSource {
             input: &jobs[k].input,
@@ -222,9 +227,12 @@ fn lists_share_a_target_in_either_order() {
             id_base: if k == 0 { 0 } else { 3000 },
         };
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        pixels.clear(&mut encoder);
+        let mut pass = encoder.begin_compute_pass(&Default::default());
         splatter
-            .splat(&mut encoder, &ctx.queue, &pixels, &view, &[source(1), source(0)])
+            .splat_in_pass(&mut pass, &ctx.queue, &pixels, &view, &[source(1), source(0)])
             .unwrap();
+        drop(pass);
         ctx.queue.submit([encoder.finish()]);
         pixels.read(&ctx.device, &ctx.queue).unwrap()
     };
@@ -249,9 +257,9 @@ fn random_scenes_claim_the_pixels_they_fall_in() {
         };
         let what = format!("{camera:?} {format:?}");
         let job = Job::new(ctx, &culler, &scene, 20_000);
-        let gpu = splat(ctx, &culler, &[&job], &view, Default::default(), size);
+        let gpu = splat(ctx, &[(&job, &culler)], &view, Default::default(), size);
         let kept = survivors(ctx, &what, &job, &scene, format);
-        let cpu = mirror(format, &[(&job, &kept)], &view, size);
+        let cpu = mirror(&[(&job, format, &kept)], &view, size);
         let mut differing = 0;
         for p in 0..gpu.1.len() {
             // Keys may differ in the last bits (checked below); ids only
@@ -303,24 +311,18 @@ fn falls_in(view: &PixelSplatView, point: Vec3, pixel: u32, (width, height): (u3
 fn bad_splats_are_refused() {
     let ctx = gpu();
     let format = InstanceFormat::PosQuat;
-    let copies = culler(ctx, best(ctx), format, OutputKind::Instances, Default::default());
-    assert!(matches!(
-        PixelSplatter::new(&ctx.device, &copies, Default::default()),
-        Err(CullError::InvalidParameter(_))
-    ));
     for size in [(0, 4), (4, 0)] {
         assert!(PixelSplatTarget::new(&ctx.device, size, 1).is_err(), "{size:?}");
     }
     assert!(PixelSplatTarget::new(&ctx.device, (4, 4), 0).is_err());
     assert!(PixelSplatTarget::new(&ctx.device, (u32::MAX, u32::MAX), 1).is_err());
     let indices = culler(ctx, best(ctx), format, OutputKind::Indices, Default::default());
-    let other = culler(ctx, best(ctx), format, OutputKind::Indices, Default::default());
+    let copies = culler(ctx, best(ctx), format, OutputKind::Instances, Default::default());
     let (view, depths) = exact_views()[0];
     let scene = exact_scene(1, 10, &view, depths, format);
     let job = Job::new(ctx, &indices, &scene, 10);
-    let foreign = Job::new(ctx, &other, &scene, 10);
-    let packed = cull_core::CullInput::new(&ctx.device, InstanceFormat::Packed16, 10).unwrap();
-    let splatter = PixelSplatter::new(&ctx.device, &indices, Default::default()).unwrap();
+    let copied = Job::new(ctx, &copies, &scene, 10);
+    let splatter = PixelSplatter::new(&ctx.device, Default::default());
     let pixels = PixelSplatTarget::new(&ctx.device, SIZE, 1).unwrap();
     let good = PixelSplatSource {
         input: &job.input,
@@ -334,38 +336,31 @@ fn bad_splats_are_refused() {
         splatter.splat(&mut encoder, &ctx.queue, &pixels, &view, sources)
     };
     assert!(refused(&[good]).is_ok());
-    assert!(
-        matches!(refused(&[good, good]), Err(CullError::InvalidParameter(_))),
-        "more sources than slots"
-    );
     let cases = [
+        (vec![good, good], "more sources than slots"),
         (
-            PixelSplatSource { list: 1, ..good },
+            vec![PixelSplatSource { list: 1, ..good }],
             "a list past the target's views",
         ),
         (
-            PixelSplatSource {
+            vec![PixelSplatSource {
                 id_base: u32::MAX - 10,
                 ..good
-            },
+            }],
             "ids past 32 bits",
         ),
         (
-            PixelSplatSource {
-                target: &foreign.target,
+            vec![PixelSplatSource {
+                target: &copied.target,
                 ..good
-            },
-            "another culler's target",
-        ),
-        (
-            PixelSplatSource {
-                input: &packed,
-                ..good
-            },
-            "another format's input",
+            }],
+            "a list of instance copies",
         ),
     ];
-    for (source, what) in cases {
-        assert!(refused(&[source]).is_err(), "{what} was accepted");
+    for (sources, what) in cases {
+        assert!(
+            matches!(refused(&sources), Err(CullError::InvalidParameter(_))),
+            "{what} was accepted"
+        );
     }
 }
