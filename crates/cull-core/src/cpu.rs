@@ -275,6 +275,8 @@ pub struct SplatList<'a> {
     pub survivors: &'a [u32],
     /// The mesh-space point projected.
     pub local_center: glam::Vec3,
+    /// What places the instances in the world.
+    pub world_from_local: glam::Mat4,
     /// Instance `i` claims a pixel with id `id_base + i + 1`.
     pub id_base: u32,
 }
@@ -292,7 +294,7 @@ pub fn splat(
     for list in lists {
         for &i in list.survivors {
             let p = sort_point(list.format, list.bytes, i as usize, list.local_center);
-            let Some((pixel, key)) = view.pixel(p, size) else {
+            let Some((pixel, key)) = view.pixel(list.world_from_local, p, size) else {
                 continue;
             };
             let (pixel, id) = (pixel as usize, list.id_base + i + 1);

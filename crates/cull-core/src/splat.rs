@@ -40,13 +40,14 @@ pub struct PixelSplatView {
 }
 
 impl PixelSplatView {
-    /// Where world point `p` lands on a target of `width` × `height`
-    /// pixels: its pixel (row by row from the top) and depth key, the
-    /// nearest depth having the greatest key and no kept depth key 0. None
-    /// off the target, behind the eye, past the depth range or where the
-    /// projection overflows.
-    pub fn pixel(&self, p: Vec3, (width, height): (u32, u32)) -> Option<(u32, u32)> {
-        let clip = self.clip_from_world * p.extend(1.0);
+    /// Where point `p`, placed in the world by `world_from_local`, lands
+    /// on a target of `width` × `height` pixels: its pixel (row by row from
+    /// the top) and depth key, the nearest depth having the greatest key
+    /// and no kept depth key 0. None off the target, behind the eye, past
+    /// the depth range or where the projection overflows. (The splat
+    /// multiplies the two matrices first, as here.)
+    pub fn pixel(&self, world_from_local: Mat4, p: Vec3, (width, height): (u32, u32)) -> Option<(u32, u32)> {
+        let clip = (self.clip_from_world * world_from_local) * p.extend(1.0);
         if !clip.is_finite() || clip.w <= 0.0 {
             return None;
         }
@@ -83,6 +84,11 @@ pub struct PixelSplatSource<'a> {
     /// The mesh-space point each instance is projected by (a level mesh's
     /// center, say).
     pub local_center: Vec3,
+    /// What places the list's instances in the world (`Mat4::IDENTITY` for
+    /// instances in world space; a batch entity's transform for instances
+    /// relative to it): the point is projected by the view's
+    /// `clip_from_world` times this.
+    pub world_from_local: Mat4,
     /// A pixel claimed by instance `i` of this list holds id
     /// `id_base + i + 1`: sources sharing a target take disjoint ranges.
     pub id_base: u32,
@@ -222,7 +228,14 @@ impl PixelSplatTarget {
 /// let request = CullRequest::new(input, &target, std::slice::from_ref(camera), bounds, input.capacity());
 /// culler.cull(&mut encoder, &gpu.queue, request)?;
 /// let view = PixelSplatView { clip_from_world, reverse_z: true };
-/// let source = PixelSplatSource { input, target: &target, list: 0, local_center: glam::Vec3::ZERO, id_base: 0 };
+/// let source = PixelSplatSource {
+///     input,
+///     target: &target,
+///     list: 0,
+///     local_center: glam::Vec3::ZERO,
+///     world_from_local: glam::Mat4::IDENTITY,
+///     id_base: 0,
+/// };
 /// splatter.splat(&mut encoder, &gpu.queue, &pixels, &view, &[source])?;
 /// gpu.queue.submit([encoder.finish()]);
 /// # Ok(()) }
@@ -373,7 +386,8 @@ fn job_words(
 ) -> [u32; JOB_BYTES as usize / 4] {
     let mut words = [0u32; JOB_BYTES as usize / 4];
     let f = f32::to_bits;
-    for (word, value) in words.iter_mut().zip(view.clip_from_world.to_cols_array()) {
+    let clip_from_local = view.clip_from_world * source.world_from_local;
+    for (word, value) in words.iter_mut().zip(clip_from_local.to_cols_array()) {
         *word = f(value);
     }
     let c = source.local_center;
@@ -415,7 +429,10 @@ mod tests {
             clip_from_world: Mat4::IDENTITY,
             reverse_z,
         };
-        let key = |v: &PixelSplatView, z: f32| v.pixel(Vec3::new(0.0, 0.0, z), (4, 2)).map(|(_, k)| k);
+        let key = |v: &PixelSplatView, z: f32| {
+            v.pixel(Mat4::IDENTITY, Vec3::new(0.0, 0.0, z), (4, 2))
+                .map(|(_, k)| k)
+        };
         let (reverse, forward) = (view(true), view(false));
         assert!(key(&reverse, 0.9) > key(&reverse, 0.1));
         assert_eq!(key(&reverse, 0.0), None);
@@ -424,9 +441,27 @@ mod tests {
         assert_eq!(key(&forward, -0.0), Some(u32::MAX));
         assert_eq!(key(&forward, 1.0), None);
         // The pixel the point falls in, row by row from the top.
-        assert_eq!(reverse.pixel(Vec3::new(-0.9, 0.9, 0.5), (4, 2)).unwrap().0, 0);
-        assert_eq!(reverse.pixel(Vec3::new(0.9, -0.9, 0.5), (4, 2)).unwrap().0, 7);
-        assert_eq!(reverse.pixel(Vec3::new(1.0, 0.0, 0.5), (4, 2)), None);
-        assert_eq!(reverse.pixel(Vec3::new(f32::NAN, 0.0, 0.5), (4, 2)), None);
+        assert_eq!(
+            reverse
+                .pixel(Mat4::IDENTITY, Vec3::new(-0.9, 0.9, 0.5), (4, 2))
+                .unwrap()
+                .0,
+            0
+        );
+        assert_eq!(
+            reverse
+                .pixel(Mat4::IDENTITY, Vec3::new(0.9, -0.9, 0.5), (4, 2))
+                .unwrap()
+                .0,
+            7
+        );
+        assert_eq!(
+            reverse.pixel(Mat4::IDENTITY, Vec3::new(1.0, 0.0, 0.5), (4, 2)),
+            None
+        );
+        assert_eq!(
+            reverse.pixel(Mat4::IDENTITY, Vec3::new(f32::NAN, 0.0, 0.5), (4, 2)),
+            None
+        );
     }
 }

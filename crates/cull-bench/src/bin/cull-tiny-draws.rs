@@ -459,6 +459,7 @@ impl Bench {
             target: &instances.list,
             list: 0,
             local_center: glam::Vec3::ZERO,
+            world_from_local: glam::Mat4::IDENTITY,
             id_base: 0,
         };
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());

@@ -107,6 +107,7 @@ fn splat(
             target: &job.target,
             list: 0,
             local_center: CENTER,
+            world_from_local: place(k),
             id_base: id_base(&plain, k),
         });
     }
@@ -115,6 +116,12 @@ fn splat(
         .unwrap();
     ctx.queue.submit([encoder.finish()]);
     pixels.read(&ctx.device, &ctx.queue).unwrap()
+}
+
+/// Where the `k`-th list's instances are placed: the first in the world,
+/// the others shifted by quarter units (exact in f32).
+fn place(k: usize) -> Mat4 {
+    Mat4::from_translation(Vec3::new(0.25, -0.5, 0.0) * k as f32)
 }
 
 /// The `k`-th job's first id less one: the capacities before it.
@@ -146,6 +153,7 @@ fn mirror(
             bytes: &job.bytes,
             survivors,
             local_center: CENTER,
+            world_from_local: place(k),
             id_base: id_base(&plain, k),
         })
         .collect();
@@ -224,6 +232,7 @@ fn lists_share_a_target_in_either_order() {
             target: &jobs[k].target,
             list: 0,
             local_center: CENTER,
+            world_from_local: place(k),
             id_base: if k == 0 { 0 } else { 3000 },
         };
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
@@ -329,6 +338,7 @@ fn bad_splats_are_refused() {
         target: &job.target,
         list: 0,
         local_center: CENTER,
+        world_from_local: Mat4::IDENTITY,
         id_base: 0,
     };
     let refused = |sources: &[PixelSplatSource<'_>]| {
