@@ -18,7 +18,8 @@ const NO_PIXEL: u32 = 0xffffffffu;
 
 // One list's splat (PixelSplatter::splat).
 struct SplatJob {
-    clip_from_world: mat4x4<f32>,
+    // The view's clip_from_world times the list's world_from_local.
+    clip_from_local: mat4x4<f32>,
     // The mesh-space point projected (w unused).
     local_center: vec4<f32>,
     width: u32,
@@ -57,18 +58,27 @@ fn element(group: vec3<u32>, lid: u32) -> u32 {
     return (group.x + group.y * job.groups_x) * GROUP + lid;
 }
 
+// The list's length, never past its binding.
+fn list_len() -> u32 {
+    return min(draw_args[job.count_word], arrayLength(&list));
+}
+
 // Where instance `index` lands and its depth key. A depth is kept in
 // (0, 1] (reverse-Z) or [0, 1) (forward); its key is its bits, which order
 // as the non-negative floats do, or their complement, so that the nearest
 // has the greatest key and no kept depth has key 0.
 fn splat_of(index: u32) -> Splat {
+    var out = Splat(NO_PIXEL, 0u);
+    // An index past the input (a list from a larger input) lands nowhere.
+    if index >= arrayLength(&instances) / job.parts {
+        return out;
+    }
     var parts: array<vec4<u32>, 4>;
     for (var k = 0u; k < job.parts; k++) {
         parts[k] = instances[index * job.parts + k];
     }
     let p = transformed_point(job.format, parts, job.local_center.xyz);
-    let clip = job.clip_from_world * vec4<f32>(p, 1.0);
-    var out = Splat(NO_PIXEL, 0u);
+    let clip = job.clip_from_local * vec4<f32>(p, 1.0);
     // An overflowing transform (kept by the cull) lands nowhere; the bits
     // are tested, since a compiler may assume no NaN.
     if !all_finite(clip) || !(clip.w > 0.0) {
@@ -94,7 +104,7 @@ fn splat_of(index: u32) -> Splat {
 @compute @workgroup_size(256)
 fn splat_depths(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = element(group, lid);
-    if i >= draw_args[job.count_word] {
+    if i >= list_len() {
         return;
     }
     let s = splat_of(list[i]);
@@ -106,7 +116,7 @@ fn splat_depths(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocati
 @compute @workgroup_size(256)
 fn splat_ids(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = element(group, lid);
-    if i >= draw_args[job.count_word] {
+    if i >= list_len() {
         return;
     }
     let index = list[i];

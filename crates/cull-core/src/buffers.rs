@@ -158,6 +158,8 @@ pub(crate) fn checked_size(device: &wgpu::Device, capacity: u32, stride: u64) ->
 /// ```
 pub struct CullTarget {
     culler_id: u64,
+    format: crate::InstanceFormat,
+    output_kind: crate::OutputKind,
     capacity: u32,
     views: u32,
     /// Output elements from one view's survivors to the next view's.
@@ -188,6 +190,9 @@ pub const DRAW_ARGS_SIZE: u64 = DRAW_ARGS_WORDS as u64 * 4;
 /// What a culler asks of a target's buffers.
 pub(crate) struct TargetSpec {
     pub culler_id: u64,
+    /// The instances' format and what the cull writes of each survivor.
+    pub format: crate::InstanceFormat,
+    pub output: crate::OutputKind,
     pub capacity: u32,
     /// Views culled into it, each with its survivors and draw arguments.
     pub views: u32,
@@ -253,6 +258,8 @@ impl CullTarget {
         let timing = spec.timed_passes.map(|passes| TimingQueries::new(device, passes));
         Ok(Self {
             culler_id: spec.culler_id,
+            format: spec.format,
+            output_kind: spec.output,
             capacity: spec.capacity,
             views: spec.views,
             view_stride,
@@ -446,10 +453,14 @@ impl CullTarget {
         self.culler_id
     }
 
-    /// Whether its lists are of survivor indices (`OutputKind::Indices`):
-    /// no instance format is 4 bytes.
+    /// The format of the instances culled into it.
+    pub(crate) fn format(&self) -> crate::InstanceFormat {
+        self.format
+    }
+
+    /// Whether its lists are of survivor indices (`OutputKind::Indices`).
     pub(crate) fn holds_indices(&self) -> bool {
-        self.output_stride == 4
+        self.output_kind == crate::OutputKind::Indices
     }
 
     /// Output windows (bindings) the target's output spans: with

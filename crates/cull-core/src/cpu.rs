@@ -283,7 +283,8 @@ pub struct SplatList<'a> {
 
 /// The CPU mirror of [`crate::PixelSplatter`]: per pixel of a `size`
 /// target (row by row from the top), the nearest depth key and the greatest
-/// id among the survivors at that key, 0 and 0 where none landed.
+/// id among the survivors at that key, 0 and 0 where none landed; indices
+/// past `bytes` land nowhere.
 pub fn splat(
     view: &crate::PixelSplatView,
     size: (u32, u32),
@@ -292,7 +293,8 @@ pub fn splat(
     let pixels = size.0 as usize * size.1 as usize;
     let (mut keys, mut ids) = (vec![0u32; pixels], vec![0u32; pixels]);
     for list in lists {
-        for &i in list.survivors {
+        let instances = list.bytes.len() / list.format.stride() as usize;
+        for &i in list.survivors.iter().filter(|&&i| (i as usize) < instances) {
             let p = sort_point(list.format, list.bytes, i as usize, list.local_center);
             let Some((pixel, key)) = view.pixel(list.world_from_local, p, size) else {
                 continue;

@@ -64,15 +64,28 @@ impl ListStage {
     }
 
     /// Refuses list `list` of `target`, culled from `input`, where it is
-    /// not a list of indices, past the target's views, or where the input,
-    /// bound whole, is past one storage binding.
+    /// not a list of indices, of another format than the input's, past the
+    /// target's views, or where the input (bound whole) or the list is past
+    /// one storage binding.
     pub(crate) fn check(&self, input: &CullInput, target: &CullTarget, list: u32) -> Result<(), CullError> {
         if !target.holds_indices() {
             return Err(CullError::InvalidParameter(
                 "a stage after the cull reads survivor indices: a cull of OutputKind::Indices",
             ));
         }
-        if input.buffer().size() > self.device.limits().max_storage_buffer_binding_size {
+        if input.format() != target.format() {
+            return Err(CullError::FormatMismatch {
+                input: input.format(),
+                culler: target.format(),
+            });
+        }
+        let binding = self.device.limits().max_storage_buffer_binding_size;
+        if target.capacity() as u64 * 4 > binding {
+            return Err(CullError::InvalidParameter(
+                "a stage after the cull binds a list whole: it must fit one storage binding",
+            ));
+        }
+        if input.buffer().size() > binding {
             return Err(CullError::InvalidParameter(
                 "a stage after the cull binds the input whole: it must fit one storage binding",
             ));
@@ -84,14 +97,19 @@ impl ListStage {
     }
 
     /// Workgroup counts for `groups` (at least one): `(x, y)` with `x` at
-    /// most the cap.
-    pub(crate) fn dims(&self, groups: u32) -> (u32, u32) {
+    /// most the cap; refused where `y` would pass the device's limit too.
+    pub(crate) fn dims(&self, groups: u32) -> Result<(u32, u32), CullError> {
         let groups = groups.max(1);
         if groups <= self.max_groups {
-            (groups, 1)
-        } else {
-            (self.max_groups, groups.div_ceil(self.max_groups))
+            return Ok((groups, 1));
         }
+        let y = groups.div_ceil(self.max_groups);
+        if y > self.device.limits().max_compute_workgroups_per_dimension {
+            return Err(CullError::InvalidParameter(
+                "a stage's dispatch needs more workgroups than two dimensions of the device hold",
+            ));
+        }
+        Ok((self.max_groups, y))
     }
 }
 

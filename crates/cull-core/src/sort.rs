@@ -240,8 +240,8 @@ impl DepthSorter {
         order: &DepthSortView,
     ) -> Result<(), CullError> {
         self.check(input, target, scratch, view)?;
-        let elements = self.stage.dims(target.capacity().div_ceil(TILE));
-        let tiles = self.stage.dims(tiles(target.capacity()));
+        let elements = self.stage.dims(target.capacity().div_ceil(TILE))?;
+        let tiles = self.stage.dims(tiles(target.capacity()))?;
         let words = job_words(self.format, order, view, [elements.0, tiles.0]);
         queue.write_buffer(
             &scratch.jobs,
@@ -281,12 +281,6 @@ impl DepthSorter {
     ) -> Result<(), CullError> {
         if target.culler_id() != self.culler_id {
             return Err(CullError::ForeignTarget);
-        }
-        if input.format() != self.format {
-            return Err(CullError::FormatMismatch {
-                input: input.format(),
-                culler: self.format,
-            });
         }
         self.stage.check(input, target, view)?;
         if !scratch.fits(target) {

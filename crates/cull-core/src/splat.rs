@@ -74,8 +74,8 @@ impl PixelSplatView {
 #[derive(Clone, Copy)]
 pub struct PixelSplatSource<'a> {
     /// The instances the list indexes: the input the list was culled from
-    /// (another input of that format is read at the list's indices, within
-    /// its bounds, and splats what it holds there).
+    /// (refused where its format is not the cull's; indices past it are
+    /// skipped).
     pub input: &'a CullInput,
     /// The cull's target (of [`OutputKind::Indices`](crate::OutputKind::Indices)).
     pub target: &'a CullTarget,
@@ -133,6 +133,11 @@ impl PixelSplatTarget {
         if bytes > limits.max_storage_buffer_binding_size || bytes > limits.max_buffer_size {
             return Err(CullError::InvalidParameter(
                 "a splat target's pixels (4 bytes each) must fit one storage binding",
+            ));
+        }
+        if max_sources as u64 * ENTRY_STRIDE > limits.max_buffer_size {
+            return Err(CullError::InvalidParameter(
+                "a splat target's sources (256 bytes each) must fit one buffer",
             ));
         }
         let pixels = |label| {
@@ -279,8 +284,11 @@ impl PixelSplatter {
     }
 
     /// [`Self::splat`] recorded into `pass` (a pass with timestamps, or
-    /// with other work), after [`PixelSplatTarget::clear`] in its encoder:
-    /// the splat keeps what `pixels` already hold where it is nearer.
+    /// with other work), after [`PixelSplatTarget::clear`] in its encoder.
+    /// Splat every list a target takes in one call, once per clear and per
+    /// submission: a second call would find ids of the first at depths it
+    /// replaced, and the sources' uniforms are written when the queue
+    /// submits, so a second call's would replace the first's.
     pub fn splat_in_pass(
         &self,
         pass: &mut wgpu::ComputePass<'_>,
@@ -292,7 +300,7 @@ impl PixelSplatter {
         self.check_all(pixels, sources)?;
         let mut groups = Vec::with_capacity(sources.len());
         for (slot, source) in sources.iter().enumerate() {
-            let dims = self.stage.dims(source.target.capacity().div_ceil(GROUP));
+            let dims = self.stage.dims(source.target.capacity().div_ceil(GROUP))?;
             let words = job_words(source.input.format(), view, source, pixels.size, dims.0);
             queue.write_buffer(
                 &pixels.jobs,
@@ -330,7 +338,7 @@ impl PixelSplatter {
 
     fn check(&self, source: &PixelSplatSource<'_>) -> Result<(), CullError> {
         self.stage.check(source.input, source.target, source.list)?;
-        if source.id_base as u64 + source.input.capacity() as u64 >= u32::MAX as u64 {
+        if source.id_base as u64 + source.input.capacity() as u64 > u32::MAX as u64 {
             return Err(CullError::InvalidParameter(
                 "a source's ids (id_base + instance + 1) must fit 32 bits",
             ));

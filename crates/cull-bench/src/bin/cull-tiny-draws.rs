@@ -153,7 +153,8 @@ fn modes() -> Vec<Mode> {
 }
 
 /// `n` places scattered over the screen (clip x, y in −1..1), at depths
-/// 0..0.25, each `pixels` across.
+/// in (0, 0.25] (a reverse depth of 0 is the far plane, which the library's
+/// splat leaves out), each `pixels` across.
 fn places(n: u32, pixels: f32) -> Vec<[f32; 4]> {
     // Each coordinate of its own, through murmur3's finalizer: independent
     // and uniform.
@@ -170,7 +171,7 @@ fn places(n: u32, pixels: f32) -> Vec<[f32; 4]> {
             [
                 unit(i, 0) * 2.0 - 1.0,
                 unit(i, 1) * 2.0 - 1.0,
-                0.25 * unit(i, 2),
+                0.25 * unit(i, 2).max(f32::EPSILON),
                 pixels,
             ]
         })
@@ -627,12 +628,22 @@ fn main() {
             }
         }
         let mut instanced = None;
+        let mut splat_pixels = None;
         for (mode, times) in modes.iter().zip(times) {
             bench.time(mode, n, &instances);
             let (us, (lit, which)) = (median(times), bench.lit_pixels(mode.shape));
             let (base, base_which) = *instanced.get_or_insert((us, which));
             let per = us * 1000.0 / n.max(1) as f64;
-            let same = if !matches!(mode.shape, Shape::Triangles { .. }) {
+            if mode.shape == Shape::Splat {
+                splat_pixels = Some(which);
+            }
+            let same = if mode.shape == Shape::CullSplat {
+                if splat_pixels == Some(which) {
+                    " (the splat's pixels)"
+                } else {
+                    " (not the splat's pixels)"
+                }
+            } else if !matches!(mode.shape, Shape::Triangles { .. }) {
                 " (a pixel each)"
             } else if which == base_which {
                 ""

@@ -100,6 +100,8 @@ impl CullTarget {
             device,
             TargetSpec {
                 culler_id: culler.id,
+                format: culler.format,
+                output: culler.output,
                 capacity,
                 views,
                 output_stride: culler.output.stride(culler.format),

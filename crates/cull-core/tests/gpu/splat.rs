@@ -1,9 +1,11 @@
 //! The pixel splat (`PixelSplatter`): every form's survivors, in every
 //! format, claim the pixels the CPU mirror (`cpu::splat`) gives them. Two
 //! checks: on scenes whose projections are exact in f32 (dyadic positions,
-//! scales and matrices, clip `w` a power of two; many instances on one
-//! pixel and at one depth) the keys and ids equal the mirror's pixel for
-//! pixel, forward and reverse depth, one list or two sharing the target in
+//! scales, half turns and matrices, clip `w` a power of two; many
+//! instances on one pixel and at one depth; the packed format's inexact
+//! quaternions turning only a zero offset) the keys and ids equal the
+//! mirror's pixel for pixel, forward and reverse depth, at the ends of the
+//! depth range and behind the eye, one list or two sharing the target in
 //! either order; on random scenes, where the GPU's projection may differ
 //! from the CPU's in the last bits, every pixel the GPU claims is one its
 //! instance falls in up to that rounding, and the pixels that differ are
@@ -25,7 +27,18 @@ fn best(ctx: &GpuContext) -> cull_core::ScanVariant {
 
 /// A target not a power of two wide, so rows are counted right.
 const SIZE: (u32, u32) = (24, 10);
-const CENTER: Vec3 = Vec3::new(0.25, -0.5, 0.125);
+
+/// The mesh-space point splatted: off the origin in x and y, so that it
+/// turns with the instance, but not in z, so that a perspective view's clip
+/// `w` stays the instance's depth; the packed format's quaternions are
+/// not exact, so there it is the origin, which every rotation keeps.
+fn center(format: InstanceFormat) -> Vec3 {
+    if format == InstanceFormat::Packed16 {
+        Vec3::ZERO
+    } else {
+        Vec3::new(0.25, -0.5, 0.0)
+    }
+}
 
 /// Reverse-Z perspective (clip w = -z, depth 0.5 / -z) and a forward-Z
 /// orthographic view (depth (-z - 1) / 8), both with dyadic entries.
@@ -106,7 +119,7 @@ fn splat(
             input: &job.input,
             target: &job.target,
             list: 0,
-            local_center: CENTER,
+            local_center: center(culler.format()),
             world_from_local: place(k),
             id_base: id_base(&plain, k),
         });
@@ -152,7 +165,7 @@ fn mirror(
             format: *format,
             bytes: &job.bytes,
             survivors,
-            local_center: CENTER,
+            local_center: center(*format),
             world_from_local: place(k),
             id_base: id_base(&plain, k),
         })
@@ -231,7 +244,7 @@ fn lists_share_a_target_in_either_order() {
             input: &jobs[k].input,
             target: &jobs[k].target,
             list: 0,
-            local_center: CENTER,
+            local_center: center(formats[k]),
             world_from_local: place(k),
             id_base: if k == 0 { 0 } else { 3000 },
         };
@@ -246,6 +259,52 @@ fn lists_share_a_target_in_either_order() {
         pixels.read(&ctx.device, &ctx.queue).unwrap()
     };
     assert_same_pixels("two lists, the second first", &swapped, &cpu);
+}
+
+/// The ends of the depth range and the eye, in each view: a point at the
+/// near end of a reverse-Z range (depth 1) or the near plane of a forward
+/// one (depth 0) is kept; nearer than the near plane, past the far plane
+/// and behind the eye, none (the cull keeps them all: their spheres reach
+/// into the view).
+#[test]
+fn depth_range_ends_and_the_eye() {
+    let ctx = gpu();
+    let format = InstanceFormat::PosQuat;
+    let culler = culler(ctx, best(ctx), format, OutputKind::Indices, Default::default());
+    let [(perspective, _), (orthographic, _)] = exact_views();
+    // (x, z) of each point (y 0), the first and last kept.
+    let cases = [
+        (
+            perspective,
+            [(0.25, -0.5), (-0.1, -0.25), (0.0, 0.25), (-1.0, -2.0)],
+        ),
+        (
+            orthographic,
+            [(4.0, -1.0), (-4.0, -9.0), (0.0, -0.5), (-2.0, -5.0)],
+        ),
+    ];
+    for (view, points) in cases {
+        let what = format!("reverse_z={}", view.reverse_z);
+        let offset = center(format);
+        let instances = points
+            .iter()
+            .map(|&(x, z)| Instance::from_position(Vec3::new(x, 0.0, z) - offset))
+            .collect();
+        let scene = Scene {
+            clip_from_world: view.clip_from_world,
+            bounds: Sphere::new(Vec3::ZERO, 1.0),
+            instances,
+        };
+        let job = Job::new(ctx, &culler, &scene, 4);
+        let gpu = splat(ctx, &[(&job, &culler)], &view, Default::default(), SIZE);
+        let kept = survivors(ctx, &what, &job, &scene, format);
+        assert_eq!(kept.len(), 4, "{what}: the cull keeps every point");
+        let cpu = mirror(&[(&job, format, &kept)], &view, SIZE);
+        assert_same_pixels(&what, &gpu, &cpu);
+        let mut claimed: Vec<u32> = gpu.1.iter().copied().filter(|&id| id != 0).collect();
+        claimed.sort();
+        assert_eq!(claimed, [1, 4], "{what}: the ids of the pixels claimed");
+    }
 }
 
 /// Random scenes and cameras (perspective, infinite reverse-Z,
@@ -283,7 +342,7 @@ fn random_scenes_claim_the_pixels_they_fall_in() {
                 kept.contains(&index),
                 "{what}: pixel {p} holds {index}, not a survivor"
             );
-            let point = cull_core::cpu::sort_point(format, &job.bytes, index as usize, CENTER);
+            let point = cull_core::cpu::sort_point(format, &job.bytes, index as usize, center(format));
             assert!(
                 falls_in(&view, point, p as u32, size),
                 "{what}: instance {index} claims pixel {p} but falls elsewhere"
@@ -333,11 +392,12 @@ fn bad_splats_are_refused() {
     let copied = Job::new(ctx, &copies, &scene, 10);
     let splatter = PixelSplatter::new(&ctx.device, Default::default());
     let pixels = PixelSplatTarget::new(&ctx.device, SIZE, 1).unwrap();
+    let packed = cull_core::CullInput::new(&ctx.device, InstanceFormat::Packed16, 10).unwrap();
     let good = PixelSplatSource {
         input: &job.input,
         target: &job.target,
         list: 0,
-        local_center: CENTER,
+        local_center: center(format),
         world_from_local: Mat4::IDENTITY,
         id_base: 0,
     };
@@ -354,10 +414,17 @@ fn bad_splats_are_refused() {
         ),
         (
             vec![PixelSplatSource {
-                id_base: u32::MAX - 10,
+                id_base: u32::MAX - 5,
                 ..good
             }],
             "ids past 32 bits",
+        ),
+        (
+            vec![PixelSplatSource {
+                input: &packed,
+                ..good
+            }],
+            "another format's input",
         ),
         (
             vec![PixelSplatSource {
@@ -369,8 +436,19 @@ fn bad_splats_are_refused() {
     ];
     for (sources, what) in cases {
         assert!(
-            matches!(refused(&sources), Err(CullError::InvalidParameter(_))),
+            matches!(
+                refused(&sources),
+                Err(CullError::InvalidParameter(_) | CullError::FormatMismatch { .. })
+            ),
             "{what} was accepted"
         );
     }
+    // The last id may be u32::MAX itself.
+    assert!(
+        refused(&[PixelSplatSource {
+            id_base: u32::MAX - 10,
+            ..good
+        }])
+        .is_ok()
+    );
 }
