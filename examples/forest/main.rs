@@ -24,7 +24,7 @@ use bevy::camera::RenderTarget;
 use bevy::prelude::*;
 use bevy::window::PrimaryWindow;
 use bevy_gpu_cull::prelude::*;
-use scene::{Ground, Kind, MinPixels, circle, rocks_of, setup};
+use scene::{AsPixels, Ground, Kind, MinPixels, circle, rocks_of, setup};
 use support::{HeadlessRun, PipelinesSettled, SceneArgs};
 
 /// A lit forest with shadows: trees and rocks as batches, or as Bevy entities to compare.
@@ -59,6 +59,10 @@ struct Flags {
     /// frame's height (at start) are not drawn (default 1; 0 draws every one)
     #[argh(option, default = "1.0", from_str_fn(parse_pixels))]
     min_pixels: f32,
+    /// with --lod: trees and rocks below two pixels drawn as one pixel each,
+    /// written by compute and shaded in one full-screen pass
+    #[argh(switch)]
+    as_pixels: bool,
     /// with `bevy`: the same forest as Bevy entities, culled and drawn by Bevy
     #[argh(option, default = "false", from_str_fn(support::parse_compare))]
     compare: bool,
@@ -88,8 +92,13 @@ fn main() {
         pass_times: flags.pass_times,
         ..support::scene_args!(flags)
     };
-    if args.no_cpu_culling && !args.compare_bevy || args.lod && args.compare_bevy {
-        eprintln!("forest: --no-cpu-culling goes with --compare bevy, --lod without it");
+    if args.no_cpu_culling && !args.compare_bevy
+        || args.lod && args.compare_bevy
+        || flags.as_pixels && !args.lod
+    {
+        eprintln!(
+            "forest: --no-cpu-culling goes with --compare bevy, --lod without it, --as-pixels with --lod"
+        );
         std::process::exit(2);
     }
     let most_pixels = scene::SMALLEST_LEVEL_SIZE * args.height as f32;
@@ -104,6 +113,7 @@ fn main() {
         .add_plugins(GpuCullPlugin::default())
         .insert_resource(ClearColor(Color::srgb(0.55, 0.7, 0.9)))
         .insert_resource(MinPixels(flags.min_pixels))
+        .insert_resource(AsPixels(flags.as_pixels))
         .add_systems(Startup, setup)
         .add_systems(Update, (circle, show_counts, finish_headless))
         .run();

@@ -33,10 +33,19 @@ pub const SMALLEST_LEVEL_SIZE: f32 = 0.02;
 #[derive(Resource, Clone, Copy)]
 pub struct MinPixels(pub f32);
 
+/// The size in pixels (bounding sphere across) below which `--as-pixels`
+/// draws a pixel per instance.
+const PIXEL_LEVEL_PIXELS: f32 = 2.0;
+
+/// `--as-pixels`: below two pixels, a level drawn as a pixel per instance.
+#[derive(Resource, Clone, Copy)]
+pub struct AsPixels(pub bool);
+
 pub fn setup(
     mut commands: Commands,
     args: Res<SceneArgs>,
     min_pixels: Res<MinPixels>,
+    as_pixels: Res<AsPixels>,
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
     mut images: ResMut<Assets<Image>>,
@@ -71,15 +80,33 @@ pub fn setup(
     // such triangles on the same few pixels slowly).
     let (tree_mesh, rock_mesh) = (meshes.add(tree_cone(8)), meshes.add(rock(1)));
     let min_last = min_pixels.0 / args.height as f32;
-    let tree_levels = GpuCullLod::new([
+    // With `--as-pixels`, below two pixels a pixel per instance.
+    let pixel_size = PIXEL_LEVEL_PIXELS / args.height as f32;
+    let above_pixels = if as_pixels.0 {
+        pixel_size.max(min_last)
+    } else {
+        min_last
+    };
+    let flat_tree = meshes.add(flat_tree());
+    let mut tree_levels = vec![
         GpuCullLodLevel::new(tree_mesh.clone(), 0.1),
         GpuCullLodLevel::new(meshes.add(tree_cone(4)), SMALLEST_LEVEL_SIZE),
-        GpuCullLodLevel::new(meshes.add(flat_tree()), min_last).facing_camera(),
-    ]);
-    let rock_levels = GpuCullLod::new([
+        GpuCullLodLevel::new(flat_tree.clone(), above_pixels).facing_camera(),
+    ];
+    let rock_far = meshes.add(rock(0));
+    let mut rock_levels = vec![
         GpuCullLodLevel::new(rock_mesh.clone(), 0.03),
-        GpuCullLodLevel::new(meshes.add(rock(0)), min_last),
-    ]);
+        GpuCullLodLevel::new(rock_far.clone(), above_pixels),
+    ];
+    if as_pixels.0 && min_last < pixel_size {
+        tree_levels.push(
+            GpuCullLodLevel::new(flat_tree, min_last)
+                .facing_camera()
+                .as_pixels(),
+        );
+        rock_levels.push(GpuCullLodLevel::new(rock_far, min_last).as_pixels());
+    }
+    let (tree_levels, rock_levels) = (GpuCullLod::new(tree_levels), GpuCullLod::new(rock_levels));
     let kinds = [
         (Kind::Trees, trees, tree_mesh, tree_material, tree_levels),
         (Kind::Rocks, rocks, rock_mesh, rock_material, rock_levels),

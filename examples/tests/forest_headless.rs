@@ -181,3 +181,73 @@ fn assert_green(img: &image::RgbaImage, line: &str) {
         "only {green} green pixels: {line}"
     );
 }
+
+/// Trees and rocks below two pixels drawn as pixels (`--as-pixels`: written
+/// by a compute pass, shaded by their materials in one full-screen pass)
+/// look like the same levels drawn as triangles. The rest of the frame is
+/// the same picture. In the rows where the two differ (the far forest at
+/// the horizon) about as many pixels show a tree or rock, from 3% fewer to
+/// 30% more (a triangle a pixel or two across lights the pixels whose
+/// centers it covers, none to two; a pixel instance lights one: here about
+/// 12% more; without the pixels' shading, 13% fewer), in the same mean
+/// color, within 8 of 255 per channel (the same material and light; a
+/// pixel is shaded as its mesh's middle, a triangle across it). Pixels
+/// missing from the frame, or shaded with another normal, change the
+/// count or the color by more.
+#[test]
+fn forest_pixel_levels_look_like_their_triangles() {
+    let args = ["--frames", "30", "--count", "40000", "--size", "240x136", "--lod"];
+    let (triangles, tri_img) = common::run_headless("forest", &args, "forest-far-triangles.png");
+    let with_pixels = [&args[..], &["--as-pixels"]].concat();
+    let (pixels, pix_img) = common::run_headless("forest", &with_pixels, "forest-far-pixels.png");
+    let levels = common::numbers(&pixels, "trees_per_level");
+    assert!(
+        levels.len() == 4 && levels[3] > 1000,
+        "a level of far trees: {pixels}"
+    );
+    for name in ["trees_visible", "rocks_visible"] {
+        assert_eq!(
+            common::field(&pixels, name),
+            common::field(&triangles, name),
+            "{name}: {pixels}\n{triangles}"
+        );
+    }
+    let (w, h) = tri_img.dimensions();
+    let differs = |x: u32, y: u32| {
+        let (a, b) = (tri_img.get_pixel(x, y), pix_img.get_pixel(x, y));
+        (0..3).any(|c| a[c].abs_diff(b[c]) > 8)
+    };
+    let differing: Vec<(u32, u32)> = (0..h)
+        .flat_map(|y| (0..w).map(move |x| (x, y)))
+        .filter(|&(x, y)| differs(x, y))
+        .collect();
+    assert!(
+        !differing.is_empty() && differing.len() <= (w * h / 50) as usize,
+        "{} pixels differ",
+        differing.len()
+    );
+    let rows: std::collections::BTreeSet<u32> = differing.iter().map(|&(_, y)| y).collect();
+    // The sky's color, at the top left; what differs from it is forest.
+    let sky = *tri_img.get_pixel(0, 0);
+    let forest = |img: &image::RgbaImage| {
+        let pixels: Vec<[u8; 4]> = rows
+            .iter()
+            .flat_map(|&y| (0..w).map(move |x| img.get_pixel(x, y).0))
+            .filter(|p| (0..3).any(|c| p[c].abs_diff(sky[c]) > 20))
+            .collect();
+        let mean =
+            |c: usize| pixels.iter().map(|p| f64::from(p[c])).sum::<f64>() / pixels.len().max(1) as f64;
+        (pixels.len() as f64, [mean(0), mean(1), mean(2)])
+    };
+    let ((tri_count, tri_mean), (pix_count, pix_mean)) = (forest(&tri_img), forest(&pix_img));
+    assert!(
+        (0.97..=1.3).contains(&(pix_count / tri_count)),
+        "forest pixels in those rows: {pix_count} with pixel levels, {tri_count} with triangles (rows {rows:?})"
+    );
+    for c in 0..3 {
+        assert!(
+            (pix_mean[c] - tri_mean[c]).abs() <= 8.0,
+            "far forest color: {pix_mean:?} as pixels, {tri_mean:?} as triangles"
+        );
+    }
+}

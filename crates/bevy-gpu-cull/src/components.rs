@@ -735,6 +735,9 @@ pub struct GpuCullLodLevel {
     /// An impostor ([`Self::facing_camera`]): the mesh is turned with the
     /// view that draws it instead of the instance's rotation.
     pub facing_camera: bool,
+    /// Drawn as pixels ([`Self::as_pixels`]): one pixel per instance in a
+    /// camera's main pass, the mesh elsewhere.
+    pub as_pixels: bool,
 }
 
 impl GpuCullLodLevel {
@@ -745,6 +748,7 @@ impl GpuCullLodLevel {
             mesh,
             min_screen_size,
             facing_camera: false,
+            as_pixels: false,
         }
     }
 
@@ -764,6 +768,25 @@ impl GpuCullLodLevel {
     /// on its origin, or make the bounds cover it turned every way.
     pub fn facing_camera(mut self) -> Self {
         self.facing_camera = true;
+        self
+    }
+
+    /// Draws the level's instances as one pixel each, for instances a
+    /// pixel or two across (the coarsest level, down to the smallest size
+    /// drawn): a compute pass writes each instance's pixel (the nearest
+    /// where several land on one) and the batch's material shades those
+    /// pixels in one full-screen pass, where a GPU's triangle setup would
+    /// spend as long on each instance as on a large one.
+    ///
+    /// A pixel is shaded as the instance's mesh-space bounding-sphere
+    /// center seen face on: its depth, a normal toward the camera, the
+    /// material's texture at its coarsest. Where a camera cannot take the
+    /// pixels (a depth, normal or motion-vector prepass, deferred
+    /// rendering, occlusion culling, a material whose fragment shader is
+    /// not Bevy's PBR one, a blended material) and in shadow views, the
+    /// level's mesh is drawn instead.
+    pub fn as_pixels(mut self) -> Self {
+        self.as_pixels = true;
         self
     }
 }

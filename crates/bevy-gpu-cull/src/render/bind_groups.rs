@@ -81,7 +81,6 @@ fn instance_bind_groups(
     textures: [&GpuImage; TEXTURES],
     uses_levels: bool,
 ) -> Vec<BindGroup> {
-    let [image, normals, metallic_roughness, emissive, occlusion] = textures;
     (0..levels)
         .map(|level| {
             let survivors = wgpu::BufferBinding {
@@ -89,41 +88,93 @@ fn instance_bind_groups(
                 offset: lists.view_output_offset(slot + level),
                 size: wgpu::BufferSize::new(lists.capacity() as u64 * lists.output_stride()),
             };
-            // The list's arguments, from the buffer's start up to its
-            // instance count, which the binding's last word is.
-            let drawn_args = wgpu::BufferBinding {
-                buffer: lists.draw_args(),
-                offset: 0,
-                size: wgpu::BufferSize::new(
-                    lists.draw_args_offset(slot + level) + cull_core::INSTANCE_COUNT_OFFSET + 4,
-                ),
-            };
             let level_uniform = material.level_binding(uses_levels.then_some(level));
-            device.create_bind_group(
-                "gpu_cull_instances",
-                layout,
-                &BindGroupEntries::with_indices((
-                    (bindings::MESH, material.mesh.as_entire_binding()),
-                    (bindings::INSTANCES, gpu.draw_data.as_entire_binding()),
-                    (bindings::SURVIVORS, wgpu::BindingResource::Buffer(survivors)),
-                    (bindings::MATERIAL, material.buffer.as_entire_binding()),
-                    (bindings::BASE_COLOR_TEXTURE, &image.texture_view),
-                    (bindings::BASE_COLOR_SAMPLER, &image.sampler),
-                    (bindings::NORMAL_MAP_TEXTURE, &normals.texture_view),
-                    (
-                        bindings::METALLIC_ROUGHNESS_TEXTURE,
-                        &metallic_roughness.texture_view,
-                    ),
-                    (bindings::EMISSIVE_TEXTURE, &emissive.texture_view),
-                    (bindings::OCCLUSION_TEXTURE, &occlusion.texture_view),
-                    (bindings::LEVEL, wgpu::BindingResource::Buffer(level_uniform)),
-                    (
-                        bindings::PREVIOUS_INSTANCES,
-                        gpu.previous_records().as_entire_binding(),
-                    ),
-                    (bindings::DRAWN_ARGS, wgpu::BindingResource::Buffer(drawn_args)),
-                )),
-            )
+            let bound = BatchBindings {
+                survivors,
+                level: level_uniform,
+                drawn_args: drawn_args(lists, slot + level),
+            };
+            batch_bind_group(device, layout, (gpu, material), textures, bound)
         })
         .collect()
+}
+
+/// A list's arguments, from the buffer's start up to its instance count,
+/// which the binding's last word is.
+fn drawn_args(lists: &CullTarget, list: u32) -> wgpu::BufferBinding<'_> {
+    wgpu::BufferBinding {
+        buffer: lists.draw_args(),
+        offset: 0,
+        size: wgpu::BufferSize::new(lists.draw_args_offset(list) + cull_core::INSTANCE_COUNT_OFFSET + 4),
+    }
+}
+
+/// What a batch's group binds for one draw: the survivors it reads, its
+/// level's uniform and its list's arguments.
+struct BatchBindings<'a> {
+    survivors: wgpu::BufferBinding<'a>,
+    level: wgpu::BufferBinding<'a>,
+    drawn_args: wgpu::BufferBinding<'a>,
+}
+
+/// The batch's group 2 for one draw.
+fn batch_bind_group(
+    device: &RenderDevice,
+    layout: &BindGroupLayout,
+    (gpu, material): (&GpuBatch, &GpuMaterial),
+    textures: [&GpuImage; TEXTURES],
+    bound: BatchBindings,
+) -> BindGroup {
+    let [image, normals, metallic_roughness, emissive, occlusion] = textures;
+    device.create_bind_group(
+        "gpu_cull_instances",
+        layout,
+        &BindGroupEntries::with_indices((
+            (bindings::MESH, material.mesh.as_entire_binding()),
+            (bindings::INSTANCES, gpu.draw_data.as_entire_binding()),
+            (
+                bindings::SURVIVORS,
+                wgpu::BindingResource::Buffer(bound.survivors),
+            ),
+            (bindings::MATERIAL, material.buffer.as_entire_binding()),
+            (bindings::BASE_COLOR_TEXTURE, &image.texture_view),
+            (bindings::BASE_COLOR_SAMPLER, &image.sampler),
+            (bindings::NORMAL_MAP_TEXTURE, &normals.texture_view),
+            (
+                bindings::METALLIC_ROUGHNESS_TEXTURE,
+                &metallic_roughness.texture_view,
+            ),
+            (bindings::EMISSIVE_TEXTURE, &emissive.texture_view),
+            (bindings::OCCLUSION_TEXTURE, &occlusion.texture_view),
+            (bindings::LEVEL, wgpu::BindingResource::Buffer(bound.level)),
+            (
+                bindings::PREVIOUS_INSTANCES,
+                gpu.previous_records().as_entire_binding(),
+            ),
+            (
+                bindings::DRAWN_ARGS,
+                wgpu::BindingResource::Buffer(bound.drawn_args),
+            ),
+        )),
+    )
+}
+
+/// The batch's group 2 for its pixel levels' resolve in a view
+/// (`super::pixels`): the view's pixel ids in the survivors' place, the
+/// resolve's uniform in the level's; the textures are the material's own
+/// (group 3), so Bevy's fallback is bound here.
+pub(crate) fn resolve_bind_group(
+    device: &RenderDevice,
+    layout: &BindGroupLayout,
+    (lists, list): (&CullTarget, u32),
+    (gpu, material): (&GpuBatch, &GpuMaterial),
+    (ids, uniform): (&wgpu::Buffer, &wgpu::Buffer),
+    fallback: &GpuImage,
+) -> BindGroup {
+    let bound = BatchBindings {
+        survivors: ids.as_entire_buffer_binding(),
+        level: uniform.as_entire_buffer_binding(),
+        drawn_args: drawn_args(lists, list),
+    };
+    batch_bind_group(device, layout, (gpu, material), [fallback; TEXTURES], bound)
 }

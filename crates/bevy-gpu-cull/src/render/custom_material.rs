@@ -189,6 +189,9 @@ impl<P: PhaseItem, const I: usize> RenderCommand<P> for SetBatchMaterialBindGrou
 pub(crate) struct CulledMaterialPipeline {
     mesh_pipeline: MeshPipeline,
     vertex_shader: Handle<Shader>,
+    /// Bevy's full-screen triangle: the vertex stage of a pixel level's
+    /// resolve ([`BatchDrawForm::pixels`]).
+    fullscreen: bevy::core_pipeline::FullscreenShader,
     instance_layout: BindGroupLayoutDescriptor,
     /// Pipelines already queued, by material key and mesh layout.
     queued: HashMap<
@@ -206,9 +209,11 @@ pub(crate) fn init_pipeline(
     mesh_pipeline: Res<MeshPipeline>,
     bindings: Res<super::bindings::InstanceBindings>,
     asset_server: Res<AssetServer>,
+    fullscreen: Res<bevy::core_pipeline::FullscreenShader>,
 ) {
     commands.insert_resource(CulledMaterialPipeline {
         mesh_pipeline: mesh_pipeline.clone(),
+        fullscreen: fullscreen.clone(),
         vertex_shader: load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_material.wgsl"),
         instance_layout: bindings.layout.clone(),
         queued: HashMap::default(),
@@ -255,6 +260,53 @@ pub(crate) struct BatchDrawForm {
     /// Each instance's color is the vertex color
     /// ([`super::extract::BatchData::instance_colors`]).
     pub instance_colors: bool,
+    /// The full-screen resolve of a pixel level's pixels
+    /// ([`resolve_pixels`]), not the instances' draw.
+    pub pixels: bool,
+}
+
+/// A pixel level's resolve (`super::pixels`): Bevy's full-screen triangle
+/// behind the material's fragment shader, which under Bevy's
+/// `MESHLET_MESH_MATERIAL_PASS` takes its surface per pixel from
+/// `resolve_vertex_output` (`shaders/gpu_cull_pixel_resolve.wgsl`); every
+/// pixel shaded (the depth pass before it wrote the pixels' depth, which
+/// what is drawn after them is tested against).
+fn resolve_pixels(
+    descriptor: &mut RenderPipelineDescriptor,
+    fullscreen: &bevy::core_pipeline::FullscreenShader,
+) {
+    descriptor.label = Some("gpu_cull_pixels".into());
+    descriptor.vertex = fullscreen.to_vertex_state();
+    descriptor.primitive = default();
+    if let Some(depth) = descriptor.depth_stencil.as_mut() {
+        depth.depth_write_enabled = Some(false);
+        depth.depth_compare = Some(bevy::render::render_resource::CompareFunction::Always);
+    }
+    if let Some(fragment) = descriptor.fragment.as_mut() {
+        fragment.shader_defs.push("MESHLET_MESH_MATERIAL_PASS".into());
+    }
+}
+
+/// Which batches' materials can shade a pixel level's pixels: opaque,
+/// forward, with Bevy's PBR fragment shader (which resolves its surface
+/// per pixel under `MESHLET_MESH_MATERIAL_PASS`).
+#[derive(bevy::ecs::system::SystemParam)]
+pub(crate) struct PixelMaterials<'w> {
+    materials: Res<'w, ErasedRenderAssets<PreparedMaterial>>,
+    instances: Res<'w, RenderMaterialInstances>,
+}
+
+impl PixelMaterials<'_> {
+    pub fn shades_pixels(&self, main_entity: &MainEntity) -> bool {
+        let Some(material) = self.materials.get(batch_material(&self.instances, main_entity)) else {
+            return false;
+        };
+        let properties = &material.properties;
+        keeps_pbr_fragment(material, &self.materials)
+            && properties.alpha_mode == AlphaMode::Opaque
+            && properties.render_method == OpaqueRendererMethod::Forward
+            && matches!(properties.render_phase_type, RenderPhaseType::Opaque)
+    }
 }
 
 /// A main-pass draw of the instances that wind backwards: the clockwise
@@ -320,6 +372,9 @@ impl CulledMaterialPipeline {
         let mut descriptor = self.descriptor(entry.0.clone(), layout, properties, form.instance_colors)?;
         if form.clockwise {
             wind_clockwise(&mut descriptor);
+        }
+        if form.pixels {
+            resolve_pixels(&mut descriptor, &self.fullscreen);
         }
         let id = cache.queue_render_pipeline(descriptor);
         self.queued.insert(entry, id);

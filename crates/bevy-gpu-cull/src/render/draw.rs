@@ -151,9 +151,10 @@ pub(crate) fn queue_batches(
         Res<ErasedRenderAssets<PreparedMaterial>>,
         Option<ResMut<CulledMaterialPipeline>>,
     ),
-    (mut blended, mut transmissive_phases): (
+    (mut blended, mut transmissive_phases, mut pixels): (
         super::blend::BlendedQueue,
         ResMut<ViewSortedRenderPhases<Transmissive3d>>,
+        ResMut<super::pixels::PixelViews>,
     ),
 ) {
     let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();
@@ -165,6 +166,7 @@ pub(crate) fn queue_batches(
         &mut *transmissive_phases,
     );
     take_out_last_frame(phases, views_seen, &mains);
+    pixels.pipelines.clear();
     let Some(pipeline) = pipeline else {
         return;
     };
@@ -228,6 +230,11 @@ pub(crate) fn queue_batches(
                 (id, draw_function),
                 twin,
             );
+            if super::pixels::pixel_levels(data) != 0
+                && let Some(id) = specializer.specialize_pixels(main_entity, data, *view_key, &meshes)
+            {
+                pixels.pipelines.insert((view_entity, entity), id);
+            }
         }
     }
 }
@@ -309,6 +316,39 @@ struct MainPassSpecializer<'a> {
 }
 
 impl MainPassSpecializer<'_> {
+    /// The full-screen resolve of the batch's pixel levels with its
+    /// material (`super::pixels`), keyed by its first pixel level's mesh;
+    /// `None` until the material is prepared, or where it failed (logged).
+    fn specialize_pixels(
+        &mut self,
+        main_entity: &MainEntity,
+        data: &super::extract::BatchData,
+        view_key: MeshPipelineKey,
+        meshes: &RenderAssets<RenderMesh>,
+    ) -> Option<CachedRenderPipelineId> {
+        let level = data.lod_pixels.trailing_zeros() as usize;
+        let mesh = meshes.get(data.lod.get(level)?.0)?;
+        let key = view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
+        let form = BatchDrawForm {
+            clockwise: false,
+            instance_colors: data.instance_colors(),
+            pixels: true,
+        };
+        self.material_pipeline
+            .as_deref_mut()?
+            .specialize_for(
+                self.cache,
+                self.materials,
+                batch_material(self.material_instances, main_entity),
+                key,
+                false,
+                form,
+                &mesh.layout,
+            )?
+            .map_err(|e| error!("GPU culling: {e}"))
+            .ok()
+    }
+
     /// The depth bias and alpha mode of the batch's material where Bevy
     /// draws it blended (its `Transparent3d` phase), `None` otherwise. An
     /// application's draw shader draws opaque.
@@ -404,6 +444,7 @@ impl MainPassSpecializer<'_> {
                 BatchDrawForm {
                     clockwise,
                     instance_colors: data.instance_colors(),
+                    pixels: false,
                 },
                 layout,
             )
@@ -442,6 +483,17 @@ pub(crate) type DrawCulledBlended = (
     SetBatchMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
     DrawCulledLevels<true>,
     DrawCulledTwin,
+);
+
+/// A batch's pixel levels' resolve (`super::pixels`): its material's
+/// full-screen draw of the view's pixels holding its instances.
+pub(crate) type DrawCulledPixels = (
+    SetItemPipeline,
+    SetMeshViewBindGroup<0>,
+    SetMeshViewBindingArrayBindGroup<1>,
+    super::pixels::SetPixelResolveBindGroup<2>,
+    SetBatchMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
+    super::pixels::DrawFullscreen,
 );
 
 /// Set when a culled batch is drawn; reported and cleared once per frame
@@ -531,6 +583,7 @@ impl<P: PhaseItem, const COARSEST_FIRST: bool> RenderCommand<P> for DrawCulledLe
         SRes<MeshAllocator>,
         SRes<DrawnThisFrame>,
         SRes<CurrentDrawPhase>,
+        SRes<super::pixels::PixelViews>,
     );
     type ViewQuery = Entity;
     type ItemQuery = ();
@@ -539,7 +592,7 @@ impl<P: PhaseItem, const COARSEST_FIRST: bool> RenderCommand<P> for DrawCulledLe
         item: &P,
         view: Entity,
         _: Option<()>,
-        (targets, meshes, allocator, drawn, phase): SystemParamItem<'w, '_, Self::Param>,
+        (targets, meshes, allocator, drawn, phase, pixels): SystemParamItem<'w, '_, Self::Param>,
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
         let (targets, meshes, allocator) =
@@ -547,7 +600,11 @@ impl<P: PhaseItem, const COARSEST_FIRST: bool> RenderCommand<P> for DrawCulledLe
         let Some(target) = targets.map.get(&(view, item.entity())) else {
             return RenderCommandResult::Skip;
         };
-        let drew = draw_lists(target, phase.get(), COARSEST_FIRST, meshes, allocator, pass);
+        let levels = Levels {
+            coarsest_first: COARSEST_FIRST,
+            as_pixels: pixels.levels_drawn_as_pixels(view, item.entity()),
+        };
+        let drew = draw_lists(target, phase.get(), levels, meshes, allocator, pass);
         if !matches!(drew, RenderCommandResult::Success) {
             return drew;
         }
@@ -561,16 +618,28 @@ impl<P: PhaseItem, const COARSEST_FIRST: bool> RenderCommand<P> for DrawCulledLe
     }
 }
 
+/// Which of a target's levels a draw takes, in which order.
+#[derive(Clone, Copy)]
+struct Levels {
+    coarsest_first: bool,
+    /// The levels the view drew as pixels (bit `k` for level `k`):
+    /// skipped.
+    as_pixels: u32,
+}
+
 /// Draws `target`'s lists for `phase`: an occluded camera's early lists in
 /// the early prepass, its late lists in the late prepass, both in the main
 /// pass; every other target's lists in every pass but the late prepass
 /// (they were drawn in the early one). One indirect draw per level of
 /// detail: the level's mesh, from the level's list of survivors, with the
-/// level's arguments.
+/// level's arguments; none for a level drawn as pixels.
 fn draw_lists<'w>(
     target: &'w ViewTarget,
     phase: DrawPhase,
-    coarsest_first: bool,
+    Levels {
+        coarsest_first,
+        as_pixels,
+    }: Levels,
     meshes: &'w RenderAssets<RenderMesh>,
     allocator: &'w MeshAllocator,
     pass: &mut TrackedRenderPass<'w>,
@@ -589,6 +658,9 @@ fn draw_lists<'w>(
         let levels = target.meshes.len();
         for k in 0..levels {
             let level = if coarsest_first { levels - 1 - k } else { k };
+            if as_pixels & (1 << level) != 0 {
+                continue;
+            }
             let (mesh_id, bind_group) = (&target.meshes[level], &bind_groups[level]);
             let Some(mesh) = meshes.get(*mesh_id) else {
                 return RenderCommandResult::Skip;
@@ -629,6 +701,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledTwin {
         SRes<RenderAssets<RenderMesh>>,
         SRes<MeshAllocator>,
         SRes<CurrentDrawPhase>,
+        SRes<super::pixels::PixelViews>,
     );
     type ViewQuery = Entity;
     type ItemQuery = ();
@@ -637,7 +710,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledTwin {
         item: &P,
         view: Entity,
         _: Option<()>,
-        (twins, cache, targets, meshes, allocator, phase): SystemParamItem<'w, '_, Self::Param>,
+        (twins, cache, targets, meshes, allocator, phase, pixels): SystemParamItem<'w, '_, Self::Param>,
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
         let Some(twin) = twins.into_inner().get(view, item.entity()) else {
@@ -653,10 +726,14 @@ impl<P: PhaseItem> RenderCommand<P> for DrawCulledTwin {
             return RenderCommandResult::Success;
         };
         pass.set_render_pipeline(pipeline);
+        let levels = Levels {
+            coarsest_first: false,
+            as_pixels: pixels.levels_drawn_as_pixels(view, item.entity()),
+        };
         draw_lists(
             target,
             phase.get(),
-            false,
+            levels,
             meshes.into_inner(),
             allocator.into_inner(),
             pass,

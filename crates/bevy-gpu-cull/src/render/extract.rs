@@ -3,7 +3,8 @@
 //! ([`BatchData`]), which every later stage reads.
 
 use crate::components::{
-    DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullInstance, GpuCullInstances, GpuCullLod, ScaleRange,
+    DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullInstance, GpuCullInstances, GpuCullLod, GpuCullLodLevel,
+    ScaleRange,
 };
 use crate::gpu_instances::{GpuCullComputeWrites, GpuCullMotionVectors};
 use crate::settings::GpuCullSettings;
@@ -49,6 +50,11 @@ pub(crate) struct BatchData {
     /// The levels drawn facing the camera (`GpuCullLodLevel::facing_camera`), bit
     /// `k` for level `k`.
     pub lod_facing: u32,
+    /// The levels drawn as pixels (`GpuCullLodLevel::as_pixels`), bit `k`
+    /// for level `k`.
+    pub lod_pixels: u32,
+    /// The surface a pixel of its first pixel level shows.
+    pub pixel_surface: PixelSurface,
     /// `GpuCullLod::cross_fade` (0 without levels).
     pub lod_cross_fade: f32,
     /// Culled by cells ([`crate::GpuCullCells`]).
@@ -105,6 +111,8 @@ struct BatchProperties {
     render_layers: RenderLayers,
     lod: Vec<(AssetId<Mesh>, f32)>,
     lod_facing: u32,
+    lod_pixels: u32,
+    pixel_surface: PixelSurface,
     lod_cross_fade: f32,
     cells: Option<GpuCullCells>,
     gpu_writes: Option<GpuCullComputeWrites>,
@@ -127,6 +135,8 @@ impl BatchData {
             render_layers,
             lod,
             lod_facing,
+            lod_pixels,
+            pixel_surface,
             lod_cross_fade,
             cells,
             gpu_writes,
@@ -145,6 +155,8 @@ impl BatchData {
             material: BatchMaterial::default(),
             lod,
             lod_facing,
+            lod_pixels,
+            pixel_surface,
             lod_cross_fade,
             cells,
             visible: inherited_visible && frame.is_some(),
@@ -168,6 +180,8 @@ impl BatchData {
         self.render_layers = properties.render_layers;
         self.lod = properties.lod;
         self.lod_facing = properties.lod_facing;
+        self.lod_pixels = properties.lod_pixels;
+        self.pixel_surface = properties.pixel_surface;
         self.lod_cross_fade = properties.lod_cross_fade;
         self.cells = properties.cells;
         self.gpu_writes = properties.gpu_writes;
@@ -344,30 +358,90 @@ type MainBatches<'w, 's> = Query<
     ),
 >;
 
+/// The surface a pixel level's pixel shows: its mesh's mean normal (in mesh
+/// space, turned as the level turns) and mean texture coordinate, what a
+/// mesh a pixel across shows about its middle. A closed mesh, whose normals
+/// cancel out, shows the side facing the view there (`faces_view`), as
+/// does a mesh without normals in the main world.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PixelSurface {
+    pub normal: Vec3,
+    pub uv: Vec2,
+    /// The pixel faces the view (its normal +Z turned like the view).
+    pub faces_view: bool,
+}
+
+impl Default for PixelSurface {
+    fn default() -> Self {
+        Self {
+            normal: Vec3::Z,
+            uv: Vec2::splat(0.5),
+            faces_view: true,
+        }
+    }
+}
+
+impl PixelSurface {
+    /// The surface of the first level of `lod` drawn as pixels (`pixels`,
+    /// bit `k` for level `k`).
+    fn of_first(lod: &[(AssetId<Mesh>, f32)], pixels: u32, meshes: &Assets<Mesh>) -> Self {
+        let level = pixels.trailing_zeros() as usize;
+        let Some(mesh) = lod.get(level).and_then(|(id, _)| meshes.get(*id)) else {
+            return Self::default();
+        };
+        let mean3 = |values: &[[f32; 3]]| values.iter().map(|v| Vec3::from(*v)).sum::<Vec3>();
+        let mean2 =
+            |values: &[[f32; 2]]| values.iter().map(|v| Vec2::from(*v)).sum::<Vec2>() / values.len() as f32;
+        use bevy::mesh::VertexAttributeValues::{Float32x2, Float32x3};
+        // Normals whose sum is under a quarter of their count mostly
+        // cancel: a closed mesh.
+        let (normal, faces_view) = match mesh.attribute(Mesh::ATTRIBUTE_NORMAL) {
+            Some(Float32x3(normals)) if mean3(normals).length() >= 0.25 * normals.len() as f32 => {
+                (mean3(normals).normalize(), false)
+            }
+            _ => (Vec3::Z, true),
+        };
+        let uv = match mesh.attribute(Mesh::ATTRIBUTE_UV_0) {
+            Some(Float32x2(uvs)) if !uvs.is_empty() => mean2(uvs),
+            _ => Vec2::splat(0.5),
+        };
+        Self {
+            normal,
+            uv,
+            faces_view,
+        }
+    }
+}
+
 /// A batch's levels of detail as the render world keeps them; none (with an
 /// error, once) when the component breaks its rules.
-/// With the levels facing the camera, as `BatchData::lod_facing`, and the
-/// cross-fade's width.
-fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, u32, f32) {
+/// With the levels facing the camera and drawn as pixels, as
+/// `BatchData::lod_facing` and `lod_pixels`, and the cross-fade's width.
+fn lod_levels(lod: Option<&GpuCullLod>) -> (Vec<(AssetId<Mesh>, f32)>, [u32; 2], f32) {
     let Some(lod) = lod else {
-        return (Vec::new(), 0, 0.0);
+        return (Vec::new(), [0, 0], 0.0);
     };
     if let Some(problem) = lod.problem() {
         error_once!("bevy-gpu-cull: {problem}; the batch is drawn without levels of detail");
-        return (Vec::new(), 0, 0.0);
+        return (Vec::new(), [0, 0], 0.0);
     }
-    let facing = lod
-        .levels
-        .iter()
-        .enumerate()
-        .filter(|(_, level)| level.facing_camera)
-        .fold(0, |bits, (k, _)| bits | 1 << k);
+    let bits = |of: fn(&GpuCullLodLevel) -> bool| {
+        lod.levels
+            .iter()
+            .enumerate()
+            .filter(|(_, level)| of(level))
+            .fold(0, |bits, (k, _)| bits | 1 << k)
+    };
     let levels = lod
         .levels
         .iter()
         .map(|level| (level.mesh.id(), level.min_screen_size))
         .collect();
-    (levels, facing, lod.cross_fade)
+    (
+        levels,
+        [bits(|l| l.facing_camera), bits(|l| l.as_pixels)],
+        lod.cross_fade,
+    )
 }
 
 /// A batch's GPU writes as the render world takes them: none (with an
@@ -404,12 +478,12 @@ fn batch_frame(world_from_local: Affine3A) -> Option<LocalFrame> {
 pub(crate) fn extract_batches(
     mut commands: Commands,
     mut main_world: ResMut<MainWorld>,
-    mut state: Local<Option<SystemState<MainBatches<'static, 'static>>>>,
+    mut state: Local<Option<SystemState<(MainBatches<'static, 'static>, Res<'static, Assets<Mesh>>)>>>,
     mut batches: Query<(Entity, &mut BatchData)>,
     mut live: Local<HashSet<Entity>>,
 ) {
     let state = state.get_or_insert_with(|| SystemState::new(&mut main_world));
-    let Ok(mut main_batches) = state.get_mut(&mut main_world) else {
+    let Ok((mut main_batches, meshes)) = state.get_mut(&mut main_world) else {
         return;
     };
     live.clear();
@@ -437,7 +511,8 @@ pub(crate) fn extract_batches(
         let world_from_local = transform.affine();
         let cells = cells.copied();
         let layers = layers.cloned().unwrap_or_default();
-        let (lod, lod_facing, lod_cross_fade) = lod_levels(lod);
+        let (lod, [lod_facing, lod_pixels], lod_cross_fade) = lod_levels(lod);
+        let pixel_surface = PixelSurface::of_first(&lod, lod_pixels, &meshes);
         materials.push((render_entity.id(), material.map(|m| m.id())));
         let render_entity = render_entity.id();
         live.insert(render_entity);
@@ -447,6 +522,8 @@ pub(crate) fn extract_batches(
             render_layers: layers,
             lod,
             lod_facing,
+            lod_pixels,
+            pixel_surface,
             lod_cross_fade,
             cells,
             gpu_writes: gpu_writes_of(gpu_writes, cells.is_some()),

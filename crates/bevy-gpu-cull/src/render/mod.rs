@@ -4,8 +4,9 @@
 //! batches' buffers (`batches`) and uniforms (`material`), the cull targets
 //! (`targets`) and their bind groups (`bind_groups`), the cull per view
 //! (`cull`, `pyramids`), the back-to-front order of blended batches
-//! (`blend`), queueing and drawing (`draw`, `opaque_first`, `custom_material`,
-//! `queue_prepass`, `material_prepass`, `shadow`). This module only wires
+//! (`blend`), levels drawn as pixels (`pixels`), queueing and drawing
+//! (`draw`, `opaque_first`, `custom_material`, `queue_prepass`,
+//! `material_prepass`, `shadow`). This module only wires
 //! them into Bevy's schedules.
 
 mod batches;
@@ -22,6 +23,7 @@ mod kernels;
 mod material;
 mod material_prepass;
 mod opaque_first;
+mod pixels;
 mod pyramids;
 mod queue;
 mod queue_prepass;
@@ -65,6 +67,8 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     embedded_asset!(app, "shaders/instanced_prepass.wgsl");
     embedded_asset!(app, "shaders/instanced_material.wgsl");
     embedded_asset!(app, "shaders/instanced_material_prepass.wgsl");
+    embedded_asset!(app, "shaders/gpu_cull_pixel_depth.wgsl");
+    pixels::add_resolve_shader(app);
     // cull-core's kernels, compiled by Bevy's PipelineCache.
     let cull_shaders = kernels::CullShaders::add_to(app);
     let Some(render_app) = app.get_sub_app_mut(RenderApp) else {
@@ -102,8 +106,10 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_gpu_resource::<SpecializedMeshPipelines<shadow::CulledPrepassPipeline>>()
         .init_resource::<blend::BlendedDraws>()
         .init_resource::<queue::TwinPipelines<Transparent3d>>()
+        .init_gpu_resource::<pixels::PixelViews>()
         .add_render_command::<Opaque3d, draw::DrawCulled>()
         .add_render_command::<Opaque3d, draw::DrawCulledMaterial>()
+        .add_render_command::<Opaque3d, draw::DrawCulledPixels>()
         .add_render_command::<Transparent3d, draw::DrawCulledBlended>();
     queue::init_resources::<Opaque3d>(render_app);
     queue::init_resources::<Shadow>(render_app);
@@ -127,6 +133,7 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                         shadow::init_prepass_pipeline.after(init_prepass_pipeline),
                         material_prepass::init_pipeline.after(init_prepass_pipeline),
                         custom_material::init_pipeline,
+                        pixels::init_pipelines,
                     ),
                 )
                     .chain(),
@@ -157,7 +164,9 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                 // Its own stage, after every PrepareResources system: not in
                 // GpuCullSystems::Prepare, so ordering against that set in
                 // PrepareResources stays possible.
-                bind_groups::prepare_bind_groups.in_set(RenderSystems::PrepareBindGroups),
+                (bind_groups::prepare_bind_groups, pixels::prepare_pixel_views)
+                    .chain()
+                    .in_set(RenderSystems::PrepareBindGroups),
                 // Bevy's material queue removes entities it re-specializes
                 // from the bins by main entity; ours re-adds after it.
                 (
@@ -194,6 +203,11 @@ fn add_cull_systems(render_app: &mut SubApp) {
             cull::cull_view
                 .before(Core3dSystems::Prepass)
                 .before(per_view_shadow_pass::<EARLY_SHADOW_PASS>),
+            // A camera's pixel levels, after its culls, before its main
+            // pass draws them.
+            pixels::splat_view
+                .after(cull::cull_view)
+                .before(Core3dSystems::MainPass),
             // Point and spot lights' views run before the cameras.
             cull::cull_light_view.before(shared_shadow_pass::<EARLY_SHADOW_PASS>),
             // Occlusion culling's late phase, where Bevy runs its own:

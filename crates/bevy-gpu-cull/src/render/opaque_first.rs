@@ -7,7 +7,8 @@
 //! would have), and the batches' items in Bevy's phase then draw nothing.
 //! Bevy's meshes behind a batch fail the depth test before they shade.
 
-use super::draw::{DrawCulled, DrawCulledMaterial};
+use super::draw::{DrawCulled, DrawCulledMaterial, DrawCulledPixels};
+use super::pixels::{PixelViews, draw_pixel_depth};
 use bevy::camera::{MainPassResolutionOverride, Viewport};
 use bevy::core_pipeline::core_3d::Opaque3d;
 use bevy::core_pipeline::prepass::DeferredPrepass;
@@ -19,7 +20,7 @@ use bevy::render::render_phase::{
     BinnedPhaseItem, DrawFunctions, PhaseItem, PhaseItemExtraIndex, RenderCommand, RenderCommandResult,
     TrackedRenderPass, ViewBinnedRenderPhases,
 };
-use bevy::render::render_resource::{RenderPassDescriptor, StoreOp};
+use bevy::render::render_resource::{PipelineCache, RenderPassDescriptor, StoreOp};
 use bevy::render::renderer::{RenderContext, ViewQuery};
 use bevy::render::view::{ExtractedView, ViewDepthTexture, ViewTarget};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,6 +82,7 @@ pub(crate) fn draw_opaque_batches_first(
     opaque_phases: Res<ViewBinnedRenderPhases<Opaque3d>>,
     draw_functions: Res<DrawFunctions<Opaque3d>>,
     drawn: Res<OpaqueBatchesDrawn>,
+    (pixels, cache): (Res<PixelViews>, Res<PipelineCache>),
     mut ctx: RenderContext,
 ) {
     let view_entity = view.entity();
@@ -131,10 +133,15 @@ pub(crate) fn draw_opaque_batches_first(
     {
         pass.set_camera_viewport(&viewport);
     }
+    let pixel_items = if draw_pixel_depth(&pixels, &cache, view_entity, &mut pass) {
+        resolve_items(&pixels, view_entity, &draw_functions)
+    } else {
+        Vec::new()
+    };
     {
         let mut functions = draw_functions.write();
         functions.prepare(world);
-        for item in &items {
+        for item in pixel_items.iter().chain(&items) {
             let Some(function) = functions.get_mut(item.draw_function()) else {
                 continue;
             };
@@ -145,4 +152,44 @@ pub(crate) fn draw_opaque_batches_first(
     }
     span.end(&mut pass);
     drawn.0.store(true, Ordering::Relaxed);
+}
+
+/// The view's pixel resolves (`super::pixels`) as items of its opaque
+/// phase: one per batch splatted this frame, its material's full-screen
+/// draw, after the pixels' depth and before the batches' own draws.
+fn resolve_items(
+    pixels: &PixelViews,
+    view: Entity,
+    draw_functions: &DrawFunctions<Opaque3d>,
+) -> Vec<Opaque3d> {
+    let Some(draw_function) = draw_functions.read().get_id::<DrawCulledPixels>() else {
+        return Vec::new();
+    };
+    let Some(view_pixels) = pixels.views.get(&view) else {
+        return Vec::new();
+    };
+    view_pixels
+        .splatted
+        .keys()
+        .filter_map(|entity| {
+            let batch = view_pixels.batches.get(entity)?;
+            let set = bevy::core_pipeline::core_3d::Opaque3dBatchSetKey {
+                pipeline: *pixels.pipelines.get(&(view, *entity))?,
+                draw_function,
+                material_bind_group_index: None,
+                slabs: Default::default(),
+                lightmap_slab: None,
+            };
+            let bin = bevy::core_pipeline::core_3d::Opaque3dBinKey {
+                asset_id: AssetId::<Mesh>::default().untyped(),
+            };
+            Some(Opaque3d::new(
+                set,
+                bin,
+                (*entity, batch.main),
+                0..1,
+                PhaseItemExtraIndex::None,
+            ))
+        })
+        .collect()
 }

@@ -1,0 +1,525 @@
+//! Levels drawn as pixels ([`crate::GpuCullLodLevel::as_pixels`]) in a
+//! camera's main pass. Per camera that can take them: which batches' levels
+//! are splatted and with which ids (prepared after the targets), the splat
+//! after the camera's culls (`cull_core::PixelSplatter`, one target for
+//! every batch), then, first in the batches' opaque pass, a full-screen
+//! pass writing the pixels' depth and one per batch shading its pixels with
+//! its material (`shaders/gpu_cull_pixel_resolve.wgsl`); the levels' own
+//! draws are skipped there. A batch whose resolve pipeline is not ready yet
+//! draws the level's mesh, as every other view does.
+
+use super::batches::GpuBatch;
+use super::bindings::InstanceBindings;
+use super::extract::BatchData;
+use super::material::GpuMaterial;
+use super::targets::ViewTargets;
+use bevy::core_pipeline::FullscreenShader;
+use bevy::core_pipeline::core_3d::CORE_3D_DEPTH_FORMAT;
+use bevy::core_pipeline::prepass::{DeferredPrepass, DepthPrepass, MotionVectorPrepass, NormalPrepass};
+use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use bevy::render::camera::ExtractedCamera;
+use bevy::render::render_phase::{PhaseItem, RenderCommand, RenderCommandResult, TrackedRenderPass};
+use bevy::render::render_resource::{
+    BindGroup, BindGroupEntries, BindGroupLayoutDescriptor, BindGroupLayoutEntries, BufferInitDescriptor,
+    BufferUsages, CachedRenderPipelineId, ColorTargetState, ColorWrites, CompareFunction, DepthStencilState,
+    FragmentState, MultisampleState, PipelineCache, RenderPipelineDescriptor, ShaderStages,
+    binding_types::{storage_buffer_read_only_sized, uniform_buffer_sized},
+};
+use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
+use bevy::render::sync_world::MainEntity;
+use bevy::render::texture::FallbackImage;
+use bevy::render::view::{ExtractedView, Msaa, ViewTarget};
+use bevy::shader::Shader;
+use cull_core::{PixelSplatSource, PixelSplatTarget, PixelSplatView, PixelSplatter};
+
+/// One batch's pixels in a camera's view.
+pub(crate) struct BatchPixels {
+    pub main: MainEntity,
+    /// Its levels drawn as pixels, bit `k` for level `k`.
+    pub levels: u32,
+    /// Its ids in the view's splat are `id_base + 1` on.
+    pub id_base: u32,
+    /// Its resolve's group 2.
+    pub bind_group: BindGroup,
+}
+
+/// One camera's pixels this frame.
+pub(crate) struct ViewPixels {
+    pub target: PixelSplatTarget,
+    /// The lists `target` was made for.
+    max_sources: u32,
+    depth_bind_group: BindGroup,
+    pub depth_pipeline: CachedRenderPipelineId,
+    /// The batches whose pixel levels the camera takes.
+    pub batches: HashMap<Entity, BatchPixels>,
+    /// The batches splatted this frame (their resolve pipelines ready): the
+    /// only ones whose pixel levels' draws are skipped.
+    pub splatted: HashMap<Entity, u32>,
+}
+
+/// Every camera's pixels, and what draws them.
+#[derive(Resource, Default)]
+pub(crate) struct PixelViews {
+    splatter: Option<PixelSplatter>,
+    pub views: HashMap<Entity, ViewPixels>,
+    /// Per (view, batch) with pixel levels, the full-screen pipeline
+    /// shading its pixels with its material (specialized by the queue,
+    /// which runs before the views are prepared), ready or not.
+    pub pipelines: HashMap<(Entity, Entity), CachedRenderPipelineId>,
+    depth_pipelines: HashMap<(u32, bevy::render::render_resource::TextureFormat), CachedRenderPipelineId>,
+}
+
+impl PixelViews {
+    /// The levels of `batch` that `view` takes as pixels this frame (bit
+    /// `k` for level `k`): their draws are skipped.
+    pub fn levels_drawn_as_pixels(&self, view: Entity, batch: Entity) -> u32 {
+        self.views
+            .get(&view)
+            .and_then(|v| v.splatted.get(&batch).copied())
+            .unwrap_or(0)
+    }
+}
+
+/// What the depth pass and the resolves bind besides the batches' groups.
+#[derive(Resource)]
+pub(crate) struct PixelPipelines {
+    depth_layout: BindGroupLayoutDescriptor,
+    depth_shader: Handle<Shader>,
+    fullscreen: FullscreenShader,
+}
+
+pub(crate) fn init_pipelines(
+    mut commands: Commands,
+    fullscreen: Res<FullscreenShader>,
+    asset_server: Res<AssetServer>,
+) {
+    let depth_layout = BindGroupLayoutDescriptor::new(
+        "gpu_cull_pixel_depth",
+        &BindGroupLayoutEntries::sequential(
+            ShaderStages::FRAGMENT,
+            (
+                storage_buffer_read_only_sized(false, None),
+                uniform_buffer_sized(false, None),
+            ),
+        ),
+    );
+    commands.insert_resource(PixelPipelines {
+        depth_layout,
+        depth_shader: bevy::asset::load_embedded_asset!(
+            asset_server.as_ref(),
+            "shaders/gpu_cull_pixel_depth.wgsl"
+        ),
+        fullscreen: fullscreen.clone(),
+    });
+}
+
+/// Whether a camera's main pass can take pixels: forward, without a
+/// prepass (whose depth and normals the pixels would be missing from).
+type PixelCamera = (
+    With<ExtractedCamera>,
+    Without<DepthPrepass>,
+    Without<NormalPrepass>,
+    Without<MotionVectorPrepass>,
+    Without<DeferredPrepass>,
+);
+
+/// Each camera's batches with pixel levels it can take, their ids, the
+/// view's splat target and the bind groups of its depth pass and
+/// resolves. A batch that the view culls with occlusion, or whose material
+/// cannot shade a resolved pixel, draws its levels' meshes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_pixel_views(
+    mut pixels: ResMut<PixelViews>,
+    pipelines: Option<Res<PixelPipelines>>,
+    cameras: Query<(Entity, &ExtractedView, &ViewTarget, Option<&Msaa>), PixelCamera>,
+    targets: Res<ViewTargets>,
+    batches: Query<(Entity, &MainEntity, &BatchData, &GpuBatch, &GpuMaterial)>,
+    eligible: super::custom_material::PixelMaterials,
+    (device, cache, bindings, fallback): (
+        Res<RenderDevice>,
+        Res<PipelineCache>,
+        Res<InstanceBindings>,
+        Res<FallbackImage>,
+    ),
+) {
+    let Some(pipelines) = pipelines else {
+        return;
+    };
+    let pixels = &mut *pixels;
+    let mut ids = 0u32;
+    let mut id_bases: HashMap<Entity, u32> = HashMap::default();
+    let mut candidates: Vec<_> = batches
+        .iter()
+        .filter(|(_, main, data, ..)| pixel_levels(data) != 0 && eligible.shades_pixels(main))
+        .collect();
+    candidates.sort_by_key(|(entity, ..)| *entity);
+    for (entity, _, _, gpu, _) in &candidates {
+        let Some(next) = ids.checked_add(gpu.capacity).filter(|&n| n < u32::MAX) else {
+            break;
+        };
+        id_bases.insert(*entity, ids);
+        ids = next;
+    }
+    let mut live = Vec::new();
+    for (view_entity, view, view_target, msaa) in &cameras {
+        let sources: Vec<_> = candidates
+            .iter()
+            .filter(|(entity, ..)| id_bases.contains_key(entity))
+            .filter(|(entity, _, data, ..)| {
+                targets.map.get(&(view_entity, *entity)).is_some_and(|t| {
+                    t.late.is_none()
+                        && t.levels() as usize == data.lod.len()
+                        && t.bind_groups.len() == data.lod.len()
+                })
+            })
+            .collect();
+        if sources.is_empty() {
+            continue;
+        }
+        let size = (view.viewport.z.max(1), view.viewport.w.max(1));
+        let source_count: u32 = sources
+            .iter()
+            .map(|(_, _, data, ..)| pixel_levels(data).count_ones())
+            .sum();
+        let samples = msaa.map_or(1, Msaa::samples);
+        let depth_pipeline = *pixels
+            .depth_pipelines
+            .entry((samples, view_target.main_texture_format()))
+            .or_insert_with(|| {
+                cache.queue_render_pipeline(depth_descriptor(
+                    &pipelines,
+                    samples,
+                    view_target.main_texture_format(),
+                ))
+            });
+        let reused = pixels
+            .views
+            .remove(&view_entity)
+            .filter(|v| v.target.size() == size && v.max_sources >= source_count);
+        let (target, max_sources) = match reused {
+            Some(v) => (v.target, v.max_sources),
+            None => match PixelSplatTarget::new(device.wgpu_device(), size, source_count) {
+                Ok(t) => (t, source_count),
+                Err(e) => {
+                    error_once!("GPU culling: pixel levels drawn as meshes: {e}");
+                    continue;
+                }
+            },
+        };
+        let origin_and_width = [view.viewport.x, view.viewport.y, size.0, 0];
+        let depth_uniform = device.create_buffer_with_data(&BufferInitDescriptor {
+            label: Some("gpu_cull_pixel_depth"),
+            contents: bytemuck::cast_slice(&origin_and_width),
+            usage: BufferUsages::UNIFORM,
+        });
+        let depth_bind_group = device.create_bind_group(
+            "gpu_cull_pixel_depth",
+            &cache.get_bind_group_layout(&pipelines.depth_layout),
+            &BindGroupEntries::sequential((
+                target.keys().as_entire_binding(),
+                depth_uniform.as_entire_binding(),
+            )),
+        );
+        let layout = cache.get_bind_group_layout(&bindings.layout);
+        let mut batch_pixels: HashMap<Entity, BatchPixels> = HashMap::default();
+        for (entity, main, data, gpu, material) in sources {
+            let id_base = id_bases[entity];
+            let view_target = &targets.map[&(view_entity, *entity)];
+            let (center, surface) = (data.bounds.center, data.pixel_surface);
+            let facing =
+                surface.faces_view || data.lod_facing & (1 << pixel_levels(data).trailing_zeros()) != 0;
+            let f = f32::to_bits;
+            let words: [u32; 16] = [
+                view.viewport.x,
+                view.viewport.y,
+                size.0,
+                id_base,
+                f(center.x),
+                f(center.y),
+                f(center.z),
+                gpu.capacity,
+                f(surface.normal.x),
+                f(surface.normal.y),
+                f(surface.normal.z),
+                u32::from(facing),
+                f(surface.uv.x),
+                f(surface.uv.y),
+                0,
+                0,
+            ];
+            let uniform = device.create_buffer_with_data(&BufferInitDescriptor {
+                label: Some("gpu_cull_pixel_resolve"),
+                contents: bytemuck::cast_slice(&words),
+                usage: BufferUsages::UNIFORM,
+            });
+            let list = view_target.slot + pixel_levels(data).trailing_zeros();
+            let bind_group = super::bind_groups::resolve_bind_group(
+                &device,
+                &layout,
+                (&view_target.target, list),
+                (gpu, material),
+                (target.ids(), &uniform),
+                &fallback.d2,
+            );
+            batch_pixels.insert(
+                *entity,
+                BatchPixels {
+                    main: **main,
+                    levels: pixel_levels(data),
+                    id_base,
+                    bind_group,
+                },
+            );
+        }
+        live.push(view_entity);
+        pixels.views.insert(
+            view_entity,
+            ViewPixels {
+                target,
+                max_sources,
+                depth_bind_group,
+                depth_pipeline,
+                batches: batch_pixels,
+                splatted: HashMap::default(),
+            },
+        );
+    }
+    pixels.views.retain(|view, _| live.contains(view));
+    if pixels.splatter.is_none() && !pixels.views.is_empty() {
+        pixels.splatter = Some(PixelSplatter::new(device.wgpu_device(), Default::default()));
+    }
+}
+
+/// The batch's levels drawn as pixels, of those it has.
+pub(crate) fn pixel_levels(data: &BatchData) -> u32 {
+    data.lod_pixels & ((1u32 << data.lod.len().min(31)) - 1)
+}
+
+/// The depth pass's pipeline for a pass of `samples` samples and color
+/// `format` (its color writes off).
+fn depth_descriptor(
+    pipelines: &PixelPipelines,
+    samples: u32,
+    format: bevy::render::render_resource::TextureFormat,
+) -> RenderPipelineDescriptor {
+    RenderPipelineDescriptor {
+        label: Some("gpu_cull_pixel_depth".into()),
+        layout: vec![pipelines.depth_layout.clone()],
+        vertex: pipelines.fullscreen.to_vertex_state(),
+        fragment: Some(FragmentState {
+            shader: pipelines.depth_shader.clone(),
+            entry_point: Some("write_depth".into()),
+            targets: vec![Some(ColorTargetState {
+                format,
+                blend: None,
+                write_mask: ColorWrites::empty(),
+            })],
+            ..default()
+        }),
+        depth_stencil: Some(DepthStencilState {
+            format: CORE_3D_DEPTH_FORMAT,
+            depth_write_enabled: Some(true),
+            depth_compare: Some(CompareFunction::GreaterEqual),
+            stencil: default(),
+            bias: default(),
+        }),
+        multisample: MultisampleState {
+            count: samples,
+            ..default()
+        },
+        ..default()
+    }
+}
+
+/// Splats the camera's batches whose resolve pipelines are ready, after
+/// its culls: the only ones whose pixel levels are then drawn as pixels.
+pub(crate) fn splat_view(
+    view: ViewQuery<(Entity, &ExtractedView)>,
+    mut pixels: ResMut<PixelViews>,
+    targets: Res<ViewTargets>,
+    batches: Query<(&BatchData, &GpuBatch)>,
+    cache: Res<PipelineCache>,
+    queue: Res<RenderQueue>,
+    mut ctx: RenderContext,
+) {
+    let (view_entity, extracted) = view.into_inner();
+    let pixels = &mut *pixels;
+    let Some(splatter) = &pixels.splatter else {
+        return;
+    };
+    let Some(view_pixels) = pixels.views.get_mut(&view_entity) else {
+        return;
+    };
+    view_pixels.splatted.clear();
+    if cache.get_render_pipeline(view_pixels.depth_pipeline).is_none() {
+        return;
+    }
+    let mut sources = Vec::new();
+    for (entity, batch) in &view_pixels.batches {
+        let ready = pixels
+            .pipelines
+            .get(&(view_entity, *entity))
+            .is_some_and(|id| cache.get_render_pipeline(*id).is_some());
+        let (Some(target), Ok((data, gpu))) =
+            (targets.map.get(&(view_entity, *entity)), batches.get(*entity))
+        else {
+            continue;
+        };
+        if !ready {
+            continue;
+        }
+        for level in (0..target.levels()).filter(|k| batch.levels & (1 << k) != 0) {
+            sources.push(PixelSplatSource {
+                input: &gpu.input,
+                target: &target.target,
+                list: target.slot + level,
+                local_center: data.bounds.center,
+                world_from_local: Mat4::from(data.world_from_local),
+                id_base: batch.id_base,
+            });
+        }
+        view_pixels.splatted.insert(*entity, batch.levels);
+    }
+    if sources.is_empty() {
+        return;
+    }
+    let clip_from_world = extracted
+        .clip_from_world
+        .unwrap_or_else(|| extracted.clip_from_view * extracted.world_from_view.to_matrix().inverse());
+    let splat_view = PixelSplatView {
+        clip_from_world,
+        reverse_z: true,
+    };
+    let splatted = splatter.splat(
+        ctx.command_encoder(),
+        &queue,
+        &view_pixels.target,
+        &splat_view,
+        &sources,
+    );
+    if let Err(e) = splatted {
+        error_once!("GPU culling: pixel levels not splatted: {e}");
+        view_pixels.splatted.clear();
+    }
+}
+
+/// Draws the view's pixels first in the batches' opaque pass: their depth,
+/// then, per batch, its material's full-screen resolve (`draw_resolve`).
+pub(crate) fn draw_pixel_depth<'w>(
+    pixels: &'w PixelViews,
+    cache: &'w PipelineCache,
+    view: Entity,
+    pass: &mut TrackedRenderPass<'w>,
+) -> bool {
+    let Some(view_pixels) = pixels.views.get(&view).filter(|v| !v.splatted.is_empty()) else {
+        return false;
+    };
+    let Some(pipeline) = cache.get_render_pipeline(view_pixels.depth_pipeline) else {
+        return false;
+    };
+    pass.set_render_pipeline(pipeline);
+    pass.set_bind_group(0, &view_pixels.depth_bind_group, &[]);
+    pass.draw(0..3, 0..1);
+    true
+}
+
+/// Binds a batch's resolve group (group `I`) for the view's pixels.
+pub(crate) struct SetPixelResolveBindGroup<const I: usize>;
+
+impl<P: PhaseItem, const I: usize> RenderCommand<P> for SetPixelResolveBindGroup<I> {
+    type Param = SRes<PixelViews>;
+    type ViewQuery = Entity;
+    type ItemQuery = ();
+
+    fn render<'w>(
+        item: &P,
+        view: Entity,
+        _: Option<()>,
+        pixels: SystemParamItem<'w, '_, Self::Param>,
+        pass: &mut TrackedRenderPass<'w>,
+    ) -> RenderCommandResult {
+        let batch = pixels
+            .into_inner()
+            .views
+            .get(&view)
+            .and_then(|v| v.batches.get(&item.entity()));
+        let Some(batch) = batch else {
+            return RenderCommandResult::Skip;
+        };
+        pass.set_bind_group(I, &batch.bind_group, &[]);
+        RenderCommandResult::Success
+    }
+}
+
+/// The full-screen triangle.
+pub(crate) struct DrawFullscreen;
+
+impl<P: PhaseItem> RenderCommand<P> for DrawFullscreen {
+    type Param = ();
+    type ViewQuery = ();
+    type ItemQuery = ();
+
+    fn render<'w>(
+        _: &P,
+        _: (),
+        _: Option<()>,
+        _: (),
+        pass: &mut TrackedRenderPass<'w>,
+    ) -> RenderCommandResult {
+        pass.draw(0..3, 0..1);
+        RenderCommandResult::Success
+    }
+}
+
+/// Where Bevy loads its stand-in for `bevy_pbr::meshlet_visibility_buffer_resolve`
+/// (without its meshlets), whose contents the plugin replaces with its
+/// resolve of pixel levels.
+const BEVY_RESOLVE_STAND_IN: &str = "embedded://bevy_pbr/meshlet/dummy_visibility_buffer_resolve.wgsl";
+
+/// The stand-in's handle, until its contents are replaced.
+#[derive(Resource)]
+struct ResolveStandIn(Option<Handle<Shader>>);
+
+/// Gives `shaders/gpu_cull_pixel_resolve.wgsl` Bevy's import path for a
+/// resolved pixel's surface: the stand-in Bevy loads under it is replaced,
+/// once loaded and once a batch has a pixel level, by the plugin's module
+/// (one shader keeps the path, so no pipeline composes the other; Bevy
+/// compiles the PBR pipelines that import it again, once). An app with
+/// Bevy's meshlets has its own resolve there, and no pixel levels.
+pub(crate) fn add_resolve_shader(app: &mut App) {
+    let stand_in = app.world().resource::<AssetServer>().load(BEVY_RESOLVE_STAND_IN);
+    app.insert_resource(ResolveStandIn(Some(stand_in)))
+        .add_systems(PreUpdate, replace_resolve_stand_in);
+}
+
+fn replace_resolve_stand_in(
+    mut stand_in: ResMut<ResolveStandIn>,
+    mut shaders: ResMut<Assets<Shader>>,
+    lods: Query<&crate::GpuCullLod>,
+) {
+    let Some(handle) = stand_in.0.as_ref() else {
+        return;
+    };
+    if !lods
+        .iter()
+        .any(|lod| lod.levels.iter().any(|level| level.as_pixels))
+    {
+        return;
+    }
+    let Some(loaded) = shaders.get(handle) else {
+        return;
+    };
+    if !loaded.source.as_str().contains("Dummy shader") {
+        // Bevy's own resolve (its meshlets): left alone.
+        stand_in.0 = None;
+        return;
+    }
+    let resolve = Shader::from_wgsl(
+        include_str!("shaders/gpu_cull_pixel_resolve.wgsl"),
+        "bevy_gpu_cull/gpu_cull_pixel_resolve.wgsl",
+    );
+    let _ = shaders.insert(handle, resolve);
+    stand_in.0 = None;
+}

@@ -1,0 +1,1 @@
+../../../../../shaders/gpu_cull_pixel_depth.wgsl
