@@ -778,13 +778,16 @@ impl GpuCullLodLevel {
     /// pixels in one full-screen pass, where a GPU's triangle setup would
     /// spend as long on each instance as on a large one.
     ///
-    /// A pixel is shaded as the instance's mesh-space bounding-sphere
-    /// center seen face on: its depth, a normal toward the camera, the
-    /// material's texture at its coarsest. Where a camera cannot take the
-    /// pixels (a depth, normal or motion-vector prepass, deferred
-    /// rendering, occlusion culling, a material whose fragment shader is
-    /// not Bevy's PBR one, a blended material) and in shadow views, the
-    /// level's mesh is drawn instead.
+    /// A pixel is shaded as the mesh about its middle: at the instance's
+    /// bounding-sphere center, with the mesh's mean normal turned as the
+    /// level turns (a closed mesh shows the side facing the view), the
+    /// material's texture at the mesh's mean texture coordinate and its
+    /// coarsest mip, the instance's color (not the mesh's vertex colors).
+    /// Where a camera cannot take the pixels (a depth, normal or
+    /// motion-vector prepass, deferred rendering, occlusion culling, a
+    /// resolution override), for a material whose fragment shader is not
+    /// Bevy's PBR one or that blends, with an application's draw shader,
+    /// and in shadow views, the level's mesh is drawn instead.
     pub fn as_pixels(mut self) -> Self {
         self.as_pixels = true;
         self

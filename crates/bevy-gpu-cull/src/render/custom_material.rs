@@ -148,6 +148,22 @@ pub(crate) fn renders_deferred(material: &PreparedMaterial) -> bool {
         )
 }
 
+/// The bind group of the batch's material (of `main_entity`), once Bevy has
+/// made it.
+pub(crate) fn material_bind_group<'a>(
+    instances: &RenderMaterialInstances,
+    materials: &'a ErasedRenderAssets<PreparedMaterial>,
+    allocators: &'a MaterialBindGroupAllocators,
+    main_entity: &MainEntity,
+) -> Option<&'a bevy::render::render_resource::BindGroup> {
+    let id = batch_material(instances, main_entity);
+    allocators
+        .get(&id.type_id())
+        .zip(materials.get(id))
+        .and_then(|(allocator, material)| allocator.get(material.binding.group))
+        .and_then(|group| group.bind_group())
+}
+
 /// Binds the batch's material at group `I`: Bevy's `SetMaterialBindGroup`,
 /// with [`DEFAULT_MATERIAL`] for a batch that has none.
 pub(crate) struct SetBatchMaterialBindGroup<const I: usize>;
@@ -169,13 +185,8 @@ impl<P: PhaseItem, const I: usize> RenderCommand<P> for SetBatchMaterialBindGrou
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
         let (materials, allocators) = (materials.into_inner(), allocators.into_inner());
-        let id = batch_material(&instances, &item.main_entity());
-        let bind_group = allocators
-            .get(&id.type_id())
-            .zip(materials.get(id))
-            .and_then(|(allocator, material)| allocator.get(material.binding.group))
-            .and_then(|group| group.bind_group());
-        let Some(bind_group) = bind_group else {
+        let Some(bind_group) = material_bind_group(&instances, materials, allocators, &item.main_entity())
+        else {
             return RenderCommandResult::Skip;
         };
         pass.set_bind_group(I, bind_group, &[]);
@@ -298,15 +309,22 @@ pub(crate) struct PixelMaterials<'w> {
 
 impl PixelMaterials<'_> {
     pub fn shades_pixels(&self, main_entity: &MainEntity) -> bool {
-        let Some(material) = self.materials.get(batch_material(&self.instances, main_entity)) else {
-            return false;
-        };
-        let properties = &material.properties;
-        keeps_pbr_fragment(material, &self.materials)
-            && properties.alpha_mode == AlphaMode::Opaque
-            && properties.render_method == OpaqueRendererMethod::Forward
-            && matches!(properties.render_phase_type, RenderPhaseType::Opaque)
+        self.materials
+            .get(batch_material(&self.instances, main_entity))
+            .is_some_and(|material| shades_pixels(material, &self.materials))
     }
+}
+
+/// Whether `material` can shade a pixel level's pixels ([`PixelMaterials`]).
+pub(crate) fn shades_pixels(
+    material: &PreparedMaterial,
+    materials: &ErasedRenderAssets<PreparedMaterial>,
+) -> bool {
+    let properties = &material.properties;
+    keeps_pbr_fragment(material, materials)
+        && properties.alpha_mode == AlphaMode::Opaque
+        && properties.render_method == OpaqueRendererMethod::Forward
+        && matches!(properties.render_phase_type, RenderPhaseType::Opaque)
 }
 
 /// A main-pass draw of the instances that wind backwards: the clockwise

@@ -231,6 +231,7 @@ pub(crate) fn queue_batches(
                 twin,
             );
             if super::pixels::pixel_levels(data) != 0
+                && pixels.views.contains_key(&view_entity)
                 && let Some(id) = specializer.specialize_pixels(main_entity, data, *view_key, &meshes)
             {
                 pixels.pipelines.insert((view_entity, entity), id);
@@ -318,7 +319,9 @@ struct MainPassSpecializer<'a> {
 impl MainPassSpecializer<'_> {
     /// The full-screen resolve of the batch's pixel levels with its
     /// material (`super::pixels`), keyed by its first pixel level's mesh;
-    /// `None` until the material is prepared, or where it failed (logged).
+    /// `None` until the material is prepared, where it failed (logged),
+    /// and for a material that cannot shade pixels or an application's draw
+    /// shader (the levels' meshes are drawn).
     fn specialize_pixels(
         &mut self,
         main_entity: &MainEntity,
@@ -326,6 +329,13 @@ impl MainPassSpecializer<'_> {
         view_key: MeshPipelineKey,
         meshes: &RenderAssets<RenderMesh>,
     ) -> Option<CachedRenderPipelineId> {
+        let material = self
+            .materials
+            .get(batch_material(self.material_instances, main_entity))?;
+        if self.pipeline.shader.is_some() || !super::custom_material::shades_pixels(material, self.materials)
+        {
+            return None;
+        }
         let level = data.lod_pixels.trailing_zeros() as usize;
         let mesh = meshes.get(data.lod.get(level)?.0)?;
         let key = view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());

@@ -116,9 +116,11 @@ pub(crate) fn init_pipelines(
 }
 
 /// Whether a camera's main pass can take pixels: forward, without a
-/// prepass (whose depth and normals the pixels would be missing from).
+/// prepass (whose depth and normals the pixels would be missing from), at
+/// its viewport's own resolution.
 type PixelCamera = (
     With<ExtractedCamera>,
+    Without<bevy::camera::MainPassResolutionOverride>,
     Without<DepthPrepass>,
     Without<NormalPrepass>,
     Without<MotionVectorPrepass>,
@@ -342,9 +344,15 @@ pub(crate) fn splat_view(
     batches: Query<(&BatchData, &GpuBatch)>,
     cache: Res<PipelineCache>,
     queue: Res<RenderQueue>,
+    materials: (
+        Res<bevy::pbr::RenderMaterialInstances>,
+        Res<bevy::render::erased_render_asset::ErasedRenderAssets<bevy::pbr::PreparedMaterial>>,
+        Res<bevy::pbr::MaterialBindGroupAllocators>,
+    ),
     mut ctx: RenderContext,
 ) {
     let (view_entity, extracted) = view.into_inner();
+    let (instances, prepared, allocators) = (&*materials.0, &*materials.1, &*materials.2);
     let pixels = &mut *pixels;
     let Some(splatter) = &pixels.splatter else {
         return;
@@ -358,10 +366,15 @@ pub(crate) fn splat_view(
     }
     let mut sources = Vec::new();
     for (entity, batch) in &view_pixels.batches {
+        // Splatted only where the shading draw will run: its pipeline and
+        // its material's bind group ready (the pixels' depth is written for
+        // every batch splatted).
         let ready = pixels
             .pipelines
             .get(&(view_entity, *entity))
-            .is_some_and(|id| cache.get_render_pipeline(*id).is_some());
+            .is_some_and(|id| cache.get_render_pipeline(*id).is_some())
+            && super::custom_material::material_bind_group(instances, prepared, allocators, &batch.main)
+                .is_some();
         let (Some(target), Ok((data, gpu))) =
             (targets.map.get(&(view_entity, *entity)), batches.get(*entity))
         else {
@@ -511,8 +524,18 @@ fn replace_resolve_stand_in(
     let Some(loaded) = shaders.get(handle) else {
         return;
     };
-    if !loaded.source.as_str().contains("Dummy shader") {
-        // Bevy's own resolve (its meshlets): left alone.
+    // Bevy's meshlets load their own resolve under the same path: left
+    // alone (the pixel levels' resolves then fail to compose, and their
+    // meshes are drawn).
+    let (path, id) = (loaded.import_path.clone(), handle.id());
+    if shaders
+        .iter()
+        .any(|(other, shader)| other != id && shader.import_path == path)
+    {
+        error_once!(
+            "bevy-gpu-cull: Bevy's meshlets resolve their pixels under the import path pixel levels use: \
+             pixel levels are drawn as meshes"
+        );
         stand_in.0 = None;
         return;
     }
