@@ -280,7 +280,7 @@ impl PixelSplatter {
             label: Some("cull-splat"),
             timestamp_writes: None,
         });
-        self.splat_in_pass(&mut pass, queue, pixels, view, sources)
+        self.record(&mut pass, queue, pixels, view, sources)
     }
 
     /// [`Self::splat`] recorded into `pass` (a pass with timestamps, or
@@ -298,6 +298,18 @@ impl PixelSplatter {
         sources: &[PixelSplatSource<'_>],
     ) -> Result<(), CullError> {
         self.check_all(pixels, sources)?;
+        self.record(pass, queue, pixels, view, sources)
+    }
+
+    /// The splat's dispatches, its sources checked.
+    fn record(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        queue: &wgpu::Queue,
+        pixels: &PixelSplatTarget,
+        view: &PixelSplatView,
+        sources: &[PixelSplatSource<'_>],
+    ) -> Result<(), CullError> {
         let mut groups = Vec::with_capacity(sources.len());
         for (slot, source) in sources.iter().enumerate() {
             let dims = self.stage.dims(source.target.capacity().div_ceil(GROUP))?;

@@ -164,14 +164,15 @@ pub(crate) fn queue_batches(
         &mut blended,
         &mut *alpha_mask_phases,
         &mut *transmissive_phases,
+        &mut *pixels,
     );
     take_out_last_frame(phases, views_seen, &mains);
-    pixels.pipelines.clear();
     let Some(pipeline) = pipeline else {
         return;
     };
     let mut specializer = MainPassSpecializer {
         pipeline: &pipeline,
+        meshes: &meshes,
         pipelines: &mut pipelines,
         cache: &pipeline_cache,
         material_pipeline: material_pipeline.as_deref_mut(),
@@ -206,20 +207,15 @@ pub(crate) fn queue_batches(
             if !targets.map.contains_key(&(view_entity, entity)) {
                 continue;
             }
-            if let Some((depth_bias, alpha_mode)) = specializer.blended(main_entity) {
-                // Bevy's order-independent transparency composites what
-                // `AlphaMode::Blend` draws in any order: no sort.
-                let composited = key.contains(MeshPipelineKey::OIT_ENABLED) && alpha_mode == AlphaMode::Blend;
-                let draw = super::blend::BlendedDraw {
-                    sorted: !composited,
-                    view: (view_entity, rve),
-                    batch: (entity, *main_entity),
+            if let Some(blend) = specializer.blended(main_entity) {
+                let draw = blended_draw(
+                    blend,
+                    key,
+                    ((view_entity, rve), (entity, *main_entity)),
                     data,
-                    pipeline: id,
-                    twin,
-                    depth_bias,
-                    indexed: matches!(mesh.buffer_info, RenderMeshBufferInfo::Indexed { .. }),
-                };
+                    (id, twin),
+                    mesh,
+                );
                 blended.add::<DrawCulledBlended>(draw, &targets, &meshes);
                 continue;
             }
@@ -230,13 +226,32 @@ pub(crate) fn queue_batches(
                 (id, draw_function),
                 twin,
             );
-            if super::pixels::pixel_levels(data) != 0
-                && pixels.views.contains_key(&view_entity)
-                && let Some(id) = specializer.specialize_pixels(main_entity, data, *view_key, &meshes)
-            {
-                pixels.pipelines.insert((view_entity, entity), id);
-            }
+            specializer.queue_pixels(&mut pixels, (view_entity, entity, main_entity), data, *view_key);
         }
+    }
+}
+
+/// A blended batch's draw in a view's sorted phase: sorted back to front,
+/// except where Bevy's order-independent transparency composites what
+/// `AlphaMode::Blend` draws in any order.
+fn blended_draw<'a>(
+    (depth_bias, alpha_mode): (f32, AlphaMode),
+    key: MeshPipelineKey,
+    (view, batch): ((Entity, RetainedViewEntity), (Entity, MainEntity)),
+    data: &'a super::extract::BatchData,
+    (pipeline, twin): (CachedRenderPipelineId, Option<CachedRenderPipelineId>),
+    mesh: &RenderMesh,
+) -> super::blend::BlendedDraw<'a> {
+    let composited = key.contains(MeshPipelineKey::OIT_ENABLED) && alpha_mode == AlphaMode::Blend;
+    super::blend::BlendedDraw {
+        sorted: !composited,
+        view,
+        batch,
+        data,
+        pipeline,
+        twin,
+        depth_bias,
+        indexed: matches!(mesh.buffer_info, RenderMeshBufferInfo::Indexed { .. }),
     }
 }
 
@@ -253,20 +268,22 @@ fn batch_mesh<'a>(
 }
 
 /// Takes last frame's batch items out of every view's main-pass phases (the
-/// live ones go back in), and Bevy's own items for the batch entities
-/// `mains` ([`remove_bevy_items`]).
+/// live ones go back in), Bevy's own items for the batch entities `mains`
+/// ([`remove_bevy_items`]), and the pixel levels' resolve pipelines.
 fn take_out_last_frame(
-    (opaque, blended, alpha_mask, transmissive): (
+    (opaque, blended, alpha_mask, transmissive, pixels): (
         &mut BatchQueue<Opaque3d>,
         &mut super::blend::BlendedQueue,
         &mut ViewBinnedRenderPhases<AlphaMask3d>,
         &mut ViewSortedRenderPhases<Transmissive3d>,
+        &mut super::pixels::PixelViews,
     ),
     views: impl Iterator<Item = RetainedViewEntity>,
     mains: &[MainEntity],
 ) {
     opaque.clear();
     blended.clear();
+    pixels.pipelines.clear();
     for view in views {
         opaque.remove(&view, mains.iter().copied());
         remove_bevy_items(&view, mains, alpha_mask, (blended.phases(), &mut *transmissive));
@@ -307,6 +324,7 @@ fn remove_bevy_items(
 /// prepared it.
 struct MainPassSpecializer<'a> {
     pipeline: &'a CulledPipeline,
+    meshes: &'a RenderAssets<RenderMesh>,
     pipelines: &'a mut SpecializedMeshPipelines<CulledPipeline>,
     cache: &'a PipelineCache,
     material_pipeline: Option<&'a mut CulledMaterialPipeline>,
@@ -317,6 +335,23 @@ struct MainPassSpecializer<'a> {
 }
 
 impl MainPassSpecializer<'_> {
+    /// A view's resolve of the batch's pixel levels (`super::pixels`), for a
+    /// view that takes them: its pipeline, kept for the view's splat.
+    fn queue_pixels(
+        &mut self,
+        pixels: &mut super::pixels::PixelViews,
+        (view, batch, main_entity): (Entity, Entity, &MainEntity),
+        data: &super::extract::BatchData,
+        view_key: MeshPipelineKey,
+    ) {
+        if super::pixels::pixel_levels(data) == 0 || !pixels.views.contains_key(&view) {
+            return;
+        }
+        if let Some(id) = self.specialize_pixels(main_entity, data, view_key) {
+            pixels.pipelines.insert((view, batch), id);
+        }
+    }
+
     /// The full-screen resolve of the batch's pixel levels with its
     /// material (`super::pixels`), keyed by its first pixel level's mesh;
     /// `None` until the material is prepared, where it failed (logged),
@@ -327,7 +362,6 @@ impl MainPassSpecializer<'_> {
         main_entity: &MainEntity,
         data: &super::extract::BatchData,
         view_key: MeshPipelineKey,
-        meshes: &RenderAssets<RenderMesh>,
     ) -> Option<CachedRenderPipelineId> {
         let material = self
             .materials
@@ -337,7 +371,7 @@ impl MainPassSpecializer<'_> {
             return None;
         }
         let level = data.lod_pixels.trailing_zeros() as usize;
-        let mesh = meshes.get(data.lod.get(level)?.0)?;
+        let mesh = self.meshes.get(data.lod.get(level)?.0)?;
         let key = view_key | MeshPipelineKey::from_bits_retain(mesh.key_bits.bits());
         let form = BatchDrawForm {
             clockwise: false,

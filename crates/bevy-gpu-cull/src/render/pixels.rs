@@ -150,20 +150,16 @@ pub(crate) fn prepare_pixel_views(
         return;
     };
     let pixels = &mut *pixels;
-    let mut ids = 0u32;
-    let mut id_bases: HashMap<Entity, u32> = HashMap::default();
     let mut candidates: Vec<_> = batches
         .iter()
         .filter(|(_, main, data, ..)| pixel_levels(data) != 0 && eligible.shades_pixels(main))
         .collect();
     candidates.sort_by_key(|(entity, ..)| *entity);
-    for (entity, _, _, gpu, _) in &candidates {
-        let Some(next) = ids.checked_add(gpu.capacity).filter(|&n| n < u32::MAX) else {
-            break;
-        };
-        id_bases.insert(*entity, ids);
-        ids = next;
-    }
+    let id_bases = id_bases(
+        candidates
+            .iter()
+            .map(|(entity, _, _, gpu, _)| (*entity, gpu.capacity)),
+    );
     let mut live = Vec::new();
     for (view_entity, view, view_target, msaa) in &cameras {
         let sources: Vec<_> = candidates
@@ -180,117 +176,163 @@ pub(crate) fn prepare_pixel_views(
         if sources.is_empty() {
             continue;
         }
-        let size = (view.viewport.z.max(1), view.viewport.w.max(1));
         let source_count: u32 = sources
             .iter()
             .map(|(_, _, data, ..)| pixel_levels(data).count_ones())
             .sum();
         let samples = msaa.map_or(1, Msaa::samples);
+        let format = view_target.main_texture_format();
         let depth_pipeline = *pixels
             .depth_pipelines
-            .entry((samples, view_target.main_texture_format()))
-            .or_insert_with(|| {
-                cache.queue_render_pipeline(depth_descriptor(
-                    &pipelines,
-                    samples,
-                    view_target.main_texture_format(),
-                ))
-            });
-        let reused = pixels
-            .views
-            .remove(&view_entity)
-            .filter(|v| v.target.size() == size && v.max_sources >= source_count);
-        let (target, max_sources) = match reused {
-            Some(v) => (v.target, v.max_sources),
-            None => match PixelSplatTarget::new(device.wgpu_device(), size, source_count) {
-                Ok(t) => (t, source_count),
-                Err(e) => {
-                    error_once!("GPU culling: pixel levels drawn as meshes: {e}");
-                    continue;
-                }
-            },
+            .entry((samples, format))
+            .or_insert_with(|| cache.queue_render_pipeline(depth_descriptor(&pipelines, samples, format)));
+        let reused = pixels.views.remove(&view_entity);
+        let Some((target, max_sources)) = splat_target(&device, reused, view.viewport, source_count) else {
+            continue;
         };
-        let origin_and_width = [view.viewport.x, view.viewport.y, size.0, 0];
-        let depth_uniform = device.create_buffer_with_data(&BufferInitDescriptor {
-            label: Some("gpu_cull_pixel_depth"),
-            contents: bytemuck::cast_slice(&origin_and_width),
-            usage: BufferUsages::UNIFORM,
-        });
-        let depth_bind_group = device.create_bind_group(
-            "gpu_cull_pixel_depth",
-            &cache.get_bind_group_layout(&pipelines.depth_layout),
-            &BindGroupEntries::sequential((
-                target.keys().as_entire_binding(),
-                depth_uniform.as_entire_binding(),
-            )),
-        );
+        let depth_bind_group = depth_bind_group(&device, &cache, &pipelines, &target, view.viewport);
         let layout = cache.get_bind_group_layout(&bindings.layout);
-        let mut batch_pixels: HashMap<Entity, BatchPixels> = HashMap::default();
-        for (entity, main, data, gpu, material) in sources {
-            let id_base = id_bases[entity];
-            let view_target = &targets.map[&(view_entity, *entity)];
-            let (center, surface) = (data.bounds.center, data.pixel_surface);
-            let facing =
-                surface.faces_view || data.lod_facing & (1 << pixel_levels(data).trailing_zeros()) != 0;
-            let f = f32::to_bits;
-            let words: [u32; 16] = [
-                view.viewport.x,
-                view.viewport.y,
-                size.0,
-                id_base,
-                f(center.x),
-                f(center.y),
-                f(center.z),
-                gpu.capacity,
-                f(surface.normal.x),
-                f(surface.normal.y),
-                f(surface.normal.z),
-                u32::from(facing),
-                f(surface.uv.x),
-                f(surface.uv.y),
-                0,
-                0,
-            ];
-            let uniform = device.create_buffer_with_data(&BufferInitDescriptor {
-                label: Some("gpu_cull_pixel_resolve"),
-                contents: bytemuck::cast_slice(&words),
-                usage: BufferUsages::UNIFORM,
-            });
-            let list = view_target.slot + pixel_levels(data).trailing_zeros();
-            let bind_group = super::bind_groups::resolve_bind_group(
-                &device,
-                &layout,
-                (&view_target.target, list),
-                (gpu, material),
-                (target.ids(), &uniform),
-                &fallback.d2,
-            );
-            batch_pixels.insert(
-                *entity,
-                BatchPixels {
+        let batch_pixels = sources
+            .into_iter()
+            .map(|(entity, main, data, gpu, material)| {
+                let view_target = &targets.map[&(view_entity, *entity)];
+                let resolve = Resolve {
+                    viewport: view.viewport,
+                    id_base: id_bases[entity],
+                    data,
+                    gpu,
+                };
+                let uniform = resolve.uniform(&device);
+                let list = view_target.slot + pixel_levels(data).trailing_zeros();
+                let bind_group = super::bind_groups::resolve_bind_group(
+                    &device,
+                    &layout,
+                    (&view_target.target, list),
+                    (gpu, material),
+                    (target.ids(), &uniform),
+                    &fallback.d2,
+                );
+                let batch = BatchPixels {
                     main: **main,
                     levels: pixel_levels(data),
-                    id_base,
+                    id_base: resolve.id_base,
                     bind_group,
-                },
-            );
-        }
+                };
+                (*entity, batch)
+            })
+            .collect();
         live.push(view_entity);
-        pixels.views.insert(
-            view_entity,
-            ViewPixels {
-                target,
-                max_sources,
-                depth_bind_group,
-                depth_pipeline,
-                batches: batch_pixels,
-                splatted: HashMap::default(),
-            },
-        );
+        let view_pixels = ViewPixels {
+            target,
+            max_sources,
+            depth_bind_group,
+            depth_pipeline,
+            batches: batch_pixels,
+            splatted: HashMap::default(),
+        };
+        pixels.views.insert(view_entity, view_pixels);
     }
     pixels.views.retain(|view, _| live.contains(view));
     if pixels.splatter.is_none() && !pixels.views.is_empty() {
         pixels.splatter = Some(PixelSplatter::new(device.wgpu_device(), Default::default()));
+    }
+}
+
+/// Each batch's first id less one: the capacities before it, in order; the
+/// batches past 32 bits of ids are left out (their levels' meshes drawn).
+fn id_bases(batches: impl Iterator<Item = (Entity, u32)>) -> HashMap<Entity, u32> {
+    let mut ids = 0u32;
+    let mut bases = HashMap::default();
+    for (entity, capacity) in batches {
+        let Some(next) = ids.checked_add(capacity).filter(|&n| n < u32::MAX) else {
+            break;
+        };
+        bases.insert(entity, ids);
+        ids = next;
+    }
+    bases
+}
+
+/// The view's splat target: last frame's where it fits the viewport's size
+/// and `sources` lists, else a new one (`None`, logged, where it cannot be
+/// made); with the lists it was made for.
+fn splat_target(
+    device: &RenderDevice,
+    last: Option<ViewPixels>,
+    viewport: UVec4,
+    sources: u32,
+) -> Option<(PixelSplatTarget, u32)> {
+    let size = (viewport.z.max(1), viewport.w.max(1));
+    if let Some(last) = last.filter(|v| v.target.size() == size && v.max_sources >= sources) {
+        return Some((last.target, last.max_sources));
+    }
+    PixelSplatTarget::new(device.wgpu_device(), size, sources)
+        .map(|target| (target, sources))
+        .map_err(|e| error_once!("GPU culling: pixel levels drawn as meshes: {e}"))
+        .ok()
+}
+
+/// The depth pass's group: the target's keys and where the viewport lies.
+fn depth_bind_group(
+    device: &RenderDevice,
+    cache: &PipelineCache,
+    pipelines: &PixelPipelines,
+    target: &PixelSplatTarget,
+    viewport: UVec4,
+) -> BindGroup {
+    let origin_and_width = [viewport.x, viewport.y, target.size().0, 0];
+    let uniform = device.create_buffer_with_data(&BufferInitDescriptor {
+        label: Some("gpu_cull_pixel_depth"),
+        contents: bytemuck::cast_slice(&origin_and_width),
+        usage: BufferUsages::UNIFORM,
+    });
+    device.create_bind_group(
+        "gpu_cull_pixel_depth",
+        &cache.get_bind_group_layout(&pipelines.depth_layout),
+        &BindGroupEntries::sequential((target.keys().as_entire_binding(), uniform.as_entire_binding())),
+    )
+}
+
+/// What a batch's resolve in a view reads (`PixelResolve` in
+/// `shaders/gpu_cull_pixel_resolve.wgsl`).
+struct Resolve<'a> {
+    viewport: UVec4,
+    id_base: u32,
+    data: &'a BatchData,
+    gpu: &'a GpuBatch,
+}
+
+impl Resolve<'_> {
+    /// Its uniform buffer.
+    fn uniform(&self, device: &RenderDevice) -> bevy::render::render_resource::Buffer {
+        let (data, viewport) = (self.data, self.viewport);
+        let (center, surface) = (data.bounds.center, data.pixel_surface);
+        let level = pixel_levels(data).trailing_zeros();
+        let facing = surface.faces_view || data.lod_facing & (1 << level) != 0;
+        let f = f32::to_bits;
+        let words: [u32; 16] = [
+            viewport.x,
+            viewport.y,
+            viewport.z.max(1),
+            self.id_base,
+            f(center.x),
+            f(center.y),
+            f(center.z),
+            self.gpu.capacity,
+            f(surface.normal.x),
+            f(surface.normal.y),
+            f(surface.normal.z),
+            u32::from(facing),
+            f(surface.uv.x),
+            f(surface.uv.y),
+            0,
+            0,
+        ];
+        device.create_buffer_with_data(&BufferInitDescriptor {
+            label: Some("gpu_cull_pixel_resolve"),
+            contents: bytemuck::cast_slice(&words),
+            usage: BufferUsages::UNIFORM,
+        })
     }
 }
 
