@@ -59,7 +59,7 @@ struct Flags {
     /// frame's height (at start) are not drawn (default 1; 0 draws every one)
     #[argh(option, default = "1.0", from_str_fn(parse_pixels))]
     min_pixels: f32,
-    /// with --lod: trees and rocks below two pixels drawn as one pixel each,
+    /// with --lod: trees and rocks below four pixels drawn as one pixel each,
     /// written by compute and shaded in one full-screen pass
     #[argh(switch)]
     as_pixels: bool,

@@ -35,9 +35,9 @@ pub struct MinPixels(pub f32);
 
 /// The size in pixels (bounding sphere across) below which `--as-pixels`
 /// draws a pixel per instance.
-const PIXEL_LEVEL_PIXELS: f32 = 2.0;
+const PIXEL_LEVEL_PIXELS: f32 = 4.0;
 
-/// `--as-pixels`: below two pixels, a level drawn as a pixel per instance.
+/// `--as-pixels`: below four pixels, a level drawn as a pixel per instance.
 #[derive(Resource, Clone, Copy)]
 pub struct AsPixels(pub bool);
 
@@ -80,7 +80,9 @@ pub fn setup(
     // such triangles on the same few pixels slowly).
     let (tree_mesh, rock_mesh) = (meshes.add(tree_cone(8)), meshes.add(rock(1)));
     let min_last = min_pixels.0 / args.height as f32;
-    // With `--as-pixels`, below two pixels a pixel per instance.
+    // With `--as-pixels`, below four pixels a pixel per instance: where
+    // the far trees stand that small they stand packed, and a pixel each
+    // covers the band they fill as their triangles do.
     let pixel_size = PIXEL_LEVEL_PIXELS / args.height as f32;
     let above_pixels = if as_pixels.0 {
         pixel_size.max(min_last)
@@ -91,8 +93,12 @@ pub fn setup(
     let mut tree_levels = vec![
         GpuCullLodLevel::new(tree_mesh.clone(), 0.1),
         GpuCullLodLevel::new(meshes.add(tree_cone(4)), SMALLEST_LEVEL_SIZE),
-        GpuCullLodLevel::new(flat_tree.clone(), above_pixels).facing_camera(),
     ];
+    // In a frame so small that the pixels reach the cone's size, the
+    // pixels follow the cone.
+    if above_pixels < SMALLEST_LEVEL_SIZE {
+        tree_levels.push(GpuCullLodLevel::new(flat_tree.clone(), above_pixels).facing_camera());
+    }
     let rock_far = meshes.add(rock(0));
     let mut rock_levels = vec![
         GpuCullLodLevel::new(rock_mesh.clone(), 0.03),

@@ -182,14 +182,15 @@ fn assert_green(img: &image::RgbaImage, line: &str) {
     );
 }
 
-/// Trees and rocks below two pixels drawn as pixels (`--as-pixels`: written
-/// by a compute pass, shaded by their materials in one full-screen pass)
-/// look like the same levels drawn as triangles. The rest of the frame is
+/// The far trees and rocks drawn as pixels (`--as-pixels`: written by a
+/// compute pass, shaded by their materials in a full-screen pass; at this
+/// height the trees from a pixel up to the cone's size, under three
+/// pixels) look like the same levels drawn as triangles. The rest of the frame is
 /// the same picture. In the rows where the two differ (the far forest at
 /// the horizon) about as many pixels show a tree or rock, from 3% fewer to
 /// 30% more (a triangle a pixel or two across lights the pixels whose
-/// centers it covers, none to two; a pixel instance lights one: here about
-/// 12% more; without the pixels' shading, 13% fewer), in the same mean
+/// centers it covers, none to a few; a pixel instance lights one: here
+/// about 6% more; without the pixels' shading, 14% fewer), in the same mean
 /// color, within 8 of 255 per channel (the same material and light; a
 /// pixel is shaded as its mesh's middle, a triangle across it). Pixels
 /// missing from the frame, or shaded with another normal, change the
@@ -202,7 +203,7 @@ fn forest_pixel_levels_look_like_their_triangles() {
     let (pixels, pix_img) = common::run_headless("forest", &with_pixels, "forest-far-pixels.png");
     let levels = common::numbers(&pixels, "trees_per_level");
     assert!(
-        levels.len() == 4 && levels[3] > 1000,
+        levels.len() >= 3 && levels.last().is_some_and(|&n| n > 1000),
         "a level of far trees: {pixels}"
     );
     for name in ["trees_visible", "rocks_visible"] {
