@@ -1,10 +1,9 @@
 // The depth of a camera's pixel levels (GpuCullLodLevel::as_pixels): a
-// full-screen pass, first in the batches' opaque pass, writes each pixel a
+// pass over the tiles holding them (gpu_cull_pixel_tile_quad.wgsl), first
+// in the batches' opaque pass, writes each pixel a
 // splat claimed at the splat's depth (cull_core::PixelSplatter's key: the
 // depth's bits, reverse-Z), so that what is drawn after it is tested
 // against those pixels as against a mesh's.
-
-#import bevy_core_pipeline::fullscreen_vertex_shader::FullscreenVertexOutput
 
 struct PixelDepth {
     // The view's viewport origin in the target, and its width in pixels.
@@ -17,8 +16,8 @@ struct PixelDepth {
 @group(0) @binding(1) var<uniform> pixels: PixelDepth;
 
 @fragment
-fn write_depth(in: FullscreenVertexOutput) -> @builtin(frag_depth) f32 {
-    let xy = vec2<u32>(in.position.xy) - pixels.origin;
+fn write_depth(@builtin(position) position: vec4<f32>) -> @builtin(frag_depth) f32 {
+    let xy = vec2<u32>(position.xy) - pixels.origin;
     let key = keys[xy.y * pixels.width + xy.x];
     if key == 0u {
         discard;

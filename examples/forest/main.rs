@@ -60,7 +60,7 @@ struct Flags {
     #[argh(option, default = "1.0", from_str_fn(parse_pixels))]
     min_pixels: f32,
     /// with --lod: trees and rocks below four pixels drawn as one pixel each,
-    /// written by compute and shaded in one full-screen pass
+    /// written by compute and shaded over the tiles they lie in
     #[argh(switch)]
     as_pixels: bool,
     /// with `bevy`: the same forest as Bevy entities, culled and drawn by Bevy

@@ -775,8 +775,10 @@ impl GpuCullLodLevel {
     /// pixel or two across (the coarsest level, down to the smallest size
     /// drawn): a compute pass writes each instance's pixel (the nearest
     /// where several land on one) and the batch's material shades those
-    /// pixels in one full-screen pass, where a GPU's triangle setup would
-    /// spend as long on each instance as on a large one.
+    /// pixels in one pass over the view's tiles of 16x16 pixels they lie
+    /// in, where a GPU's triangle setup would spend as long on each
+    /// instance as on a large one. A camera takes the pixel levels of up to
+    /// 256 batches; further batches draw their meshes.
     ///
     /// A pixel is shaded as the mesh about its middle: at the instance's
     /// bounding-sphere center, with the mesh's mean normal turned as the

@@ -161,12 +161,13 @@ fn batch_bind_group(
 
 /// The batch's group 2 for its pixel levels' resolve in a view
 /// (`super::pixels`): the view's pixel ids in the survivors' place, the
-/// resolve's uniform in the level's; the textures are the material's own
-/// (group 3), so Bevy's fallback is bound here.
+/// resolve's uniform in the level's, the tiles holding the batch's pixels
+/// in its list's arguments' (`super::pixel_tiles`); the textures are the
+/// material's own (group 3), so Bevy's fallback is bound here.
 pub(crate) fn resolve_bind_group(
     device: &RenderDevice,
     layout: &BindGroupLayout,
-    (lists, list): (&CullTarget, u32),
+    tiles: wgpu::BufferBinding<'_>,
     (gpu, material): (&GpuBatch, &GpuMaterial),
     (ids, uniform): (&wgpu::Buffer, &wgpu::Buffer),
     fallback: &GpuImage,
@@ -174,7 +175,7 @@ pub(crate) fn resolve_bind_group(
     let bound = BatchBindings {
         survivors: ids.as_entire_buffer_binding(),
         level: uniform.as_entire_buffer_binding(),
-        drawn_args: drawn_args(lists, list),
+        drawn_args: tiles,
     };
     batch_bind_group(device, layout, (gpu, material), [fallback; TEXTURES], bound)
 }

@@ -200,9 +200,9 @@ impl<P: PhaseItem, const I: usize> RenderCommand<P> for SetBatchMaterialBindGrou
 pub(crate) struct CulledMaterialPipeline {
     mesh_pipeline: MeshPipeline,
     vertex_shader: Handle<Shader>,
-    /// Bevy's full-screen triangle: the vertex stage of a pixel level's
-    /// resolve ([`BatchDrawForm::pixels`]).
-    fullscreen: bevy::core_pipeline::FullscreenShader,
+    /// A quad per tile: the vertex stage of a pixel level's resolve
+    /// ([`BatchDrawForm::pixels`]).
+    tile_quad: Handle<Shader>,
     instance_layout: BindGroupLayoutDescriptor,
     /// Pipelines already queued, by material key and mesh layout.
     queued: HashMap<
@@ -220,11 +220,10 @@ pub(crate) fn init_pipeline(
     mesh_pipeline: Res<MeshPipeline>,
     bindings: Res<super::bindings::InstanceBindings>,
     asset_server: Res<AssetServer>,
-    fullscreen: Res<bevy::core_pipeline::FullscreenShader>,
 ) {
     commands.insert_resource(CulledMaterialPipeline {
         mesh_pipeline: mesh_pipeline.clone(),
-        fullscreen: fullscreen.clone(),
+        tile_quad: super::pixels::tile_quad_shader(&asset_server),
         vertex_shader: load_embedded_asset!(asset_server.as_ref(), "shaders/instanced_material.wgsl"),
         instance_layout: bindings.layout.clone(),
         queued: HashMap::default(),
@@ -271,23 +270,26 @@ pub(crate) struct BatchDrawForm {
     /// Each instance's color is the vertex color
     /// ([`super::extract::BatchData::instance_colors`]).
     pub instance_colors: bool,
-    /// The full-screen resolve of a pixel level's pixels
+    /// The resolve of a pixel level's pixels
     /// ([`resolve_pixels`]), not the instances' draw.
     pub pixels: bool,
 }
 
-/// A pixel level's resolve (`super::pixels`): Bevy's full-screen triangle
-/// behind the material's fragment shader, which under Bevy's
+/// A pixel level's resolve (`super::pixels`): a quad per tile holding the
+/// batch's pixels (`shaders/gpu_cull_pixel_tile_quad.wgsl`) behind the
+/// material's fragment shader, which under Bevy's
 /// `MESHLET_MESH_MATERIAL_PASS` takes its surface per pixel from
 /// `resolve_vertex_output` (`shaders/gpu_cull_pixel_resolve.wgsl`); every
 /// pixel shaded (the depth pass before it wrote the pixels' depth, which
 /// what is drawn after them is tested against).
-fn resolve_pixels(
-    descriptor: &mut RenderPipelineDescriptor,
-    fullscreen: &bevy::core_pipeline::FullscreenShader,
-) {
+fn resolve_pixels(descriptor: &mut RenderPipelineDescriptor, tile_quad: &Handle<Shader>) {
     descriptor.label = Some("gpu_cull_pixels".into());
-    descriptor.vertex = fullscreen.to_vertex_state();
+    descriptor.vertex = bevy::render::render_resource::VertexState {
+        shader: tile_quad.clone(),
+        shader_defs: vec!["PIXEL_RESOLVE".into()],
+        entry_point: Some("tile_quad".into()),
+        buffers: Vec::new(),
+    };
     descriptor.primitive = default();
     if let Some(depth) = descriptor.depth_stencil.as_mut() {
         depth.depth_write_enabled = Some(false);
@@ -392,7 +394,7 @@ impl CulledMaterialPipeline {
             wind_clockwise(&mut descriptor);
         }
         if form.pixels {
-            resolve_pixels(&mut descriptor, &self.fullscreen);
+            resolve_pixels(&mut descriptor, &self.tile_quad);
         }
         let id = cache.queue_render_pipeline(descriptor);
         self.queued.insert(entry, id);

@@ -352,7 +352,7 @@ impl MainPassSpecializer<'_> {
         }
     }
 
-    /// The full-screen resolve of the batch's pixel levels with its
+    /// The resolve of the batch's pixel levels with its
     /// material (`super::pixels`), keyed by its first pixel level's mesh;
     /// `None` until the material is prepared, where it failed (logged),
     /// and for a material that cannot shade pixels or an application's draw
@@ -530,14 +530,15 @@ pub(crate) type DrawCulledBlended = (
 );
 
 /// A batch's pixel levels' resolve (`super::pixels`): its material's
-/// full-screen draw of the view's pixels holding its instances.
+/// draw of the view's pixels holding its instances, over the tiles they
+/// lie in.
 pub(crate) type DrawCulledPixels = (
     SetItemPipeline,
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,
     super::pixels::SetPixelResolveBindGroup<2>,
     SetBatchMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
-    super::pixels::DrawFullscreen,
+    super::pixels::DrawPixelTiles,
 );
 
 /// Set when a culled batch is drawn; reported and cleared once per frame

@@ -4,7 +4,7 @@
 //! batches' buffers (`batches`) and uniforms (`material`), the cull targets
 //! (`targets`) and their bind groups (`bind_groups`), the cull per view
 //! (`cull`, `pyramids`), the back-to-front order of blended batches
-//! (`blend`), levels drawn as pixels (`pixels`), queueing and drawing
+//! (`blend`), levels drawn as pixels (`pixels`, `pixel_tiles`), queueing and drawing
 //! (`draw`, `opaque_first`, `custom_material`, `queue_prepass`,
 //! `material_prepass`, `shadow`). This module only wires
 //! them into Bevy's schedules.
@@ -23,6 +23,7 @@ mod kernels;
 mod material;
 mod material_prepass;
 mod opaque_first;
+mod pixel_tiles;
 mod pixels;
 mod pyramids;
 mod queue;
@@ -68,6 +69,8 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     embedded_asset!(app, "shaders/instanced_material.wgsl");
     embedded_asset!(app, "shaders/instanced_material_prepass.wgsl");
     embedded_asset!(app, "shaders/gpu_cull_pixel_depth.wgsl");
+    embedded_asset!(app, "shaders/gpu_cull_pixel_tiles.wgsl");
+    embedded_asset!(app, "shaders/gpu_cull_pixel_tile_quad.wgsl");
     pixels::add_resolve_shader(app);
     // cull-core's kernels, compiled by Bevy's PipelineCache.
     let cull_shaders = kernels::CullShaders::add_to(app);
@@ -140,6 +143,7 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                 kernels::forget_cullers,
                 batches::forget_gpu_batches,
                 gpu_writes::init_count_pass,
+                pixel_tiles::init_tile_pipeline,
             ),
         )
         .add_systems(

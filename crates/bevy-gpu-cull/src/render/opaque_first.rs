@@ -155,7 +155,7 @@ pub(crate) fn draw_opaque_batches_first(
 }
 
 /// The view's pixel resolves (`super::pixels`) as items of its opaque
-/// phase: one per batch splatted this frame, its material's full-screen
+/// phase: one per batch splatted this frame, its material's
 /// draw, after the pixels' depth and before the batches' own draws.
 fn resolve_items(
     pixels: &PixelViews,

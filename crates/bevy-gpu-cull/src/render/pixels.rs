@@ -2,18 +2,20 @@
 //! camera's main pass. Per camera that can take them: which batches' levels
 //! are splatted and with which ids (prepared after the targets), the splat
 //! after the camera's culls (`cull_core::PixelSplatter`, one target for
-//! every batch), then, first in the batches' opaque pass, a full-screen
-//! pass writing the pixels' depth and one per batch shading its pixels with
-//! its material (`shaders/gpu_cull_pixel_resolve.wgsl`); the levels' own
-//! draws are skipped there. A batch whose resolve pipeline is not ready yet
+//! every batch) and the tiles of the view its pixels lie in
+//! ([`super::pixel_tiles`]), then, first in the batches' opaque pass, a
+//! pass over those tiles writing the pixels' depth and one per batch over
+//! its own tiles shading its pixels with its material
+//! (`shaders/gpu_cull_pixel_resolve.wgsl`); the levels' own draws are
+//! skipped there. A batch whose resolve pipeline is not ready yet
 //! draws the level's mesh, as every other view does.
 
 use super::batches::GpuBatch;
 use super::bindings::InstanceBindings;
 use super::extract::BatchData;
 use super::material::GpuMaterial;
+use super::pixel_tiles::{MAX_TILED_BATCHES, PixelTilePipeline, PixelTiles};
 use super::targets::ViewTargets;
-use bevy::core_pipeline::FullscreenShader;
 use bevy::core_pipeline::core_3d::CORE_3D_DEPTH_FORMAT;
 use bevy::core_pipeline::prepass::{DeferredPrepass, DepthPrepass, MotionVectorPrepass, NormalPrepass};
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
@@ -22,9 +24,10 @@ use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
 use bevy::render::render_phase::{PhaseItem, RenderCommand, RenderCommandResult, TrackedRenderPass};
 use bevy::render::render_resource::{
-    BindGroup, BindGroupEntries, BindGroupLayoutDescriptor, BindGroupLayoutEntries, BufferInitDescriptor,
-    BufferUsages, CachedRenderPipelineId, ColorTargetState, ColorWrites, CompareFunction, DepthStencilState,
-    FragmentState, MultisampleState, PipelineCache, RenderPipelineDescriptor, ShaderStages,
+    BindGroup, BindGroupEntries, BindGroupLayoutDescriptor, BindGroupLayoutEntries, BindingResource,
+    BufferInitDescriptor, BufferUsages, CachedRenderPipelineId, ColorTargetState, ColorWrites,
+    CompareFunction, DepthStencilState, FragmentState, MultisampleState, PipelineCache,
+    RenderPipelineDescriptor, ShaderStages,
     binding_types::{storage_buffer_read_only_sized, uniform_buffer_sized},
 };
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
@@ -39,8 +42,11 @@ pub(crate) struct BatchPixels {
     pub main: MainEntity,
     /// Its levels drawn as pixels, bit `k` for level `k`.
     pub levels: u32,
-    /// Its ids in the view's splat are `id_base + 1` on.
+    /// Its ids in the view's splat are `id_base + 1` to `id_base + id_count`.
     pub id_base: u32,
+    id_count: u32,
+    /// Its tile list's place in the view's [`PixelTiles`].
+    slot: u32,
     /// Its resolve's group 2.
     pub bind_group: BindGroup,
 }
@@ -50,6 +56,8 @@ pub(crate) struct ViewPixels {
     pub target: PixelSplatTarget,
     /// The lists `target` was made for.
     max_sources: u32,
+    /// The tiles holding the pixels, per batch and in all.
+    tiles: PixelTiles,
     depth_bind_group: BindGroup,
     pub depth_pipeline: CachedRenderPipelineId,
     /// The batches whose pixel levels the camera takes.
@@ -64,7 +72,7 @@ pub(crate) struct ViewPixels {
 pub(crate) struct PixelViews {
     splatter: Option<PixelSplatter>,
     pub views: HashMap<Entity, ViewPixels>,
-    /// Per (view, batch) with pixel levels, the full-screen pipeline
+    /// Per (view, batch) with pixel levels, the pipeline
     /// shading its pixels with its material (specialized by the queue,
     /// which runs before the views are prepared), ready or not.
     pub pipelines: HashMap<(Entity, Entity), CachedRenderPipelineId>,
@@ -82,19 +90,33 @@ impl PixelViews {
     }
 }
 
+impl PixelViews {
+    /// The depth pass's pipeline for a view of `msaa` and color `format`.
+    fn depth_pipeline(
+        &mut self,
+        cache: &PipelineCache,
+        pipelines: &PixelPipelines,
+        msaa: Option<&Msaa>,
+        format: bevy::render::render_resource::TextureFormat,
+    ) -> CachedRenderPipelineId {
+        let samples = msaa.map_or(1, Msaa::samples);
+        *self
+            .depth_pipelines
+            .entry((samples, format))
+            .or_insert_with(|| cache.queue_render_pipeline(depth_descriptor(pipelines, samples, format)))
+    }
+}
+
 /// What the depth pass and the resolves bind besides the batches' groups.
 #[derive(Resource)]
 pub(crate) struct PixelPipelines {
     depth_layout: BindGroupLayoutDescriptor,
     depth_shader: Handle<Shader>,
-    fullscreen: FullscreenShader,
+    /// The vertex stage of the depth pass and the resolves: a quad per tile.
+    tile_quad: Handle<Shader>,
 }
 
-pub(crate) fn init_pipelines(
-    mut commands: Commands,
-    fullscreen: Res<FullscreenShader>,
-    asset_server: Res<AssetServer>,
-) {
+pub(crate) fn init_pipelines(mut commands: Commands, asset_server: Res<AssetServer>) {
     let depth_layout = BindGroupLayoutDescriptor::new(
         "gpu_cull_pixel_depth",
         &BindGroupLayoutEntries::sequential(
@@ -102,6 +124,8 @@ pub(crate) fn init_pipelines(
             (
                 storage_buffer_read_only_sized(false, None),
                 uniform_buffer_sized(false, None),
+                // The tiles holding any pixel (the quads' vertex stage).
+                storage_buffer_read_only_sized(false, None).visibility(ShaderStages::VERTEX),
             ),
         ),
     );
@@ -111,8 +135,13 @@ pub(crate) fn init_pipelines(
             asset_server.as_ref(),
             "shaders/gpu_cull_pixel_depth.wgsl"
         ),
-        fullscreen: fullscreen.clone(),
+        tile_quad: tile_quad_shader(&asset_server),
     });
+}
+
+/// The quads' vertex stage (`shaders/gpu_cull_pixel_tile_quad.wgsl`).
+pub(crate) fn tile_quad_shader(assets: &AssetServer) -> Handle<Shader> {
+    bevy::asset::load_embedded_asset!(assets, "shaders/gpu_cull_pixel_tile_quad.wgsl")
 }
 
 /// Whether a camera's main pass can take pixels: forward, without a
@@ -139,14 +168,16 @@ pub(crate) fn prepare_pixel_views(
     targets: Res<ViewTargets>,
     batches: Query<(Entity, &MainEntity, &BatchData, &GpuBatch, &GpuMaterial)>,
     eligible: super::custom_material::PixelMaterials,
-    (device, cache, bindings, fallback): (
+    (device, queue, cache, bindings, fallback): (
         Res<RenderDevice>,
+        Res<RenderQueue>,
         Res<PipelineCache>,
         Res<InstanceBindings>,
         Res<FallbackImage>,
     ),
+    tile_pipeline: Option<ResMut<PixelTilePipeline>>,
 ) {
-    let Some(pipelines) = pipelines else {
+    let (Some(pipelines), Some(mut tile_pipeline)) = (pipelines, tile_pipeline) else {
         return;
     };
     let pixels = &mut *pixels;
@@ -162,7 +193,7 @@ pub(crate) fn prepare_pixel_views(
     );
     let mut live = Vec::new();
     for (view_entity, view, view_target, msaa) in &cameras {
-        let sources: Vec<_> = candidates
+        let mut sources: Vec<_> = candidates
             .iter()
             .filter(|(entity, ..)| id_bases.contains_key(entity))
             .filter(|(entity, _, data, ..)| {
@@ -176,48 +207,40 @@ pub(crate) fn prepare_pixel_views(
         if sources.is_empty() {
             continue;
         }
+        // In id order (the tiles' kernel searches them so).
+        sources.truncate(MAX_TILED_BATCHES);
+        tile_pipeline.queue(&cache);
         let source_count: u32 = sources
             .iter()
             .map(|(_, _, data, ..)| pixel_levels(data).count_ones())
             .sum();
-        let samples = msaa.map_or(1, Msaa::samples);
-        let format = view_target.main_texture_format();
-        let depth_pipeline = *pixels
-            .depth_pipelines
-            .entry((samples, format))
-            .or_insert_with(|| cache.queue_render_pipeline(depth_descriptor(&pipelines, samples, format)));
+        let depth_pipeline =
+            pixels.depth_pipeline(&cache, &pipelines, msaa, view_target.main_texture_format());
         let reused = pixels.views.remove(&view_entity);
-        let Some((target, max_sources)) = splat_target(&device, reused, view.viewport, source_count) else {
+        let Some((target, max_sources, tiles)) = splat_target(&device, reused, view.viewport, source_count)
+        else {
             continue;
         };
-        let depth_bind_group = depth_bind_group(&device, &cache, &pipelines, &target, view.viewport);
+        let batch_count = sources.len() as u32;
+        let tiles = tiles.filter(|t| t.fits(&target, batch_count)).unwrap_or_else(|| {
+            PixelTiles::new(&device, &queue, (&cache, &tile_pipeline), &target, batch_count)
+        });
+        let depth_bind_group =
+            depth_bind_group(&device, &cache, &pipelines, (&target, &tiles), view.viewport);
         let layout = cache.get_bind_group_layout(&bindings.layout);
+        let resolves = Resolves {
+            device: &device,
+            layout: &layout,
+            viewport: view.viewport,
+            target: &target,
+            tiles: &tiles,
+            fallback: &fallback,
+        };
         let batch_pixels = sources
             .into_iter()
-            .map(|(entity, main, data, gpu, material)| {
-                let view_target = &targets.map[&(view_entity, *entity)];
-                let resolve = Resolve {
-                    viewport: view.viewport,
-                    id_base: id_bases[entity],
-                    data,
-                    gpu,
-                };
-                let uniform = resolve.uniform(&device);
-                let list = view_target.slot + pixel_levels(data).trailing_zeros();
-                let bind_group = super::bind_groups::resolve_bind_group(
-                    &device,
-                    &layout,
-                    (&view_target.target, list),
-                    (gpu, material),
-                    (target.ids(), &uniform),
-                    &fallback.d2,
-                );
-                let batch = BatchPixels {
-                    main: **main,
-                    levels: pixel_levels(data),
-                    id_base: resolve.id_base,
-                    bind_group,
-                };
+            .enumerate()
+            .map(|(slot, (entity, main, data, gpu, material))| {
+                let batch = resolves.batch(slot as u32, (**main, id_bases[entity]), (data, gpu, material));
                 (*entity, batch)
             })
             .collect();
@@ -225,6 +248,7 @@ pub(crate) fn prepare_pixel_views(
         let view_pixels = ViewPixels {
             target,
             max_sources,
+            tiles,
             depth_bind_group,
             depth_pipeline,
             batches: batch_pixels,
@@ -235,6 +259,50 @@ pub(crate) fn prepare_pixel_views(
     pixels.views.retain(|view, _| live.contains(view));
     if pixels.splatter.is_none() && !pixels.views.is_empty() {
         pixels.splatter = Some(PixelSplatter::new(device.wgpu_device(), Default::default()));
+    }
+}
+
+/// What every batch's resolve in one view binds besides its own.
+struct Resolves<'a> {
+    device: &'a RenderDevice,
+    layout: &'a bevy::render::render_resource::BindGroupLayout,
+    viewport: UVec4,
+    target: &'a PixelSplatTarget,
+    tiles: &'a PixelTiles,
+    fallback: &'a FallbackImage,
+}
+
+impl Resolves<'_> {
+    /// The batch in `slot` of the view's tiles, its ids from `id_base + 1`.
+    fn batch(
+        &self,
+        slot: u32,
+        (main, id_base): (MainEntity, u32),
+        (data, gpu, material): (&BatchData, &GpuBatch, &GpuMaterial),
+    ) -> BatchPixels {
+        let resolve = Resolve {
+            viewport: self.viewport,
+            id_base,
+            data,
+            gpu,
+        };
+        let uniform = resolve.uniform(self.device);
+        let bind_group = super::bind_groups::resolve_bind_group(
+            self.device,
+            self.layout,
+            self.tiles.list_binding(slot),
+            (gpu, material),
+            (self.target.ids(), &uniform),
+            &self.fallback.d2,
+        );
+        BatchPixels {
+            main,
+            levels: pixel_levels(data),
+            id_base,
+            id_count: gpu.capacity,
+            slot,
+            bind_group,
+        }
     }
 }
 
@@ -254,30 +322,31 @@ fn id_bases(batches: impl Iterator<Item = (Entity, u32)>) -> HashMap<Entity, u32
 }
 
 /// The view's splat target: last frame's where it fits the viewport's size
-/// and `sources` lists, else a new one (`None`, logged, where it cannot be
-/// made); with the lists it was made for.
+/// and `sources` lists, with its tiles, else a new one (`None`, logged,
+/// where it cannot be made); with the lists it was made for.
 fn splat_target(
     device: &RenderDevice,
     last: Option<ViewPixels>,
     viewport: UVec4,
     sources: u32,
-) -> Option<(PixelSplatTarget, u32)> {
+) -> Option<(PixelSplatTarget, u32, Option<PixelTiles>)> {
     let size = (viewport.z.max(1), viewport.w.max(1));
     if let Some(last) = last.filter(|v| v.target.size() == size && v.max_sources >= sources) {
-        return Some((last.target, last.max_sources));
+        return Some((last.target, last.max_sources, Some(last.tiles)));
     }
     PixelSplatTarget::new(device.wgpu_device(), size, sources)
-        .map(|target| (target, sources))
+        .map(|target| (target, sources, None))
         .map_err(|e| error_once!("GPU culling: pixel levels drawn as meshes: {e}"))
         .ok()
 }
 
-/// The depth pass's group: the target's keys and where the viewport lies.
+/// The depth pass's group: the target's keys, where the viewport lies and
+/// the tiles holding a pixel.
 fn depth_bind_group(
     device: &RenderDevice,
     cache: &PipelineCache,
     pipelines: &PixelPipelines,
-    target: &PixelSplatTarget,
+    (target, tiles): (&PixelSplatTarget, &PixelTiles),
     viewport: UVec4,
 ) -> BindGroup {
     let origin_and_width = [viewport.x, viewport.y, target.size().0, 0];
@@ -289,7 +358,11 @@ fn depth_bind_group(
     device.create_bind_group(
         "gpu_cull_pixel_depth",
         &cache.get_bind_group_layout(&pipelines.depth_layout),
-        &BindGroupEntries::sequential((target.keys().as_entire_binding(), uniform.as_entire_binding())),
+        &BindGroupEntries::sequential((
+            target.keys().as_entire_binding(),
+            uniform.as_entire_binding(),
+            BindingResource::Buffer(tiles.list_binding(tiles.depth_slot())),
+        )),
     )
 }
 
@@ -351,7 +424,12 @@ fn depth_descriptor(
     RenderPipelineDescriptor {
         label: Some("gpu_cull_pixel_depth".into()),
         layout: vec![pipelines.depth_layout.clone()],
-        vertex: pipelines.fullscreen.to_vertex_state(),
+        vertex: bevy::render::render_resource::VertexState {
+            shader: pipelines.tile_quad.clone(),
+            shader_defs: Vec::new(),
+            entry_point: Some("tile_quad".into()),
+            buffers: Vec::new(),
+        },
         fragment: Some(FragmentState {
             shader: pipelines.depth_shader.clone(),
             entry_point: Some("write_depth".into()),
@@ -384,7 +462,7 @@ pub(crate) fn splat_view(
     mut pixels: ResMut<PixelViews>,
     targets: Res<ViewTargets>,
     batches: Query<(&BatchData, &GpuBatch)>,
-    cache: Res<PipelineCache>,
+    (cache, tile_pipeline): (Res<PipelineCache>, Option<Res<PixelTilePipeline>>),
     queue: Res<RenderQueue>,
     materials: (
         Res<bevy::pbr::RenderMaterialInstances>,
@@ -396,14 +474,14 @@ pub(crate) fn splat_view(
     let (view_entity, extracted) = view.into_inner();
     let (instances, prepared, allocators) = (&*materials.0, &*materials.1, &*materials.2);
     let pixels = &mut *pixels;
-    let Some(splatter) = &pixels.splatter else {
+    let (Some(splatter), Some(tile_pipeline)) = (&pixels.splatter, tile_pipeline) else {
         return;
     };
     let Some(view_pixels) = pixels.views.get_mut(&view_entity) else {
         return;
     };
     view_pixels.splatted.clear();
-    if cache.get_render_pipeline(view_pixels.depth_pipeline).is_none() {
+    if cache.get_render_pipeline(view_pixels.depth_pipeline).is_none() || !tile_pipeline.is_ready(&cache) {
         return;
     }
     let mut sources = Vec::new();
@@ -457,11 +535,43 @@ pub(crate) fn splat_view(
     if let Err(e) = splatted {
         error_once!("GPU culling: pixel levels not splatted: {e}");
         view_pixels.splatted.clear();
+        return;
+    }
+    if !list_tiles(
+        view_pixels,
+        ctx.command_encoder(),
+        &queue,
+        (&cache, &tile_pipeline),
+    ) {
+        view_pixels.splatted.clear();
     }
 }
 
+/// Lists the tiles holding each splatted batch's pixels, and any pixel.
+fn list_tiles(
+    view_pixels: &ViewPixels,
+    encoder: &mut wgpu::CommandEncoder,
+    queue: &RenderQueue,
+    tiling: (&PipelineCache, &PixelTilePipeline),
+) -> bool {
+    let mut ranges = vec![[0, 0]; view_pixels.batches.len()];
+    for (entity, batch) in &view_pixels.batches {
+        let first = batch.id_base + 1;
+        // A batch not splatted: no id, in its place among the others.
+        let last = if view_pixels.splatted.contains_key(entity) {
+            batch.id_base + batch.id_count
+        } else {
+            batch.id_base
+        };
+        if let Some(range) = ranges.get_mut(batch.slot as usize) {
+            *range = [first, last];
+        }
+    }
+    view_pixels.tiles.list(encoder, queue, tiling, &ranges)
+}
+
 /// Draws the view's pixels first in the batches' opaque pass: their depth,
-/// then, per batch, its material's full-screen resolve (`draw_resolve`).
+/// then, per batch, its material's resolve ([`DrawPixelTiles`]).
 pub(crate) fn draw_pixel_depth<'w>(
     pixels: &'w PixelViews,
     cache: &'w PipelineCache,
@@ -476,7 +586,8 @@ pub(crate) fn draw_pixel_depth<'w>(
     };
     pass.set_render_pipeline(pipeline);
     pass.set_bind_group(0, &view_pixels.depth_bind_group, &[]);
-    pass.draw(0..3, 0..1);
+    let (draws, offset) = view_pixels.tiles.draw(view_pixels.tiles.depth_slot());
+    pass.draw_indirect(draws, offset);
     true
 }
 
@@ -508,22 +619,30 @@ impl<P: PhaseItem, const I: usize> RenderCommand<P> for SetPixelResolveBindGroup
     }
 }
 
-/// The full-screen triangle.
-pub(crate) struct DrawFullscreen;
+/// A batch's resolve: a quad per tile holding its pixels, one indirect
+/// draw.
+pub(crate) struct DrawPixelTiles;
 
-impl<P: PhaseItem> RenderCommand<P> for DrawFullscreen {
-    type Param = ();
-    type ViewQuery = ();
+impl<P: PhaseItem> RenderCommand<P> for DrawPixelTiles {
+    type Param = SRes<PixelViews>;
+    type ViewQuery = Entity;
     type ItemQuery = ();
 
     fn render<'w>(
-        _: &P,
-        _: (),
+        item: &P,
+        view: Entity,
         _: Option<()>,
-        _: (),
+        pixels: SystemParamItem<'w, '_, Self::Param>,
         pass: &mut TrackedRenderPass<'w>,
     ) -> RenderCommandResult {
-        pass.draw(0..3, 0..1);
+        let Some(view_pixels) = pixels.into_inner().views.get(&view) else {
+            return RenderCommandResult::Skip;
+        };
+        let Some(batch) = view_pixels.batches.get(&item.entity()) else {
+            return RenderCommandResult::Skip;
+        };
+        let (draws, offset) = view_pixels.tiles.draw(batch.slot);
+        pass.draw_indirect(draws, offset);
         RenderCommandResult::Success
     }
 }
