@@ -70,49 +70,13 @@ pub fn setup(
             .with_rotation(Quat::from_rotation_y(turn) * Quat::from_rotation_x(0.4))
             .with_scale(Vec3::splat(0.5 * s))
     });
-    // Levels of detail (`--lod`): the cone of eight sides down to a tenth of
-    // the screen's height (bounding sphere across), one of four down to a
-    // fiftieth, then a flat tree turned toward the camera; rocks: the
-    // icosphere, then an icosahedron, down to `--min-pixels` of the frame's
-    // height: smaller instances are not drawn, as real renderers drop what
-    // covers less than a pixel (without MSAA such a triangle only lights the
-    // pixels whose centers it happens to cover, and a GPU rasterizes many
-    // such triangles on the same few pixels slowly).
     let (tree_mesh, rock_mesh) = (meshes.add(tree_cone(8)), meshes.add(rock(1)));
-    let min_last = min_pixels.0 / args.height as f32;
-    // With `--as-pixels`, below four pixels a pixel per instance: where
-    // the far trees stand that small they stand packed, and a pixel each
-    // covers the band they fill as their triangles do.
-    let pixel_size = PIXEL_LEVEL_PIXELS / args.height as f32;
-    let above_pixels = if as_pixels.0 {
-        pixel_size.max(min_last)
-    } else {
-        min_last
-    };
-    let flat_tree = meshes.add(flat_tree());
-    let mut tree_levels = vec![
-        GpuCullLodLevel::new(tree_mesh.clone(), 0.1),
-        GpuCullLodLevel::new(meshes.add(tree_cone(4)), SMALLEST_LEVEL_SIZE),
-    ];
-    // In a frame so small that the pixels reach the cone's size, the
-    // pixels follow the cone.
-    if above_pixels < SMALLEST_LEVEL_SIZE {
-        tree_levels.push(GpuCullLodLevel::new(flat_tree.clone(), above_pixels).facing_camera());
-    }
-    let rock_far = meshes.add(rock(0));
-    let mut rock_levels = vec![
-        GpuCullLodLevel::new(rock_mesh.clone(), 0.03),
-        GpuCullLodLevel::new(rock_far.clone(), above_pixels),
-    ];
-    if as_pixels.0 && min_last < pixel_size {
-        tree_levels.push(
-            GpuCullLodLevel::new(flat_tree, min_last)
-                .facing_camera()
-                .as_pixels(),
-        );
-        rock_levels.push(GpuCullLodLevel::new(rock_far, min_last).as_pixels());
-    }
-    let (tree_levels, rock_levels) = (GpuCullLod::new(tree_levels), GpuCullLod::new(rock_levels));
+    let (tree_levels, rock_levels) = levels(
+        (&tree_mesh, &rock_mesh),
+        min_pixels.0 / args.height as f32,
+        as_pixels.0.then_some(PIXEL_LEVEL_PIXELS / args.height as f32),
+        &mut meshes,
+    );
     let kinds = [
         (Kind::Trees, trees, tree_mesh, tree_material, tree_levels),
         (Kind::Rocks, rocks, rock_mesh, rock_material, rock_levels),
@@ -160,6 +124,50 @@ pub fn setup(
         Transform::from_xyz(4.0, 10.0, 3.0).looking_at(Vec3::ZERO, Vec3::Y),
     ));
     spawn_camera(&mut commands, &args, &mut images);
+}
+
+/// Levels of detail (`--lod`): the cone of eight sides down to a tenth of
+/// the screen's height (bounding sphere across), one of four down to a
+/// fiftieth, then a flat tree turned toward the camera; rocks: the
+/// icosphere, then an icosahedron, down to `min_last` (`--min-pixels` of the
+/// frame's height): smaller instances are not drawn, as real renderers drop
+/// what covers less than a pixel (without MSAA such a triangle only lights
+/// the pixels whose centers it happens to cover, and a GPU rasterizes many
+/// such triangles on the same few pixels slowly). With `--as-pixels`, below
+/// `pixel_size` a pixel per instance: where the far trees stand that small
+/// they stand packed, and a pixel each covers the band they fill as their
+/// triangles do.
+fn levels(
+    (tree_mesh, rock_mesh): (&Handle<Mesh>, &Handle<Mesh>),
+    min_last: f32,
+    pixel_size: Option<f32>,
+    meshes: &mut Assets<Mesh>,
+) -> (GpuCullLod, GpuCullLod) {
+    let above_pixels = pixel_size.map_or(min_last, |size| size.max(min_last));
+    let flat_tree = meshes.add(flat_tree());
+    let mut tree_levels = vec![
+        GpuCullLodLevel::new(tree_mesh.clone(), 0.1),
+        GpuCullLodLevel::new(meshes.add(tree_cone(4)), SMALLEST_LEVEL_SIZE),
+    ];
+    // In a frame so small that the pixels reach the cone's size, the
+    // pixels follow the cone.
+    if above_pixels < SMALLEST_LEVEL_SIZE {
+        tree_levels.push(GpuCullLodLevel::new(flat_tree.clone(), above_pixels).facing_camera());
+    }
+    let rock_far = meshes.add(rock(0));
+    let mut rock_levels = vec![
+        GpuCullLodLevel::new(rock_mesh.clone(), 0.03),
+        GpuCullLodLevel::new(rock_far.clone(), above_pixels),
+    ];
+    if pixel_size.is_some_and(|size| min_last < size) {
+        tree_levels.push(
+            GpuCullLodLevel::new(flat_tree, min_last)
+                .facing_camera()
+                .as_pixels(),
+        );
+        rock_levels.push(GpuCullLodLevel::new(rock_far, min_last).as_pixels());
+    }
+    (GpuCullLod::new(tree_levels), GpuCullLod::new(rock_levels))
 }
 
 /// The camera, with the options asked for.
