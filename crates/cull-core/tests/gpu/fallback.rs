@@ -110,6 +110,14 @@ fn check_without_subgroups(ctx: &GpuContext) {
             }
         }
     }
+    // The pixel splat after this device's culls.
+    if let Some(&variant) = variants(ctx).first() {
+        crate::splat::check_splat_on(
+            ctx,
+            variant,
+            &format!("no subgroups, {:?}", ctx.adapter.get_info().backend),
+        );
+    }
     // The default picks a variant that runs, or says there is none.
     match Culler::new(&ctx.device, &ctx.queue, &CullerDesc::default()) {
         Ok(culler) => assert!(culler.variant().is_available(ctx.device.features())),

@@ -192,19 +192,39 @@ fn exact_scenes_match_the_cpu_mirror() {
     let ctx = gpu();
     for (variant, tuning, format) in topic_kernels(ctx, OutputKind::Indices) {
         let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
-        for (view, depths) in exact_views() {
-            for n in [0, 1, 255, 257, 9000] {
-                let what = format!("{variant:?} {format:?} reverse_z={} n={n}", view.reverse_z);
-                let scene = exact_scene(n as u64 + 7, n, &view, depths, format);
-                let job = Job::new(ctx, &culler, &scene, (n as u32).max(1));
-                let gpu = splat(ctx, &[(&job, &culler)], &view, Default::default(), SIZE);
-                let kept = survivors(ctx, &what, &job, &scene, format);
-                let cpu = mirror(&[(&job, format, &kept)], &view, SIZE);
-                let claimed = cpu.1.iter().filter(|&&id| id != 0).count();
-                assert!(n < 9000 || claimed > 200, "{what}: only {claimed} pixels claimed");
-                assert_same_pixels(&what, &gpu, &cpu);
-            }
+        let what = format!("{variant:?} {format:?}");
+        check_exact_scenes(ctx, &culler, &[0, 1, 255, 257, 9000], &what);
+    }
+}
+
+/// Exact scenes of `sizes` through `culler`, in both views: the GPU's
+/// pixels are the mirror's.
+fn check_exact_scenes(ctx: &GpuContext, culler: &Culler, sizes: &[usize], what: &str) {
+    let format = culler.format();
+    for (view, depths) in exact_views() {
+        for &n in sizes {
+            let what = format!("{what} reverse_z={} n={n}", view.reverse_z);
+            let scene = exact_scene(n as u64 + 7, n, &view, depths, format);
+            let job = Job::new(ctx, culler, &scene, (n as u32).max(1));
+            let gpu = splat(ctx, &[(&job, culler)], &view, Default::default(), SIZE);
+            let kept = survivors(ctx, &what, &job, &scene, format);
+            let cpu = mirror(&[(&job, format, &kept)], &view, SIZE);
+            let claimed = cpu.1.iter().filter(|&&id| id != 0).count();
+            assert!(n < 9000 || claimed > 200, "{what}: only {claimed} pixels claimed");
+            assert_same_pixels(&what, &gpu, &cpu);
         }
+    }
+}
+
+/// The splat on a device of another kind (no subgroups, wgpu's GL backend,
+/// WebGPU's default limits: it binds a uniform and five storage buffers
+/// and uses no subgroups): exact scenes of every format through
+/// `variant`'s culler at 0, 1 and 9000 instances, in both views.
+pub(crate) fn check_splat_on(ctx: &GpuContext, variant: cull_core::ScanVariant, device: &str) {
+    for format in InstanceFormat::ALL {
+        let culler = culler(ctx, variant, format, OutputKind::Indices, Default::default());
+        let what = format!("{variant:?} {format:?} ({device})");
+        check_exact_scenes(ctx, &culler, &[0, 1, 9000], &what);
     }
 }
 

@@ -40,6 +40,8 @@ fn every_portable_variant_is_exact_within_webgpu_limits() {
         max_binding_size: Some(64 << 10),
         ..Default::default()
     };
+    // The pixel splat after a cull, within the same limits.
+    crate::splat::check_splat_on(&ctx, portable[0], "WebGPU limits");
     for variant in portable {
         for format in InstanceFormat::ALL {
             for output in [OutputKind::Indices, OutputKind::Instances] {
