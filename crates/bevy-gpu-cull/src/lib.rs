@@ -58,6 +58,7 @@
 mod capture;
 mod components;
 mod gpu_instances;
+mod lod;
 #[cfg(feature = "picking")]
 mod picking;
 mod plugin;
@@ -67,13 +68,13 @@ mod stats;
 
 pub use capture::GpuCullCaptureScene;
 pub use components::{
-    GpuCullBounds, GpuCullCells, GpuCullFrustumOverride, GpuCullInstance, GpuCullInstances, GpuCullLod,
-    GpuCullLodLevel, GpuCullOcclusion,
+    GpuCullBounds, GpuCullCells, GpuCullFrustumOverride, GpuCullInstance, GpuCullInstances, GpuCullOcclusion,
 };
 /// The culling library the plugin runs on, for CPU references of what it
 /// keeps (`cull_core::Frustum`, `cull_core::LocalFrame`, `cull_core::cpu`),
 /// named through it so that nothing clashes with Bevy's own `Frustum`.
 pub use cull_core;
+pub use lod::{GpuCullLod, GpuCullLodLevel};
 /// How instances are stored for culling ([`GpuCullSettings::format`]):
 /// cull-core's `InstanceFormat`, under the plugin's prefix.
 pub type GpuCullInstanceFormat = cull_core::InstanceFormat;

@@ -8,8 +8,9 @@
 //! has found the candidates. The CPU's copy of the instances is what is
 //! picked: batches written on the GPU are not pickable.
 
-use crate::components::{GpuCullBounds, GpuCullInstance, GpuCullInstances, GpuCullLod};
+use crate::components::{GpuCullBounds, GpuCullInstance, GpuCullInstances};
 use crate::gpu_instances::GpuCullComputeWrites;
+use crate::lod::GpuCullLod;
 use bevy::camera::visibility::RenderLayers;
 use bevy::ecs::change_detection::Tick;
 use bevy::ecs::system::SystemParam;
@@ -657,12 +658,12 @@ mod tests {
         let mut meshes = world.resource_mut::<Assets<Mesh>>();
         let sphere = meshes.add(Sphere::new(0.5).mesh().ico(3).unwrap());
         let cube = meshes.add(Cuboid::from_length(0.2).mesh().build());
-        let mut coarse = crate::components::GpuCullLodLevel::new(cube, 0.05);
+        let mut coarse = crate::lod::GpuCullLodLevel::new(cube, 0.05);
         if facing {
             coarse = coarse.facing_camera();
         }
         world.entity_mut(batch).insert(GpuCullLod::new(vec![
-            crate::components::GpuCullLodLevel::new(sphere, 0.2),
+            crate::lod::GpuCullLodLevel::new(sphere, 0.2),
             coarse,
         ]));
         (world, batch)

@@ -78,7 +78,7 @@ impl Plugin for GpuCullPlugin {
             .register_type::<GpuCullStats>()
             .register_type::<crate::components::GpuCullInstances>()
             .register_type::<crate::components::GpuCullBounds>()
-            .register_type::<crate::components::GpuCullLod>()
+            .register_type::<crate::lod::GpuCullLod>()
             .register_type::<crate::components::GpuCullCells>()
             .register_type::<crate::components::GpuCullOcclusion>()
             .register_type::<crate::gpu_instances::GpuCullComputeWrites>()

@@ -3,10 +3,10 @@
 //! ([`BatchData`]), which every later stage reads.
 
 use crate::components::{
-    DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullInstance, GpuCullInstances, GpuCullLod, GpuCullLodLevel,
-    ScaleRange,
+    DirtyRanges, GpuCullBounds, GpuCullCells, GpuCullInstance, GpuCullInstances, ScaleRange,
 };
 use crate::gpu_instances::{GpuCullComputeWrites, GpuCullMotionVectors};
+use crate::lod::{GpuCullLod, GpuCullLodLevel};
 use crate::settings::GpuCullSettings;
 use bevy::camera::visibility::RenderLayers;
 use bevy::ecs::system::SystemState;

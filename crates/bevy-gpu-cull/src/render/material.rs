@@ -51,7 +51,7 @@ struct LevelParams {
     facing: u32,
     cross_fade: f32,
     /// The first `fading` entries: each level's threshold.
-    thresholds: [f32; crate::components::MAX_LOD_LEVELS],
+    thresholds: [f32; crate::lod::MAX_LOD_LEVELS],
     /// The levels that cross-fade (0: none do).
     fading: usize,
     bounds: [f32; 4],
@@ -71,11 +71,11 @@ impl LevelParams {
         let fades = data.cross_fades() && format.carries_scale();
         let bounds = data.bounds;
         let fading = if fades {
-            data.lod.len().min(crate::components::MAX_LOD_LEVELS)
+            data.lod.len().min(crate::lod::MAX_LOD_LEVELS)
         } else {
             0
         };
-        let mut thresholds = [0.0; crate::components::MAX_LOD_LEVELS];
+        let mut thresholds = [0.0; crate::lod::MAX_LOD_LEVELS];
         for (slot, (_, t)) in thresholds.iter_mut().zip(&data.lod[..fading]) {
             *slot = *t;
         }
@@ -97,15 +97,15 @@ impl LevelParams {
     /// The bytes of every level's `GpuCullLevel`, `stride` apart, and the
     /// draw without levels' last (no level flags).
     fn uniform_bytes(&self, stride: u64) -> Vec<u8> {
-        let mut bytes = vec![0u8; (crate::components::MAX_LOD_LEVELS + 1) * stride as usize];
+        let mut bytes = vec![0u8; (crate::lod::MAX_LOD_LEVELS + 1) * stride as usize];
         let batch_flags = if self.in_world { LEVEL_BATCH_IN_WORLD } else { 0 };
         let without_levels = LevelUniform {
             flags: batch_flags,
             ..LevelUniform::zeroed()
         };
-        let at = crate::components::MAX_LOD_LEVELS * stride as usize;
+        let at = crate::lod::MAX_LOD_LEVELS * stride as usize;
         bytes[at..at + size_of::<LevelUniform>()].copy_from_slice(bytemuck::bytes_of(&without_levels));
-        for level in 0..crate::components::MAX_LOD_LEVELS {
+        for level in 0..crate::lod::MAX_LOD_LEVELS {
             let mut uniform = LevelUniform {
                 flags: batch_flags,
                 ..LevelUniform::zeroed()
@@ -153,7 +153,7 @@ impl GpuMaterial {
     /// of a draw without levels of detail (`None`: the batch's `Mesh3d`,
     /// turned by each instance).
     pub fn level_binding(&self, level: Option<u32>) -> wgpu::BufferBinding<'_> {
-        let slot = level.map_or(crate::components::MAX_LOD_LEVELS as u64, u64::from);
+        let slot = level.map_or(crate::lod::MAX_LOD_LEVELS as u64, u64::from);
         wgpu::BufferBinding {
             buffer: &self.levels,
             offset: slot * self.level_stride,
