@@ -3,8 +3,8 @@
 // surface is resolved per pixel under MESHLET_MESH_MATERIAL_PASS (their
 // fragment takes only its position and calls resolve_vertex_output), so the
 // plugin gives this module Bevy's import path in place of Bevy's stand-in
-// for it (its meshlets are off). A batch's full-screen draw after the
-// splat (cull_core::PixelSplatter) keeps the pixels holding one of its
+// for it (its meshlets are off). A batch's draw over the tiles holding its
+// pixels, after the splat (cull_core::PixelSplatter), keeps the pixels holding one of its
 // instances' ids and shades each as its level mesh seen about its middle:
 // at the instance's mesh-space bounding-sphere center, with the mesh's
 // mean normal and texture coordinate.

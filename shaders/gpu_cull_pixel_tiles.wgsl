@@ -35,7 +35,8 @@ struct Tiling {
 @group(0) @binding(3) var<storage, read_write> lists: array<u32>;
 @group(0) @binding(4) var<uniform> tiling: Tiling;
 
-// Bit b: batch b has a pixel in the tile; the last word's bit 0: any has.
+// Bit b: batch b has a pixel in the tile; the last word's bit 0: any has
+// (WORDS + 1 words).
 var<workgroup> present: array<atomic<u32>, 9>;
 
 // The batch holding `id`, or `tiling.batches` where none does.

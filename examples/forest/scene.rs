@@ -33,6 +33,9 @@ pub const SMALLEST_LEVEL_SIZE: f32 = 0.02;
 #[derive(Resource, Clone, Copy)]
 pub struct MinPixels(pub f32);
 
+/// The smallest size the rocks' icosphere is drawn down to.
+const NEAR_ROCK_SIZE: f32 = 0.03;
+
 /// The size in pixels (bounding sphere across) below which `--as-pixels`
 /// draws a pixel per instance.
 const PIXEL_LEVEL_PIXELS: f32 = 4.0;
@@ -149,16 +152,16 @@ fn levels(
         GpuCullLodLevel::new(tree_mesh.clone(), 0.1),
         GpuCullLodLevel::new(meshes.add(tree_cone(4)), SMALLEST_LEVEL_SIZE),
     ];
-    // In a frame so small that the pixels reach the cone's size, the
-    // pixels follow the cone.
+    // In a frame so small that the pixels reach the coarser levels' sizes,
+    // the pixels follow the level before (sizes must descend).
     if above_pixels < SMALLEST_LEVEL_SIZE {
         tree_levels.push(GpuCullLodLevel::new(flat_tree.clone(), above_pixels).facing_camera());
     }
     let rock_far = meshes.add(rock(0));
-    let mut rock_levels = vec![
-        GpuCullLodLevel::new(rock_mesh.clone(), 0.03),
-        GpuCullLodLevel::new(rock_far.clone(), above_pixels),
-    ];
+    let mut rock_levels = vec![GpuCullLodLevel::new(rock_mesh.clone(), NEAR_ROCK_SIZE)];
+    if above_pixels < NEAR_ROCK_SIZE {
+        rock_levels.push(GpuCullLodLevel::new(rock_far.clone(), above_pixels));
+    }
     if pixel_size.is_some_and(|size| min_last < size) {
         tree_levels.push(
             GpuCullLodLevel::new(flat_tree, min_last)

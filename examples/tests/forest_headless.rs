@@ -183,7 +183,7 @@ fn assert_green(img: &image::RgbaImage, line: &str) {
 }
 
 /// The far trees and rocks drawn as pixels (`--as-pixels`: written by a
-/// compute pass, shaded by their materials in a full-screen pass; at this
+/// compute pass, shaded by their materials over the tiles holding them; at this
 /// height the trees from a pixel up to the cone's size, under three
 /// pixels) look like the same levels drawn as triangles. The rest of the frame is
 /// the same picture. In the rows where the two differ (the far forest at

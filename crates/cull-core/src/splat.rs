@@ -7,8 +7,8 @@
 //! few pixels it covers, so a level of detail below a pixel or two costs as
 //! much per instance as a large one; a compute pass writing those
 //! instances' pixels costs a hundredth of that. A renderer then shades the
-//! claimed pixels in one full-screen pass, rebuilding each pixel's surface
-//! from its id.
+//! claimed pixels (in a full-screen pass, or over the tiles holding them),
+//! rebuilding each pixel's surface from its id.
 
 use crate::buffers::CullTarget;
 use crate::kernel::{ShaderModule, shader_module};

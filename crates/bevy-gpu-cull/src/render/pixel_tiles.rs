@@ -37,6 +37,8 @@ pub(crate) struct PixelTilePipeline {
     pipeline: Option<CachedComputePipelineId>,
 }
 
+/// The kernel's layout and shader, at startup (the kernel is queued later,
+/// [`PixelTilePipeline::queue`]).
 pub(crate) fn init_tile_pipeline(mut commands: Commands, assets: Res<AssetServer>) {
     let layout = BindGroupLayoutDescriptor::new(
         "gpu_cull_pixel_tiles",
@@ -99,30 +101,44 @@ pub(crate) struct PixelTiles {
     /// Per list, its header and its tiles, `list_stride` words apart.
     lists: Buffer,
     bind_group: BindGroup,
+    /// The view's size in pixels it was made for.
+    size: (u32, u32),
     /// The view's tiles across and down.
     tiles: UVec2,
     /// The batches it was made for.
     batches: u32,
     list_stride: u32,
+    /// Every list's draw empty (six vertices, no tile), what each frame
+    /// starts from.
+    empty_draws: Vec<u32>,
 }
 
 impl PixelTiles {
-    /// Lists for `batches` batches over `target`'s pixels (`None` where the
-    /// tiling cannot run).
+    /// Lists for `batches` batches over `target`'s pixels, or `None` (logged)
+    /// where they would not fit one storage binding: the view's pixel levels
+    /// then draw their meshes.
     pub fn new(
         device: &RenderDevice,
         queue: &RenderQueue,
         (cache, pipeline): (&PipelineCache, &PixelTilePipeline),
         target: &PixelSplatTarget,
         batches: u32,
-    ) -> Self {
+    ) -> Option<Self> {
         let (width, height) = target.size();
         let tiles = UVec2::new(width.div_ceil(TILE), height.div_ceil(TILE));
         // Each list starts where a storage binding may: the resolves bind
         // their own.
-        let align = device.limits().min_storage_buffer_offset_alignment / 4;
+        let limits = device.limits();
+        let align = limits.min_storage_buffer_offset_alignment / 4;
         let list_stride = (HEADER_WORDS + tiles.x * tiles.y).next_multiple_of(align.max(1));
         let lists_count = batches + 1;
+        let lists_bytes = u64::from(list_stride) * u64::from(lists_count) * 4;
+        if lists_bytes > limits.max_storage_buffer_binding_size.min(limits.max_buffer_size) {
+            error_once!(
+                "GPU culling: pixel levels drawn as meshes: {batches} batches' tiles over {width}x{height} pixels take {lists_bytes} bytes, past one storage binding"
+            );
+            return None;
+        }
         let buffer = |label, words: u32, usage| {
             device.create_buffer(&BufferDescriptor {
                 label: Some(label),
@@ -164,26 +180,37 @@ impl PixelTiles {
                 uniform.as_entire_binding(),
             )),
         );
-        Self {
+        Some(Self {
             ranges,
             draws,
             lists,
             bind_group,
+            size: (width, height),
             tiles,
             batches,
             list_stride,
-        }
+            empty_draws: (0..lists_count).flat_map(|_| [6, 0, 0, 0]).collect(),
+        })
     }
 
-    /// Whether these lists serve `batches` batches over `target`.
-    pub fn fits(&self, target: &PixelSplatTarget, batches: u32) -> bool {
-        let (width, height) = target.size();
-        self.batches == batches && self.tiles == UVec2::new(width.div_ceil(TILE), height.div_ceil(TILE))
+    /// `last` where it serves `batches` batches over `target` (made with
+    /// that target: it binds its ids), else new lists ([`Self::new`]).
+    pub fn kept_or_new(
+        last: Option<Self>,
+        (device, queue): (&RenderDevice, &RenderQueue),
+        tiling: (&PipelineCache, &PixelTilePipeline),
+        target: &PixelSplatTarget,
+        batches: u32,
+    ) -> Option<Self> {
+        last.filter(|t| t.batches == batches && t.size == target.size())
+            .or_else(|| Self::new(device, queue, tiling, target, batches))
     }
 
     /// Lists this frame's tiles, after the splat: `ranges[slot]` is the
     /// first and last id of the batch in `slot` (ascending and apart; an
-    /// empty range, first past last, for a batch not splatted).
+    /// empty range, first past last, for a batch not splatted). `false`,
+    /// and nothing listed, until the kernel has compiled or where `ranges`
+    /// is not one per batch.
     pub fn list(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -200,9 +227,7 @@ impl PixelTiles {
         if !ranges.is_empty() {
             queue.write_buffer(&self.ranges, 0, bytemuck::cast_slice(ranges));
         }
-        // Every list empty: six vertices, no tile yet.
-        let empty: Vec<u32> = (0..=self.batches).flat_map(|_| [6, 0, 0, 0]).collect();
-        queue.write_buffer(&self.draws, 0, bytemuck::cast_slice(&empty));
+        queue.write_buffer(&self.draws, 0, bytemuck::cast_slice(&self.empty_draws));
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("gpu_cull_pixel_tiles"),
             timestamp_writes: None,

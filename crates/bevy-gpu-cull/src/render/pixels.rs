@@ -196,13 +196,7 @@ pub(crate) fn prepare_pixel_views(
         let mut sources: Vec<_> = candidates
             .iter()
             .filter(|(entity, ..)| id_bases.contains_key(entity))
-            .filter(|(entity, _, data, ..)| {
-                targets.map.get(&(view_entity, *entity)).is_some_and(|t| {
-                    t.late.is_none()
-                        && t.levels() as usize == data.lod.len()
-                        && t.bind_groups.len() == data.lod.len()
-                })
-            })
+            .filter(|(entity, _, data, ..)| splattable(&targets, view_entity, *entity, data))
             .collect();
         if sources.is_empty() {
             continue;
@@ -221,10 +215,12 @@ pub(crate) fn prepare_pixel_views(
         else {
             continue;
         };
-        let batch_count = sources.len() as u32;
-        let tiles = tiles.filter(|t| t.fits(&target, batch_count)).unwrap_or_else(|| {
-            PixelTiles::new(&device, &queue, (&cache, &tile_pipeline), &target, batch_count)
-        });
+        let tiling = (&*cache, &*tile_pipeline);
+        let Some(tiles) =
+            PixelTiles::kept_or_new(tiles, (&device, &queue), tiling, &target, sources.len() as u32)
+        else {
+            continue;
+        };
         let depth_bind_group =
             depth_bind_group(&device, &cache, &pipelines, (&target, &tiles), view.viewport);
         let layout = cache.get_bind_group_layout(&bindings.layout);
@@ -260,6 +256,14 @@ pub(crate) fn prepare_pixel_views(
     if pixels.splatter.is_none() && !pixels.views.is_empty() {
         pixels.splatter = Some(PixelSplatter::new(device.wgpu_device(), Default::default()));
     }
+}
+
+/// Whether `view` culls `batch` (of `data`) without occlusion, a list per
+/// level: its pixel levels can be splatted.
+fn splattable(targets: &ViewTargets, view: Entity, batch: Entity, data: &BatchData) -> bool {
+    targets.map.get(&(view, batch)).is_some_and(|t| {
+        t.late.is_none() && t.levels() as usize == data.lod.len() && t.bind_groups.len() == data.lod.len()
+    })
 }
 
 /// What every batch's resolve in one view binds besides its own.
