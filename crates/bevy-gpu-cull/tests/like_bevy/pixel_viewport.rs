@@ -3,7 +3,8 @@
 //! the viewport holds the same picture as a target of the viewport's size
 //! (the splat's pixels, the tiles they are shaded over and the pixels'
 //! depth all count from the viewport's corner), and that picture is the
-//! pixel level's, not the triangles'.
+//! pixel level's, not the triangles'. The same spheres dealt over many
+//! batches, which share the view's tiles, draw the same picture.
 
 use crate::common::{FrameApp, image_target};
 use bevy::camera::{ImageRenderTarget, RenderTarget, Viewport};
@@ -26,10 +27,23 @@ fn far_spheres() -> Vec<GpuCullInstance> {
         .collect()
 }
 
+/// How the spheres are drawn.
+#[derive(Clone, Copy)]
+struct Spheres {
+    as_pixels: bool,
+    /// Dealt over this many batches in turn, each with the same material.
+    batches: usize,
+}
+
+const PIXELS: Spheres = Spheres {
+    as_pixels: true,
+    batches: 1,
+};
+
 /// The scene drawn into a target of `target` pixels, through a viewport of
 /// `WIDTH` x `HEIGHT` at `corner` where given; returns the viewport's
 /// pixels (rows of `WIDTH` RGBA pixels).
-fn draw(target: UVec2, corner: Option<UVec2>, as_pixels: bool, png: &str) -> Vec<u8> {
+fn draw(target: UVec2, corner: Option<UVec2>, spheres: Spheres, png: &str) -> Vec<u8> {
     let mut frame_app = FrameApp::new();
     let world = frame_app.app.world_mut();
     super::spawn_ground(world, 400.0, Color::srgb(0.2, 0.25, 0.2));
@@ -47,13 +61,21 @@ fn draw(target: UVec2, corner: Option<UVec2>, as_pixels: bool, png: &str) -> Vec
         .resource_mut::<Assets<StandardMaterial>>()
         .add(StandardMaterial::from(Color::srgb(0.95, 0.2, 0.1)));
     let level = GpuCullLodLevel::new(mesh.clone(), 0.0);
-    let level = if as_pixels { level.as_pixels() } else { level };
-    world.spawn((
-        Mesh3d(mesh),
-        MeshMaterial3d(material),
-        GpuCullInstances::new(far_spheres()),
-        GpuCullLod::new([level]),
-    ));
+    let level = if spheres.as_pixels {
+        level.as_pixels()
+    } else {
+        level
+    };
+    let all = far_spheres();
+    for b in 0..spheres.batches {
+        let dealt = all.iter().skip(b).step_by(spheres.batches).copied().collect();
+        world.spawn((
+            Mesh3d(mesh.clone()),
+            MeshMaterial3d(material.clone()),
+            GpuCullInstances::new(dealt),
+            GpuCullLod::new([level.clone()]),
+        ));
+    }
     let image = image_target(world, target.x, target.y);
     world.spawn((
         Camera3d::default(),
@@ -101,23 +123,23 @@ fn sphere_pixels(frame: &[u8]) -> usize {
 fn pixel_levels_land_in_a_cameras_viewport() {
     let _one = super::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let size = UVec2::new(WIDTH, HEIGHT);
-    let alone = draw(size, None, true, "pixel-viewport-alone.png");
+    let alone = draw(size, None, PIXELS, "pixel-viewport-alone.png");
     let in_viewport = draw(
         size + CORNER + UVec2::new(21, 9),
         Some(CORNER),
-        true,
+        PIXELS,
         "pixel-viewport-in.png",
     );
-    let triangles = draw(size, None, false, "pixel-viewport-triangles.png");
+    let triangles = Spheres {
+        as_pixels: false,
+        ..PIXELS
+    };
+    let triangles = draw(size, None, triangles, "pixel-viewport-triangles.png");
     let spheres = sphere_pixels(&alone);
     assert!(spheres > 100, "only {spheres} sphere pixels");
-    let moved = alone
-        .chunks(4)
-        .zip(in_viewport.chunks(4))
-        .filter(|(a, b)| a.iter().zip(b.iter()).any(|(x, y)| x.abs_diff(*y) > 2))
-        .count();
     assert_eq!(
-        moved, 0,
+        differing(&alone, &in_viewport),
+        0,
         "pixels differ between the viewport and a target of its size"
     );
     let unlike_triangles = alone
@@ -128,5 +150,40 @@ fn pixel_levels_land_in_a_cameras_viewport() {
     assert!(
         unlike_triangles > 20,
         "the pixel level drew as its triangles ({unlike_triangles} pixels differ)"
+    );
+}
+
+/// Pixels of two frames more than 2 of 255 apart in a channel.
+fn differing(a: &[u8], b: &[u8]) -> usize {
+    a.chunks(4)
+        .zip(b.chunks(4))
+        .filter(|(a, b)| a.iter().zip(b.iter()).any(|(x, y)| x.abs_diff(*y) > 2))
+        .count()
+}
+
+/// The spheres dealt over 40 batches (more than one word of the tiles'
+/// batch mask, each tile holding many batches' pixels): every batch's
+/// pixels are shaded over its own tiles, the same picture as one batch's
+/// (the spheres share a material and their light does not depend on where
+/// they stand, so whichever wins a pixel shows the same color).
+#[test]
+fn pixel_levels_of_many_batches_share_the_views_tiles() {
+    let _one = super::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let size = UVec2::new(WIDTH, HEIGHT);
+    let one = draw(size, None, PIXELS, "pixel-batches-one.png");
+    let many = Spheres {
+        batches: 40,
+        ..PIXELS
+    };
+    let many = draw(size, None, many, "pixel-batches-many.png");
+    assert!(
+        sphere_pixels(&one) > 100,
+        "only {} sphere pixels",
+        sphere_pixels(&one)
+    );
+    assert_eq!(
+        differing(&one, &many),
+        0,
+        "40 batches draw another picture than one"
     );
 }
