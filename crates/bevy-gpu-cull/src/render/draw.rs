@@ -536,9 +536,8 @@ pub(crate) type DrawCulledPixels = (
     SetItemPipeline,
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,
-    super::pixels::SetPixelResolveBindGroup<2>,
     SetBatchMaterialBindGroup<MATERIAL_BIND_GROUP_INDEX>,
-    super::pixels::DrawPixelTiles,
+    super::pixels::DrawPixelTiles<2>,
 );
 
 /// Set when a culled batch is drawn; reported and cleared once per frame

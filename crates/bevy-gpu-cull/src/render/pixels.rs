@@ -595,39 +595,11 @@ pub(crate) fn draw_pixel_depth<'w>(
     true
 }
 
-/// Binds a batch's resolve group (group `I`) for the view's pixels.
-pub(crate) struct SetPixelResolveBindGroup<const I: usize>;
+/// A batch's resolve: its group (group `I`: the view's pixels, the tiles
+/// holding the batch's), then a quad per listed tile, one indirect draw.
+pub(crate) struct DrawPixelTiles<const I: usize>;
 
-impl<P: PhaseItem, const I: usize> RenderCommand<P> for SetPixelResolveBindGroup<I> {
-    type Param = SRes<PixelViews>;
-    type ViewQuery = Entity;
-    type ItemQuery = ();
-
-    fn render<'w>(
-        item: &P,
-        view: Entity,
-        _: Option<()>,
-        pixels: SystemParamItem<'w, '_, Self::Param>,
-        pass: &mut TrackedRenderPass<'w>,
-    ) -> RenderCommandResult {
-        let batch = pixels
-            .into_inner()
-            .views
-            .get(&view)
-            .and_then(|v| v.batches.get(&item.entity()));
-        let Some(batch) = batch else {
-            return RenderCommandResult::Skip;
-        };
-        pass.set_bind_group(I, &batch.bind_group, &[]);
-        RenderCommandResult::Success
-    }
-}
-
-/// A batch's resolve: a quad per tile holding its pixels, one indirect
-/// draw.
-pub(crate) struct DrawPixelTiles;
-
-impl<P: PhaseItem> RenderCommand<P> for DrawPixelTiles {
+impl<P: PhaseItem, const I: usize> RenderCommand<P> for DrawPixelTiles<I> {
     type Param = SRes<PixelViews>;
     type ViewQuery = Entity;
     type ItemQuery = ();
@@ -645,6 +617,7 @@ impl<P: PhaseItem> RenderCommand<P> for DrawPixelTiles {
         let Some(batch) = view_pixels.batches.get(&item.entity()) else {
             return RenderCommandResult::Skip;
         };
+        pass.set_bind_group(I, &batch.bind_group, &[]);
         let (draws, offset) = view_pixels.tiles.draw(batch.slot);
         pass.draw_indirect(draws, offset);
         RenderCommandResult::Success
