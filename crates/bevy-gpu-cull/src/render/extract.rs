@@ -12,7 +12,7 @@ use bevy::camera::visibility::RenderLayers;
 use bevy::ecs::system::SystemState;
 use bevy::light::NotShadowReceiver;
 use bevy::math::Affine3A;
-use bevy::platform::collections::HashSet;
+use bevy::platform::collections::{HashMap, HashSet};
 use bevy::prelude::*;
 use bevy::render::MainWorld;
 use bevy::render::sync_world::RenderEntity;
@@ -381,14 +381,45 @@ impl Default for PixelSurface {
     }
 }
 
-impl PixelSurface {
+/// Each pixel level mesh's [`PixelSurface`], kept until Bevy reports the
+/// mesh changed: a batch's extract then walks no vertex.
+#[derive(Default)]
+pub(crate) struct PixelSurfaces(HashMap<AssetId<Mesh>, PixelSurface>);
+
+impl PixelSurfaces {
     /// The surface of the first level of `lod` drawn as pixels (`pixels`,
-    /// bit `k` for level `k`).
-    fn of_first(lod: &[(AssetId<Mesh>, f32)], pixels: u32, meshes: &Assets<Mesh>) -> Self {
-        let level = pixels.trailing_zeros() as usize;
-        let Some(mesh) = lod.get(level).and_then(|(id, _)| meshes.get(*id)) else {
-            return Self::default();
+    /// bit `k` for level `k`); the default while its mesh is not loaded.
+    fn of_first(&mut self, lod: &[(AssetId<Mesh>, f32)], pixels: u32, meshes: &Assets<Mesh>) -> PixelSurface {
+        let Some(&(id, _)) = lod.get(pixels.trailing_zeros() as usize) else {
+            return PixelSurface::default();
         };
+        if let Some(surface) = self.0.get(&id) {
+            return *surface;
+        }
+        let Some(mesh) = meshes.get(id) else {
+            return PixelSurface::default();
+        };
+        let surface = PixelSurface::of(mesh);
+        self.0.insert(id, surface);
+        surface
+    }
+
+    /// Forgets the meshes Bevy reports added, changed or gone.
+    fn forget_changed(&mut self, events: &mut MessageReader<AssetEvent<Mesh>>) {
+        for event in events.read() {
+            let (AssetEvent::Added { id }
+            | AssetEvent::Modified { id }
+            | AssetEvent::Removed { id }
+            | AssetEvent::Unused { id }
+            | AssetEvent::LoadedWithDependencies { id }) = event;
+            self.0.remove(id);
+        }
+    }
+}
+
+impl PixelSurface {
+    /// The surface `mesh` shows about its middle.
+    fn of(mesh: &Mesh) -> Self {
         let mean3 = |values: &[[f32; 3]]| values.iter().map(|v| Vec3::from(*v)).sum::<Vec3>();
         let mean2 =
             |values: &[[f32; 2]]| values.iter().map(|v| Vec2::from(*v)).sum::<Vec2>() / values.len() as f32;
@@ -471,6 +502,14 @@ fn batch_frame(world_from_local: Affine3A) -> Option<LocalFrame> {
     }
 }
 
+/// What [`extract_batches`] reads of the main world: the batches, the
+/// meshes and Bevy's reports of changed meshes.
+type MainBatchesAndMeshes = (
+    MainBatches<'static, 'static>,
+    Res<'static, Assets<Mesh>>,
+    MessageReader<'static, 'static, AssetEvent<Mesh>>,
+);
+
 /// Brings each batch's changes to the render world: the changed ranges only
 /// (taken from the main world's component, hence `MainWorld` rather than
 /// `Extract`), so an unchanged batch costs a flag check and an edited one
@@ -478,14 +517,16 @@ fn batch_frame(world_from_local: Affine3A) -> Option<LocalFrame> {
 pub(crate) fn extract_batches(
     mut commands: Commands,
     mut main_world: ResMut<MainWorld>,
-    mut state: Local<Option<SystemState<(MainBatches<'static, 'static>, Res<'static, Assets<Mesh>>)>>>,
+    mut state: Local<Option<SystemState<MainBatchesAndMeshes>>>,
+    mut surfaces: Local<PixelSurfaces>,
     mut batches: Query<(Entity, &mut BatchData)>,
     mut live: Local<HashSet<Entity>>,
 ) {
     let state = state.get_or_insert_with(|| SystemState::new(&mut main_world));
-    let Ok((mut main_batches, meshes)) = state.get_mut(&mut main_world) else {
+    let Ok((mut main_batches, meshes, mut mesh_events)) = state.get_mut(&mut main_world) else {
         return;
     };
+    surfaces.forget_changed(&mut mesh_events);
     live.clear();
     let mut materials = Vec::new();
     for (
@@ -512,7 +553,7 @@ pub(crate) fn extract_batches(
         let cells = cells.copied();
         let layers = layers.cloned().unwrap_or_default();
         let (lod, [lod_facing, lod_pixels], lod_cross_fade) = lod_levels(lod);
-        let pixel_surface = PixelSurface::of_first(&lod, lod_pixels, &meshes);
+        let pixel_surface = surfaces.of_first(&lod, lod_pixels, &meshes);
         materials.push((render_entity.id(), material.map(|m| m.id())));
         let render_entity = render_entity.id();
         live.insert(render_entity);
@@ -560,5 +601,42 @@ pub(crate) fn extract_batches(
         if !live.contains(&entity) {
             commands.entity(entity).remove::<BatchData>();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bevy::ecs::message::Messages;
+
+    /// A pixel level mesh's surface is kept until Bevy reports the mesh
+    /// changed, then taken again.
+    #[test]
+    fn pixel_surfaces_follow_their_meshes_changes() {
+        let mut world = World::new();
+        world.init_resource::<Messages<AssetEvent<Mesh>>>();
+        let mut meshes = Assets::<Mesh>::default();
+        let facing = |z: f32| {
+            Mesh::from(Rectangle::new(1.0, 1.0))
+                .with_inserted_attribute(Mesh::ATTRIBUTE_NORMAL, vec![[0.0, 0.0, z]; 4])
+        };
+        let id = meshes.add(facing(1.0)).id();
+        world.insert_resource(meshes);
+        let mut state = SystemState::<(Res<Assets<Mesh>>, MessageReader<AssetEvent<Mesh>>)>::new(&mut world);
+        let mut surfaces = PixelSurfaces::default();
+        let lod = [(id, 0.0)];
+        let mut normal = |world: &mut World| {
+            let (meshes, mut events) = state.get_mut(world).expect("valid params");
+            surfaces.forget_changed(&mut events);
+            surfaces.of_first(&lod, 1, &meshes).normal
+        };
+        assert_eq!(normal(&mut world), Vec3::Z);
+        world
+            .resource_mut::<Assets<Mesh>>()
+            .insert(id, facing(-1.0))
+            .unwrap();
+        assert_eq!(normal(&mut world), Vec3::Z, "kept until the change is reported");
+        world.write_message(AssetEvent::Modified { id });
+        assert_eq!(normal(&mut world), -Vec3::Z);
     }
 }
