@@ -273,6 +273,39 @@ pub(crate) struct BatchDrawForm {
     /// The resolve of a pixel level's pixels
     /// ([`resolve_pixels`]), not the instances' draw.
     pub pixels: bool,
+    /// The vertex stage passes the mesh's texture coordinates on: false
+    /// only for a `StandardMaterial` without a texture
+    /// ([`leave_out_texture_coordinates`]).
+    pub texture_coordinates: bool,
+}
+
+/// A draw whose material is a `StandardMaterial` sampling no texture
+/// ([`super::standard::samples_textures`]): Bevy's PBR fragment shader
+/// reads the mesh's first texture coordinates only to sample textures, so
+/// the vertex stage leaves them out, as Bevy's shaders do for a mesh
+/// without them, and the picture is the same. Each value a vertex passes to
+/// the fragment stage costs where triangles are small and many. A mesh
+/// with second coordinates (a lightmap's) keeps both.
+fn leave_out_texture_coordinates(
+    descriptor: &mut RenderPipelineDescriptor,
+    layout: &MeshVertexBufferLayoutRef,
+) {
+    if !layout.0.contains(Mesh::ATTRIBUTE_UV_0) || layout.0.contains(Mesh::ATTRIBUTE_UV_1) {
+        return;
+    }
+    let defs: [ShaderDefVal; 2] = ["VERTEX_UVS".into(), "VERTEX_UVS_A".into()];
+    descriptor.vertex.shader_defs.retain(|def| !defs.contains(def));
+    if let Some(fragment) = descriptor.fragment.as_mut() {
+        fragment.shader_defs.retain(|def| !defs.contains(def));
+    }
+    // Where Bevy's mesh pipeline puts them (`Vertex::uv` in
+    // `shaders/instanced_material.wgsl`).
+    let location = Mesh::ATTRIBUTE_UV_0.at_shader_location(2).shader_location;
+    for buffer in &mut descriptor.vertex.buffers {
+        buffer
+            .attributes
+            .retain(|attribute| attribute.shader_location != location);
+    }
 }
 
 /// A pixel level's resolve (`super::pixels`): a quad per tile holding the
@@ -361,8 +394,12 @@ impl CulledMaterialPipeline {
         // A material's own fragment shader may read `in.color` unguarded
         // (the plugin has always defined it): only Bevy's PBR one goes
         // without it for white instances.
+        // Only a `StandardMaterial`'s shaders are known to read the
+        // coordinates for textures alone.
+        let standard = material.type_id() == std::any::TypeId::of::<StandardMaterial>();
         let form = BatchDrawForm {
             instance_colors: form.instance_colors || !keeps_pbr_fragment(prepared, materials),
+            texture_coordinates: form.texture_coordinates || !standard,
             ..form
         };
         let key = material_key(
@@ -395,6 +432,8 @@ impl CulledMaterialPipeline {
         }
         if form.pixels {
             resolve_pixels(&mut descriptor, &self.tile_quad);
+        } else if !form.texture_coordinates {
+            leave_out_texture_coordinates(&mut descriptor, layout);
         }
         let id = cache.queue_render_pipeline(descriptor);
         self.queued.insert(entry, id);

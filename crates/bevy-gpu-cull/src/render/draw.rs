@@ -377,6 +377,7 @@ impl MainPassSpecializer<'_> {
             clockwise: false,
             instance_colors: data.instance_colors(),
             pixels: true,
+            texture_coordinates: true,
         };
         self.material_pipeline
             .as_deref_mut()?
@@ -489,6 +490,7 @@ impl MainPassSpecializer<'_> {
                     clockwise,
                     instance_colors: data.instance_colors(),
                     pixels: false,
+                    texture_coordinates: data.material.samples_textures,
                 },
                 layout,
             )

@@ -18,7 +18,7 @@ use bevy::render::MainWorld;
 use bevy::render::sync_world::RenderEntity;
 use cull_core::{LocalFrame, Sphere};
 
-use super::standard::BatchMaterial;
+use super::standard::{BatchMaterial, SampledTextures};
 
 /// A batch in the render world: a copy of the main world's list, kept up to
 /// date by applying only the changed ranges, and the ranges still to upload.
@@ -508,6 +508,7 @@ type MainBatchesAndMeshes = (
     MainBatches<'static, 'static>,
     Res<'static, Assets<Mesh>>,
     MessageReader<'static, 'static, AssetEvent<Mesh>>,
+    MessageReader<'static, 'static, AssetEvent<StandardMaterial>>,
 );
 
 /// Brings each batch's changes to the render world: the changed ranges only
@@ -519,14 +520,17 @@ pub(crate) fn extract_batches(
     mut main_world: ResMut<MainWorld>,
     mut state: Local<Option<SystemState<MainBatchesAndMeshes>>>,
     mut surfaces: Local<PixelSurfaces>,
+    mut sampled: Local<SampledTextures>,
     mut batches: Query<(Entity, &mut BatchData)>,
     mut live: Local<HashSet<Entity>>,
 ) {
     let state = state.get_or_insert_with(|| SystemState::new(&mut main_world));
-    let Ok((mut main_batches, meshes, mut mesh_events)) = state.get_mut(&mut main_world) else {
+    let Ok((mut main_batches, meshes, mut mesh_events, mut material_events)) = state.get_mut(&mut main_world)
+    else {
         return;
     };
     surfaces.forget_changed(&mut mesh_events);
+    sampled.forget_changed(&mut material_events);
     live.clear();
     let mut materials = Vec::new();
     for (
@@ -587,8 +591,10 @@ pub(crate) fn extract_batches(
     let standard = main_world.get_resource::<Assets<StandardMaterial>>();
     for (entity, id) in materials {
         let m = id
-            .and_then(|id| standard?.get(id))
-            .map_or_else(BatchMaterial::default, BatchMaterial::from_standard);
+            .and_then(|id| Some((id, standard?.get(id)?)))
+            .map_or_else(BatchMaterial::default, |(id, m)| {
+                BatchMaterial::from_standard(m, sampled.of(id, m))
+            });
         if let Ok((_, mut data)) = batches.get_mut(entity)
             && data.material != m
         {

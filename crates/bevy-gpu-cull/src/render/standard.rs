@@ -3,11 +3,14 @@
 //! texture, metallic and roughness (and their texture), emissive (and its
 //! texture), occlusion texture, unlit, alpha mask and normal map, as the
 //! uniform `GpuCullMaterial` of an application's draw shader and the
-//! plugin's depth-only prepass.
+//! plugin's depth-only prepass; and whether it samples any texture (the
+//! main pass leaves the mesh's texture coordinates out where it does not).
 
 use bevy::asset::AssetId;
 use bevy::pbr::StandardMaterial;
+use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
+use bevy::reflect::structs::Struct;
 use bytemuck::{Pod, Zeroable};
 
 /// `MaterialUniform::flags`: light nothing, show the color as it is.
@@ -49,6 +52,9 @@ pub(crate) struct BatchMaterial {
     /// Base color, normal map, metallic-roughness, emissive and occlusion
     /// textures, in the draw's binding order ([`TEXTURES`]).
     pub textures: [Option<AssetId<Image>>; TEXTURES],
+    /// Whether the material samples any texture, these or another
+    /// ([`samples_textures`]).
+    pub samples_textures: bool,
 }
 
 /// Textures of a batch's material the draw binds.
@@ -68,6 +74,7 @@ impl Default for BatchMaterial {
                 alpha_cutoff: 0.5,
             },
             textures: [None; TEXTURES],
+            samples_textures: false,
         }
     }
 }
@@ -79,7 +86,9 @@ impl BatchMaterial {
         self.uniform.flags & ALPHA_MASK != 0
     }
 
-    pub fn from_standard(m: &StandardMaterial) -> Self {
+    /// What the draw takes of `m`, which samples a texture where
+    /// `samples_textures` ([`SampledTextures`]).
+    pub fn from_standard(m: &StandardMaterial, samples_textures: bool) -> Self {
         let textures = [
             &m.base_color_texture,
             &m.normal_map_texture,
@@ -130,6 +139,99 @@ impl BatchMaterial {
                 alpha_cutoff,
             },
             textures,
+            samples_textures,
         }
+    }
+}
+
+/// Whether `material` has any texture: Bevy's PBR fragment shader reads a
+/// mesh's texture coordinates only to sample them. Every texture of a
+/// `StandardMaterial` is an `Option<Handle<Image>>` field, some present
+/// only with Bevy's features (transmission, clearcoat, anisotropy,
+/// specular), so the fields are found by reflection rather than listed.
+pub(crate) fn samples_textures(material: &StandardMaterial) -> bool {
+    material.iter_fields().any(|(_, field)| {
+        field
+            .try_downcast_ref::<Option<Handle<Image>>>()
+            .is_some_and(Option::is_some)
+    })
+}
+
+/// [`samples_textures`] of each `StandardMaterial`, kept until Bevy reports
+/// the material changed: every batch's extract asks each frame, and a walk
+/// of some sixty fields is not free.
+#[derive(Default)]
+pub(crate) struct SampledTextures(HashMap<AssetId<StandardMaterial>, bool>);
+
+impl SampledTextures {
+    /// Whether `material` (the asset `id`) samples a texture.
+    pub fn of(&mut self, id: AssetId<StandardMaterial>, material: &StandardMaterial) -> bool {
+        *self.0.entry(id).or_insert_with(|| samples_textures(material))
+    }
+
+    /// Forgets the materials Bevy reports added, changed or gone.
+    pub fn forget_changed(&mut self, events: &mut MessageReader<AssetEvent<StandardMaterial>>) {
+        for event in events.read() {
+            let (AssetEvent::Added { id }
+            | AssetEvent::Modified { id }
+            | AssetEvent::Removed { id }
+            | AssetEvent::Unused { id }
+            | AssetEvent::LoadedWithDependencies { id }) = event;
+            self.0.remove(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bevy::ecs::message::Messages;
+    use bevy::ecs::system::SystemState;
+
+    /// Any texture counts, whichever field holds it; the default material
+    /// and colors alone sample none.
+    #[test]
+    fn a_material_samples_textures_where_any_field_holds_one() {
+        assert!(!samples_textures(&StandardMaterial::default()));
+        assert!(!samples_textures(&StandardMaterial::from(Color::srgb(
+            0.2, 0.5, 0.9
+        ))));
+        let image = Handle::<Image>::default();
+        let with = [
+            StandardMaterial {
+                base_color_texture: Some(image.clone()),
+                ..default()
+            },
+            StandardMaterial {
+                occlusion_texture: Some(image.clone()),
+                ..default()
+            },
+            StandardMaterial {
+                depth_map: Some(image.clone()),
+                ..default()
+            },
+        ];
+        for material in &with {
+            assert!(samples_textures(material));
+        }
+    }
+
+    /// The answer is kept until Bevy reports the material changed.
+    #[test]
+    fn sampled_textures_follow_the_materials_changes() {
+        let mut world = World::new();
+        world.init_resource::<Messages<AssetEvent<StandardMaterial>>>();
+        let id = AssetId::<StandardMaterial>::default();
+        let mut state = SystemState::<MessageReader<AssetEvent<StandardMaterial>>>::new(&mut world);
+        let mut sampled = SampledTextures::default();
+        let textured = StandardMaterial {
+            base_color_texture: Some(Handle::default()),
+            ..default()
+        };
+        assert!(!sampled.of(id, &StandardMaterial::default()));
+        assert!(!sampled.of(id, &textured), "kept until the change is reported");
+        world.write_message(AssetEvent::Modified { id });
+        sampled.forget_changed(&mut state.get_mut(&mut world).expect("valid params"));
+        assert!(sampled.of(id, &textured));
     }
 }

@@ -82,6 +82,104 @@ fn a_textured_material_shades_the_instances_and_draws_no_extra_copy() {
     );
 }
 
+/// How many of the main pass's pipelines for batches with Bevy's materials
+/// pass the mesh's texture coordinates on to the fragment stage, and how
+/// many leave them out.
+fn main_pass_pipelines_by_texture_coordinates(app: &App) -> (usize, usize) {
+    use bevy::render::render_resource::{PipelineCache, PipelineDescriptor};
+    let cache = app
+        .sub_app(bevy::render::RenderApp)
+        .world()
+        .resource::<PipelineCache>();
+    let uvs = bevy::shader::ShaderDefVal::from("VERTEX_UVS_A");
+    let mut counts = (0, 0);
+    for pipeline in cache.pipelines() {
+        let PipelineDescriptor::RenderPipelineDescriptor(descriptor) = &pipeline.descriptor else {
+            continue;
+        };
+        // A material's `specialize` may prefix the label (Bevy's
+        // `StandardMaterial` makes it `pbr_gpu_cull_material`).
+        if !descriptor
+            .label
+            .as_deref()
+            .is_some_and(|l| l.ends_with("gpu_cull_material"))
+        {
+            continue;
+        }
+        let fragment_reads = descriptor
+            .fragment
+            .as_ref()
+            .is_some_and(|f| f.shader_defs.contains(&uvs));
+        let vertex_passes = descriptor.vertex.shader_defs.contains(&uvs);
+        assert_eq!(
+            fragment_reads, vertex_passes,
+            "the stages disagree on texture coordinates"
+        );
+        let fetched = descriptor
+            .vertex
+            .buffers
+            .iter()
+            .any(|b| b.attributes.iter().any(|a| a.shader_location == 2));
+        assert_eq!(
+            fetched, vertex_passes,
+            "coordinates fetched but not passed on, or the other way round"
+        );
+        if vertex_passes {
+            counts.0 += 1;
+        } else {
+            counts.1 += 1;
+        }
+    }
+    counts
+}
+
+/// A `StandardMaterial` without textures is drawn without the mesh's
+/// texture coordinates in the main pass's vertex output (Bevy's PBR
+/// fragment shader reads them only to sample textures); a texture added to
+/// the same material at run time brings them back, and shows.
+#[test]
+fn texture_coordinates_are_passed_on_only_while_the_material_has_a_texture() {
+    let mut h = harness_with(None, &[looking_down_grid()], CameraSetup::PlainSynchronous);
+    let world = h.app.world_mut();
+    let material = world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .add(StandardMaterial::default());
+    let white = white_instances(world, h.batch);
+    world.entity_mut(h.batch).insert(MeshMaterial3d(material.clone()));
+    world.get_mut::<GpuCullInstances>(h.batch).unwrap().replace(white);
+    run_until_counts_match(&mut h, "material without textures");
+    let start = std::time::Instant::now();
+    while h.app.world().resource::<GpuCullStats>().drawn_frames < 3 && start.elapsed() < SETTLE {
+        h.app.update();
+    }
+    let (with, without) = main_pass_pipelines_by_texture_coordinates(&h.app);
+    assert!(
+        with == 0 && without > 0,
+        "{with} main pass pipelines pass texture coordinates on, {without} leave them out"
+    );
+    let world = h.app.world_mut();
+    let texture = flat_texture(world, [20, 220, 40, 255], true);
+    world
+        .resource_mut::<Assets<StandardMaterial>>()
+        .get_mut(&material)
+        .expect("the material")
+        .base_color_texture = Some(texture);
+    let start = std::time::Instant::now();
+    let mut green = 0;
+    while start.elapsed() < SETTLE && green <= 200 {
+        h.app.update();
+        if let Some(padded) = h.pixels.lock().unwrap().clone() {
+            green = count_pixels(&padded, 0..HEIGHT as usize, is_green);
+        }
+    }
+    assert!(
+        green > 200,
+        "only {green} pixels show the texture added at run time"
+    );
+    let (with, _) = main_pass_pipelines_by_texture_coordinates(&h.app);
+    assert!(with > 0, "no main pass pipeline passes texture coordinates on");
+}
+
 /// Issue 16: an alpha-masked material (`AlphaMode::Mask`) discards what its
 /// texture's alpha masks: a fully transparent texture hides the instances
 /// although they are culled, counted and drawn. The same material opaque
