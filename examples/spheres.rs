@@ -1,7 +1,10 @@
 //! The plugin against Bevy's entity path: thousands to millions of spheres,
-//! culled per camera on the GPU by `bevy-gpu-cull` and drawn with one
-//! indirect draw, or the same spheres as Bevy entities (`--compare bevy`),
-//! under the same flight over the field. The benchmarks run it headless and
+//! culled per camera on the GPU by `bevy-gpu-cull` and drawn with an
+//! indirect draw per batch, or the same spheres as Bevy entities
+//! (`--compare bevy`), under the same flight over the field, in the same
+//! colors: twelve materials in turn (twelve batches, or entities with twelve
+//! materials), or with `--colors position` each sphere its own (one batch
+//! with the instances' colors, or entities with a material each). The benchmarks run it headless and
 //! compare the summaries' frame times; the `explorer` example is the same
 //! field with keys that switch the plugin's settings.
 //!
@@ -24,11 +27,13 @@ use bevy_gpu_cull::prelude::*;
 use std::path::PathBuf;
 use support::fly_over::{FlyOver, FlyOverCamera, FlyOverPlugin};
 use support::sphere_levels::{SPHERE_RADIUS, sphere_field, sphere_levels};
-use support::sphere_scene::{spawn_bevy_spheres, spawn_sun};
+use support::sphere_scene::{
+    SphereColors, parse_sphere_colors, spawn_bevy_spheres, spawn_sphere_batches, spawn_sun,
+};
 use support::{HeadlessRun, HeadlessStep, PipelinesSettled, SceneArgs};
 
 /// Thousands to millions of spheres, culled per camera on the GPU and drawn
-/// with one indirect draw, or drawn by Bevy's entity path.
+/// with an indirect draw per batch, or drawn by Bevy's entity path.
 #[derive(argh::FromArgs)]
 #[argh(help_triggers("-h", "--help", "help"))]
 struct Flags {
@@ -48,6 +53,12 @@ struct Flags {
         from_str_fn(support::parse_format)
     )]
     format: GpuCullInstanceFormat,
+    /// palette (default): twelve materials in turn, as twelve batches (or,
+    /// with --compare bevy, entities with twelve materials); position: each
+    /// sphere its color by its place, as one batch with the instances'
+    /// colors (or entities with a material each)
+    #[argh(option, default = "SphereColors::Palette", from_str_fn(parse_sphere_colors))]
+    colors: SphereColors,
     /// the sun casts shadows (its cascades culled on the GPU too)
     #[argh(switch)]
     shadows: bool,
@@ -91,6 +102,7 @@ struct Flags {
 struct Options {
     shadows: bool,
     cross_fade: f32,
+    colors: SphereColors,
 }
 
 fn main() {
@@ -114,6 +126,7 @@ fn main() {
         .insert_resource(Options {
             shadows: flags.shadows,
             cross_fade: flags.cross_fade,
+            colors: flags.colors,
         })
         .add_systems(Startup, setup)
         .add_systems(Last, finish_headless.run_if(move || headless))
@@ -136,14 +149,19 @@ fn setup(
             .expect("a small icosphere"),
     );
     if args.compare_bevy {
-        spawn_bevy_spheres(&mut commands, &instances, mesh, &mut materials);
+        spawn_bevy_spheres(&mut commands, &instances, mesh, &mut materials, options.colors);
     } else {
-        let mut batch = commands.spawn((Mesh3d(mesh.clone()), GpuCullInstances::new(instances)));
-        if args.lod {
-            batch.insert(sphere_levels(&mut meshes, mesh, options.cross_fade));
-        }
-        if args.cells {
-            batch.insert(GpuCullCells::default());
+        let levels = args
+            .lod
+            .then(|| sphere_levels(&mut meshes, mesh.clone(), options.cross_fade));
+        for batch in spawn_sphere_batches(&mut commands, instances, mesh, &mut materials, options.colors) {
+            let mut batch = commands.entity(batch);
+            if let Some(levels) = &levels {
+                batch.insert(levels.clone());
+            }
+            if args.cells {
+                batch.insert(GpuCullCells::default());
+            }
         }
     }
     commands.insert_resource(FlyOver::new(half * 0.6));
@@ -176,7 +194,7 @@ fn finish_headless(
     settings: Res<GpuCullSettings>,
     mut commands: Commands,
     camera: Query<(&Camera, &GlobalTransform, &RenderTarget), With<FlyOverCamera>>,
-    batch: Query<(&GpuCullInstances, &GpuCullBounds, Option<&GpuCullLod>)>,
+    batches: Query<(&GpuCullInstances, &GpuCullBounds, Option<&GpuCullLod>)>,
     mut exit: MessageWriter<AppExit>,
     diagnostics: Option<Res<bevy::diagnostic::DiagnosticsStore>>,
     render_times: Option<Res<support::RenderFrameTimes>>,
@@ -202,9 +220,18 @@ fn finish_headless(
     else {
         return;
     };
-    let reference = batch.single().ok().and_then(|(instances, bounds, lod)| {
-        let view = (cam.clip_from_view(), transform.to_matrix());
-        support::reference::cpu_reference(view.0, view.1, instances, *bounds, lod, settings.format)
+    // Every batch's reference, summed.
+    let view = (cam.clip_from_view(), transform.to_matrix());
+    let references: Option<Vec<_>> = (batches.iter())
+        .map(|(instances, bounds, lod)| {
+            support::reference::cpu_reference(view.0, view.1, instances, *bounds, lod, settings.format)
+        })
+        .collect();
+    let reference = references.filter(|r| !r.is_empty()).map(|r| {
+        (
+            r.iter().map(|r| r.visible.len()).sum::<usize>(),
+            r.iter().map(|r| r.borderline.len()).sum::<usize>(),
+        )
     });
     let visible = (!args.compare_bevy).then(|| stats.visible.values().sum::<u32>());
     let cells = stats.cells.values().next();
@@ -215,18 +242,19 @@ fn finish_headless(
             (Some(v), Some(r)) => format!(
                 "{v} of {} spheres drawn (CPU reference {}, {} more borderline), variant {}",
                 args.count,
-                r.visible.len(),
-                r.borderline.len(),
+                r.0,
+                r.1,
                 stats.variant.map_or("n/a", |v| v.name()),
             ),
             _ => format!("{} spheres drawn by Bevy's entity path", args.count),
         })
         .field("instances", args.count)
         .field("visible", visible)
-        .field("cpu_reference", reference.as_ref().map(|r| r.visible.len()))
-        .field("cpu_borderline", reference.as_ref().map(|r| r.borderline.len()))
+        .field("cpu_reference", reference.map(|r| r.0))
+        .field("cpu_borderline", reference.map(|r| r.1))
         .field("variant", stats.variant.map(|v| v.name()))
         .field("path", path)
+        .field("colors", format!("{:?}", options.colors).to_lowercase())
         .field("shadows", options.shadows)
         .field("lod", args.lod)
         .field("occlusion", args.occlusion)

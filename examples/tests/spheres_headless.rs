@@ -150,7 +150,14 @@ fn run(variant: &str, shot: &std::path::Path) -> std::process::Child {
         )
         // And one sorted into cells (too small to be culled by cells
         // with the default threshold: it reports its cells, culled flat).
-        .args((variant == "subgroup-ballot").then_some("--cells"))
+        // One batch with the instances' own colors there (the others draw
+        // twelve batches of a material each).
+        .args(
+            (variant == "subgroup-ballot")
+                .then_some(["--cells", "--colors", "position"])
+                .into_iter()
+                .flatten(),
+        )
         // And one with Bevy's render diagnostics, the plugin's cull
         // among the passes.
         .args((variant == "ordered" || variant == "hillis-steele").then_some("--pass-times"))
