@@ -71,7 +71,17 @@ fn main() {
         ..support::scene_args!(flags)
     };
     support::example_app("explorer", &args)
-        .add_plugins((GpuCullPlugin::default(), ExplorerPlugin))
+        .add_plugins((
+            GpuCullPlugin {
+                // The HUD shows the cull's GPU time.
+                settings: GpuCullSettings {
+                    pass_timings: true,
+                    ..default()
+                },
+                ..default()
+            },
+            ExplorerPlugin,
+        ))
         .insert_resource(Shadows(flags.shadows))
         .add_systems(Startup, setup)
         .add_systems(Update, support::finish_headless)

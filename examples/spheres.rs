@@ -122,6 +122,7 @@ fn main() {
         .insert_resource(GpuCullSettings {
             variant: flags.variant,
             format: flags.format,
+            ..default()
         })
         .insert_resource(Options {
             shadows: flags.shadows,

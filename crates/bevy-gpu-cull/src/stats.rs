@@ -49,7 +49,8 @@ pub struct GpuCullStats {
     /// The scan variant in use.
     pub variant: Option<ScanVariant>,
     /// GPU time per pass of the latest timed cull of each (camera, batch),
-    /// from timestamp queries (when the adapter has them), read back
+    /// from timestamp queries (with [`crate::GpuCullSettings::pass_timings`],
+    /// when the adapter has them), read back
     /// asynchronously. A camera's cull covers its directional cascades too
     /// (they are culled in the same pass).
     #[reflect(ignore)]
@@ -60,7 +61,8 @@ pub struct GpuCullStats {
     #[reflect(ignore)]
     pub shadow_timings: HashMap<(GpuCullShadowView, Entity), CullTimings>,
     /// The sum of the latest timed culls' totals (cameras' and shadow
-    /// views'), in milliseconds.
+    /// views'), in milliseconds; `None` unless
+    /// [`crate::GpuCullSettings::pass_timings`].
     pub gpu_time_ms: Option<f64>,
     /// Render frames in which the render world culled at least one batch
     /// (for any view: a camera or a shadow view; counted once per frame).

@@ -324,7 +324,7 @@ fn follow_settings(world: &mut World, settings: &GpuCullSettings) {
         allow_fallback: true,
         format: settings.format,
         output: OutputKind::Indices,
-        timestamps: true,
+        timestamps: settings.pass_timings,
         // A camera and its cascades in one pass.
         max_views: MAX_VIEWS,
         ..Default::default()

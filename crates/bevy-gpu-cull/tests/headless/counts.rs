@@ -153,9 +153,13 @@ fn several_cameras_edits_and_empty_batches() {
         drawn,
         "frames drawing an empty batch counted as drawn"
     );
-    // Switching the variant at run time takes effect.
+    // No pass timings unless asked for.
+    assert_eq!(h.app.world().resource::<GpuCullStats>().gpu_time_ms, None);
+    // Switching the variant at run time takes effect, and so do timings.
     let target = GpuCullScanVariant::compiled().last().unwrap();
-    h.app.world_mut().resource_mut::<GpuCullSettings>().variant = Some(target);
+    let mut settings = h.app.world_mut().resource_mut::<GpuCullSettings>();
+    settings.variant = Some(target);
+    settings.pass_timings = true;
     h.app
         .world_mut()
         .get_mut::<GpuCullInstances>(h.batch)
@@ -176,7 +180,8 @@ fn several_cameras_edits_and_empty_batches() {
     }
     let stats = h.app.world().resource::<GpuCullStats>();
     assert_eq!(stats.variant, Some(target));
-    // Timestamps (lavapipe has them) arrive without blocking the frame.
+    // Timestamps (lavapipe has them), asked for, arrive without blocking
+    // the frame.
     assert!(
         stats.gpu_time_ms.is_some_and(|ms| ms > 0.0),
         "no GPU time: {:?}",

@@ -107,6 +107,7 @@ pub(crate) fn harness_with_plugins(
         settings: GpuCullSettings {
             variant,
             format: GpuCullInstanceFormat::PosQuat,
+            ..default()
         },
         draw_shader,
     });
