@@ -116,6 +116,7 @@ mod tests {
         let mut edited = settings;
         *edited.path_mut::<InstanceFormat>("format").unwrap() = InstanceFormat::PosQuat;
         *edited.path_mut::<Option<ScanVariant>>("variant").unwrap() = None;
+        *edited.path_mut::<bool>("pass_timings").unwrap() = false;
         assert_eq!(edited, GpuCullSettings::default());
         let bevy::reflect::ReflectRef::Enum(format) = edited.format.reflect_ref() else {
             panic!("the format reflects as an enum");
