@@ -119,6 +119,25 @@ pub(crate) struct EncodeContext<'a, 'r> {
     pub listed: Option<ListedCells>,
 }
 
+/// One dispatch of a cull, recorded later into a compute pass that culls
+/// of other targets share ([`crate::Culler::cull_all`]): its pipeline, its
+/// bind group with its uniform entry's offset, and its workgroup counts.
+pub(crate) struct SharedDispatch {
+    pub pipeline: wgpu::ComputePipeline,
+    pub bind_group: wgpu::BindGroup,
+    pub offset: u32,
+    pub dims: (u32, u32),
+}
+
+impl SharedDispatch {
+    /// Records the dispatch into `pass`.
+    pub fn record(&self, pass: &mut wgpu::ComputePass) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[self.offset]);
+        pass.dispatch_workgroups(self.dims.0, self.dims.1, 1);
+    }
+}
+
 /// The kept cells of a cull by cells as the CPU listed them
 /// ([`crate::CellLayout::listed_tiles`]), in place of the cell pass's: each
 /// chunk's list in `buffer` at the chunk's region (as the cell pass writes

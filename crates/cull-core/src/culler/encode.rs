@@ -8,7 +8,7 @@ use super::spec::{Kernel, KernelSpec};
 use crate::CullError;
 use crate::cells::{CellIndex, CellLayout};
 use crate::kernel::{Chunk, GpuParams, MAX_VIEWS, PARAMS_STRIDE};
-use crate::passes::{EncodeContext, ListedCells};
+use crate::passes::{EncodeContext, ListedCells, SharedDispatch};
 use crate::visibility::TestInputs;
 use crate::visibility::VisibilityTest;
 use crate::visibility::occlusion::{LateInputs, OcclusionInputs};
@@ -26,13 +26,18 @@ struct UniformLayout {
 
 impl Culler {
     /// Records `request`, checked by `check`; the cells it listed on the
-    /// CPU, if it did.
+    /// CPU, if it did. With `shared`, a cull whose kernel can
+    /// ([`crate::variants::ScanKernel::shared_dispatches`]) and whose
+    /// target records no timestamps leaves its dispatches there, for a pass
+    /// shared with other culls, after recording its clears; whether it did
+    /// is the second value.
     pub(super) fn encode(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         queue: &wgpu::Queue,
         request: &CullRequest,
-    ) -> Result<Option<u32>, CullError> {
+        shared: Option<&mut Vec<SharedDispatch>>,
+    ) -> Result<(Option<u32>, bool), CullError> {
         let cells = match request.cells {
             Cells::Always(cells) | Cells::Listed(_, cells) => Some(cells),
             _ => None,
@@ -64,28 +69,34 @@ impl Culler {
         }
         let visibility_entries = visibility_entries(request);
         let mut recorder = request.target.timing_recorder();
-        self.kernel.encode(
-            EncodeContext {
-                cells,
-                listed,
-                visibility_entries: &visibility_entries,
-                device: &self.device,
-                encoder,
-                input: request.input,
-                target: request.target,
-                chunks: &chunks,
-                dispatch: self.dispatch,
-                views,
-                params_per_chunk: layout.per_chunk,
-                param_views: layout.param_views,
-                recorder: &mut recorder,
-            },
-            &kernel,
-        );
+        let timed = recorder.is_some();
+        let cx = EncodeContext {
+            cells,
+            listed,
+            visibility_entries: &visibility_entries,
+            device: &self.device,
+            encoder,
+            input: request.input,
+            target: request.target,
+            chunks: &chunks,
+            dispatch: self.dispatch,
+            views,
+            params_per_chunk: layout.per_chunk,
+            param_views: layout.param_views,
+            recorder: &mut recorder,
+        };
+        let dispatches = shared
+            .filter(|_| !timed)
+            .and_then(|shared| Some((shared, self.kernel.shared_dispatches(&cx, &kernel)?)));
+        if let Some((shared, dispatches)) = dispatches {
+            shared.extend(dispatches);
+            return Ok((listed_cells, true));
+        }
+        self.kernel.encode(cx, &kernel);
         if let Some(recorder) = recorder {
             recorder.finish(encoder);
         }
-        Ok(listed_cells)
+        Ok((listed_cells, false))
     }
 
     /// The kernel `request` takes: its test (an occlusion phase's, or for

@@ -80,6 +80,9 @@ pub struct CullOutcome {
     /// how many cells it listed, which is what it read. `None` for a cull
     /// with a cell pass, or flat.
     pub listed_cells: Option<u32>,
+    /// For [`Culler::cull_all`]: whether its dispatches went into the pass
+    /// it shares between culls (else it recorded passes of its own).
+    pub shared_pass: bool,
 }
 
 impl<'a> CullRequest<'a> {
@@ -218,7 +221,61 @@ impl Culler {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         queue: &wgpu::Queue,
+        request: CullRequest,
+    ) -> Result<CullOutcome, CullError> {
+        self.cull_into(encoder, queue, request, None)
+    }
+
+    /// Records several culls, each as [`Self::cull`] would, in the order
+    /// given, each request's target its own (a target named again gets
+    /// [`CullError::InvalidParameter`]: the uniforms of one cull per target
+    /// reach the GPU at the next submit). The flat culls of the unordered
+    /// single-pass variants ([`crate::ScanVariant::SubgroupBallot`],
+    /// [`crate::ScanVariant::SubgroupShuffle`],
+    /// [`crate::ScanVariant::BlockAtomic`]) into targets that record no
+    /// timestamps go into one compute pass after every clear
+    /// ([`CullOutcome::shared_pass`]): many small culls then cost the GPU
+    /// one pass rather than one each. Culls by cells, occlusion phases,
+    /// timed targets and the other variants record their own passes first.
+    pub fn cull_all<'r>(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
+        requests: impl IntoIterator<Item = CullRequest<'r>>,
+    ) -> Vec<Result<CullOutcome, CullError>> {
+        let mut shared = Vec::new();
+        let mut targets: Vec<*const CullTarget> = Vec::new();
+        let outcomes = (requests.into_iter())
+            .map(|request| {
+                let target: *const CullTarget = request.target;
+                if targets.contains(&target) {
+                    return Err(CullError::InvalidParameter(
+                        "each request of one cull_all culls a target of its own",
+                    ));
+                }
+                targets.push(target);
+                self.cull_into(encoder, queue, request, Some(&mut shared))
+            })
+            .collect();
+        if !shared.is_empty() {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("cull_all"),
+                timestamp_writes: None,
+            });
+            for dispatch in &shared {
+                dispatch.record(&mut pass);
+            }
+        }
+        outcomes
+    }
+
+    /// [`Self::cull`], or with `shared` one cull of [`Self::cull_all`].
+    fn cull_into(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queue: &wgpu::Queue,
         mut request: CullRequest,
+        shared: Option<&mut Vec<crate::passes::SharedDispatch>>,
     ) -> Result<CullOutcome, CullError> {
         let mut outcome = CullOutcome::default();
         if let Cells::IfFaster(layout, cells) = request.cells {
@@ -247,7 +304,7 @@ impl Culler {
             outcome.cell_pick = Some(pick);
         }
         self.check(&request)?;
-        outcome.listed_cells = self.encode(encoder, queue, &request)?;
+        (outcome.listed_cells, outcome.shared_pass) = self.encode(encoder, queue, &request, shared)?;
         if let Phase::Late { history, .. } = &mut request.phase {
             history.advance();
         }

@@ -54,6 +54,37 @@ impl super::ScanKernel for FusedKernel {
     fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]) {
         encode(cx, passes, false)
     }
+
+    fn shared_dispatches(
+        &self,
+        cx: &EncodeContext,
+        passes: &[CompiledPass],
+    ) -> Option<Vec<crate::passes::SharedDispatch>> {
+        shared_dispatches(cx, passes)
+    }
+}
+
+/// A flat cull's dispatches, one per chunk, for a pass shared with other
+/// targets' culls; `None` by cells (the cell pass comes first).
+#[cfg(any(
+    feature = "block-atomic",
+    feature = "subgroup-ballot",
+    feature = "subgroup-shuffle"
+))]
+fn shared_dispatches(
+    cx: &EncodeContext,
+    passes: &[CompiledPass],
+) -> Option<Vec<crate::passes::SharedDispatch>> {
+    let ([pass], None) = (passes, cx.cells) else {
+        return None;
+    };
+    let dispatches = cx.chunks.iter().map(|chunk| crate::passes::SharedDispatch {
+        pipeline: pass.pipeline.clone(),
+        bind_group: cx.bind_group(pass, &cx.chunk_entries(chunk, true)),
+        offset: cx.params_offset(chunk, 0, 0),
+        dims: cx.dims(chunk),
+    });
+    Some(dispatches.collect())
 }
 
 /// The entry point of the single pass.

@@ -25,7 +25,7 @@ mod subgroup_ballot;
 mod subgroup_shuffle;
 
 use crate::kernel::{PassLayout, ScratchBuffer, ShaderDefValue, ShaderModule, shader_module};
-use crate::passes::{CompiledPass, EncodeContext};
+use crate::passes::{CompiledPass, EncodeContext, SharedDispatch};
 use crate::variant::ScanVariant;
 use crate::{CullError, InstanceFormat};
 
@@ -213,6 +213,19 @@ pub(crate) trait ScanKernel: Sync {
     /// Records the cull of every chunk, with `passes` compiled from
     /// [`Self::passes`] in order.
     fn encode(&self, cx: EncodeContext, passes: &[CompiledPass]);
+
+    /// The cull's dispatches, to be recorded into a compute pass shared
+    /// with other targets' culls (after every one's clears), where it is a
+    /// dispatch per chunk with nothing recorded between them: the
+    /// unordered single-pass kernels' flat culls. `None` where it records
+    /// passes of its own ([`Self::encode`]).
+    fn shared_dispatches(
+        &self,
+        _cx: &EncodeContext,
+        _passes: &[CompiledPass],
+    ) -> Option<Vec<SharedDispatch>> {
+        None
+    }
 }
 
 /// Knobs some kernels turn into shader defs.

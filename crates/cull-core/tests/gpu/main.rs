@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod cells;
+mod cull_all;
 mod deferred;
 mod draw;
 mod encode;
