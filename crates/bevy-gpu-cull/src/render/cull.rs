@@ -89,6 +89,7 @@ impl CullResources<'_, '_> {
             return;
         };
         let world_frusta = frusta_in(volumes, &LocalFrame::IDENTITY);
+        let mut planned = Vec::new();
         for (batch_entity, data, batch) in &self.batches {
             // Views in the batch's frame; the world's as they are.
             let frame_frusta;
@@ -125,18 +126,22 @@ impl CullResources<'_, '_> {
                     self.clear_counts(ctx, target);
                     continue;
                 };
-                self.cull_target(
-                    ctx,
+                planned.push(PlannedCull {
                     target,
-                    &frusta,
+                    frusta: frusta.into_owned(),
                     members,
                     local_bounds,
                     batch,
                     batch_entity,
                     occlusion,
-                );
+                });
             }
         }
+        let (occluded, plain): (Vec<_>, Vec<_>) = planned.into_iter().partition(|p| p.occlusion.is_some());
+        for cull in &occluded {
+            self.cull_occluded(ctx, cull);
+        }
+        self.cull_plain(ctx, &plain);
     }
 
     /// Sorts `camera`'s lists of its blended batches back to front: the
@@ -192,79 +197,109 @@ impl CullResources<'_, '_> {
         }
     }
 
-    /// Culls `batch` into `target` for the views `members` (in their slots'
-    /// order), against their frusta: occlusion culling's early phase for an
-    /// occluded camera's group.
-    #[allow(clippy::too_many_arguments)]
-    fn cull_target(
-        &self,
-        ctx: &mut RenderContext,
-        target: &cull_core::CullTarget,
-        frusta: &[Frustum],
-        members: &[Entity],
-        local_bounds: cull_core::Sphere,
-        batch: &GpuBatch,
-        batch_entity: Entity,
-        occlusion: Option<&GroupOcclusion>,
-    ) {
+    /// The plain culls of a view group, every batch's, recorded together
+    /// (`Culler::cull_all`: the flat ones in one compute pass).
+    fn cull_plain(&self, ctx: &mut RenderContext, planned: &[PlannedCull]) {
         let Some(culler) = &self.culler else {
             return;
         };
-        let test = occlusion.map(|_| VisibilityTest::OcclusionEarly);
-        let request = CullRequest::new(&batch.input, target, frusta, local_bounds, batch.cull_count());
-        // Sorted into cells, and the kernel that culls by cells is compiled:
-        // by cells where enough is left unread.
-        let request = match &batch.cells {
-            Some(cells) if cells_ready(culler.culler(), target, frusta, test) => {
+        let requests = planned.iter().map(|cull| {
+            let request = CullRequest::new(
+                &cull.batch.input,
+                cull.target,
+                &cull.frusta,
+                cull.local_bounds,
+                cull.batch.cull_count(),
+            );
+            // Sorted into cells, and the kernel that culls by cells is
+            // compiled: by cells where enough is left unread.
+            match &cull.batch.cells {
+                Some(cells) if cells_ready(culler.culler(), cull.target, &cull.frusta, None) => {
+                    request.by_cells_if_faster(&cells.layout, &cells.index)
+                }
+                _ => request,
+            }
+        });
+        let outcomes = culler
+            .culler()
+            .cull_all(ctx.command_encoder(), &self.queue, requests);
+        for (cull, culled) in planned.iter().zip(outcomes) {
+            self.after_cull(ctx, cull, culled);
+        }
+    }
+
+    /// The early phase of occlusion culling for an occluded camera's group:
+    /// `cull`'s batch into its target against its frusta.
+    fn cull_occluded(&self, ctx: &mut RenderContext, cull: &PlannedCull) {
+        let (Some(culler), Some(occlusion)) = (&self.culler, cull.occlusion) else {
+            return;
+        };
+        let test = Some(VisibilityTest::OcclusionEarly);
+        let request = CullRequest::new(
+            &cull.batch.input,
+            cull.target,
+            &cull.frusta,
+            cull.local_bounds,
+            cull.batch.cull_count(),
+        );
+        let request = match &cull.batch.cells {
+            Some(cells) if cells_ready(culler.culler(), cull.target, &cull.frusta, test) => {
                 request.by_cells_if_faster(&cells.layout, &cells.index)
             }
             _ => request,
         };
         let encoder = ctx.command_encoder();
-        let culled = match occlusion {
-            Some(occlusion) => {
-                let history = occlusion.history.lock().unwrap_or_else(|e| e.into_inner());
-                let culled = culler
-                    .culler()
-                    .cull(encoder, &self.queue, request.occlusion_early(&history));
-                // The late phase culls by cells where the early phase did.
-                let by_cells = culled
-                    .as_ref()
-                    .ok()
-                    .and_then(|o| o.cell_pick)
-                    .is_some_and(|p| p.by_cells);
-                occlusion.by_cells.store(by_cells, Ordering::Relaxed);
-                // Without early lists the late phase must draw all it
-                // finds visible: forget the history.
-                if culled.is_err() {
-                    history.clear(encoder);
-                }
-                culled
-            }
-            None => culler.culler().cull(encoder, &self.queue, request),
-        };
-        if let (Ok(outcome), Some(cells)) = (&culled, &batch.cells)
+        let history = occlusion.history.lock().unwrap_or_else(|e| e.into_inner());
+        let culled = culler
+            .culler()
+            .cull(encoder, &self.queue, request.occlusion_early(&history));
+        // The late phase culls by cells where the early phase did.
+        let by_cells = culled
+            .as_ref()
+            .ok()
+            .and_then(|o| o.cell_pick)
+            .is_some_and(|p| p.by_cells);
+        occlusion.by_cells.store(by_cells, Ordering::Relaxed);
+        // Without early lists the late phase must draw all it finds
+        // visible: forget the history.
+        if culled.is_err() {
+            history.clear(encoder);
+        }
+        drop(history);
+        self.after_cull(ctx, cull, culled);
+    }
+
+    /// What follows a recorded cull: its cells' statistics, its counts'
+    /// copy for the CPU, or, where it failed, an empty draw.
+    fn after_cull(
+        &self,
+        ctx: &mut RenderContext,
+        cull: &PlannedCull,
+        culled: Result<cull_core::CullOutcome, cull_core::CullError>,
+    ) {
+        if let (Ok(outcome), Some(cells)) = (&culled, &cull.batch.cells)
             && let Some(pick) = outcome.cell_pick
         {
-            self.send_cell_stats(members[0], batch_entity, cells, pick);
+            self.send_cell_stats(cull.members[0], cull.batch_entity, cells, pick);
         }
         if let Err(e) = culled {
             // E.g. GpuCullBounds with a negative radius: draw nothing rather
             // than the survivors of an earlier frame.
             error_once!("GPU culling: {e}; the batch is not drawn");
-            self.clear_counts(ctx, target);
+            self.clear_counts(ctx, cull.target);
             return;
         }
         self.culled.0.store(true, Ordering::Relaxed);
         // Each view's count for the CPU, tagged with this frame; skipped
         // while the previous one is still being mapped.
-        for &view in members {
-            let view_target = self.targets.map.get(&(view, batch_entity));
+        let encoder = ctx.command_encoder();
+        for &view in cull.members {
+            let view_target = self.targets.map.get(&(view, cull.batch_entity));
             // Only the views whose lists are in this target.
-            if let Some(view_target) = view_target.filter(|t| std::ptr::eq(t.target.as_ref(), target)) {
+            if let Some(view_target) = view_target.filter(|t| std::ptr::eq(t.target.as_ref(), cull.target)) {
                 view_target.counts.copy(
                     encoder,
-                    target.draw_args(),
+                    cull.target.draw_args(),
                     view_target.draw_args_offset() + INSTANCE_COUNT_OFFSET,
                     view_target.counts_len(),
                     self.frame.0,
@@ -272,6 +307,21 @@ impl CullResources<'_, '_> {
             }
         }
     }
+}
+
+/// One batch's cull into one target for a view group, planned before any
+/// is recorded: the group's plain culls are recorded together.
+struct PlannedCull<'a> {
+    target: &'a cull_core::CullTarget,
+    /// The views' frusta (times the levels'), in the batch's frame.
+    frusta: Vec<Frustum>,
+    /// The views whose lists are in the target, in their slots' order.
+    members: &'a [Entity],
+    local_bounds: cull_core::Sphere,
+    batch: &'a GpuBatch,
+    batch_entity: Entity,
+    /// An occluded camera's group: occlusion culling's early phase.
+    occlusion: Option<&'a GroupOcclusion>,
 }
 
 /// Drops the pyramids of views that are gone or no longer occlusion-culled.
