@@ -274,16 +274,15 @@ pub(crate) struct BatchDrawForm {
     /// ([`resolve_pixels`]), not the instances' draw.
     pub pixels: bool,
     /// The vertex stage passes the mesh's texture coordinates on: false
-    /// only for a `StandardMaterial` without a texture
+    /// only for a `StandardMaterial` that reads none
     /// ([`leave_out_texture_coordinates`]).
     pub texture_coordinates: bool,
 }
 
-/// A draw whose material is a `StandardMaterial` sampling no texture
-/// ([`super::standard::samples_textures`]): Bevy's PBR fragment shader
-/// reads the mesh's first texture coordinates only to sample textures, so
-/// the vertex stage leaves them out, as Bevy's shaders do for a mesh
-/// without them, and the picture is the same. Each value a vertex passes to
+/// A draw whose material is a `StandardMaterial` that reads no texture
+/// coordinates ([`super::standard::reads_texture_coordinates`]: no texture,
+/// no anisotropy): the vertex stage leaves them out, as Bevy's shaders do
+/// for a mesh without them, and the picture is the same. Each value a vertex passes to
 /// the fragment stage costs where triangles are small and many. A mesh
 /// with second coordinates (a lightmap's) keeps both.
 fn leave_out_texture_coordinates(

@@ -490,7 +490,7 @@ impl MainPassSpecializer<'_> {
                     clockwise,
                     instance_colors: data.instance_colors(),
                     pixels: false,
-                    texture_coordinates: data.material.samples_textures,
+                    texture_coordinates: data.material.reads_texture_coordinates,
                 },
                 layout,
             )

@@ -18,7 +18,7 @@ use bevy::render::MainWorld;
 use bevy::render::sync_world::RenderEntity;
 use cull_core::{LocalFrame, Sphere};
 
-use super::standard::{BatchMaterial, SampledTextures};
+use super::standard::{BatchMaterial, reads_texture_coordinates};
 
 /// A batch in the render world: a copy of the main world's list, kept up to
 /// date by applying only the changed ranges, and the ranges still to upload.
@@ -406,15 +406,48 @@ impl PixelSurfaces {
 
     /// Forgets the meshes Bevy reports added, changed or gone.
     fn forget_changed(&mut self, events: &mut MessageReader<AssetEvent<Mesh>>) {
-        for event in events.read() {
-            let (AssetEvent::Added { id }
-            | AssetEvent::Modified { id }
-            | AssetEvent::Removed { id }
-            | AssetEvent::Unused { id }
-            | AssetEvent::LoadedWithDependencies { id }) = event;
-            self.0.remove(id);
+        for id in reported(events) {
+            self.0.remove(&id);
         }
     }
+}
+
+/// [`reads_texture_coordinates`] of each `StandardMaterial`, kept until
+/// Bevy reports the material changed: every batch's extract asks each
+/// frame, and a walk of some sixty fields is not free.
+#[derive(Default)]
+pub(crate) struct CoordinateReaders(HashMap<AssetId<StandardMaterial>, bool>);
+
+impl CoordinateReaders {
+    /// Whether shading `material` (the asset `id`) reads texture
+    /// coordinates.
+    fn of(&mut self, id: AssetId<StandardMaterial>, material: &StandardMaterial) -> bool {
+        *self
+            .0
+            .entry(id)
+            .or_insert_with(|| reads_texture_coordinates(material))
+    }
+
+    /// Forgets the materials Bevy reports added, changed or gone.
+    fn forget_changed(&mut self, events: &mut MessageReader<AssetEvent<StandardMaterial>>) {
+        for id in reported(events) {
+            self.0.remove(&id);
+        }
+    }
+}
+
+/// The assets Bevy reports added, changed or gone since `events` last read.
+fn reported<'a, A: Asset>(
+    events: &'a mut MessageReader<AssetEvent<A>>,
+) -> impl Iterator<Item = AssetId<A>> + 'a {
+    events.read().map(|event| {
+        let (AssetEvent::Added { id }
+        | AssetEvent::Modified { id }
+        | AssetEvent::Removed { id }
+        | AssetEvent::Unused { id }
+        | AssetEvent::LoadedWithDependencies { id }) = event;
+        *id
+    })
 }
 
 impl PixelSurface {
@@ -520,7 +553,7 @@ pub(crate) fn extract_batches(
     mut main_world: ResMut<MainWorld>,
     mut state: Local<Option<SystemState<MainBatchesAndMeshes>>>,
     mut surfaces: Local<PixelSurfaces>,
-    mut sampled: Local<SampledTextures>,
+    mut readers: Local<CoordinateReaders>,
     mut batches: Query<(Entity, &mut BatchData)>,
     mut live: Local<HashSet<Entity>>,
 ) {
@@ -530,9 +563,12 @@ pub(crate) fn extract_batches(
         return;
     };
     surfaces.forget_changed(&mut mesh_events);
-    sampled.forget_changed(&mut material_events);
+    readers.forget_changed(&mut material_events);
     live.clear();
     let mut materials = Vec::new();
+    // Inserted once their material is read, so that their first frame
+    // draws with it.
+    let mut new_batches = HashMap::new();
     for (
         render_entity,
         mut batch,
@@ -577,7 +613,7 @@ pub(crate) fn extract_batches(
         let Ok((_, mut data)) = batches.get_mut(render_entity) else {
             let batch = batch.bypass_change_detection();
             let data = BatchData::new(batch, properties, world_from_local, visibility.get());
-            commands.entity(render_entity).insert(data);
+            new_batches.insert(render_entity, data);
             continue;
         };
         data.place(world_from_local, visibility.get());
@@ -586,20 +622,18 @@ pub(crate) fn extract_batches(
             data.apply_changes(batch.bypass_change_detection());
         }
     }
-    // The batches' materials, read from the main world's assets (cheap: a
-    // few fields per batch; the draw's uniform is written only on change).
     let standard = main_world.get_resource::<Assets<StandardMaterial>>();
-    for (entity, id) in materials {
-        let m = id
-            .and_then(|id| Some((id, standard?.get(id)?)))
-            .map_or_else(BatchMaterial::default, |(id, m)| {
-                BatchMaterial::from_standard(m, sampled.of(id, m))
-            });
-        if let Ok((_, mut data)) = batches.get_mut(entity)
+    for (entity, m) in batch_materials(standard, materials, &mut readers) {
+        if let Some(data) = new_batches.get_mut(&entity) {
+            data.material = m;
+        } else if let Ok((_, mut data)) = batches.get_mut(entity)
             && data.material != m
         {
             data.material = m;
         }
+    }
+    for (entity, data) in new_batches {
+        commands.entity(entity).insert(data);
     }
     // Batches whose component was removed (despawned entities leave the
     // render world with their components).
@@ -608,6 +642,24 @@ pub(crate) fn extract_batches(
             commands.entity(entity).remove::<BatchData>();
         }
     }
+}
+
+/// The batches' materials (render entity and `StandardMaterial`, if any),
+/// read from the main world's assets: cheap, a few fields per batch; the
+/// draw's uniform is written only on change.
+fn batch_materials<'a>(
+    standard: Option<&'a Assets<StandardMaterial>>,
+    materials: Vec<(Entity, Option<AssetId<StandardMaterial>>)>,
+    readers: &'a mut CoordinateReaders,
+) -> impl Iterator<Item = (Entity, BatchMaterial)> + 'a {
+    materials.into_iter().map(move |(entity, id)| {
+        let m = id
+            .and_then(|id| Some((id, standard?.get(id)?)))
+            .map_or_else(BatchMaterial::default, |(id, m)| {
+                BatchMaterial::from_standard(m, readers.of(id, m))
+            });
+        (entity, m)
+    })
 }
 
 #[cfg(test)]
@@ -644,5 +696,24 @@ mod tests {
         assert_eq!(normal(&mut world), Vec3::Z, "kept until the change is reported");
         world.write_message(AssetEvent::Modified { id });
         assert_eq!(normal(&mut world), -Vec3::Z);
+    }
+
+    /// The answer is kept until Bevy reports the material changed.
+    #[test]
+    fn coordinate_readers_follow_the_materials_changes() {
+        let mut world = World::new();
+        world.init_resource::<Messages<AssetEvent<StandardMaterial>>>();
+        let id = AssetId::<StandardMaterial>::default();
+        let mut state = SystemState::<MessageReader<AssetEvent<StandardMaterial>>>::new(&mut world);
+        let mut readers = CoordinateReaders::default();
+        let textured = StandardMaterial {
+            base_color_texture: Some(Handle::default()),
+            ..default()
+        };
+        assert!(!readers.of(id, &StandardMaterial::default()));
+        assert!(!readers.of(id, &textured), "kept until the change is reported");
+        world.write_message(AssetEvent::Modified { id });
+        readers.forget_changed(&mut state.get_mut(&mut world).expect("valid params"));
+        assert!(readers.of(id, &textured));
     }
 }

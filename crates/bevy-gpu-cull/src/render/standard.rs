@@ -8,7 +8,6 @@
 
 use bevy::asset::AssetId;
 use bevy::pbr::StandardMaterial;
-use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::reflect::structs::Struct;
 use bytemuck::{Pod, Zeroable};
@@ -52,9 +51,9 @@ pub(crate) struct BatchMaterial {
     /// Base color, normal map, metallic-roughness, emissive and occlusion
     /// textures, in the draw's binding order ([`TEXTURES`]).
     pub textures: [Option<AssetId<Image>>; TEXTURES],
-    /// Whether the material samples any texture, these or another
-    /// ([`samples_textures`]).
-    pub samples_textures: bool,
+    /// Whether Bevy's PBR fragment shader reads the mesh's texture
+    /// coordinates for the material ([`reads_texture_coordinates`]).
+    pub reads_texture_coordinates: bool,
 }
 
 /// Textures of a batch's material the draw binds.
@@ -74,7 +73,7 @@ impl Default for BatchMaterial {
                 alpha_cutoff: 0.5,
             },
             textures: [None; TEXTURES],
-            samples_textures: false,
+            reads_texture_coordinates: false,
         }
     }
 }
@@ -86,9 +85,9 @@ impl BatchMaterial {
         self.uniform.flags & ALPHA_MASK != 0
     }
 
-    /// What the draw takes of `m`, which samples a texture where
-    /// `samples_textures` ([`SampledTextures`]).
-    pub fn from_standard(m: &StandardMaterial, samples_textures: bool) -> Self {
+    /// What the draw takes of `m`, whose shading reads texture coordinates
+    /// where `reads_texture_coordinates` ([`reads_texture_coordinates`]).
+    pub fn from_standard(m: &StandardMaterial, reads_texture_coordinates: bool) -> Self {
         let textures = [
             &m.base_color_texture,
             &m.normal_map_texture,
@@ -139,61 +138,37 @@ impl BatchMaterial {
                 alpha_cutoff,
             },
             textures,
-            samples_textures,
+            reads_texture_coordinates,
         }
     }
 }
 
-/// Whether `material` has any texture: Bevy's PBR fragment shader reads a
-/// mesh's texture coordinates only to sample them. Every texture of a
-/// `StandardMaterial` is an `Option<Handle<Image>>` field, some present
-/// only with Bevy's features (transmission, clearcoat, anisotropy,
-/// specular), so the fields are found by reflection rather than listed.
-pub(crate) fn samples_textures(material: &StandardMaterial) -> bool {
-    material.iter_fields().any(|(_, field)| {
-        field
-            .try_downcast_ref::<Option<Handle<Image>>>()
-            .is_some_and(Option::is_some)
-    })
-}
-
-/// [`samples_textures`] of each `StandardMaterial`, kept until Bevy reports
-/// the material changed: every batch's extract asks each frame, and a walk
-/// of some sixty fields is not free.
-#[derive(Default)]
-pub(crate) struct SampledTextures(HashMap<AssetId<StandardMaterial>, bool>);
-
-impl SampledTextures {
-    /// Whether `material` (the asset `id`) samples a texture.
-    pub fn of(&mut self, id: AssetId<StandardMaterial>, material: &StandardMaterial) -> bool {
-        *self.0.entry(id).or_insert_with(|| samples_textures(material))
-    }
-
-    /// Forgets the materials Bevy reports added, changed or gone.
-    pub fn forget_changed(&mut self, events: &mut MessageReader<AssetEvent<StandardMaterial>>) {
-        for event in events.read() {
-            let (AssetEvent::Added { id }
-            | AssetEvent::Modified { id }
-            | AssetEvent::Removed { id }
-            | AssetEvent::Unused { id }
-            | AssetEvent::LoadedWithDependencies { id }) = event;
-            self.0.remove(id);
-        }
-    }
+/// Whether Bevy's PBR fragment shader reads a mesh's texture coordinates
+/// for `material`: to sample any of its textures, and for anisotropy, whose
+/// code (with Bevy's `pbr_anisotropy_texture` feature) takes them with or
+/// without its texture. Every texture of a `StandardMaterial` is an
+/// `Option<Handle<Image>>` field, some present only with Bevy's features
+/// (transmission, clearcoat, anisotropy, specular), so the fields are
+/// found by reflection rather than listed.
+pub(crate) fn reads_texture_coordinates(material: &StandardMaterial) -> bool {
+    material.anisotropy_strength > 0.0
+        || material.iter_fields().any(|(_, field)| {
+            field
+                .try_downcast_ref::<Option<Handle<Image>>>()
+                .is_some_and(Option::is_some)
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bevy::ecs::message::Messages;
-    use bevy::ecs::system::SystemState;
 
-    /// Any texture counts, whichever field holds it; the default material
-    /// and colors alone sample none.
+    /// Any texture counts, whichever field holds it, and anisotropy; the
+    /// default material and colors alone read none.
     #[test]
-    fn a_material_samples_textures_where_any_field_holds_one() {
-        assert!(!samples_textures(&StandardMaterial::default()));
-        assert!(!samples_textures(&StandardMaterial::from(Color::srgb(
+    fn a_material_reads_texture_coordinates_for_any_texture_and_anisotropy() {
+        assert!(!reads_texture_coordinates(&StandardMaterial::default()));
+        assert!(!reads_texture_coordinates(&StandardMaterial::from(Color::srgb(
             0.2, 0.5, 0.9
         ))));
         let image = Handle::<Image>::default();
@@ -210,28 +185,13 @@ mod tests {
                 depth_map: Some(image.clone()),
                 ..default()
             },
+            StandardMaterial {
+                anisotropy_strength: 0.5,
+                ..default()
+            },
         ];
         for material in &with {
-            assert!(samples_textures(material));
+            assert!(reads_texture_coordinates(material));
         }
-    }
-
-    /// The answer is kept until Bevy reports the material changed.
-    #[test]
-    fn sampled_textures_follow_the_materials_changes() {
-        let mut world = World::new();
-        world.init_resource::<Messages<AssetEvent<StandardMaterial>>>();
-        let id = AssetId::<StandardMaterial>::default();
-        let mut state = SystemState::<MessageReader<AssetEvent<StandardMaterial>>>::new(&mut world);
-        let mut sampled = SampledTextures::default();
-        let textured = StandardMaterial {
-            base_color_texture: Some(Handle::default()),
-            ..default()
-        };
-        assert!(!sampled.of(id, &StandardMaterial::default()));
-        assert!(!sampled.of(id, &textured), "kept until the change is reported");
-        world.write_message(AssetEvent::Modified { id });
-        sampled.forget_changed(&mut state.get_mut(&mut world).expect("valid params"));
-        assert!(sampled.of(id, &textured));
     }
 }
