@@ -261,7 +261,6 @@ fn finish_headless(
         .field("occlusion", args.occlusion)
         .field("no_cpu_culling", args.no_cpu_culling)
         .field("visible_per_level", support::per_level(&stats, |_| true))
-        .field("gpu_cull_ms", stats.gpu_time_ms)
         .field("shadow_views", stats.shadow_visible.len());
     support::add_cells(&mut summary, cells);
     if let Some(store) = diagnostics.filter(|_| args.pass_times) {

@@ -114,7 +114,12 @@ impl Plugin for GpuCullPlugin {
     }
 }
 
-fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, mut diagnostics: Diagnostics) {
+fn receive_stats(
+    receiver: Res<StatReceiver>,
+    settings: Res<GpuCullSettings>,
+    mut stats: ResMut<GpuCullStats>,
+    mut diagnostics: Diagnostics,
+) {
     let receiver = receiver.0.lock().expect("stats channel poisoned");
     let mut culled = false;
     let mut forgot = false;
@@ -201,7 +206,15 @@ fn receive_stats(receiver: Res<StatReceiver>, mut stats: ResMut<GpuCullStats>, m
         let total: u32 = stats.visible.values().sum();
         diagnostics.add_measurement(&GpuCullPlugin::VISIBLE, || total as f64);
     }
-    if culled && (!stats.timings.is_empty() || !stats.shadow_timings.is_empty()) {
+    if !settings.pass_timings {
+        // Off (or turned off: the culler that timed may still report a
+        // frame or two): no time stays behind.
+        if stats.gpu_time_ms.is_some() || !stats.timings.is_empty() || !stats.shadow_timings.is_empty() {
+            stats.timings.clear();
+            stats.shadow_timings.clear();
+            stats.gpu_time_ms = None;
+        }
+    } else if culled && (!stats.timings.is_empty() || !stats.shadow_timings.is_empty()) {
         publish_gpu_times(&mut stats, &mut diagnostics);
     }
 }

@@ -188,6 +188,14 @@ fn several_cameras_edits_and_empty_batches() {
         stats.gpu_time_ms
     );
     assert!(!stats.timings.is_empty());
+    // Turned off again: no time stays behind.
+    h.app.world_mut().resource_mut::<GpuCullSettings>().pass_timings = false;
+    for _ in 0..3 {
+        h.app.update();
+    }
+    let stats = h.app.world().resource::<GpuCullStats>();
+    assert_eq!(stats.gpu_time_ms, None);
+    assert!(stats.timings.is_empty());
 }
 
 /// Issue 15: switching the variant and format never stalls a frame. The
