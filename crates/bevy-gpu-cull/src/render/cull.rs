@@ -203,23 +203,16 @@ impl CullResources<'_, '_> {
         let Some(culler) = &self.culler else {
             return;
         };
-        let requests = planned.iter().map(|cull| {
-            let request = CullRequest::new(
-                &cull.batch.input,
-                cull.target,
-                &cull.frusta,
-                cull.local_bounds,
-                cull.batch.cull_count(),
-            );
-            // Sorted into cells, and the kernel that culls by cells is
-            // compiled: by cells where enough is left unread.
-            match &cull.batch.cells {
-                Some(cells) if cells_ready(culler.culler(), cull.target, &cull.frusta, None) => {
-                    request.by_cells_if_faster(&cells.layout, &cells.index)
-                }
-                _ => request,
-            }
-        });
+        // Each batch's targets are its own, and a group's views are in one
+        // of them or each in its own: no target twice (`cull_all` refuses).
+        debug_assert!(
+            planned
+                .iter()
+                .enumerate()
+                .all(|(i, a)| planned[..i].iter().all(|b| !std::ptr::eq(a.target, b.target))),
+            "a target planned twice in one view group"
+        );
+        let requests = planned.iter().map(|cull| cull.request(culler, None));
         let outcomes = culler
             .culler()
             .cull_all(ctx.command_encoder(), &self.queue, requests);
@@ -234,20 +227,7 @@ impl CullResources<'_, '_> {
         let (Some(culler), Some(occlusion)) = (&self.culler, cull.occlusion) else {
             return;
         };
-        let test = Some(VisibilityTest::OcclusionEarly);
-        let request = CullRequest::new(
-            &cull.batch.input,
-            cull.target,
-            &cull.frusta,
-            cull.local_bounds,
-            cull.batch.cull_count(),
-        );
-        let request = match &cull.batch.cells {
-            Some(cells) if cells_ready(culler.culler(), cull.target, &cull.frusta, test) => {
-                request.by_cells_if_faster(&cells.layout, &cells.index)
-            }
-            _ => request,
-        };
+        let request = cull.request(culler, Some(VisibilityTest::OcclusionEarly));
         let encoder = ctx.command_encoder();
         let history = occlusion.history.lock().unwrap_or_else(|e| e.into_inner());
         let culled = culler
@@ -322,6 +302,27 @@ struct PlannedCull<'a> {
     batch_entity: Entity,
     /// An occluded camera's group: occlusion culling's early phase.
     occlusion: Option<&'a GroupOcclusion>,
+}
+
+impl PlannedCull<'_> {
+    /// The cull's request, by cells where the batch is sorted into cells,
+    /// the kernel that culls them for `test` is compiled and enough is left
+    /// unread.
+    fn request(&self, culler: &RenderCuller, test: Option<VisibilityTest>) -> CullRequest<'_> {
+        let request = CullRequest::new(
+            &self.batch.input,
+            self.target,
+            &self.frusta,
+            self.local_bounds,
+            self.batch.cull_count(),
+        );
+        match &self.batch.cells {
+            Some(cells) if cells_ready(culler.culler(), self.target, &self.frusta, test) => {
+                request.by_cells_if_faster(&cells.layout, &cells.index)
+            }
+            _ => request,
+        }
+    }
 }
 
 /// Drops the pyramids of views that are gone or no longer occlusion-culled.

@@ -226,17 +226,19 @@ impl Culler {
         self.cull_into(encoder, queue, request, None)
     }
 
-    /// Records several culls, each as [`Self::cull`] would, in the order
-    /// given, each request's target its own (a target named again gets
+    /// Records several culls, each as [`Self::cull`] would, each request's
+    /// target its own (a target named again gets
     /// [`CullError::InvalidParameter`]: the uniforms of one cull per target
-    /// reach the GPU at the next submit). The flat culls of the unordered
-    /// single-pass variants ([`crate::ScanVariant::SubgroupBallot`],
+    /// reach the GPU at the next submit). The flat culls (not by cells) of
+    /// the unordered single-pass variants
+    /// ([`crate::ScanVariant::SubgroupBallot`],
     /// [`crate::ScanVariant::SubgroupShuffle`],
     /// [`crate::ScanVariant::BlockAtomic`]) into targets that record no
     /// timestamps go into one compute pass after every clear
     /// ([`CullOutcome::shared_pass`]): many small culls then cost the GPU
-    /// one pass rather than one each. Culls by cells, occlusion phases,
-    /// timed targets and the other variants record their own passes first.
+    /// one pass rather than one each. Culls by cells, timed targets and the
+    /// other variants record their own passes, in the order given, before
+    /// that pass: no request may read what another writes.
     pub fn cull_all<'r>(
         &self,
         encoder: &mut wgpu::CommandEncoder,

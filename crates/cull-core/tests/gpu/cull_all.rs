@@ -7,10 +7,7 @@
 
 use crate::harness::*;
 use cull_core::GpuContext;
-use cull_core::scene::Scene;
-use cull_core::{
-    CellIndex, CellLayout, CullError, Culler, CullerDesc, InstanceFormat, OutputKind, ScanVariant, Tuning,
-};
+use cull_core::{CellIndex, CullError, Culler, CullerDesc, InstanceFormat, OutputKind, ScanVariant, Tuning};
 
 const SIZES: [usize; 5] = [0, 1, 257, 9000, 100_003];
 
@@ -22,13 +19,8 @@ fn culler_timed(
     timestamps: bool,
 ) -> Culler {
     let desc = CullerDesc {
-        variant: Some(variant),
-        allow_fallback: false,
-        format,
-        output,
         timestamps,
-        tuning,
-        ..Default::default()
+        ..culler_desc(variant, format, output, tuning)
     };
     Culler::new(&ctx.device, &ctx.queue, &desc).unwrap()
 }
@@ -41,42 +33,36 @@ fn shares_pass(variant: ScanVariant) -> bool {
     )
 }
 
-/// Culls a scene of each size, and the largest again by cells, in one
-/// `cull_all`; checks each against the reference and whether it shared
-/// the pass.
-fn check(ctx: &GpuContext, culler: &Culler, what: &str, timed: bool) {
+/// Culls a scene of each of `sizes`, and the largest again by cells
+/// (between them, a pass of its own), in one `cull_all`, twice (the second
+/// into the same targets, whose counts the first left); checks each against
+/// the reference and whether it shared the pass.
+fn check(ctx: &GpuContext, culler: &Culler, what: &str, sizes: &[usize], timed: bool) {
     let format = culler.format();
-    let scenes: Vec<_> = (SIZES.iter().enumerate())
+    let scenes: Vec<_> = (sizes.iter().enumerate())
         .map(|(s, &size)| edge_scene(s as u64 + 900, size, Camera::ALL[s % Camera::ALL.len()], format))
         .collect();
     let jobs: Vec<_> = (scenes.iter())
         .map(|scene| Job::new(ctx, culler, scene, scene.instances.len() as u32 + 33))
         .collect();
-    // The largest scene again, sorted into cells and culled by them.
-    let (sorted, layout) = {
-        let scene = scenes.last().unwrap();
-        let bytes = format.encode(&scene.instances).unwrap();
-        let (_, layout) = CellLayout::sort(format, &bytes, scene.bounds, culler.tile_len()).unwrap();
-        let instances = layout
-            .order
-            .iter()
-            .map(|&i| scene.instances[i as usize])
-            .collect();
-        let sorted = Scene {
-            instances,
-            ..scene.clone()
-        };
-        (sorted, layout)
-    };
+    let largest = scenes.iter().max_by_key(|s| s.instances.len()).unwrap();
+    let (sorted, layout) = crate::cells::sorted(largest, culler);
     let by_cells_job = Job::new(ctx, culler, &sorted, sorted.instances.len() as u32 + 33);
     let cells = CellIndex::new(&ctx.device, culler, by_cells_job.count + 33).unwrap();
     cells.write_bounds(&ctx.queue, 0, &layout.bounds).unwrap();
-    let by_cells = by_cells_job.request().by_cells(&cells);
-    let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    let requests = jobs.iter().map(Job::request).chain([by_cells]);
-    let outcomes = culler.cull_all(&mut encoder, &ctx.queue, requests);
-    ctx.queue.submit([encoder.finish()]);
-    let outcomes: Vec<_> = outcomes.into_iter().map(Result::unwrap).collect();
+    let mut outcomes = Vec::new();
+    for _ in 0..2 {
+        let middle = jobs.len() / 2;
+        let by_cells = by_cells_job.request().by_cells(&cells);
+        let requests = (jobs[..middle].iter().map(Job::request))
+            .chain([by_cells])
+            .chain(jobs[middle..].iter().map(Job::request));
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        outcomes = culler.cull_all(&mut encoder, &ctx.queue, requests);
+        ctx.queue.submit([encoder.finish()]);
+    }
+    let mut outcomes: Vec<_> = outcomes.into_iter().map(Result::unwrap).collect();
+    let by_cells = outcomes.remove(jobs.len() / 2);
     let shared = shares_pass(culler.variant()) && !timed;
     for ((job, scene), outcome) in jobs.iter().zip(&scenes).zip(&outcomes) {
         let what = format!("{what} n={}", job.count);
@@ -85,7 +71,7 @@ fn check(ctx: &GpuContext, culler: &Culler, what: &str, timed: bool) {
         assert_exact(&what, &reference(scene, format), &survivors);
     }
     assert!(
-        !outcomes[SIZES.len()].shared_pass,
+        !by_cells.shared_pass,
         "{what}: a cull by cells in the shared pass"
     );
     let job = &by_cells_job;
@@ -109,7 +95,7 @@ fn cull_all_culls_each_request_exactly() {
                 form_name(&culler),
                 kernel.2
             );
-            check(ctx, &culler, &what, false);
+            check(ctx, &culler, &what, &SIZES, false);
         }
     }
     // Timed targets record their own passes, as `cull` does.
@@ -120,7 +106,36 @@ fn cull_all_culls_each_request_exactly() {
             InstanceFormat::PosQuat,
         );
         let culler = culler_timed(ctx, kernel, OutputKind::Indices, true);
-        check(ctx, &culler, "timed", true);
+        check(ctx, &culler, "timed", &SIZES, true);
+    }
+}
+
+/// Batches of several chunks (small bindings) in a dispatch wrapped into
+/// two dimensions, culled together.
+#[test]
+fn cull_all_across_chunks_and_two_dimensional_dispatch() {
+    let ctx = gpu();
+    let limits = Tuning {
+        max_binding_size: Some(128 << 10),
+        max_workgroups_per_dimension: Some(7),
+        ..Default::default()
+    };
+    for (variant, tuning) in forms(ctx) {
+        let tuning = Tuning {
+            workgroup_scan: tuning.workgroup_scan,
+            ..limits
+        };
+        let kernel = (variant, tuning, InstanceFormat::PosQuat);
+        let culler = culler_timed(ctx, kernel, OutputKind::Indices, false);
+        let chunk = culler.chunk_len() as usize;
+        let what = format!("{variant:?} ({}) chunk={chunk}", form_name(&culler));
+        check(
+            ctx,
+            &culler,
+            &what,
+            &[chunk / 2, 2 * chunk + chunk / 3, chunk + 1],
+            false,
+        );
     }
 }
 

@@ -296,15 +296,28 @@ pub fn views_culler(
     max_views: u32,
 ) -> Culler {
     let desc = CullerDesc {
+        max_views,
+        ..culler_desc(variant, format, output, tuning)
+    };
+    Culler::new(&ctx.device, &ctx.queue, &desc).unwrap()
+}
+
+/// What [`culler`] builds from: the variant, exactly, with timestamps.
+pub fn culler_desc(
+    variant: ScanVariant,
+    format: InstanceFormat,
+    output: OutputKind,
+    tuning: Tuning,
+) -> CullerDesc {
+    CullerDesc {
         variant: Some(variant),
         allow_fallback: false,
         format,
         output,
         timestamps: true,
-        max_views,
+        max_views: 1,
         tuning,
-    };
-    Culler::new(&ctx.device, &ctx.queue, &desc).unwrap()
+    }
 }
 
 /// `k` frusta over `scene`'s instances: the scene's own first (its edge
