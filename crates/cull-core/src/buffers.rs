@@ -180,6 +180,8 @@ pub struct CullTarget {
     /// first: the target's own, since a target is culled once per
     /// submission and a batch may be culled into several in one.
     cell_lists: std::sync::Mutex<Option<wgpu::Buffer>>,
+    /// The bind groups of its latest culls, kept for the next.
+    bind_groups: crate::bind_cache::BindGroupCache,
 }
 
 /// Bytes of `DrawIndexedIndirectArgs` (five `u32`); `DrawIndirectArgs` uses
@@ -274,7 +276,13 @@ impl CullTarget {
             timing,
             timestamp_period: spec.timestamp_period,
             cell_lists: Default::default(),
+            bind_groups: Default::default(),
         })
+    }
+
+    /// The bind groups of its culls ([`crate::bind_cache`]).
+    pub(crate) fn bind_groups(&self) -> &crate::bind_cache::BindGroupCache {
+        &self.bind_groups
     }
 
     /// The buffer of the CPU's lists of kept cells, of at least `bytes`

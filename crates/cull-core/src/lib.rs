@@ -110,6 +110,7 @@ compile_error!(
 // modules that are namespaces of their own: `cpu` (the CPU reference),
 // `shader` (what a renderer that compiles the kernels itself needs) and,
 // with the `scenes` feature, `scene` (random test scenes).
+mod bind_cache;
 mod buffers;
 mod cells;
 mod cone;

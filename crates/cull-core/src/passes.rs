@@ -197,18 +197,15 @@ impl EncodeContext<'_, '_> {
         entries
     }
 
-    /// A bind group for `pass`, of the entries its layout has.
+    /// A bind group for `pass`, of the entries its layout has: the one the
+    /// target's previous cull made, where it binds the same.
     pub fn bind_group(&self, pass: &CompiledPass, entries: &[wgpu::BindGroupEntry]) -> wgpu::BindGroup {
         let entries: Vec<wgpu::BindGroupEntry> = entries
             .iter()
             .filter(|e| pass.bindings.contains(&e.binding))
             .cloned()
             .collect();
-        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("cull"),
-            layout: &pass.layout,
-            entries: &entries,
-        })
+        self.target.bind_groups().get(self.device, &pass.layout, &entries)
     }
 
     /// Begins a compute pass, with timestamp writes when recording.

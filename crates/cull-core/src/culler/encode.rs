@@ -43,6 +43,7 @@ impl Culler {
             _ => None,
         };
         let (test, kernel) = self.kernel_of(request, cells.is_some())?;
+        request.target.bind_groups().next_cull();
         let listed = match request.cells {
             Cells::Listed(layout, cells) => Some(self.list_cells(queue, request, layout, cells, test)),
             _ => None,

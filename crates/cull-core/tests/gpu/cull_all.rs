@@ -3,7 +3,9 @@
 //! (each form), format and output kind; the unordered single-pass
 //! variants' flat culls in the one pass they share, every other cull (by
 //! cells, into a timed target, of another variant) in passes of its own
-//! recorded with them; a target named twice refused.
+//! recorded with them; a target named twice refused; a target culled from
+//! one input, then another, then the first again (its bind groups are kept
+//! from one cull to the next).
 
 use crate::harness::*;
 use cull_core::GpuContext;
@@ -136,6 +138,36 @@ fn cull_all_across_chunks_and_two_dimensional_dispatch() {
             &[chunk / 2, 2 * chunk + chunk / 3, chunk + 1],
             false,
         );
+    }
+}
+
+/// One target culled from one input, another, then the first again: each
+/// cull binds its own input, whatever the target kept.
+#[test]
+fn a_target_culled_from_another_input_binds_it() {
+    let ctx = gpu();
+    for (variant, tuning) in forms(ctx) {
+        let kernel = (variant, tuning, InstanceFormat::PosQuat);
+        let culler = culler_timed(ctx, kernel, OutputKind::Indices, false);
+        let what = format!("{variant:?} ({})", form_name(&culler));
+        let scenes =
+            [0, 1].map(|s| edge_scene(s + 40, 3000, Camera::ALL[s as usize], InstanceFormat::PosQuat));
+        let jobs = scenes.each_ref().map(|scene| Job::new(ctx, &culler, scene, 3100));
+        let target = &jobs[0].target;
+        for i in [0, 1, 0] {
+            let job = &jobs[i];
+            let frustum = std::slice::from_ref(&jobs[0].frustum);
+            let request =
+                cull_core::CullRequest::new(&job.input, target, frustum, job.local_bounds, job.count);
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            culler.cull(&mut encoder, &ctx.queue, request).unwrap();
+            ctx.queue.submit([encoder.finish()]);
+            let survivors = read_views(ctx, &culler, &job.bytes, target, 1, job.count).remove(0);
+            let bytes = &job.bytes;
+            let reference =
+                cull_core::cpu::classify(kernel.2, bytes, job.local_bounds, &jobs[0].frustum).unwrap();
+            assert_exact(&format!("{what} input {i}"), &reference, &survivors);
+        }
     }
 }
 
