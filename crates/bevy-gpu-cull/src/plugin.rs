@@ -207,15 +207,19 @@ fn receive_stats(
         diagnostics.add_measurement(&GpuCullPlugin::VISIBLE, || total as f64);
     }
     if !settings.pass_timings {
-        // Off (or turned off: the culler that timed may still report a
-        // frame or two): no time stays behind.
-        if stats.gpu_time_ms.is_some() || !stats.timings.is_empty() || !stats.shadow_timings.is_empty() {
-            stats.timings.clear();
-            stats.shadow_timings.clear();
-            stats.gpu_time_ms = None;
-        }
+        forget_gpu_times(&mut stats);
     } else if culled && (!stats.timings.is_empty() || !stats.shadow_timings.is_empty()) {
         publish_gpu_times(&mut stats, &mut diagnostics);
+    }
+}
+
+/// Pass timings off (or turned off: the culler that timed may still report
+/// a frame or two): no time stays behind.
+fn forget_gpu_times(stats: &mut ResMut<GpuCullStats>) {
+    if stats.gpu_time_ms.is_some() || !stats.timings.is_empty() || !stats.shadow_timings.is_empty() {
+        stats.timings.clear();
+        stats.shadow_timings.clear();
+        stats.gpu_time_ms = None;
     }
 }
 
