@@ -85,6 +85,20 @@ fn check(ctx: &GpuContext, culler: &Culler, what: &str, sizes: &[usize], timed: 
     );
 }
 
+/// `cull_all` on a device of its own (another subgroup width, no
+/// subgroups, wgpu's GL backend, WebGPU's limits): `variant`'s culls of
+/// sizes 0, 1 and not multiples of a workgroup, with `tuning`.
+pub fn check_cull_all_on(ctx: &GpuContext, variant: ScanVariant, tuning: Tuning, what: &str) {
+    let culler = culler_timed(
+        ctx,
+        (variant, tuning, InstanceFormat::PosQuat),
+        OutputKind::Indices,
+        false,
+    );
+    let what = format!("{variant:?} ({}) {what}", form_name(&culler));
+    check(ctx, &culler, &what, &[0, 1, 257, 4099], false);
+}
+
 #[test]
 fn cull_all_culls_each_request_exactly() {
     let ctx = gpu();
@@ -117,16 +131,8 @@ fn cull_all_culls_each_request_exactly() {
 #[test]
 fn cull_all_across_chunks_and_two_dimensional_dispatch() {
     let ctx = gpu();
-    let limits = Tuning {
-        max_binding_size: Some(128 << 10),
-        max_workgroups_per_dimension: Some(7),
-        ..Default::default()
-    };
     for (variant, tuning) in forms(ctx) {
-        let tuning = Tuning {
-            workgroup_scan: tuning.workgroup_scan,
-            ..limits
-        };
+        let tuning = narrow_tuning(tuning);
         let kernel = (variant, tuning, InstanceFormat::PosQuat);
         let culler = culler_timed(ctx, kernel, OutputKind::Indices, false);
         let chunk = culler.chunk_len() as usize;

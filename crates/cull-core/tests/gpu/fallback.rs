@@ -2,7 +2,7 @@
 //! refused, and what runs still matches the reference.
 
 use crate::harness::*;
-use cull_core::{CullError, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant};
+use cull_core::{CullError, Culler, CullerDesc, GpuContext, InstanceFormat, OutputKind, ScanVariant, Tuning};
 
 fn check_without_subgroups(ctx: &GpuContext) {
     assert!(!ctx.device.features().contains(wgpu::Features::SUBGROUP));
@@ -109,6 +109,11 @@ fn check_without_subgroups(ctx: &GpuContext) {
                 Err(_) => crate::occlusion::refused_on_gl(ctx, &culler, &scene),
             }
         }
+    }
+    // Several culls in one pass on this device.
+    for variant in variants(ctx) {
+        let what = format!("no subgroups, {:?}", ctx.adapter.get_info().backend);
+        crate::cull_all::check_cull_all_on(ctx, variant, Tuning::default(), &what);
     }
     // The pixel splat after this device's culls.
     if let Some(&variant) = variants(ctx).first() {

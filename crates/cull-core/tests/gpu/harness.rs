@@ -302,6 +302,17 @@ pub fn views_culler(
     Culler::new(&ctx.device, &ctx.queue, &desc).unwrap()
 }
 
+/// `form` with small bindings (128 KiB) and at most seven workgroups a
+/// dimension: several chunks and two-dimensional dispatches at small sizes.
+pub fn narrow_tuning(form: Tuning) -> Tuning {
+    Tuning {
+        max_binding_size: Some(128 << 10),
+        max_workgroups_per_dimension: Some(7),
+        workgroup_scan: form.workgroup_scan,
+        ..Default::default()
+    }
+}
+
 /// What [`culler`] builds from: the variant, exactly, with timestamps.
 pub fn culler_desc(
     variant: ScanVariant,

@@ -129,16 +129,8 @@ fn subgroup_index_output_matches_reference_with_and_without_staging() {
 #[test]
 fn views_across_chunks_windows_and_two_dimensional_dispatch() {
     let ctx = gpu();
-    let limits = Tuning {
-        max_binding_size: Some(128 << 10),
-        max_workgroups_per_dimension: Some(7),
-        ..Default::default()
-    };
     for (variant, tuning) in forms(ctx) {
-        let tuning = Tuning {
-            workgroup_scan: tuning.workgroup_scan,
-            ..limits
-        };
+        let tuning = narrow_tuning(tuning);
         for format in InstanceFormat::ALL {
             let culler = views_culler(ctx, variant, format, OutputKind::Instances, tuning, 3);
             let chunk = culler.chunk_len() as usize;

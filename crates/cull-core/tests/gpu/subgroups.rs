@@ -142,6 +142,10 @@ fn subgroup_variants_at_this_width() {
                 // Whole cells (kept untested) beside straddling ones.
                 crate::cells::check_whole_cells(ctx, &many, 5, &format!("{variant:?} {format:?} sg={size}"));
             }
+            if format == InstanceFormat::PosQuat {
+                // Several culls in one pass at this width.
+                crate::cull_all::check_cull_all_on(ctx, variant, tuning, &format!("sg={size}"));
+            }
             let culler = culler(ctx, variant, format, OutputKind::Indices, tuning);
             let what = format!(
                 "{variant:?} (subgroups: {}) {format:?} sg={size}",

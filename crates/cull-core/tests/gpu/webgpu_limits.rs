@@ -42,6 +42,10 @@ fn every_portable_variant_is_exact_within_webgpu_limits() {
     };
     // The pixel splat after a cull, within the same limits.
     crate::splat::check_splat_on(&ctx, portable[0], "WebGPU limits");
+    // Several culls in one pass, within the same limits.
+    for &variant in &portable {
+        crate::cull_all::check_cull_all_on(&ctx, variant, small, "WebGPU limits");
+    }
     for variant in portable {
         for format in InstanceFormat::ALL {
             for output in [OutputKind::Indices, OutputKind::Instances] {
