@@ -206,10 +206,10 @@ impl CullResources<'_, '_> {
         // Each batch's targets are its own, and a group's views are in one
         // of them or each in its own: no target twice (`cull_all` refuses).
         debug_assert!(
-            planned
-                .iter()
-                .enumerate()
-                .all(|(i, a)| planned[..i].iter().all(|b| !std::ptr::eq(a.target, b.target))),
+            {
+                let mut seen = bevy::platform::collections::HashSet::new();
+                planned.iter().all(|p| seen.insert(std::ptr::from_ref(p.target)))
+            },
             "a target planned twice in one view group"
         );
         let requests = planned.iter().map(|cull| cull.request(culler, None));

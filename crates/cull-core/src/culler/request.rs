@@ -246,16 +246,15 @@ impl Culler {
         requests: impl IntoIterator<Item = CullRequest<'r>>,
     ) -> Vec<Result<CullOutcome, CullError>> {
         let mut shared = Vec::new();
-        let mut targets: Vec<*const CullTarget> = Vec::new();
+        let mut targets: std::collections::HashSet<*const CullTarget> = Default::default();
         let outcomes = (requests.into_iter())
             .map(|request| {
                 let target: *const CullTarget = request.target;
-                if targets.contains(&target) {
+                if !targets.insert(target) {
                     return Err(CullError::InvalidParameter(
                         "each request of one cull_all culls a target of its own",
                     ));
                 }
-                targets.push(target);
                 self.cull_into(encoder, queue, request, Some(&mut shared))
             })
             .collect();
