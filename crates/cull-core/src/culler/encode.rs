@@ -4,11 +4,12 @@
 
 use super::request::{Cells, CullRequest};
 use super::setup::Culler;
+use super::shared::SharedCulls;
 use super::spec::{Kernel, KernelSpec};
 use crate::CullError;
 use crate::cells::{CellIndex, CellLayout};
 use crate::kernel::{Chunk, GpuParams, MAX_VIEWS, PARAMS_STRIDE};
-use crate::passes::{EncodeContext, ListedCells, SharedDispatch};
+use crate::passes::{EncodeContext, ListedCells};
 use crate::visibility::TestInputs;
 use crate::visibility::VisibilityTest;
 use crate::visibility::occlusion::{LateInputs, OcclusionInputs};
@@ -28,15 +29,16 @@ impl Culler {
     /// Records `request`, checked by `check`; the cells it listed on the
     /// CPU, if it did. With `shared`, a cull whose kernel can
     /// ([`crate::variants::ScanKernel::shared_dispatches`]) and whose
-    /// target records no timestamps leaves its dispatches there, for a pass
-    /// shared with other culls, after recording its clears; whether it did
-    /// is the second value.
+    /// target records no timestamps leaves its dispatches and its uniforms
+    /// there, for a pass shared with other culls, after recording its
+    /// clears; whether it did is the second value. Any other cull writes
+    /// its uniforms through `queue`.
     pub(super) fn encode(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         queue: &wgpu::Queue,
         request: &CullRequest,
-        shared: Option<&mut Vec<SharedDispatch>>,
+        shared: Option<&mut SharedCulls>,
     ) -> Result<(Option<u32>, bool), CullError> {
         let cells = match request.cells {
             Cells::Always(cells) | Cells::Listed(_, cells) => Some(cells),
@@ -59,15 +61,15 @@ impl Culler {
             },
             per_chunk: self.kernel.params_per_chunk(self.window_len),
         };
-        self.write_uniforms(queue, request, cells, &chunks, layout);
+        let uniforms = self.uniform_bytes(request, cells, &chunks, layout);
+        // The test's own uniforms, from what the request carries.
+        let test_uniforms = test
+            .kernel()
+            .uniforms
+            .map(|write| write(&Self::test_inputs(request)));
         let listed_cells = listed.as_ref().map(|l| l.tiles.iter().sum());
         // A list the CPU wrote needs no clearing.
         self.clear(encoder, request, cells.filter(|_| listed.is_none()), &chunks);
-        // The test's own uniforms, from what the request carries.
-        if let Some(write) = test.kernel().uniforms {
-            let bytes = write(&Self::test_inputs(request));
-            queue.write_buffer(request.target.test_uniforms(), 0, &bytes);
-        }
         let visibility_entries = visibility_entries(request);
         let mut recorder = request.target.timing_recorder();
         let timed = recorder.is_some();
@@ -89,9 +91,23 @@ impl Culler {
         let dispatches = shared
             .filter(|_| !timed)
             .and_then(|shared| Some((shared, self.kernel.shared_dispatches(&cx, &kernel)?)));
+        let target = request.target;
+        let uploads = [
+            (target.params_buffer(), uniforms.as_slice()),
+            (
+                target.test_uniforms(),
+                test_uniforms.as_deref().unwrap_or_default(),
+            ),
+        ];
         if let Some((shared, dispatches)) = dispatches {
-            shared.extend(dispatches);
+            shared.add_dispatches(dispatches);
+            for (buffer, bytes) in uploads {
+                shared.upload(buffer, bytes);
+            }
             return Ok((listed_cells, true));
+        }
+        for (buffer, bytes) in uploads.iter().filter(|(_, bytes)| !bytes.is_empty()) {
+            queue.write_buffer(buffer, 0, bytes);
         }
         self.kernel.encode(cx, &kernel);
         if let Some(recorder) = recorder {
@@ -235,16 +251,15 @@ impl Culler {
         }
     }
 
-    /// Writes every uniform entry of `request` into its target's params
-    /// buffer.
-    fn write_uniforms(
+    /// Every uniform entry of `request`, as its target's params buffer
+    /// takes them.
+    fn uniform_bytes(
         &self,
-        queue: &wgpu::Queue,
         request: &CullRequest,
         cells: Option<&CellIndex>,
         chunks: &[Chunk],
         layout: UniformLayout,
-    ) {
+    ) -> Vec<u8> {
         let base = self.shared_params(request, cells, layout.views);
         let UniformLayout {
             views,
@@ -272,9 +287,7 @@ impl Culler {
                 }
             }
         }
-        if !uniforms.is_empty() {
-            queue.write_buffer(request.target.params_buffer(), 0, &uniforms);
-        }
+        uniforms
     }
 
     /// Clears what the cull counts into: the draws' instance counts, the

@@ -7,7 +7,8 @@
 //! (resolving it against the device), `spec` ([`KernelSpec`]: which kernel),
 //! `kernels` (the kernel cache), `allocate` (targets and cell indices sized for it),
 //! `request` (what one cull asks for, checked), `encode` (uniforms,
-//! clears and dispatches).
+//! clears and dispatches), `shared` (what the culls of one `cull_all`
+//! share: a pass and an upload).
 
 mod allocate;
 mod desc;
@@ -15,6 +16,7 @@ mod encode;
 mod kernels;
 mod request;
 mod setup;
+mod shared;
 mod spec;
 
 pub use crate::outputs::OutputKind;

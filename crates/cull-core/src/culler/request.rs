@@ -236,7 +236,9 @@ impl Culler {
     /// [`crate::ScanVariant::BlockAtomic`]) into targets that record no
     /// timestamps go into one compute pass after every clear
     /// ([`CullOutcome::shared_pass`]): many small culls then cost the GPU
-    /// one pass rather than one each. Culls by cells, timed targets and the
+    /// one pass rather than one each, and the CPU one upload of their
+    /// uniforms (copied in `encoder` before that pass) rather than a
+    /// `queue.write_buffer` each. Culls by cells, timed targets and the
     /// other variants record their own passes, in the order given, before
     /// that pass: no request may read what another writes.
     pub fn cull_all<'r>(
@@ -245,7 +247,7 @@ impl Culler {
         queue: &wgpu::Queue,
         requests: impl IntoIterator<Item = CullRequest<'r>>,
     ) -> Vec<Result<CullOutcome, CullError>> {
-        let mut shared = Vec::new();
+        let mut shared = super::shared::SharedCulls::default();
         let mut targets: std::collections::HashSet<*const CullTarget> = Default::default();
         let outcomes = (requests.into_iter())
             .map(|request| {
@@ -258,15 +260,7 @@ impl Culler {
                 self.cull_into(encoder, queue, request, Some(&mut shared))
             })
             .collect();
-        if !shared.is_empty() {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("cull_all"),
-                timestamp_writes: None,
-            });
-            for dispatch in &shared {
-                dispatch.record(&mut pass);
-            }
-        }
+        shared.record(&self.device, encoder);
         outcomes
     }
 
@@ -276,7 +270,7 @@ impl Culler {
         encoder: &mut wgpu::CommandEncoder,
         queue: &wgpu::Queue,
         mut request: CullRequest,
-        shared: Option<&mut Vec<crate::passes::SharedDispatch>>,
+        shared: Option<&mut super::shared::SharedCulls>,
     ) -> Result<CullOutcome, CullError> {
         let mut outcome = CullOutcome::default();
         if let Cells::IfFaster(layout, cells) = request.cells {
