@@ -78,6 +78,35 @@ impl AsyncReadback {
         true
     }
 
+    /// Like [`Self::copy`], into the staging buffer at byte `at`, beside
+    /// the other copies recorded since the last mapping: one mapping then
+    /// reads back many buffers' bytes (the bytes returned run from 0 to the
+    /// end of the farthest copy). `at` and `len` are multiples of
+    /// [`wgpu::COPY_BUFFER_ALIGNMENT`] and the copy fits the staging
+    /// buffer ([`Self::buffer_bytes`]); a copy that does not fit is not
+    /// recorded.
+    pub fn copy_at(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        (source, offset, len): (&wgpu::Buffer, u64, u64),
+        at: u64,
+        tag: u64,
+    ) -> bool {
+        let end = at.saturating_add(len);
+        if !self.can_copy() || end > self.buffer.size() {
+            return false;
+        }
+        encoder.copy_buffer_to_buffer(source, offset, &self.buffer, at, len);
+        let before = match self.state.load(Ordering::Acquire) {
+            COPIED => self.len.load(Ordering::Acquire),
+            _ => 0,
+        };
+        self.len.store(end.max(before), Ordering::Release);
+        self.tag.store(tag, Ordering::Release);
+        self.state.store(COPIED, Ordering::Release);
+        true
+    }
+
     /// The non-blocking step: starts mapping a recorded copy, or returns the
     /// bytes and tag of a mapped one (and is idle again).
     pub fn poll(&self) -> Option<(Vec<u8>, u64)> {

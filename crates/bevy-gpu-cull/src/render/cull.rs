@@ -3,6 +3,7 @@
 
 use super::batches::{BatchCells, GpuBatch};
 use super::blend::BlendedDraws;
+use super::count_readback::{CountReadback, ReadCounts};
 use super::extract::BatchData;
 use super::groups::ViewGroups;
 use super::kernels::{RenderCuller, RenderFrame};
@@ -39,6 +40,7 @@ pub(crate) struct CullResources<'w, 's> {
     sender: Res<'w, StatSender>,
     blended: Res<'w, BlendedDraws>,
     device: Res<'w, RenderDevice>,
+    counts: Res<'w, CountReadback>,
 }
 
 /// Set when any view culled a batch this render frame; reported once per
@@ -274,16 +276,13 @@ impl CullResources<'_, '_> {
         // while the previous one is still being mapped.
         let encoder = ctx.command_encoder();
         for &view in cull.members {
-            let view_target = self.targets.map.get(&(view, cull.batch_entity));
+            let key = (view, cull.batch_entity);
+            let view_target = self.targets.map.get(&key);
             // Only the views whose lists are in this target.
             if let Some(view_target) = view_target.filter(|t| std::ptr::eq(t.target.as_ref(), cull.target)) {
-                view_target.counts.copy(
-                    encoder,
-                    cull.target.draw_args(),
-                    view_target.draw_args_offset() + INSTANCE_COUNT_OFFSET,
-                    view_target.counts_len(),
-                    self.frame.0,
-                );
+                let counts = view_target.draw_args_offset() + INSTANCE_COUNT_OFFSET;
+                let source = (cull.target.draw_args(), counts, view_target.counts_len());
+                self.counts.copy(encoder, (key, false), source, self.frame.0);
             }
         }
     }
@@ -535,13 +534,10 @@ impl CullResources<'_, '_> {
                 return;
             }
         }
-        late.counts.copy(
-            ctx.command_encoder(),
-            late.target.draw_args(),
-            late.target.draw_args_offset(view_target.slot) + INSTANCE_COUNT_OFFSET,
-            view_target.counts_len(),
-            self.frame.0,
-        );
+        let counts = late.target.draw_args_offset(view_target.slot) + INSTANCE_COUNT_OFFSET;
+        let source = (late.target.draw_args(), counts, view_target.counts_len());
+        self.counts
+            .copy(ctx.command_encoder(), (view, true), source, self.frame.0);
     }
 }
 
@@ -680,61 +676,17 @@ pub(crate) struct LightGroupsCulled(pub std::sync::Mutex<bevy::platform::collect
 /// arrived, never waiting for the GPU.
 pub(crate) fn read_back_counts(
     targets: Res<ViewTargets>,
+    counts: Res<CountReadback>,
     device: Res<RenderDevice>,
     sender: Res<StatSender>,
 ) {
     let Ok(sender) = sender.0.lock() else {
         return;
     };
-    // One count per level of detail, a draw's arguments apart.
-    let levels_of = |bytes: Vec<u8>| -> Vec<u32> {
-        bytes
-            .chunks(DRAW_ARGS_SIZE as usize)
-            .map(|c| u32::from_le_bytes(c[..4].try_into().expect("four bytes")))
-            .collect()
-    };
-    for target in targets.map.values() {
-        // An occluded camera's late counts are kept until its early ones
-        // arrive, and added to them: the view drew both.
-        let late_counts = target.late.as_ref().map(|late| {
-            let mut last = late.last_counts.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((bytes, _)) = late.counts.poll() {
-                *last = levels_of(bytes);
-            }
-            last.clone()
-        });
-        if let Some((bytes, frame)) = target.counts.poll() {
-            let mut levels = levels_of(bytes);
-            for (count, late) in levels.iter_mut().zip(late_counts.iter().flatten()) {
-                *count += late;
-            }
-            let count = levels.iter().sum();
-            // Per-level counts for a batch with levels; none (which clears
-            // earlier ones) without.
-            let _ = sender.send(StatMessage::LevelsVisible {
-                view: target.main_view,
-                shadow: target.shadow,
-                batch: target.main_batch,
-                levels: if target.lod.is_empty() { Vec::new() } else { levels },
-            });
-            target
-                .last_count
-                .store(count, std::sync::atomic::Ordering::Relaxed);
-            let _ = sender.send(match target.shadow {
-                Some(view) => StatMessage::ShadowVisible {
-                    view,
-                    batch: target.main_batch,
-                    count,
-                },
-                None => StatMessage::Visible {
-                    view: target.main_view,
-                    batch: target.main_batch,
-                    count,
-                    frame,
-                },
-            });
-        }
+    if let Some(read) = counts.poll() {
+        forward_counts(&targets, &read, &sender);
     }
+    // A group's GPU time (all its views in one pass) goes to its first view.
     // A group's GPU time (all its views in one pass) goes to its first view.
     for group in targets.groups.values() {
         if let Some(timings) = group.target.poll_timings() {
@@ -747,6 +699,63 @@ pub(crate) fn read_back_counts(
         }
     }
     let _ = device.wgpu_device().poll(wgpu::PollType::Poll);
+}
+
+/// Sends the counts of one readback: each view's count per level, with an
+/// occluded camera's late counts (kept until its early ones arrive, and
+/// added to them: the view drew both).
+fn forward_counts(targets: &ViewTargets, read: &ReadCounts, sender: &std::sync::mpsc::Sender<StatMessage>) {
+    // One count per level of detail, a draw's arguments apart.
+    let levels_of = |bytes: &[u8]| -> Vec<u32> {
+        bytes
+            .chunks(DRAW_ARGS_SIZE as usize)
+            .map(|c| u32::from_le_bytes(c[..4].try_into().expect("four bytes")))
+            .collect()
+    };
+    let late = read.regions.iter().filter(|r| r.late);
+    for (region, bytes) in late.filter_map(|r| Some((r, read.of(r)?))) {
+        if let Some(late) = targets.map.get(&region.key).and_then(|t| t.late.as_ref()) {
+            *late.last_counts.lock().unwrap_or_else(|e| e.into_inner()) = levels_of(bytes);
+        }
+    }
+    let early = read.regions.iter().filter(|r| !r.late);
+    for (region, bytes) in early.filter_map(|r| Some((r, read.of(r)?))) {
+        let Some(target) = targets.map.get(&region.key) else {
+            continue;
+        };
+        let mut levels = levels_of(bytes);
+        if let Some(late) = &target.late {
+            let late = late.last_counts.lock().unwrap_or_else(|e| e.into_inner());
+            for (count, late) in levels.iter_mut().zip(late.iter()) {
+                *count += late;
+            }
+        }
+        let count = levels.iter().sum();
+        // Per-level counts for a batch with levels; none (which clears
+        // earlier ones) without.
+        let _ = sender.send(StatMessage::LevelsVisible {
+            view: target.main_view,
+            shadow: target.shadow,
+            batch: target.main_batch,
+            levels: if target.lod.is_empty() { Vec::new() } else { levels },
+        });
+        target
+            .last_count
+            .store(count, std::sync::atomic::Ordering::Relaxed);
+        let _ = sender.send(match target.shadow {
+            Some(view) => StatMessage::ShadowVisible {
+                view,
+                batch: target.main_batch,
+                count,
+            },
+            None => StatMessage::Visible {
+                view: target.main_view,
+                batch: target.main_batch,
+                count,
+                frame: read.frame,
+            },
+        });
+    }
 }
 
 /// Whether `target`'s kernel that culls by cells is compiled, for an

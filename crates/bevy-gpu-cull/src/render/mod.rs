@@ -3,16 +3,17 @@
 //! together (`groups`, `views`), the culler and its kernels (`kernels`), the
 //! batches' buffers (`batches`) and uniforms (`material`), the cull targets
 //! (`targets`) and their bind groups (`bind_groups`), the cull per view
-//! (`cull`, `pyramids`), the back-to-front order of blended batches
-//! (`blend`), levels drawn as pixels (`pixels`, `pixel_tiles`), queueing and drawing
-//! (`draw`, `opaque_first`, `custom_material`, `queue_prepass`,
-//! `material_prepass`, `shadow`). This module only wires
-//! them into Bevy's schedules.
+//! (`cull`, `pyramids`) and the counts' readback (`count_readback`), the
+//! back-to-front order of blended batches (`blend`), levels drawn as pixels
+//! (`pixels`, `pixel_tiles`), queueing and drawing (`draw`, `opaque_first`,
+//! `custom_material`, `queue_prepass`, `material_prepass`, `shadow`). This
+//! module only wires them into Bevy's schedules.
 
 mod batches;
 mod bind_groups;
 mod bindings;
 mod blend;
+mod count_readback;
 mod cull;
 mod custom_material;
 mod draw;
@@ -95,6 +96,7 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_resource::<kernels::RenderFrame>()
         .init_resource::<draw::DrawnThisFrame>()
         .init_resource::<cull::CulledThisFrame>()
+        .init_resource::<count_readback::CountReadback>()
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<draw::CurrentDrawPhase>()
         .init_resource::<opaque_first::OpaqueBatchesDrawn>()

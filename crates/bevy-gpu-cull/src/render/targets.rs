@@ -6,6 +6,7 @@
 //! a point light's six faces, or a spot light's view alone.
 
 use super::batches::GpuBatch;
+use super::count_readback::CountReadback;
 use super::extract::BatchData;
 use super::groups::{ViewGroups, ViewKind, ViewPlace};
 use super::kernels::{CullShaders, KernelDemand, RenderCuller};
@@ -22,7 +23,7 @@ use bevy::render::render_resource::{BindGroup, Buffer, PipelineCache};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::ExtractedView;
-use cull_core::{AsyncReadback, CullTarget, KernelSpec, MAX_VIEWS, OcclusionHistory, VisibilityTest};
+use cull_core::{CullTarget, KernelSpec, MAX_VIEWS, OcclusionHistory, VisibilityTest};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
@@ -92,8 +93,6 @@ pub(crate) struct LateLists {
     pub draw_args: Buffer,
     /// One per level of detail, as [`ViewTarget::bind_groups`].
     pub bind_groups: Vec<BindGroup>,
-    /// The late phase's visible counts on their way to the CPU.
-    pub counts: AsyncReadback,
     /// The latest late counts read back, per level; empty until one arrives.
     pub last_counts: std::sync::Mutex<Vec<u32>>,
 }
@@ -118,8 +117,6 @@ pub(crate) struct ViewTarget {
     /// ([`GpuBatch::buffers_id`]), its material's textures that are ready,
     /// and whether its levels are the batch's levels of detail.
     pub bound: Option<(u64, [Option<AssetId<Image>>; TEXTURES], bool)>,
-    /// The visible count on its way to the CPU, tagged with its render frame.
-    pub counts: AsyncReadback,
     /// The latest visible count read back; `u32::MAX` until one arrives.
     pub last_count: AtomicU32,
     pub main_view: Entity,
@@ -223,6 +220,7 @@ pub(crate) struct TargetMaker<'w> {
     shaders: ResMut<'w, CullShaders>,
     pipeline_cache: Res<'w, PipelineCache>,
     sender: Res<'w, StatSender>,
+    counts: Res<'w, CountReadback>,
 }
 
 /// A batch's levels of detail as one view draws them: each level's smallest
@@ -343,20 +341,19 @@ pub(crate) fn prepare_targets(
                 placement.slot,
                 &levels.meshes,
             ) {
-                let target = view_target(
-                    &maker.device,
-                    group_target,
-                    place,
-                    placement,
-                    main_batch.id(),
-                    levels,
-                );
+                let target = view_target(group_target, place, placement, main_batch.id(), levels);
                 targets.map.insert(view_key, target);
             }
         }
     }
     retire_stale_targets(targets, &maker.sender);
     demand.0 = kernels_in_use(targets);
+    let count_bytes = targets
+        .map
+        .values()
+        .map(|t| t.counts_len().next_multiple_of(4) * (1 + t.late.is_some() as u64))
+        .sum();
+    maker.counts.reserve(maker.device.wgpu_device(), count_bytes);
 }
 
 /// The mesh of each level of detail of `batch` and where it lies in Bevy's
@@ -596,17 +593,15 @@ fn keep_view_target(
     old.live
 }
 
-/// A view's part of `group`'s lists: its slot, its levels' meshes, and its
-/// count readbacks (its bind groups are made by `prepare_bind_groups`).
+/// A view's part of `group`'s lists: its slot and its levels' meshes (its
+/// bind groups are made by `prepare_bind_groups`).
 fn view_target(
-    device: &RenderDevice,
     group: &GroupTarget,
     place: &ViewPlace,
     placement: Placement,
     main_batch: Entity,
     levels: Levels,
 ) -> ViewTarget {
-    let counts = |label| AsyncReadback::new(device.wgpu_device(), counts_len(placement.levels), label);
     ViewTarget {
         target: group.target.clone(),
         slot: placement.slot,
@@ -615,7 +610,6 @@ fn view_target(
         draw_args: group.draw_args.clone(),
         bind_groups: Vec::new(),
         bound: None,
-        counts: counts("gpu_cull_count_readback"),
         last_count: AtomicU32::new(u32::MAX),
         main_view: place.main_view,
         main_batch,
@@ -624,7 +618,6 @@ fn view_target(
             target: o.late.clone(),
             draw_args: o.late_draw_args.clone(),
             bind_groups: Vec::new(),
-            counts: counts("gpu_cull_late_count_readback"),
             last_counts: std::sync::Mutex::new(Vec::new()),
         }),
         live: true,
@@ -751,6 +744,7 @@ fn retire_stale_targets(targets: &mut ViewTargets, sender: &StatSender) {
 pub(crate) fn report_gpu_bytes(
     batches: Query<&GpuBatch>,
     targets: Res<ViewTargets>,
+    counts: Res<CountReadback>,
     sender: Res<StatSender>,
     mut last: Local<Option<u64>>,
 ) {
@@ -763,7 +757,7 @@ pub(crate) fn report_gpu_bytes(
         .values()
         .map(|g| g.target.buffer_bytes())
         .sum::<u64>()
-        + targets.map.values().map(|t| t.counts.buffer_bytes()).sum::<u64>();
+        + counts.buffer_bytes();
     let bytes = batch_bytes + target_bytes;
     if *last != Some(bytes) {
         *last = Some(bytes);

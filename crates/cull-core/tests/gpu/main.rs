@@ -22,6 +22,7 @@ mod ordered;
 #[cfg(feature = "ordered-two-pass")]
 mod ordered_two_pass;
 mod properties;
+mod readback;
 mod shadow_reach;
 mod sort;
 mod splat;
