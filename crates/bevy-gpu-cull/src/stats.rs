@@ -89,7 +89,7 @@ pub struct GpuCullStats {
     /// render world a frame or two after the draw.
     pub drawn_frames: u64,
     /// Bytes of GPU buffer memory the plugin holds (each batch's instances
-    /// and draw records, each (view, batch)'s cull target and readback, shadow views included),
+    /// and draw records, each (view, batch)'s cull target, the counts' readback, shadow views included),
     /// as of a frame or two ago. It returns to its earlier level when the
     /// batches and cameras that grew it are gone.
     pub gpu_buffer_bytes: u64,

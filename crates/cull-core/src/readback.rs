@@ -81,10 +81,11 @@ impl AsyncReadback {
     /// Like [`Self::copy`], into the staging buffer at byte `at`, beside
     /// the other copies recorded since the last mapping: one mapping then
     /// reads back many buffers' bytes (the bytes returned run from 0 to the
-    /// end of the farthest copy). `at` and `len` are multiples of
-    /// [`wgpu::COPY_BUFFER_ALIGNMENT`] and the copy fits the staging
-    /// buffer ([`Self::buffer_bytes`]); a copy that does not fit is not
-    /// recorded.
+    /// end of the farthest copy). A copy that is empty, does not fit the
+    /// staging buffer ([`Self::buffer_bytes`]) or whose `offset`, `len` or
+    /// `at` is not a multiple of [`wgpu::COPY_BUFFER_ALIGNMENT`] is not
+    /// recorded (false). Calls must not overlap one another or
+    /// [`Self::poll`] (hold a lock around them).
     pub fn copy_at(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -93,7 +94,10 @@ impl AsyncReadback {
         tag: u64,
     ) -> bool {
         let end = at.saturating_add(len);
-        if !self.can_copy() || end > self.buffer.size() {
+        let aligned = [offset, len, at]
+            .iter()
+            .all(|v| v % wgpu::COPY_BUFFER_ALIGNMENT == 0);
+        if !self.can_copy() || len == 0 || !aligned || end > self.buffer.size() {
             return false;
         }
         encoder.copy_buffer_to_buffer(source, offset, &self.buffer, at, len);

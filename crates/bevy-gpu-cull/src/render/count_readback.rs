@@ -36,6 +36,9 @@ impl ReadCounts {
     }
 }
 
+/// The smallest staging buffer made.
+const MIN_BYTES: u64 = 256;
+
 /// The staging buffer all counts go through, and what was copied into it
 /// since its last mapping.
 #[derive(Resource, Default)]
@@ -57,20 +60,26 @@ impl CountReadback {
 
     /// Makes the staging buffer hold at least `bytes` (every target's
     /// counts), unless a mapping is pending: the copies that do not fit
-    /// are then skipped until it is done.
+    /// are then skipped until it is done. It shrinks where it holds more
+    /// than four times that, and goes where nothing is culled, so that
+    /// [`crate::GpuCullStats::gpu_buffer_bytes`] returns to its level when
+    /// the batches and views that grew it are gone.
     pub fn reserve(&self, device: &wgpu::Device, bytes: u64) {
         let mut staging = self.lock();
-        let fits = staging
-            .readback
-            .as_ref()
-            .is_some_and(|r| r.buffer_bytes() >= bytes);
-        let idle = staging.readback.as_ref().is_none_or(AsyncReadback::can_copy);
-        if bytes > 0 && !fits && idle {
-            // Room to grow, so that a few new batches make no new buffer.
-            let size = bytes.next_power_of_two().max(256);
-            staging.readback = Some(AsyncReadback::new(device, size, "gpu_cull_count_readback"));
-            staging.regions.clear();
+        if !staging.readback.as_ref().is_none_or(AsyncReadback::can_copy) {
+            return;
         }
+        let size = staging.readback.as_ref().map_or(0, AsyncReadback::buffer_bytes);
+        // Room to grow, so that a few new batches make no new buffer.
+        let wanted = bytes.next_power_of_two().max(MIN_BYTES);
+        if bytes == 0 {
+            staging.readback = None;
+        } else if size < bytes || (size > 4 * bytes && size > MIN_BYTES) {
+            staging.readback = Some(AsyncReadback::new(device, wanted, "gpu_cull_count_readback"));
+        } else {
+            return;
+        }
+        staging.regions.clear();
     }
 
     /// Records a copy of `len` bytes at `offset` of `source` for the view

@@ -3,7 +3,7 @@
 
 use super::batches::{BatchCells, GpuBatch};
 use super::blend::BlendedDraws;
-use super::count_readback::{CountReadback, ReadCounts};
+use super::count_readback::{CountReadback, CountRegion, ReadCounts};
 use super::extract::BatchData;
 use super::groups::ViewGroups;
 use super::kernels::{RenderCuller, RenderFrame};
@@ -687,7 +687,6 @@ pub(crate) fn read_back_counts(
         forward_counts(&targets, &read, &sender);
     }
     // A group's GPU time (all its views in one pass) goes to its first view.
-    // A group's GPU time (all its views in one pass) goes to its first view.
     for group in targets.groups.values() {
         if let Some(timings) = group.target.poll_timings() {
             let _ = sender.send(StatMessage::Timing {
@@ -702,8 +701,9 @@ pub(crate) fn read_back_counts(
 }
 
 /// Sends the counts of one readback: each view's count per level, with an
-/// occluded camera's late counts (kept until its early ones arrive, and
-/// added to them: the view drew both).
+/// occluded camera's late counts of the same frame added (the view drew
+/// both). A region whose length no longer matches its target's (the target
+/// was made again since, with other levels) is skipped.
 fn forward_counts(targets: &ViewTargets, read: &ReadCounts, sender: &std::sync::mpsc::Sender<StatMessage>) {
     // One count per level of detail, a draw's arguments apart.
     let levels_of = |bytes: &[u8]| -> Vec<u32> {
@@ -712,23 +712,23 @@ fn forward_counts(targets: &ViewTargets, read: &ReadCounts, sender: &std::sync::
             .map(|c| u32::from_le_bytes(c[..4].try_into().expect("four bytes")))
             .collect()
     };
-    let late = read.regions.iter().filter(|r| r.late);
-    for (region, bytes) in late.filter_map(|r| Some((r, read.of(r)?))) {
-        if let Some(late) = targets.map.get(&region.key).and_then(|t| t.late.as_ref()) {
-            *late.last_counts.lock().unwrap_or_else(|e| e.into_inner()) = levels_of(bytes);
-        }
-    }
-    let early = read.regions.iter().filter(|r| !r.late);
-    for (region, bytes) in early.filter_map(|r| Some((r, read.of(r)?))) {
-        let Some(target) = targets.map.get(&region.key) else {
+    let current = |region: &CountRegion| {
+        let target = targets.map.get(&region.key)?;
+        let bytes = read.of(region).filter(|_| region.len == target.counts_len())?;
+        Some((target, levels_of(bytes)))
+    };
+    let late: bevy::platform::collections::HashMap<(Entity, Entity), Vec<u32>> = (read.regions.iter())
+        .filter(|r| r.late)
+        .filter_map(|r| Some((r.key, current(r)?.1)))
+        .collect();
+    for region in read.regions.iter().filter(|r| !r.late) {
+        let Some((target, mut levels)) = current(region) else {
             continue;
         };
-        let mut levels = levels_of(bytes);
-        if let Some(late) = &target.late {
-            let late = late.last_counts.lock().unwrap_or_else(|e| e.into_inner());
-            for (count, late) in levels.iter_mut().zip(late.iter()) {
-                *count += late;
-            }
+        // No late counts copied this frame: none added (not an earlier
+        // frame's).
+        for (count, late) in levels.iter_mut().zip(late.get(&region.key).into_iter().flatten()) {
+            *count += late;
         }
         let count = levels.iter().sum();
         // Per-level counts for a batch with levels; none (which clears

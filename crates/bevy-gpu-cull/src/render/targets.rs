@@ -1,7 +1,7 @@
 //! Cull targets: per (view group, batch) a target holding every view's
 //! lists of survivors and indirect arguments, and per (view, batch) its
-//! slot there and its count readback (its draw bind groups are made in
-//! `bind_groups`). A view group ([`ViewGroups`]) is culled in one pass: a
+//! slot there (its draw bind groups are made in `bind_groups`; its counts
+//! come back through `count_readback`). A view group ([`ViewGroups`]) is culled in one pass: a
 //! camera with its directional cascades (up to `MAX_VIEWS` views a group),
 //! a point light's six faces, or a spot light's view alone.
 
@@ -93,8 +93,6 @@ pub(crate) struct LateLists {
     pub draw_args: Buffer,
     /// One per level of detail, as [`ViewTarget::bind_groups`].
     pub bind_groups: Vec<BindGroup>,
-    /// The latest late counts read back, per level; empty until one arrives.
-    pub last_counts: std::sync::Mutex<Vec<u32>>,
 }
 
 /// One view's part of its group's cull of one batch.
@@ -571,7 +569,7 @@ impl TargetMaker<'_> {
     }
 }
 
-/// Keeps the view's target at `key` (its readbacks and bind groups live on)
+/// Keeps the view's target at `key` (its bind groups and last count live on)
 /// where it still culls into `group`'s lists at `slot` for the same
 /// `meshes`; `false` where it must be made again.
 fn keep_view_target(
@@ -618,7 +616,6 @@ fn view_target(
             target: o.late.clone(),
             draw_args: o.late_draw_args.clone(),
             bind_groups: Vec::new(),
-            last_counts: std::sync::Mutex::new(Vec::new()),
         }),
         live: true,
     }

@@ -228,8 +228,9 @@ impl Culler {
 
     /// Records several culls, each as [`Self::cull`] would, each request's
     /// target its own (a target named again gets
-    /// [`CullError::InvalidParameter`]: the uniforms of one cull per target
-    /// reach the GPU at the next submit). The flat culls (not by cells) of
+    /// [`CullError::InvalidParameter`]: a cull that records its own passes
+    /// writes its uniforms through `queue`, which reach the GPU at the next
+    /// submit, one cull's per target). The flat culls (not by cells) of
     /// the unordered single-pass variants
     /// ([`crate::ScanVariant::SubgroupBallot`],
     /// [`crate::ScanVariant::SubgroupShuffle`],

@@ -40,6 +40,8 @@ impl SharedCulls {
     /// pass of every dispatch, into `encoder`; nothing if no cull was
     /// shared.
     pub fn record(self, device: &wgpu::Device, encoder: &mut wgpu::CommandEncoder) {
+        // Without a dispatch (every shared cull was of no instances) no
+        // pass reads the uniforms.
         if self.dispatches.is_empty() {
             return;
         }

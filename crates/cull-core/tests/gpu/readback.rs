@@ -34,8 +34,12 @@ fn copies_at_offsets_come_back_in_one_mapping() {
     // Two words of `a` from its second, at 0; three of `b` at 16.
     assert!(readback.copy_at(&mut encoder, (&a, 4, 8), 0, 7));
     assert!(readback.copy_at(&mut encoder, (&b, 0, 12), 16, 7));
-    // Past the staging buffer's end: refused, nothing recorded.
+    // Past the staging buffer's end, empty, or unaligned: refused, nothing
+    // recorded.
     assert!(!readback.copy_at(&mut encoder, (&b, 0, 16), 52, 7));
+    assert!(!readback.copy_at(&mut encoder, (&b, 0, 0), 32, 7));
+    assert!(!readback.copy_at(&mut encoder, (&b, 2, 4), 32, 7));
+    assert!(!readback.copy_at(&mut encoder, (&b, 0, 4), 34, 7));
     ctx.queue.submit([encoder.finish()]);
     // The first poll starts the mapping; no copy is taken meanwhile.
     assert!(readback.poll().is_none());
