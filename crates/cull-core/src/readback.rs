@@ -58,8 +58,10 @@ impl AsyncReadback {
     }
 
     /// Records a copy of `len` bytes at `offset` of `source` (which needs
-    /// `COPY_SRC`), unless a mapping is pending; `tag` (e.g. a frame
-    /// number) comes back with the bytes. Returns whether it recorded.
+    /// `COPY_SRC`) to the staging buffer's start, unless a mapping is
+    /// pending; `tag` (e.g. a frame number) comes back with the bytes.
+    /// Returns whether it recorded ([`Self::copy_at`] at 0, which says what
+    /// it refuses).
     pub fn copy(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -68,20 +70,13 @@ impl AsyncReadback {
         len: u64,
         tag: u64,
     ) -> bool {
-        if !self.can_copy() {
-            return false;
-        }
-        encoder.copy_buffer_to_buffer(source, offset, &self.buffer, 0, len);
-        self.len.store(len, Ordering::Release);
-        self.tag.store(tag, Ordering::Release);
-        self.state.store(COPIED, Ordering::Release);
-        true
+        self.copy_at(encoder, (source, offset, len), 0, tag)
     }
 
-    /// Like [`Self::copy`], into the staging buffer at byte `at`, beside
-    /// the other copies recorded since the last mapping: one mapping then
-    /// reads back many buffers' bytes (the bytes returned run from 0 to the
-    /// end of the farthest copy). A copy that is empty, does not fit the
+    /// Records a copy as [`Self::copy`] does, into the staging buffer at
+    /// byte `at`, beside the other copies recorded since the last mapping:
+    /// one mapping then reads back many buffers' bytes (the bytes returned
+    /// run from 0 to the end of the farthest copy). A copy that is empty, does not fit the
     /// staging buffer ([`Self::buffer_bytes`]) or whose `offset`, `len` or
     /// `at` is not a multiple of [`wgpu::COPY_BUFFER_ALIGNMENT`] is not
     /// recorded (false). Calls must not overlap one another or
