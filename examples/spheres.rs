@@ -199,6 +199,7 @@ fn finish_headless(
     mut exit: MessageWriter<AppExit>,
     diagnostics: Option<Res<bevy::diagnostic::DiagnosticsStore>>,
     render_times: Option<Res<support::RenderFrameTimes>>,
+    stage_times: Option<Res<support::RenderStageTimes>>,
     mut stopped_at: Local<Option<u64>>,
 ) {
     let Ok((cam, transform, target)) = camera.single() else {
@@ -266,6 +267,7 @@ fn finish_headless(
     if let Some(store) = diagnostics.filter(|_| args.pass_times) {
         support::add_render_diagnostics(&mut summary, &store, render_times.as_deref());
     }
+    support::add_render_stages(&mut summary, stage_times.as_deref());
     summary.print(args.json);
     exit.write(code);
 }

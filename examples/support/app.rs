@@ -33,6 +33,11 @@ pub fn example_app(name: &str, args: &SceneArgs) -> App {
     if args.pass_times {
         add_pass_times(&mut app);
     }
+    // Where the render thread's frame goes (`render_stages_us`), kept out
+    // of `--pass-times` so that its GPU timestamps cost it nothing.
+    if std::env::var_os("GPU_CULL_STAGE_TIMES").is_some() {
+        super::add_render_stage_times(&mut app);
+    }
     app.insert_resource(args.clone())
         .insert_resource(ExampleName(name.into()))
         .init_resource::<HeadlessRun>();

@@ -194,3 +194,38 @@ fn no_display_points_to_headless() {
     assert!(stderr.contains("--headless"), "{stderr}");
     assert!(stderr.contains("neither WAYLAND_DISPLAY nor DISPLAY"), "{stderr}");
 }
+
+/// `GPU_CULL_STAGE_TIMES=1`: the summary times each stage of the render
+/// thread's frame, the camera's culls and main pass among them.
+#[test]
+fn render_stages_are_timed_when_asked() {
+    let out = Command::new(example())
+        .args([
+            "--headless",
+            "--json",
+            "--size",
+            "160x90",
+            "--frames",
+            "40",
+            "--count",
+            "2000",
+        ])
+        .env("GPU_CULL_STAGE_TIMES", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}", out.status);
+    let line = common::summary("spheres", &stdout).unwrap_or_else(|| panic!("no summary\n{stdout}"));
+    let summary: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let stages = summary["render_stages_us"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no render_stages_us in {line}"));
+    assert_eq!(stages.len(), 22, "{line}");
+    // Every boundary ran: a stage whose closing boundary did not would
+    // read 0, its time counted in the next.
+    for (stage, us) in stages {
+        let us = us.as_f64().unwrap_or(f64::NAN);
+        assert!(us > 0.0 && us < 1e7, "{stage}: {us} µs\n{line}");
+    }
+}
