@@ -14,9 +14,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The stages, each ending at its boundary: what ran since the one before.
+/// The stages, each ending at its boundary: what ran since the one before
+/// (the first since the frame's start; "graph: before cameras" is Bevy's
+/// pipeline queue and the render graph's `Begin` systems).
 const STAGES: [&str; 22] = [
-    "prepare assets",
+    "extract commands, prepare assets",
     "prepare meshes",
     "create views",
     "specialize",
