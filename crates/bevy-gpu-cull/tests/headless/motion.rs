@@ -123,8 +123,17 @@ enum Mover {
     Gpu,
 }
 
-/// Moves instance 1 of every batch `STEP` along x each frame.
-fn move_instance(mut batches: Query<&mut GpuCullInstances>) {
+/// Whether the instance moves yet: from when the pipelines are ready, so
+/// that it is still in view however long they take to compile.
+#[derive(Resource, Clone, Default)]
+struct Moving(Arc<std::sync::atomic::AtomicBool>);
+
+/// Moves instance 1 of every batch `STEP` along x each frame, once
+/// [`Moving`].
+fn move_instance(moving: Res<Moving>, mut batches: Query<&mut GpuCullInstances>) {
+    if !moving.0.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     for mut batch in &mut batches {
         let mut moving = batch.instances()[1];
         moving.position.x += STEP;
@@ -149,8 +158,7 @@ fn read_motion(mover: Mover, with_motion_vectors: bool) -> (Vec<Vec2>, f32, Mat4
             pass = Some(crate::gpu_writes::add_test_pass(app, GPU_MOVE));
         }
     });
-    if let Some(pass) = pass {
-        *pass.lock().unwrap() = h.batch;
+    if pass.is_some() {
         h.app
             .world_mut()
             .entity_mut(h.batch)
@@ -180,8 +188,11 @@ fn read_motion(mover: Mover, with_motion_vectors: bool) -> (Vec<Vec2>, f32, Mat4
     world
         .spawn(Readback::buffer(buffer.clone()))
         .observe(move |event: On<ReadbackComplete>| *sink.lock().unwrap() = Some(event.data.clone()));
+    let moving = Moving::default();
     if mover == Mover::Cpu {
-        h.app.add_systems(Update, move_instance);
+        h.app
+            .insert_resource(moving.clone())
+            .add_systems(Update, move_instance);
     }
     h.app
         .sub_app_mut(RenderApp)
@@ -193,11 +204,26 @@ fn read_motion(mover: Mover, with_motion_vectors: bool) -> (Vec<Vec2>, f32, Mat4
                 .after(Core3dSystems::Prepass)
                 .before(Core3dSystems::MainPass),
         );
-    // Frames until pipelines settle and the readback holds moving pixels
-    // (or a generous number of frames, without them).
+    // Frames until pipelines settle, the instance moves (from then on: the
+    // CPU's system or the GPU pass, once given the batch) and the readback
+    // holds some frames of its motion (or a generous number of frames).
     let mut motion = Vec::new();
+    let mut moving_from = None;
     for frame in 0..400 {
         h.app.update();
+        let idle = h
+            .app
+            .world()
+            .resource::<crate::common::PipelinesIdle>()
+            .0
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if idle > 0 && moving_from.is_none() {
+            moving_from = Some(frame);
+            moving.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(pass) = &pass {
+                *pass.lock().unwrap() = h.batch;
+            }
+        }
         let Some(bytes) = read.lock().unwrap().clone() else {
             continue;
         };
@@ -205,13 +231,7 @@ fn read_motion(mover: Mover, with_motion_vectors: bool) -> (Vec<Vec2>, f32, Mat4
             .into_iter()
             .map(Vec2::from)
             .collect();
-        let idle = h
-            .app
-            .world()
-            .resource::<crate::common::PipelinesIdle>()
-            .0
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if idle > 5 && frame > 30 {
+        if idle > 5 && frame > 30 && moving_from.is_some_and(|from| frame > from + 8) {
             break;
         }
     }
