@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Frames whose render-thread times [`RenderFrameTimes`] keeps.
-const RENDER_TIMES_KEPT: usize = 100;
+pub(super) const RENDER_TIMES_KEPT: usize = 100;
 
 /// A paced headless run's render thread, frame by frame: how long the
 /// render world's schedule ran up to the pacing wait, and how long it then

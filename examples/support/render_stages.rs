@@ -1,7 +1,8 @@
-//! `--pass-times`: where the render thread's frame goes, stage by stage.
-//! A system at each boundary of Bevy's render stages (`RenderSystems`), of
-//! the render graph (`RenderGraphSystems`) and of a camera's `Core3d` run
-//! notes the time; each stage's median over the last frames is reported
+//! `GPU_CULL_STAGE_TIMES=1`: where the render thread's frame goes, stage by
+//! stage. A system at each boundary of Bevy's render stages
+//! (`RenderSystems`), of the render graph (`RenderGraphSystems`) and of a
+//! camera's `Core3d` run notes the time; each stage's median over the last
+//! frames (as many as the render thread's frame times keep) is reported
 //! (`render_stages_us`). With more than one camera, the `Core3d` stages
 //! are the last camera's.
 
@@ -41,9 +42,6 @@ const STAGES: [&str; 22] = [
     "cleanup",
     "post cleanup",
 ];
-
-/// Frames whose stage times are kept.
-const FRAMES_KEPT: usize = 100;
 
 /// The boundaries of the frame under way and the stage times of the last
 /// frames, shared by the main world (for the summary) and the render world.
@@ -100,7 +98,7 @@ fn frame_end(times: Res<RenderStageTimes>) {
         }
     }
     log.frames.push_back(frame);
-    if log.frames.len() > FRAMES_KEPT {
+    if log.frames.len() > super::pass_times::RENDER_TIMES_KEPT {
         log.frames.pop_front();
     }
 }

@@ -89,8 +89,8 @@ pub struct GpuCullStats {
     /// render world a frame or two after the draw.
     pub drawn_frames: u64,
     /// Bytes of GPU buffer memory the plugin holds (each batch's instances
-    /// and draw records, each (view, batch)'s cull target, the counts' readback, shadow views included),
-    /// as of a frame or two ago. It returns to its earlier level when the
+    /// and draw records, each (view, batch)'s cull target, shadow views
+    /// included, and the counts' readback), as of a frame or two ago. It returns to its earlier level when the
     /// batches and cameras that grew it are gone.
     pub gpu_buffer_bytes: u64,
     /// For each (camera or first shadow view of a pass, batch) with

@@ -76,11 +76,11 @@ impl AsyncReadback {
     /// Records a copy as [`Self::copy`] does, into the staging buffer at
     /// byte `at`, beside the other copies recorded since the last mapping:
     /// one mapping then reads back many buffers' bytes (the bytes returned
-    /// run from 0 to the end of the farthest copy). A copy that is empty, does not fit the
-    /// staging buffer ([`Self::buffer_bytes`]) or whose `offset`, `len` or
-    /// `at` is not a multiple of [`wgpu::COPY_BUFFER_ALIGNMENT`] is not
-    /// recorded (false). Calls must not overlap one another or
-    /// [`Self::poll`] (hold a lock around them).
+    /// run from 0 to the end of the farthest copy). A copy that is empty,
+    /// does not fit the staging buffer ([`Self::buffer_bytes`]) or whose
+    /// `offset`, `len` or `at` is not a multiple of
+    /// [`wgpu::COPY_BUFFER_ALIGNMENT`] is not recorded (false). Calls must
+    /// not overlap one another or [`Self::poll`] (hold a lock around them).
     pub fn copy_at(
         &self,
         encoder: &mut wgpu::CommandEncoder,

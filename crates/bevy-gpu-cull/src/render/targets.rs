@@ -1,9 +1,10 @@
 //! Cull targets: per (view group, batch) a target holding every view's
 //! lists of survivors and indirect arguments, and per (view, batch) its
 //! slot there (its draw bind groups are made in `bind_groups`; its counts
-//! come back through `count_readback`). A view group ([`ViewGroups`]) is culled in one pass: a
-//! camera with its directional cascades (up to `MAX_VIEWS` views a group),
-//! a point light's six faces, or a spot light's view alone.
+//! come back through `count_readback`). A view group ([`ViewGroups`]) is
+//! culled in one pass: a camera with its directional cascades (up to
+//! `MAX_VIEWS` views a group), a point light's six faces, or a spot light's
+//! view alone.
 
 use super::batches::GpuBatch;
 use super::count_readback::CountReadback;
@@ -349,7 +350,7 @@ pub(crate) fn prepare_targets(
     let count_bytes = targets
         .map
         .values()
-        .map(|t| t.counts_len().next_multiple_of(4) * (1 + t.late.is_some() as u64))
+        .map(|t| t.counts_len().next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) * (1 + t.late.is_some() as u64))
         .sum();
     maker.counts.reserve(maker.device.wgpu_device(), count_bytes);
 }
