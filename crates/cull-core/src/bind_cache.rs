@@ -38,6 +38,24 @@ impl Key {
             bound: bound.collect::<Option<_>>()?,
         })
     }
+
+    /// Whether this is the key of `entries` under `layout`: compared in
+    /// place, as most lookups find their group and a key made for each
+    /// (clones and an allocation) cost more than the comparison.
+    fn matches(&self, layout: &wgpu::BindGroupLayout, entries: &[wgpu::BindGroupEntry]) -> bool {
+        self.layout == *layout
+            && self.bound.len() == entries.len()
+            && (self.bound.iter().zip(entries)).all(|((binding, bound), entry)| {
+                *binding == entry.binding
+                    && match (bound, &entry.resource) {
+                        (Bound::Buffer(buffer, offset, size), wgpu::BindingResource::Buffer(b)) => {
+                            *b.buffer == *buffer && b.offset == *offset && b.size == *size
+                        }
+                        (Bound::View(view), wgpu::BindingResource::TextureView(v)) => **v == *view,
+                        _ => false,
+                    }
+            })
+    }
 }
 
 /// The bind groups the latest cull used, and those of the cull before.
@@ -73,16 +91,18 @@ impl BindGroupCache {
                 entries,
             })
         };
-        let Some(key) = Key::of(layout, entries) else {
-            return create();
-        };
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, group)) = kept.current.iter().find(|(k, _)| *k == key) {
+        if let Some((_, group)) = kept.current.iter().find(|(k, _)| k.matches(layout, entries)) {
             return group.clone();
         }
-        let group = match kept.previous.iter().position(|(k, _)| *k == key) {
-            Some(i) => kept.previous.swap_remove(i).1,
-            None => create(),
+        if let Some(i) = kept.previous.iter().position(|(k, _)| k.matches(layout, entries)) {
+            let (key, group) = kept.previous.swap_remove(i);
+            kept.current.push((key, group.clone()));
+            return group;
+        }
+        let group = create();
+        let Some(key) = Key::of(layout, entries) else {
+            return group;
         };
         kept.current.push((key, group.clone()));
         group

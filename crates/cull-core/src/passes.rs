@@ -99,6 +99,9 @@ pub(crate) struct EncodeContext<'a, 'r> {
     pub encoder: &'a mut wgpu::CommandEncoder,
     pub input: &'a CullInput,
     pub target: &'a CullTarget,
+    /// The buffer holding the cull's uniform entries, and where they start
+    /// there: the target's own, or the culler's ring for a shared cull.
+    pub params: (&'a wgpu::Buffer, u64),
     pub chunks: &'a [Chunk],
     pub dispatch: DispatchShape,
     /// Views culled (the target's first `views`).
@@ -152,14 +155,14 @@ impl EncodeContext<'_, '_> {
     /// `view` (0 for a kernel that covers every view in one dispatch).
     pub fn params_offset(&self, chunk: &Chunk, view: u32, step: u32) -> u32 {
         let slot = chunk.index as u64 * self.param_views as u64 + view as u64;
-        ((slot * self.params_per_chunk as u64 + step as u64) * PARAMS_STRIDE) as u32
+        (self.params.1 + (slot * self.params_per_chunk as u64 + step as u64) * PARAMS_STRIDE) as u32
     }
 
     /// The binding of the uniform block (one entry; the offset picks it).
     pub fn params_entry(&self) -> wgpu::BindGroupEntry<'_> {
         wgpu::BindGroupEntry {
             binding: bindings::PARAMS,
-            resource: bind_window(self.target.params_buffer(), 0, size_of::<GpuParams>() as u64),
+            resource: bind_window(self.params.0, 0, size_of::<GpuParams>() as u64),
         }
     }
 

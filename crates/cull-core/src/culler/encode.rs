@@ -72,15 +72,22 @@ impl Culler {
         self.clear(encoder, request, cells.filter(|_| listed.is_none()), &chunks);
         let visibility_entries = visibility_entries(request);
         let mut recorder = request.target.timing_recorder();
-        let timed = recorder.is_some();
-        let cx = EncodeContext {
+        let mut shared = shared.filter(|_| recorder.is_none());
+        // A shared cull takes its uniform entries from the culler's ring
+        // where it has room, else from its target's buffer.
+        let ring = (shared.as_mut()).and_then(|shared| shared.reserve(uniforms.len() as u64));
+        let target = request.target;
+        let mut cx = EncodeContext {
             cells,
             listed,
             visibility_entries: &visibility_entries,
             device: &self.device,
             encoder,
             input: request.input,
-            target: request.target,
+            target,
+            params: ring
+                .as_ref()
+                .map_or((target.params_buffer(), 0), |(buffer, at)| (buffer, *at)),
             chunks: &chunks,
             dispatch: self.dispatch,
             views,
@@ -88,24 +95,27 @@ impl Culler {
             param_views: layout.param_views,
             recorder: &mut recorder,
         };
-        let dispatches = shared
-            .filter(|_| !timed)
-            .and_then(|shared| Some((shared, self.kernel.shared_dispatches(&cx, &kernel)?)));
-        let target = request.target;
+        let test_uniforms = test_uniforms.as_deref().unwrap_or_default();
+        if let Some(shared) = shared {
+            if let Some(dispatches) = self.kernel.shared_dispatches(&cx, &kernel) {
+                let in_ring: &[u8] = if ring.is_some() { &uniforms } else { &[] };
+                shared.add_dispatches(dispatches, in_ring);
+                if ring.is_none() {
+                    shared.upload(target.params_buffer(), &uniforms);
+                }
+                shared.upload(target.test_uniforms(), test_uniforms);
+                return Ok((listed_cells, true));
+            }
+            // Its kernel records passes of its own.
+            if ring.is_some() {
+                shared.unreserve(uniforms.len() as u64);
+                cx.params = (target.params_buffer(), 0);
+            }
+        }
         let uploads = [
             (target.params_buffer(), uniforms.as_slice()),
-            (
-                target.test_uniforms(),
-                test_uniforms.as_deref().unwrap_or_default(),
-            ),
+            (target.test_uniforms(), test_uniforms),
         ];
-        if let Some((shared, dispatches)) = dispatches {
-            shared.add_dispatches(dispatches);
-            for (buffer, bytes) in uploads {
-                shared.upload(buffer, bytes);
-            }
-            return Ok((listed_cells, true));
-        }
         for (buffer, bytes) in uploads.iter().filter(|(_, bytes)| !bytes.is_empty()) {
             queue.write_buffer(buffer, 0, bytes);
         }

@@ -248,7 +248,7 @@ impl Culler {
         queue: &wgpu::Queue,
         requests: impl IntoIterator<Item = CullRequest<'r>>,
     ) -> Vec<Result<CullOutcome, CullError>> {
-        let mut shared = super::shared::SharedCulls::default();
+        let mut shared = super::shared::SharedCulls::new(&self.shared_uniforms);
         let mut targets: std::collections::HashSet<*const CullTarget> = Default::default();
         let outcomes = (requests.into_iter())
             .map(|request| {

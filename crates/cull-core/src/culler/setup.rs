@@ -63,6 +63,8 @@ pub struct Culler {
     /// meshes), visibility test, by cells or not, views and output windows
     /// (`kernel_index`).
     pub(super) kernels: Mutex<Vec<Option<Kernel>>>,
+    /// Where [`Self::cull_all`]'s shared culls take their uniforms.
+    pub(super) shared_uniforms: super::shared::SharedUniforms,
 }
 
 impl Culler {
@@ -175,6 +177,7 @@ impl Culler {
                     * 2
                     * (MAX_OUTPUT_WINDOWS * desc.max_views) as usize
             ]),
+            shared_uniforms: Default::default(),
         })
     }
 

@@ -5,7 +5,8 @@
 //! cells, into a timed target, of another variant) in passes of its own
 //! recorded with them; a target named twice refused; a target culled from
 //! one input, then another, then the first again (its bind groups are kept
-//! from one cull to the next).
+//! from one cull to the next); many calls, whose shared uniforms wrap
+//! around the culler's ring and outgrow it.
 
 use crate::harness::*;
 use cull_core::GpuContext;
@@ -204,4 +205,60 @@ fn cull_all_refuses_a_target_named_twice() {
         &reference(&scene, InstanceFormat::PosQuat),
         &survivors,
     );
+}
+
+/// Many `cull_all` calls, two to an encoder, each cull against another
+/// view than the call before: the shared culls' uniform entries go round
+/// the culler's ring (wrapping many times), and every fourth round culls
+/// more targets than the ring holds (those past its end take their own
+/// buffers, and the ring grows). Every cull is exact for its own view:
+/// an entry written over before its pass read it, or read from another
+/// cull's place, would not be.
+#[test]
+fn shared_uniforms_wrap_around_the_ring_and_outgrow_it() {
+    let ctx = gpu();
+    let variant = ScanVariant::best_available(ctx.device.features()).unwrap();
+    let kernel = (variant, Tuning::default(), InstanceFormat::PosQuat);
+    let culler = culler_timed(ctx, kernel, OutputKind::Indices, false);
+    let scenes: Vec<_> = (0..70)
+        .map(|i| {
+            edge_scene(
+                i + 300,
+                40 + i as usize,
+                Camera::ALL[i as usize % Camera::ALL.len()],
+                kernel.2,
+            )
+        })
+        .collect();
+    let jobs: Vec<_> = (scenes.iter())
+        .map(|scene| Job::new(ctx, &culler, scene, 120))
+        .collect();
+    for round in 0..24 {
+        let culled = if round % 4 == 3 { jobs.len() } else { 12 };
+        // Each job against another job's view, other each round.
+        let view = |i: usize| &jobs[(i + round) % jobs.len()].frustum;
+        let request = |i: usize| {
+            let job = &jobs[i];
+            let frustum = std::slice::from_ref(view(i));
+            cull_core::CullRequest::new(&job.input, &job.target, frustum, job.local_bounds, job.count)
+        };
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let half = culled / 2;
+        let mut outcomes = culler.cull_all(&mut encoder, &ctx.queue, (0..half).map(request));
+        outcomes.extend(culler.cull_all(&mut encoder, &ctx.queue, (half..culled).map(request)));
+        ctx.queue.submit([encoder.finish()]);
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            let what = format!("{variant:?} round {round} target {i}");
+            assert_eq!(
+                outcome.unwrap().shared_pass,
+                shares_pass(variant),
+                "{what}: shared pass"
+            );
+            let job = &jobs[i];
+            let survivors = read_views(ctx, &culler, &job.bytes, &job.target, 1, job.count).remove(0);
+            let reference =
+                cull_core::cpu::classify(kernel.2, &job.bytes, job.local_bounds, view(i)).unwrap();
+            assert_exact(&what, &reference, &survivors);
+        }
+    }
 }
