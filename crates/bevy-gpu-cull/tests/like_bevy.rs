@@ -333,6 +333,13 @@ fn distance_fog_shades_the_batch_as_bevy_meshes() {
         mesh: cube,
     };
     let with_fog = assert_halves_match(&fogged);
+    // A forward camera draws its opaque batches first, from outside Bevy's
+    // `Opaque3d` phase, which then holds none of them.
+    assert_eq!(
+        MAIN_PASS_ITEMS.load(Ordering::Relaxed),
+        0,
+        "the batch's items in Bevy's main opaque phase"
+    );
     // The fog is there at all: Bevy's half changes with it.
     let clear = Look {
         what: "fog-off",

@@ -151,12 +151,14 @@ pub(crate) fn queue_batches(
         Res<ErasedRenderAssets<PreparedMaterial>>,
         Option<ResMut<CulledMaterialPipeline>>,
     ),
-    (mut blended, mut transmissive_phases, mut pixels): (
+    (mut blended, mut transmissive_phases, mut pixels, mut first): (
         super::blend::BlendedQueue,
         ResMut<ViewSortedRenderPhases<Transmissive3d>>,
         ResMut<super::pixels::PixelViews>,
+        ResMut<super::opaque_first::OpaqueFirstItems>,
     ),
 ) {
+    first.clear();
     let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();
     let views_seen = views.iter().map(|(_, view, _)| view.retained_view_entity);
     let phases = (
@@ -219,13 +221,25 @@ pub(crate) fn queue_batches(
                 blended.add::<DrawCulledBlended>(draw, &targets, &meshes);
                 continue;
             }
-            opaque.add(
-                (view_entity, rve),
-                (entity, *main_entity),
-                mesh_id.untyped(),
-                (id, draw_function),
-                twin,
-            );
+            if deferred {
+                opaque.add(
+                    (view_entity, rve),
+                    (entity, *main_entity),
+                    mesh_id.untyped(),
+                    (id, draw_function),
+                    twin,
+                );
+            } else {
+                // Drawn before Bevy's main opaque pass, from outside its
+                // phase (`opaque_first`).
+                opaque.add_twin(view_entity, entity, twin);
+                first.add(
+                    view_entity,
+                    (entity, *main_entity),
+                    mesh_id.untyped(),
+                    (id, draw_function),
+                );
+            }
             specializer.queue_pixels(&mut pixels, (view_entity, entity, main_entity), data, *view_key);
         }
     }

@@ -100,6 +100,7 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<draw::CurrentDrawPhase>()
         .init_resource::<opaque_first::OpaqueBatchesDrawn>()
+        .init_resource::<opaque_first::OpaqueFirstItems>()
         .init_resource::<gpu_writes::GpuCullInstanceBuffers>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.

@@ -4,26 +4,58 @@
 //! terrain or floor under it would shade every pixel of those twice. So a
 //! pass of their own draws the batches just before Bevy's main opaque pass,
 //! into the same color and depth attachments (it clears them, as that pass
-//! would have), and the batches' items in Bevy's phase then draw nothing.
-//! Bevy's meshes behind a batch fail the depth test before they shade.
+//! would have). Bevy's meshes behind a batch fail the depth test before
+//! they shade. The batches' items are kept here rather than in Bevy's
+//! phase: a binned phase's items are taken out and put back every frame,
+//! and Bevy's pass would go through each only to skip it.
 
-use super::draw::{DrawCulled, DrawCulledMaterial, DrawCulledPixels};
+use super::draw::DrawCulledPixels;
 use super::pixels::{PixelViews, draw_pixel_depth};
+use bevy::asset::UntypedAssetId;
 use bevy::camera::{MainPassResolutionOverride, Viewport};
 use bevy::core_pipeline::core_3d::Opaque3d;
 use bevy::core_pipeline::prepass::DeferredPrepass;
+use bevy::ecs::entity::EntityHashMap;
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
 use bevy::render::diagnostic::RecordDiagnostics;
 use bevy::render::render_phase::{
-    BinnedPhaseItem, DrawFunctions, PhaseItem, PhaseItemExtraIndex, RenderCommand, RenderCommandResult,
-    TrackedRenderPass, ViewBinnedRenderPhases,
+    BinnedPhaseItem, DrawFunctionId, DrawFunctions, PhaseItem, PhaseItemExtraIndex, RenderCommand,
+    RenderCommandResult, TrackedRenderPass,
 };
+use bevy::render::render_resource::CachedRenderPipelineId;
 use bevy::render::render_resource::{PipelineCache, RenderPassDescriptor, StoreOp};
 use bevy::render::renderer::{RenderContext, ViewQuery};
-use bevy::render::view::{ExtractedView, ViewDepthTexture, ViewTarget};
+use bevy::render::sync_world::MainEntity;
+use bevy::render::view::{ViewDepthTexture, ViewTarget};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Each forward camera's opaque batch items, queued this frame, drawn by
+/// [`draw_opaque_batches_first`] (a deferred camera's go into Bevy's phase).
+#[derive(Resource, Default)]
+pub(crate) struct OpaqueFirstItems(EntityHashMap<Vec<Opaque3d>>);
+
+impl OpaqueFirstItems {
+    /// Forgets last frame's items.
+    pub fn clear(&mut self) {
+        self.0.values_mut().for_each(Vec::clear);
+    }
+
+    /// Adds `batch`'s draw in `view` (`pipeline`, `draw_function`, from
+    /// `mesh`'s buffers).
+    pub fn add(
+        &mut self,
+        view: Entity,
+        batch: (Entity, MainEntity),
+        mesh: UntypedAssetId,
+        (pipeline, draw_function): (CachedRenderPipelineId, DrawFunctionId),
+    ) {
+        let (set, bin) = <Opaque3d as super::queue::BatchPhase>::batch_keys(pipeline, draw_function, mesh);
+        let item = Opaque3d::new(set, bin, batch, 0..1, PhaseItemExtraIndex::None);
+        self.0.entry(view).or_default().push(item);
+    }
+}
 
 /// Whether the view being rendered had its opaque batches drawn by
 /// [`draw_opaque_batches_first`] (`Core3d` renders views one after
@@ -72,47 +104,21 @@ pub(crate) fn draw_opaque_batches_first(
     view: ViewQuery<
         (
             &ExtractedCamera,
-            &ExtractedView,
             &ViewTarget,
             &ViewDepthTexture,
             Option<&MainPassResolutionOverride>,
         ),
         Without<DeferredPrepass>,
     >,
-    opaque_phases: Res<ViewBinnedRenderPhases<Opaque3d>>,
+    first_items: Res<OpaqueFirstItems>,
     draw_functions: Res<DrawFunctions<Opaque3d>>,
     drawn: Res<OpaqueBatchesDrawn>,
     (pixels, cache): (Res<PixelViews>, Res<PipelineCache>),
     mut ctx: RenderContext,
 ) {
     let view_entity = view.entity();
-    let (camera, extracted_view, target, depth, resolution_override) = view.into_inner();
-    let Some(phase) = opaque_phases.get(&extracted_view.retained_view_entity) else {
-        return;
-    };
-    let ours = {
-        let functions = draw_functions.read();
-        [
-            functions.get_id::<DrawCulled>(),
-            functions.get_id::<DrawCulledMaterial>(),
-        ]
-    };
-    let items: Vec<Opaque3d> = phase
-        .non_mesh_items
-        .iter()
-        .filter(|((key, _), _)| ours.contains(&Some(key.draw_function)))
-        .flat_map(|((batch_set_key, bin_key), entities)| {
-            entities.entities.iter().map(|(main, entity)| {
-                Opaque3d::new(
-                    batch_set_key.clone(),
-                    bin_key.clone(),
-                    (*entity, *main),
-                    0..1,
-                    PhaseItemExtraIndex::None,
-                )
-            })
-        })
-        .collect();
+    let (camera, target, depth, resolution_override) = view.into_inner();
+    let items = first_items.0.get(&view_entity).map_or(&[][..], Vec::as_slice);
     if items.is_empty() {
         return;
     }
@@ -141,7 +147,7 @@ pub(crate) fn draw_opaque_batches_first(
     {
         let mut functions = draw_functions.write();
         functions.prepare(world);
-        for item in pixel_items.iter().chain(&items) {
+        for item in pixel_items.iter().chain(items) {
             let Some(function) = functions.get_mut(item.draw_function()) else {
                 continue;
             };

@@ -229,10 +229,16 @@ impl<P: BatchPhase> BatchQueue<'_, P> {
             BinnedRenderPhaseType::NonMesh,
         );
         self.queued.views.entry(view).or_default().push(batch.1);
-        if let Some(twin) = twin {
-            self.twins.pipelines.insert((view_entity, batch.0), twin);
-        }
+        self.add_twin(view_entity, batch.0, twin);
         true
+    }
+
+    /// Records `batch`'s `twin` in `view`, for a batch drawn from outside
+    /// the phase (or by [`Self::add`]).
+    pub fn add_twin(&mut self, view: Entity, batch: Entity, twin: Option<CachedRenderPipelineId>) {
+        if let Some(twin) = twin {
+            self.twins.pipelines.insert((view, batch), twin);
+        }
     }
 }
 
