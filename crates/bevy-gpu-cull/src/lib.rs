@@ -23,8 +23,9 @@
 //! }
 //! ```
 //!
-//! Each (camera, batch) is queued into the camera's `Opaque3d` phase and
-//! depth-tested against Bevy's meshes, with the pipeline key (MSAA, HDR,
+//! Each (camera, batch) is drawn in the camera's opaque pass (first, before
+//! Bevy's meshes, or for a deferred camera as an item of Bevy's `Opaque3d`
+//! phase) and depth-tested against Bevy's meshes, with the pipeline key (MSAA, HDR,
 //! tonemapping) Bevy computes for the view; a batch with a blended
 //! material goes into Bevy's `Transparent3d` phase instead, its survivors
 //! sorted back to front on the GPU for each camera. Lists are edited through

@@ -182,6 +182,10 @@ pub struct CullTarget {
     cell_lists: std::sync::Mutex<Option<wgpu::Buffer>>,
     /// The bind groups of its latest culls, kept for the next.
     bind_groups: crate::bind_cache::BindGroupCache,
+    /// Which of the culler's shared uniform buffers a `cull_all` that
+    /// starts with this target takes ([`crate::Culler::cull_all`]):
+    /// the same each time, so that its culls' bind groups are kept.
+    pub(crate) shared_slot: std::sync::OnceLock<usize>,
 }
 
 /// Bytes of `DrawIndexedIndirectArgs` (five `u32`); `DrawIndirectArgs` uses
@@ -277,6 +281,7 @@ impl CullTarget {
             timestamp_period: spec.timestamp_period,
             cell_lists: Default::default(),
             bind_groups: Default::default(),
+            shared_slot: Default::default(),
         })
     }
 

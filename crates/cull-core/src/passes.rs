@@ -100,7 +100,8 @@ pub(crate) struct EncodeContext<'a, 'r> {
     pub input: &'a CullInput,
     pub target: &'a CullTarget,
     /// The buffer holding the cull's uniform entries, and where they start
-    /// there: the target's own, or the culler's ring for a shared cull.
+    /// there: the target's own, or, for a shared cull, the buffer of the
+    /// culler's that its call took.
     pub params: (&'a wgpu::Buffer, u64),
     pub chunks: &'a [Chunk],
     pub dispatch: DispatchShape,

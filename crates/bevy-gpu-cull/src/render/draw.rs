@@ -131,9 +131,10 @@ impl SpecializedMeshPipeline for CulledPipeline {
 }
 
 /// Takes the items of `entities` out of `view`'s phase, where it has one.
-/// Puts each (view, batch) with a cull target into the view's `Opaque3d`
-/// phase (through the shared [`BatchQueue`]), drawn by its material's
-/// pipeline or the application's draw shader.
+/// Queues each (view, batch) with a cull target, drawn by its material's
+/// pipeline or the application's draw shader: for a forward camera into the
+/// batches drawn first (`opaque_first`), for a deferred one into the view's
+/// `Opaque3d` phase (through the shared [`BatchQueue`]).
 pub(crate) fn queue_batches(
     mut opaque: BatchQueue<Opaque3d>,
     pipeline: Option<Res<CulledPipeline>>,
@@ -243,6 +244,7 @@ pub(crate) fn queue_batches(
             specializer.queue_pixels(&mut pixels, (view_entity, entity, main_entity), data, *view_key);
         }
     }
+    first.sort();
 }
 
 /// A blended batch's draw in a view's sorted phase: sorted back to front,
@@ -513,7 +515,6 @@ impl MainPassSpecializer<'_> {
 }
 
 pub(crate) type DrawCulled = (
-    super::opaque_first::SkipIfDrawnFirst,
     SetItemPipeline,
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,
@@ -524,7 +525,6 @@ pub(crate) type DrawCulled = (
 /// The draw of a batch with its material: Bevy's material bind group at
 /// group 3.
 pub(crate) type DrawCulledMaterial = (
-    super::opaque_first::SkipIfDrawnFirst,
     SetItemPipeline,
     SetMeshViewBindGroup<0>,
     SetMeshViewBindingArrayBindGroup<1>,

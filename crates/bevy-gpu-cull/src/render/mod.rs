@@ -99,7 +99,6 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_resource::<count_readback::CountReadback>()
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<draw::CurrentDrawPhase>()
-        .init_resource::<opaque_first::OpaqueBatchesDrawn>()
         .init_resource::<opaque_first::OpaqueFirstItems>()
         .init_resource::<gpu_writes::GpuCullInstanceBuffers>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
@@ -239,7 +238,7 @@ fn add_draw_phase_systems(render_app: &mut SubApp) {
     render_app.add_systems(
         Core3d,
         (
-            (draw::enter_early_phase, opaque_first::forget_opaque_batches_drawn)
+            draw::enter_early_phase
                 .before(cull::cull_view)
                 .before(cull::cull_light_view)
                 .before(Core3dSystems::Prepass)

@@ -16,20 +16,17 @@ use bevy::camera::{MainPassResolutionOverride, Viewport};
 use bevy::core_pipeline::core_3d::Opaque3d;
 use bevy::core_pipeline::prepass::DeferredPrepass;
 use bevy::ecs::entity::EntityHashMap;
-use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
 use bevy::render::diagnostic::RecordDiagnostics;
 use bevy::render::render_phase::{
-    BinnedPhaseItem, DrawFunctionId, DrawFunctions, PhaseItem, PhaseItemExtraIndex, RenderCommand,
-    RenderCommandResult, TrackedRenderPass,
+    BinnedPhaseItem, DrawFunctionId, DrawFunctions, PhaseItem, PhaseItemExtraIndex,
 };
 use bevy::render::render_resource::CachedRenderPipelineId;
 use bevy::render::render_resource::{PipelineCache, RenderPassDescriptor, StoreOp};
 use bevy::render::renderer::{RenderContext, ViewQuery};
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ViewDepthTexture, ViewTarget};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Each forward camera's opaque batch items, queued this frame, drawn by
 /// [`draw_opaque_batches_first`] (a deferred camera's go into Bevy's phase).
@@ -37,9 +34,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct OpaqueFirstItems(EntityHashMap<Vec<Opaque3d>>);
 
 impl OpaqueFirstItems {
-    /// Forgets last frame's items.
+    /// Forgets last frame's items, and the cameras that had none.
     pub fn clear(&mut self) {
-        self.0.values_mut().for_each(Vec::clear);
+        self.0.retain(|_, items| {
+            let had_items = !items.is_empty();
+            items.clear();
+            had_items
+        });
+    }
+
+    /// Orders each camera's items by pipeline and mesh, as Bevy's bins
+    /// would: fewer changes of pipeline and bindings between draws.
+    pub fn sort(&mut self) {
+        for items in self.0.values_mut() {
+            items
+                .sort_unstable_by(|a, b| (&a.batch_set_key, &a.bin_key).cmp(&(&b.batch_set_key, &b.bin_key)));
+        }
     }
 
     /// Adds `batch`'s draw in `view` (`pipeline`, `draw_function`, from
@@ -57,47 +67,12 @@ impl OpaqueFirstItems {
     }
 }
 
-/// Whether the view being rendered had its opaque batches drawn by
-/// [`draw_opaque_batches_first`] (`Core3d` renders views one after
-/// another): their items in the main opaque pass are then skipped.
-#[derive(Resource, Default)]
-pub(crate) struct OpaqueBatchesDrawn(AtomicBool);
-
-/// At the start of every view's run: nothing drawn first yet.
-pub(crate) fn forget_opaque_batches_drawn(drawn: Res<OpaqueBatchesDrawn>) {
-    drawn.0.store(false, Ordering::Relaxed);
-}
-
-/// The first command of the batches' opaque draws: skips the draw in Bevy's
-/// main opaque pass where the batch was drawn before it.
-pub(crate) struct SkipIfDrawnFirst;
-
-impl<P: PhaseItem> RenderCommand<P> for SkipIfDrawnFirst {
-    type Param = SRes<OpaqueBatchesDrawn>;
-    type ViewQuery = ();
-    type ItemQuery = ();
-
-    fn render<'w>(
-        _: &P,
-        _: (),
-        _: Option<()>,
-        drawn: SystemParamItem<'w, '_, Self::Param>,
-        _: &mut TrackedRenderPass<'w>,
-    ) -> RenderCommandResult {
-        if drawn.0.load(Ordering::Relaxed) {
-            RenderCommandResult::Skip
-        } else {
-            RenderCommandResult::Success
-        }
-    }
-}
-
-/// Draws the view's opaque batches (the plugin's non-mesh items in Bevy's
-/// `Opaque3d` phase) in a pass of their own before Bevy's main opaque pass
-/// (after the deferred lighting and screen-space reflections, which write a
-/// deferred camera's color target first).
-/// Not for deferred cameras, whose lighting pass has written the color
-/// target by then from its own depth.
+/// Draws the view's opaque batches (its [`OpaqueFirstItems`]) in a pass of
+/// their own before Bevy's main opaque pass (after the deferred lighting
+/// and screen-space reflections, which write a deferred camera's color
+/// target first). Every camera of `Core3d` runs this but a deferred one,
+/// whose lighting pass has written the color target by then from its own
+/// depth (its batches are items of Bevy's phase).
 #[allow(clippy::type_complexity)]
 pub(crate) fn draw_opaque_batches_first(
     world: &World,
@@ -112,7 +87,6 @@ pub(crate) fn draw_opaque_batches_first(
     >,
     first_items: Res<OpaqueFirstItems>,
     draw_functions: Res<DrawFunctions<Opaque3d>>,
-    drawn: Res<OpaqueBatchesDrawn>,
     (pixels, cache): (Res<PixelViews>, Res<PipelineCache>),
     mut ctx: RenderContext,
 ) {
@@ -157,7 +131,6 @@ pub(crate) fn draw_opaque_batches_first(
         }
     }
     span.end(&mut pass);
-    drawn.0.store(true, Ordering::Relaxed);
 }
 
 /// The view's pixel resolves (`super::pixels`) as items of its opaque

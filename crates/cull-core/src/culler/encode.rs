@@ -73,9 +73,9 @@ impl Culler {
         let visibility_entries = visibility_entries(request);
         let mut recorder = request.target.timing_recorder();
         let mut shared = shared.filter(|_| recorder.is_none());
-        // A shared cull takes its uniform entries from the culler's ring
-        // where it has room, else from its target's buffer.
-        let ring = (shared.as_mut()).and_then(|shared| shared.reserve(uniforms.len() as u64));
+        // A shared cull takes its uniform entries from the call's buffer
+        // where it has room, else from its target's.
+        let reserved = (shared.as_mut()).and_then(|shared| shared.reserve(uniforms.len() as u64));
         let target = request.target;
         let mut cx = EncodeContext {
             cells,
@@ -85,7 +85,7 @@ impl Culler {
             encoder,
             input: request.input,
             target,
-            params: ring
+            params: reserved
                 .as_ref()
                 .map_or((target.params_buffer(), 0), |(buffer, at)| (buffer, *at)),
             chunks: &chunks,
@@ -98,19 +98,17 @@ impl Culler {
         let test_uniforms = test_uniforms.as_deref().unwrap_or_default();
         if let Some(shared) = shared {
             if let Some(dispatches) = self.kernel.shared_dispatches(&cx, &kernel) {
-                let in_ring: &[u8] = if ring.is_some() { &uniforms } else { &[] };
-                shared.add_dispatches(dispatches, in_ring);
-                if ring.is_none() {
+                let taken: &[u8] = if reserved.is_some() { &uniforms } else { &[] };
+                shared.add_dispatches(dispatches, taken);
+                if reserved.is_none() {
                     shared.upload(target.params_buffer(), &uniforms);
                 }
                 shared.upload(target.test_uniforms(), test_uniforms);
                 return Ok((listed_cells, true));
             }
             // Its kernel records passes of its own.
-            if ring.is_some() {
-                shared.unreserve(uniforms.len() as u64);
-                cx.params = (target.params_buffer(), 0);
-            }
+            shared.unreserve(uniforms.len() as u64, reserved.is_some());
+            cx.params = (target.params_buffer(), 0);
         }
         let uploads = [
             (target.params_buffer(), uniforms.as_slice()),

@@ -248,9 +248,11 @@ impl Culler {
         queue: &wgpu::Queue,
         requests: impl IntoIterator<Item = CullRequest<'r>>,
     ) -> Vec<Result<CullOutcome, CullError>> {
-        let mut shared = super::shared::SharedCulls::new(&self.shared_uniforms);
+        let mut requests = requests.into_iter().peekable();
+        let first = requests.peek().map(|request| request.target);
+        let mut shared = super::shared::SharedCulls::new(&self.shared_uniforms, first);
         let mut targets: std::collections::HashSet<*const CullTarget> = Default::default();
-        let outcomes = (requests.into_iter())
+        let outcomes = requests
             .map(|request| {
                 let target: *const CullTarget = request.target;
                 if !targets.insert(target) {

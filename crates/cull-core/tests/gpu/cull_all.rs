@@ -5,8 +5,8 @@
 //! cells, into a timed target, of another variant) in passes of its own
 //! recorded with them; a target named twice refused; a target culled from
 //! one input, then another, then the first again (its bind groups are kept
-//! from one cull to the next); many calls, whose shared uniforms wrap
-//! around the culler's ring and outgrow it.
+//! from one cull to the next); many calls, whose shared uniforms take the
+//! culler's buffers in turn and outgrow them.
 
 use crate::harness::*;
 use cull_core::GpuContext;
@@ -208,14 +208,15 @@ fn cull_all_refuses_a_target_named_twice() {
 }
 
 /// Many `cull_all` calls, two to an encoder, each cull against another
-/// view than the call before: the shared culls' uniform entries go round
-/// the culler's ring (wrapping many times), and every fourth round culls
-/// more targets than the ring holds (those past its end take their own
-/// buffers, and the ring grows). Every cull is exact for its own view:
-/// an entry written over before its pass read it, or read from another
-/// cull's place, would not be.
+/// view than the call before: each call's shared culls take their uniform
+/// entries from the culler's buffer for the call's first target (one taken
+/// in turn, more targets first than there are buffers), and every fourth
+/// round culls more targets than the buffers hold (those past the end take
+/// their own buffers, and the buffer grows). Every cull is exact for its
+/// own view: an entry written over before its pass read it, or read from
+/// another cull's place, would not be.
 #[test]
-fn shared_uniforms_wrap_around_the_ring_and_outgrow_it() {
+fn shared_uniform_buffers_are_taken_in_turn_and_outgrown() {
     let ctx = gpu();
     let variant = ScanVariant::best_available(ctx.device.features()).unwrap();
     let kernel = (variant, Tuning::default(), InstanceFormat::PosQuat);
@@ -243,7 +244,9 @@ fn shared_uniforms_wrap_around_the_ring_and_outgrow_it() {
             cull_core::CullRequest::new(&job.input, &job.target, frustum, job.local_bounds, job.count)
         };
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        let half = culled / 2;
+        // Second calls start with five different targets: more than the
+        // culler has buffers, so some take the first call's.
+        let half = culled / 2 + round % 5;
         let mut outcomes = culler.cull_all(&mut encoder, &ctx.queue, (0..half).map(request));
         outcomes.extend(culler.cull_all(&mut encoder, &ctx.queue, (half..culled).map(request)));
         ctx.queue.submit([encoder.finish()]);
