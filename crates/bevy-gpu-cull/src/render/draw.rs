@@ -9,10 +9,10 @@ use super::bindings::InstanceBindings;
 use super::custom_material::{
     BatchDrawForm, CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
 };
-use super::queue::{BatchQueue, TwinPipelines, remove_from_phase};
+use super::queue::{BatchQueue, TwinPipelines};
 use super::targets::{ViewTarget, ViewTargets};
 use crate::stats::{StatMessage, StatSender};
-use bevy::core_pipeline::core_3d::{AlphaMask3d, Opaque3d, Transparent3d};
+use bevy::core_pipeline::core_3d::{AlphaMask3d, Opaque3d};
 use bevy::core_pipeline::prepass::DeferredPrepass;
 use bevy::ecs::system::{SystemParamItem, lifetimeless::SRes};
 use bevy::material::RenderPhaseType;
@@ -302,36 +302,7 @@ fn take_out_last_frame(
     pixels.pipelines.clear();
     for view in views {
         opaque.remove(&view, mains.iter().copied());
-        remove_bevy_items(&view, mains, alpha_mask, (blended.phases(), &mut *transmissive));
-    }
-}
-
-/// Removes Bevy's own items for the batches `mains` from a view's main-pass
-/// phases other than the opaque one (`BatchQueue::remove` takes those). A
-/// material on the batch entity makes Bevy queue the mesh itself, at the
-/// entity's transform: the plugin draws the batch with that material
-/// instead. Bevy's item is in the opaque or alpha-mask phase, or, for a
-/// blended or transmissive material, a sorted phase (the batch itself is
-/// drawn opaque), where Bevy keys its mesh items by the main entity alone.
-fn remove_bevy_items(
-    view: &RetainedViewEntity,
-    mains: &[MainEntity],
-    alpha_mask: &mut ViewBinnedRenderPhases<AlphaMask3d>,
-    (transparent, transmissive): (
-        &mut ViewSortedRenderPhases<Transparent3d>,
-        &mut ViewSortedRenderPhases<Transmissive3d>,
-    ),
-) {
-    remove_from_phase(alpha_mask, view, mains.iter().copied());
-    if let Some(phase) = transparent.get_mut(view) {
-        mains
-            .iter()
-            .for_each(|main| phase.remove(Entity::PLACEHOLDER, *main));
-    }
-    if let Some(phase) = transmissive.get_mut(view) {
-        mains
-            .iter()
-            .for_each(|main| phase.remove(Entity::PLACEHOLDER, *main));
+        super::queue::remove_bevy_items(&view, mains, alpha_mask, (blended.phases(), &mut *transmissive));
     }
 }
 

@@ -9,19 +9,21 @@
 //! `queue_prepass.rs`).
 
 use bevy::asset::UntypedAssetId;
-use bevy::core_pipeline::core_3d::{Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey};
+use bevy::core_pipeline::core_3d::{
+    AlphaMask3d, Opaque3d, Opaque3dBatchSetKey, Opaque3dBinKey, Transparent3d,
+};
 use bevy::core_pipeline::deferred::AlphaMask3dDeferred;
 use bevy::core_pipeline::prepass::{
     Opaque3dPrepass, OpaqueNoLightmap3dBatchSetKey, OpaqueNoLightmap3dBinKey,
 };
 use bevy::ecs::system::SystemParam;
-use bevy::pbr::{Shadow, ShadowBatchSetKey, ShadowBinKey};
+use bevy::pbr::{Shadow, ShadowBatchSetKey, ShadowBinKey, Transmissive3d};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::render::mesh::allocator::MeshSlabs;
 use bevy::render::render_phase::{
     BinnedPhaseItem, BinnedRenderPhaseType, DrawFunctionId, DrawFunctions, InputUniformIndex,
-    ViewBinnedRenderPhases,
+    ViewBinnedRenderPhases, ViewSortedRenderPhases,
 };
 use bevy::render::render_resource::CachedRenderPipelineId;
 use bevy::render::sync_world::MainEntity;
@@ -115,6 +117,35 @@ pub(crate) fn remove_from_phase<P: BinnedPhaseItem>(
 ) {
     if let Some(phase) = phases.get_mut(view) {
         entities.into_iter().for_each(|e| phase.remove(e));
+    }
+}
+
+/// Removes Bevy's own items for the batches `mains` from a view's main-pass
+/// phases other than the opaque one (`BatchQueue::remove` takes those). A
+/// material on the batch entity makes Bevy queue the mesh itself, at the
+/// entity's transform: the plugin draws the batch with that material
+/// instead. Bevy's item is in the opaque or alpha-mask phase, or, for a
+/// blended or transmissive material, a sorted phase (the batch itself is
+/// drawn opaque), where Bevy keys its mesh items by the main entity alone.
+pub(crate) fn remove_bevy_items(
+    view: &RetainedViewEntity,
+    mains: &[MainEntity],
+    alpha_mask: &mut ViewBinnedRenderPhases<AlphaMask3d>,
+    (transparent, transmissive): (
+        &mut ViewSortedRenderPhases<Transparent3d>,
+        &mut ViewSortedRenderPhases<Transmissive3d>,
+    ),
+) {
+    remove_from_phase(alpha_mask, view, mains.iter().copied());
+    if let Some(phase) = transparent.get_mut(view) {
+        mains
+            .iter()
+            .for_each(|main| phase.remove(Entity::PLACEHOLDER, *main));
+    }
+    if let Some(phase) = transmissive.get_mut(view) {
+        mains
+            .iter()
+            .for_each(|main| phase.remove(Entity::PLACEHOLDER, *main));
     }
 }
 
