@@ -81,13 +81,21 @@ pub(super) fn watch_pipelines(
     cache: Res<PipelineCache>,
     settled: Res<PipelinesSettled>,
     opaque: Option<Res<ViewBinnedRenderPhases<Opaque3d>>>,
+    batches_first: Option<Res<bevy_gpu_cull::GpuCullOpaqueBatches>>,
 ) {
     let state = &settled.0;
     let frame = state.render_frames.fetch_add(1, Ordering::Relaxed);
     // What this frame drew: an item is drawn once its pipeline is compiled
     // (Bevy skips it before). Bevy puts its meshes in the mesh bins, the
-    // plugin its batches among the non-mesh items.
+    // plugin a deferred camera's batches among the non-mesh items and a
+    // forward camera's in its own list, drawn first.
     let ready = |key: &Opaque3dBatchSetKey| cache.get_render_pipeline(key.pipeline).is_some();
+    let drawn_first = (batches_first.iter())
+        .flat_map(|batches| batches.iter())
+        .any(|(_, items)| items.iter().any(|item| ready(&item.batch_set_key)));
+    if drawn_first {
+        let _ = (state.first_batch).compare_exchange(u32::MAX, frame, Ordering::Relaxed, Ordering::Relaxed);
+    }
     for phase in opaque.iter().flat_map(|phases| phases.values()) {
         let bevy_mesh = phase.multidrawable_meshes.keys().any(ready)
             || phase.batchable_meshes.keys().any(|(key, _)| ready(key))

@@ -90,6 +90,7 @@ pub use gpu_instances::{GpuCullComputeWrites, GpuCullMotionVectors};
 pub use picking::{GpuCullHit, GpuCullPickingPlugin, GpuCullRayCast, GpuCullRayHit, GpuCullRayView};
 pub use plugin::GpuCullPlugin;
 pub use render::gpu_writes::{GpuCullInstanceBuffer, GpuCullInstanceBuffers};
+pub use render::opaque_first::GpuCullOpaqueBatches;
 pub use settings::{GpuCullSettings, GpuCullSystems};
 pub use stats::{GpuCullCellStats, GpuCullShadowView, GpuCullStats};
 

@@ -156,7 +156,7 @@ pub(crate) fn queue_batches(
         super::blend::BlendedQueue,
         ResMut<ViewSortedRenderPhases<Transmissive3d>>,
         ResMut<super::pixels::PixelViews>,
-        ResMut<super::opaque_first::OpaqueFirstItems>,
+        ResMut<super::opaque_first::GpuCullOpaqueBatches>,
     ),
 ) {
     first.clear();

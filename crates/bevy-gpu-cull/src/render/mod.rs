@@ -23,7 +23,7 @@ mod groups;
 mod kernels;
 mod material;
 mod material_prepass;
-mod opaque_first;
+pub(crate) mod opaque_first;
 mod pixel_tiles;
 mod pixels;
 mod pyramids;
@@ -99,7 +99,7 @@ fn init_render_resources(render_app: &mut SubApp) {
         .init_resource::<count_readback::CountReadback>()
         .init_resource::<cull::LightGroupsCulled>()
         .init_resource::<draw::CurrentDrawPhase>()
-        .init_resource::<opaque_first::OpaqueFirstItems>()
+        .init_resource::<opaque_first::GpuCullOpaqueBatches>()
         .init_resource::<gpu_writes::GpuCullInstanceBuffers>()
         // Resources holding GPU objects are (re)created in RenderStartup, which
         // runs again with a new device after a device loss.

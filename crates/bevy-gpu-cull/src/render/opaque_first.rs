@@ -28,14 +28,28 @@ use bevy::render::renderer::{RenderContext, ViewQuery};
 use bevy::render::sync_world::MainEntity;
 use bevy::render::view::{ViewDepthTexture, ViewTarget};
 
-/// Each forward camera's opaque batch items, queued this frame, drawn by
-/// [`draw_opaque_batches_first`] (a deferred camera's go into Bevy's phase).
+/// The render world's opaque batch draws of each forward camera this frame,
+/// as `Opaque3d` items (keyed by pipeline and mesh, like Bevy's), drawn in
+/// a pass of their own just before Bevy's main opaque pass. They are not in
+/// Bevy's `Opaque3d` phase, so a tool that looks there for what a frame
+/// draws looks here too. A deferred camera's forward batches are non-mesh
+/// items of Bevy's phase instead.
 #[derive(Resource, Default)]
-pub(crate) struct OpaqueFirstItems(EntityHashMap<Vec<Opaque3d>>);
+pub struct GpuCullOpaqueBatches(EntityHashMap<Vec<Opaque3d>>);
 
-impl OpaqueFirstItems {
+impl GpuCullOpaqueBatches {
+    /// The draws of the render-world view `view`, in their order.
+    pub fn of_view(&self, view: Entity) -> &[Opaque3d] {
+        self.0.get(&view).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every view's draws.
+    pub fn iter(&self) -> impl Iterator<Item = (Entity, &[Opaque3d])> {
+        self.0.iter().map(|(view, items)| (*view, items.as_slice()))
+    }
+
     /// Forgets last frame's items, and the cameras that had none.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.0.retain(|_, items| {
             let had_items = !items.is_empty();
             items.clear();
@@ -45,7 +59,7 @@ impl OpaqueFirstItems {
 
     /// Orders each camera's items by pipeline and mesh, as Bevy's bins
     /// would: fewer changes of pipeline and bindings between draws.
-    pub fn sort(&mut self) {
+    pub(crate) fn sort(&mut self) {
         for items in self.0.values_mut() {
             items
                 .sort_unstable_by(|a, b| (&a.batch_set_key, &a.bin_key).cmp(&(&b.batch_set_key, &b.bin_key)));
@@ -54,7 +68,7 @@ impl OpaqueFirstItems {
 
     /// Adds `batch`'s draw in `view` (`pipeline`, `draw_function`, from
     /// `mesh`'s buffers).
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         view: Entity,
         batch: (Entity, MainEntity),
@@ -67,7 +81,7 @@ impl OpaqueFirstItems {
     }
 }
 
-/// Draws the view's opaque batches (its [`OpaqueFirstItems`]) in a pass of
+/// Draws the view's opaque batches (its [`GpuCullOpaqueBatches`]) in a pass of
 /// their own before Bevy's main opaque pass (after the deferred lighting
 /// and screen-space reflections, which write a deferred camera's color
 /// target first). Every camera of `Core3d` runs this but a deferred one,
@@ -85,14 +99,14 @@ pub(crate) fn draw_opaque_batches_first(
         ),
         Without<DeferredPrepass>,
     >,
-    first_items: Res<OpaqueFirstItems>,
+    first_items: Res<GpuCullOpaqueBatches>,
     draw_functions: Res<DrawFunctions<Opaque3d>>,
     (pixels, cache): (Res<PixelViews>, Res<PipelineCache>),
     mut ctx: RenderContext,
 ) {
     let view_entity = view.entity();
     let (camera, target, depth, resolution_override) = view.into_inner();
-    let items = first_items.0.get(&view_entity).map_or(&[][..], Vec::as_slice);
+    let items = first_items.of_view(view_entity);
     if items.is_empty() {
         return;
     }
