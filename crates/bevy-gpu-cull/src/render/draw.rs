@@ -222,29 +222,43 @@ pub(crate) fn queue_batches(
                 blended.add::<DrawCulledBlended>(draw, &targets, &meshes);
                 continue;
             }
-            if deferred {
-                opaque.add(
-                    (view_entity, rve),
-                    (entity, *main_entity),
-                    mesh_id.untyped(),
-                    (id, draw_function),
-                    twin,
-                );
-            } else {
-                // Drawn before Bevy's main opaque pass, from outside its
-                // phase (`opaque_first`).
-                opaque.add_twin(view_entity, entity, twin);
-                first.add(
-                    view_entity,
-                    (entity, *main_entity),
-                    mesh_id.untyped(),
-                    (id, draw_function),
-                );
-            }
+            let (view, batch) = (((view_entity, rve), deferred), (entity, *main_entity));
+            queue_opaque(
+                (&mut opaque, &mut first),
+                view,
+                batch,
+                mesh_id,
+                ((id, draw_function), twin),
+            );
             specializer.queue_pixels(&mut pixels, (view_entity, entity, main_entity), data, *view_key);
         }
     }
     first.sort();
+}
+
+/// Queues an opaque batch's draw (`pipeline`, `draw_function`, from
+/// `mesh`'s buffers, and `twin` for its instances that wind backwards):
+/// for a forward camera among the batches drawn first (`opaque_first`),
+/// for a deferred one into the view's `Opaque3d` phase.
+fn queue_opaque(
+    (opaque, first): (
+        &mut BatchQueue<Opaque3d>,
+        &mut super::opaque_first::GpuCullOpaqueBatches,
+    ),
+    ((view_entity, view), deferred): ((Entity, RetainedViewEntity), bool),
+    batch: (Entity, MainEntity),
+    mesh: AssetId<Mesh>,
+    (pipeline, twin): (
+        (CachedRenderPipelineId, DrawFunctionId),
+        Option<CachedRenderPipelineId>,
+    ),
+) {
+    if deferred {
+        opaque.add((view_entity, view), batch, mesh.untyped(), pipeline, twin);
+    } else {
+        opaque.add_twin(view_entity, batch.0, twin);
+        first.add(view_entity, batch, mesh.untyped(), pipeline);
+    }
 }
 
 /// A blended batch's draw in a view's sorted phase: sorted back to front,
