@@ -134,9 +134,8 @@ pub(crate) struct SharedDispatch {
 }
 
 impl SharedDispatch {
-    /// Records the dispatch into `pass`.
+    /// Records the dispatch into `pass`, whose pipeline the caller set.
     pub fn record(&self, pass: &mut wgpu::ComputePass) {
-        pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[self.offset]);
         pass.dispatch_workgroups(self.dims.0, self.dims.1, 1);
     }

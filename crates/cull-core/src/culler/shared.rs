@@ -202,7 +202,14 @@ impl<'a> SharedCulls<'a> {
             label: Some("cull_all"),
             timestamp_writes: None,
         });
+        // wgpu sets a pipeline again however often it is the same one (and
+        // its dispatches share it: every cull of a kernel does).
+        let mut bound: Option<&wgpu::ComputePipeline> = None;
         for dispatch in &self.dispatches {
+            if bound != Some(&dispatch.pipeline) {
+                pass.set_pipeline(&dispatch.pipeline);
+                bound = Some(&dispatch.pipeline);
+            }
             dispatch.record(&mut pass);
         }
     }

@@ -3,7 +3,8 @@
 //! (each form), format and output kind; the unordered single-pass
 //! variants' flat culls in the one pass they share, every other cull (by
 //! cells, into a timed target, of another variant) in passes of its own
-//! recorded with them; a target named twice refused; a target culled from
+//! recorded with them; culls of two kernels taking turns in the shared
+//! pass; a target named twice refused; a target culled from
 //! one input, then another, then the first again (its bind groups are kept
 //! from one cull to the next); many calls, whose shared uniforms take the
 //! culler's buffers in turn and outgrow them.
@@ -174,6 +175,45 @@ fn a_target_culled_from_another_input_binds_it() {
             let reference =
                 cull_core::cpu::classify(kernel.2, bytes, job.local_bounds, &jobs[0].frustum).unwrap();
             assert_exact(&format!("{what} input {i}"), &reference, &survivors);
+        }
+    }
+}
+
+/// Culls of two kernels taking turns in the shared pass (meshes centred
+/// on their origin take a kernel of their own): each dispatch runs its own
+/// kernel however the pass orders them, though the pass sets a pipeline
+/// only when it changes.
+#[test]
+fn shared_culls_of_two_kernels_in_turn() {
+    let ctx = gpu();
+    for (variant, tuning) in forms(ctx).into_iter().filter(|(v, _)| shares_pass(*v)) {
+        let kernel = (variant, tuning, InstanceFormat::PosQuat);
+        let culler = culler_timed(ctx, kernel, OutputKind::Indices, false);
+        let what = format!("{variant:?} ({})", form_name(&culler));
+        let scenes: Vec<_> = (0..6u64)
+            .map(|s| {
+                let camera = Camera::ALL[s as usize % Camera::ALL.len()];
+                match s % 2 {
+                    0 => edge_scene(s + 60, 2000 + 300 * s as usize, camera, kernel.2),
+                    _ => edge_scene_centred(s + 60, 2000 + 300 * s as usize, camera, kernel.2),
+                }
+            })
+            .collect();
+        let jobs: Vec<_> = (scenes.iter())
+            .map(|scene| Job::new(ctx, &culler, scene, scene.instances.len() as u32))
+            .collect();
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let outcomes = culler.cull_all(&mut encoder, &ctx.queue, jobs.iter().map(Job::request));
+        ctx.queue.submit([encoder.finish()]);
+        for ((job, scene), outcome) in jobs.iter().zip(&scenes).zip(outcomes) {
+            let what = format!(
+                "{what} n={} centred={}",
+                job.count,
+                scene.bounds.center == glam::Vec3::ZERO
+            );
+            assert!(outcome.unwrap().shared_pass, "{what}: shared pass");
+            let survivors = read_views(ctx, &culler, &job.bytes, &job.target, 1, job.count).remove(0);
+            assert_exact(&what, &reference(scene, kernel.2), &survivors);
         }
     }
 }
