@@ -673,11 +673,12 @@ pub(crate) fn cull_light_view(
 pub(crate) struct LightGroupsCulled(pub std::sync::Mutex<bevy::platform::collections::HashSet<Entity>>);
 
 /// Starts mapping the counts copied this frame and forwards the ones that
-/// arrived, never waiting for the GPU.
+/// arrived, never waiting for the GPU. The mappings complete in the device
+/// maintenance every `Queue::submit` runs (the next frame's, at the
+/// latest), so this polls nothing itself.
 pub(crate) fn read_back_counts(
     targets: Res<ViewTargets>,
     counts: Res<CountReadback>,
-    device: Res<RenderDevice>,
     sender: Res<StatSender>,
 ) {
     let Ok(sender) = sender.0.lock() else {
@@ -697,7 +698,6 @@ pub(crate) fn read_back_counts(
             });
         }
     }
-    let _ = device.wgpu_device().poll(wgpu::PollType::Poll);
 }
 
 /// Sends the counts of one readback: each view's count per level, with an
