@@ -60,12 +60,16 @@ impl SharedUniforms {
     fn end(&self, device: &wgpu::Device, slot: usize, wanted: u64) {
         let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let size = slots.buffers[slot].as_ref().map_or(0, wgpu::Buffer::size);
+        // Every call ends here: the limits are asked for only to grow.
+        if wanted <= size {
+            return;
+        }
         let largest = device.limits().max_buffer_size / PARAMS_STRIDE * PARAMS_STRIDE;
         let new_size = wanted
             .next_power_of_two()
             .max(MIN_SHARED_UNIFORM_BYTES)
             .min(largest);
-        if wanted > size && new_size > size {
+        if new_size > size {
             slots.buffers[slot] = Some(device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("cull_all uniforms"),
                 size: new_size,
