@@ -89,7 +89,8 @@ fn check(ctx: &GpuContext, culler: &Culler, what: &str, sizes: &[usize], timed: 
 
 /// `cull_all` on a device of its own (another subgroup width, no
 /// subgroups, wgpu's GL backend, WebGPU's limits): `variant`'s culls of
-/// sizes 0, 1 and not multiples of a workgroup, with `tuning`.
+/// sizes 0, 1 and not multiples of a workgroup, with `tuning`; for a
+/// variant that shares the pass, culls of two kernels in turn too.
 pub fn check_cull_all_on(ctx: &GpuContext, variant: ScanVariant, tuning: Tuning, what: &str) {
     let culler = culler_timed(
         ctx,
@@ -99,6 +100,9 @@ pub fn check_cull_all_on(ctx: &GpuContext, variant: ScanVariant, tuning: Tuning,
     );
     let what = format!("{variant:?} ({}) {what}", form_name(&culler));
     check(ctx, &culler, &what, &[0, 1, 257, 4099], false);
+    if shares_pass(variant) {
+        check_two_kernels(ctx, &culler, &what);
+    }
 }
 
 #[test]
@@ -190,31 +194,36 @@ fn shared_culls_of_two_kernels_in_turn() {
         let kernel = (variant, tuning, InstanceFormat::PosQuat);
         let culler = culler_timed(ctx, kernel, OutputKind::Indices, false);
         let what = format!("{variant:?} ({})", form_name(&culler));
-        let scenes: Vec<_> = (0..6u64)
-            .map(|s| {
-                let camera = Camera::ALL[s as usize % Camera::ALL.len()];
-                match s % 2 {
-                    0 => edge_scene(s + 60, 2000 + 300 * s as usize, camera, kernel.2),
-                    _ => edge_scene_centred(s + 60, 2000 + 300 * s as usize, camera, kernel.2),
-                }
-            })
-            .collect();
-        let jobs: Vec<_> = (scenes.iter())
-            .map(|scene| Job::new(ctx, &culler, scene, scene.instances.len() as u32))
-            .collect();
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        let outcomes = culler.cull_all(&mut encoder, &ctx.queue, jobs.iter().map(Job::request));
-        ctx.queue.submit([encoder.finish()]);
-        for ((job, scene), outcome) in jobs.iter().zip(&scenes).zip(outcomes) {
-            let what = format!(
-                "{what} n={} centred={}",
-                job.count,
-                scene.bounds.center == glam::Vec3::ZERO
-            );
-            assert!(outcome.unwrap().shared_pass, "{what}: shared pass");
-            let survivors = read_views(ctx, &culler, &job.bytes, &job.target, 1, job.count).remove(0);
-            assert_exact(&what, &reference(scene, kernel.2), &survivors);
-        }
+        check_two_kernels(ctx, &culler, &what);
+    }
+}
+
+/// Six culls in one `cull_all`, meshes off their origin and centred on it
+/// in turn, each shared and an exact set.
+fn check_two_kernels(ctx: &GpuContext, culler: &Culler, what: &str) {
+    let format = culler.format();
+    let scenes: Vec<_> = (0..6u64)
+        .map(|s| {
+            let camera = Camera::ALL[s as usize % Camera::ALL.len()];
+            let count = 2000 + 300 * s as usize;
+            match s % 2 {
+                0 => edge_scene(s + 60, count, camera, format),
+                _ => edge_scene_centred(s + 60, count, camera, format),
+            }
+        })
+        .collect();
+    let jobs: Vec<_> = (scenes.iter())
+        .map(|scene| Job::new(ctx, culler, scene, scene.instances.len() as u32))
+        .collect();
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let outcomes = culler.cull_all(&mut encoder, &ctx.queue, jobs.iter().map(Job::request));
+    ctx.queue.submit([encoder.finish()]);
+    for ((job, scene), outcome) in jobs.iter().zip(&scenes).zip(outcomes) {
+        let centred = scene.bounds.center == glam::Vec3::ZERO;
+        let what = format!("{what} n={} centred={centred}", job.count);
+        assert!(outcome.unwrap().shared_pass, "{what}: shared pass");
+        let survivors = read_views(ctx, culler, &job.bytes, &job.target, 1, job.count).remove(0);
+        assert_exact(&what, &reference(scene, format), &survivors);
     }
 }
 
