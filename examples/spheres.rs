@@ -2,9 +2,10 @@
 //! culled per camera on the GPU by `bevy-gpu-cull` and drawn with an
 //! indirect draw per batch, or the same spheres as Bevy entities
 //! (`--compare bevy`), under the same flight over the field, in the same
-//! colors: twelve materials in turn (twelve batches, or entities with twelve
-//! materials), or with `--colors position` each sphere its own (one batch
-//! with the instances' colors, or entities with a material each). The benchmarks run it headless and
+//! colors: twelve materials in turn (twelve batches, culled and drawn
+//! together, or entities with twelve materials), or with `--colors
+//! position` each sphere its own (one batch with the instances' colors, or
+//! entities with a material each). The benchmarks run it headless and
 //! compare the summaries' frame times; the `explorer` example is the same
 //! field with keys that switch the plugin's settings.
 //!
@@ -77,6 +78,10 @@ struct Flags {
     /// sort the batch into cells and cull by cells where that pays off
     #[argh(switch)]
     cells: bool,
+    /// cull and draw each batch on its own, not the twelve palette batches
+    /// together (GpuCullSettings::merge_batches off)
+    #[argh(switch)]
+    no_merge: bool,
     /// render offscreen, without a window, for --frames frames, then exit
     #[argh(switch)]
     headless: bool,
@@ -122,6 +127,7 @@ fn main() {
         .insert_resource(GpuCullSettings {
             variant: flags.variant,
             format: flags.format,
+            merge_batches: !flags.no_merge,
             ..default()
         })
         .insert_resource(Options {
@@ -257,6 +263,7 @@ fn finish_headless(
         .field("variant", stats.variant.map(|v| v.name()))
         .field("path", path)
         .field("colors", format!("{:?}", options.colors).to_lowercase())
+        .field("merge_batches", settings.merge_batches)
         .field("shadows", options.shadows)
         .field("lod", args.lod)
         .field("occlusion", args.occlusion)

@@ -3,7 +3,8 @@
 // indices the cull wrote); `instance_index` of an indirect draw counts
 // survivors, which the fetch functions below take in the spread order of
 // bevy_gpu_cull::draw_order (vertex stage only: binding 21 is its alone). Group 2's binding 0 is Bevy's own `mesh` array
-// (`bevy_pbr::mesh_bindings`) with one entry for the whole batch, so that a
+// (`bevy_pbr::mesh_bindings`) with one entry for the whole batch (one per
+// batch where batches are drawn together, `batch_member`), so that a
 // `Material`'s fragment shader written for Bevy's meshes finds the batch's
 // flags and material slot at `mesh[in.instance_index]`; the plugin's own
 // bindings start at 10.
@@ -65,6 +66,13 @@ struct GpuCullLevel {
     // The batch's mesh-space sphere (center, radius) that the cull sizes
     // instances by.
     bounds: vec4<f32>,
+    // The batches drawn in this draw: 1 for a batch drawn on its own, more
+    // for batches drawn together (one mesh, transform and bindless material
+    // kind), whose lists are one after another in `instances`.
+    member_count: u32,
+    // Each member's first instance in `instances`, ascending, four to an
+    // element.
+    member_starts: array<vec4<u32>, 8>,
 }
 
 // GpuCullLevel::flags: the level's mesh turns with the view instead of the
@@ -194,6 +202,24 @@ fn fetch_instance(instance_index: u32) -> GpuCullInstance {
 // The survivor drawn as instance `instance_index`, as it was last frame.
 fn fetch_previous_instance(instance_index: u32) -> GpuCullInstance {
     return previous_instances[fetch_record(instance_index)];
+}
+
+// The member of the batches drawn together that the instance `record`
+// belongs to: its entry in Bevy's `mesh` array (its material's slot), which
+// the vertex stage passes on as the `instance_index` a material's fragment
+// shader reads `mesh` at. 0 for a batch drawn on its own.
+fn batch_member(record: u32) -> u32 {
+    var low = 0u;
+    var high = level.member_count;
+    while low + 1u < high {
+        let middle = (low + high) / 2u;
+        if level.member_starts[middle / 4u][middle % 4u] <= record {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    return low;
 }
 
 // The color of the batch's instance `record` (`GpuCullInstance::color`),

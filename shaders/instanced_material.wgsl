@@ -5,14 +5,14 @@
 // (Bevy's for a `StandardMaterial`), written for Bevy's meshes, runs
 // unchanged: fog, ambient occlusion, emissive exposure, every texture and
 // flag as on a mesh. Its
-// `instance_index` is 0: the batch's one entry in Bevy's `mesh` array
-// (group 2, binding 0), which holds the batch entity's transform, flags and
-// material slot.
+// `instance_index` is the instance's batch's entry in Bevy's `mesh` array
+// (group 2, binding 0: 0 but where batches are drawn together), which
+// holds the batch entity's transform, flags and material slot.
 
 #import bevy_pbr::view_transformations::position_world_to_clip
 #import bevy_gpu_cull::forward_io::VertexOutput
 #import bevy_gpu_cull::instance::{
-    fetch_instance, fetch_record, instance_to_world, instance_normal_to_world, instance_tangent_to_world,
+    batch_member, fetch_instance, fetch_record, instance_to_world, instance_normal_to_world, instance_tangent_to_world,
     drawn_by_other_winding, skipped_position,
 }
 #ifdef VISIBILITY_RANGE_DITHER
@@ -74,7 +74,7 @@ fn vertex(vertex: Vertex) -> VertexOutput {
 #endif
 #endif
 #ifdef VERTEX_OUTPUT_INSTANCE_INDEX
-    out.instance_index = 0u;
+    out.instance_index = batch_member(out.instance_record);
 #endif
 #ifdef VISIBILITY_RANGE_DITHER
     // A cross-fade between levels of detail, dithered as Bevy dithers its

@@ -6,13 +6,14 @@
 // material's own prepass or deferred fragment shader (Bevy's for a
 // `StandardMaterial`: alpha mask, normals, motion vectors, the G-buffer)
 // runs unchanged. The instance's color is the vertex color the material
-// sees, as in the main pass. Its `instance_index` is 0: the batch's one
-// entry in Bevy's `mesh` array (group 2, binding 0).
+// sees, as in the main pass. Its `instance_index` is the instance's
+// batch's entry in Bevy's `mesh` array (group 2, binding 0), as in the
+// main pass.
 
 #import bevy_pbr::view_transformations::position_world_to_clip
 #import bevy_pbr::prepass_io::VertexOutput
 #import bevy_gpu_cull::instance::{
-    fetch_instance, instance_to_world, instance_normal_to_world, instance_tangent_to_world,
+    batch_member, fetch_instance, fetch_record, instance_to_world, instance_normal_to_world, instance_tangent_to_world,
     drawn_by_other_winding, skipped_position,
 }
 #ifdef MOTION_VECTOR_PREPASS
@@ -88,7 +89,7 @@ fn vertex(vertex: Vertex) -> VertexOutput {
     out.previous_world_position = vec4<f32>(instance_to_previous_world(fetch_previous_instance(vertex.instance_index), vertex.position), 1.0);
 #endif
 #ifdef VERTEX_OUTPUT_INSTANCE_INDEX
-    out.instance_index = 0u;
+    out.instance_index = batch_member(fetch_record(vertex.instance_index));
 #endif
 #ifdef VISIBILITY_RANGE_DITHER
     out.visibility_range_dither = level_dither(instance);

@@ -74,6 +74,15 @@ pub struct GpuCullSettings {
     /// `RenderDiagnosticsPlugin` times the culls of each view as a whole
     /// (`render/gpu_cull/elapsed_gpu`) without them.
     pub pass_timings: bool,
+    /// Draws batches that share a mesh, a transform and a material bind
+    /// group (one material, or bindless materials in one slab, as Bevy's
+    /// `StandardMaterial`s are where the device allows) as one: one cull
+    /// and one draw per view for all of them, as Bevy draws its meshes of
+    /// one mesh and bind group. On by default; each batch keeps its own
+    /// visible counts. Off, every batch
+    /// is culled and drawn on its own, which costs the render thread a
+    /// cull and a draw per batch and view (`docs/benchmarks.md`).
+    pub merge_batches: bool,
 }
 
 impl Default for GpuCullSettings {
@@ -82,6 +91,7 @@ impl Default for GpuCullSettings {
             variant: None,
             format: InstanceFormat::PosQuat,
             pass_timings: false,
+            merge_batches: true,
         }
     }
 }
@@ -104,6 +114,7 @@ mod tests {
             variant: Some(ScanVariant::Ordered),
             format: InstanceFormat::Packed16,
             pass_timings: true,
+            merge_batches: false,
         };
         let cloned = settings.reflect_clone().expect("clones");
         assert_eq!(cloned.reflect_partial_eq(&settings), Some(true));
@@ -117,6 +128,7 @@ mod tests {
         *edited.path_mut::<InstanceFormat>("format").unwrap() = InstanceFormat::PosQuat;
         *edited.path_mut::<Option<ScanVariant>>("variant").unwrap() = None;
         *edited.path_mut::<bool>("pass_timings").unwrap() = false;
+        *edited.path_mut::<bool>("merge_batches").unwrap() = true;
         assert_eq!(edited, GpuCullSettings::default());
         let bevy::reflect::ReflectRef::Enum(format) = edited.format.reflect_ref() else {
             panic!("the format reflects as an enum");

@@ -18,6 +18,8 @@
 #[path = "like_bevy/blend.rs"]
 mod blend;
 mod common;
+#[path = "like_bevy/merged.rs"]
+mod merged;
 #[path = "like_bevy/pixel_viewport.rs"]
 mod pixel_viewport;
 #[path = "like_bevy/sun_reach.rs"]

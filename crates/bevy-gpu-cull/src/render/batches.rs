@@ -4,6 +4,7 @@
 
 use super::extract::BatchData;
 use super::kernels::{RenderCuller, batch_capacity, next_id};
+use super::merge::MergedInto;
 use crate::components::GpuCullInstance;
 use crate::gpu_instances::GpuCullComputeWrites;
 use crate::stats::{StatMessage, StatSender};
@@ -313,10 +314,12 @@ pub(crate) fn prepare_batches(
     queue: Res<RenderQueue>,
     culler: Option<Res<RenderCuller>>,
     sender: Res<StatSender>,
-    mut batches: Query<(Entity, &mut BatchData, Option<&mut GpuBatch>)>,
-    removed: Query<Entity, (With<GpuBatch>, Without<BatchData>)>,
+    mut batches: Query<(Entity, &mut BatchData, Option<&mut GpuBatch>), Without<MergedInto>>,
+    removed: Query<Entity, (With<GpuBatch>, Or<(Without<BatchData>, With<MergedInto>)>)>,
 ) {
-    // Batches whose component went (extraction removed their copy).
+    // Batches whose component went (extraction removed their copy), and
+    // those drawn with others (their instances are in the combined batch's
+    // buffers; they are uploaded again when they leave it).
     for entity in &removed {
         commands.entity(entity).remove::<GpuBatch>();
     }

@@ -7,6 +7,7 @@ use super::batches::GpuBatch;
 use super::bindings::{self, InstanceBindings};
 use super::extract::BatchData;
 use super::material::GpuMaterial;
+use super::member_counts::{MemberCountPass, MemberCounts};
 use super::standard::TEXTURES;
 use super::targets::ViewTargets;
 use bevy::prelude::*;
@@ -27,6 +28,7 @@ pub(crate) fn prepare_bind_groups(
     device: Res<RenderDevice>,
     bindings: Res<InstanceBindings>,
     pipeline_cache: Res<PipelineCache>,
+    member_pass: Option<Res<MemberCountPass>>,
 ) {
     for (&(_, batch_entity), target) in targets.map.iter_mut() {
         let Ok((gpu, batch, material)) = batches.get(batch_entity) else {
@@ -61,6 +63,16 @@ pub(crate) fn prepare_bind_groups(
         target.bind_groups = bind_groups(&target.target);
         if let Some(late) = &mut target.late {
             late.bind_groups = bind_groups(&late.target);
+        }
+        // A combined batch's counting per member, of each list it draws.
+        if let (Some(pass), Some(starts)) = (member_pass.as_deref(), material.member_starts.as_ref()) {
+            let layout = pipeline_cache.get_bind_group_layout(&pass.layout);
+            let counts =
+                |lists: &CullTarget| MemberCounts::new(&device, &layout, (lists, target.slot), starts);
+            target.member_counts = Some(counts(&target.target));
+            if let Some(late) = &mut target.late {
+                late.member_counts = Some(counts(&late.target));
+            }
         }
         target.bound = Some(bound);
     }

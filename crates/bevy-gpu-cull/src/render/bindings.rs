@@ -38,6 +38,12 @@ pub(crate) const PREVIOUS_INSTANCES: u32 = 20;
 /// survivors (`shaders/gpu_cull_draw_order.wgsl`).
 pub(crate) const DRAWN_ARGS: u32 = 21;
 
+/// The draw shader the plugin was configured with
+/// ([`crate::GpuCullPlugin::draw_shader`]), which draws with these bindings
+/// instead of a material's.
+#[derive(Resource)]
+pub(crate) struct DrawShaderRef(pub bevy::shader::ShaderRef);
+
 /// The layout of the batch's bind group.
 #[derive(Resource, Clone)]
 pub(crate) struct InstanceBindings {

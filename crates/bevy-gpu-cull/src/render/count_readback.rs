@@ -15,6 +15,8 @@ pub(crate) struct CountRegion {
     pub key: (Entity, Entity),
     /// The late phase's counts of an occlusion-culled view.
     pub late: bool,
+    /// A combined batch's counts per member rather than the view's count.
+    pub members: bool,
     /// Its bytes' range.
     pub at: u64,
     pub len: u64,
@@ -83,13 +85,13 @@ impl CountReadback {
     }
 
     /// Records a copy of `len` bytes at `offset` of `source` for the view
-    /// target `key` (its late counts where `late`), in render frame
-    /// `frame`. Skipped (false) while a mapping is pending or where it does
+    /// target `key` (its late counts where `late`, a combined batch's
+    /// counts per member where `members`), in render frame `frame`. Skipped (false) while a mapping is pending or where it does
     /// not fit.
     pub fn copy(
         &self,
         encoder: &mut wgpu::CommandEncoder,
-        (key, late): ((Entity, Entity), bool),
+        (key, late, members): ((Entity, Entity), bool, bool),
         (source, offset, len): (&wgpu::Buffer, u64, u64),
         frame: u64,
     ) -> bool {
@@ -109,7 +111,13 @@ impl CountReadback {
         if !readback.copy_at(encoder, (source, offset, len), at, frame) {
             return false;
         }
-        staging.regions.push(CountRegion { key, late, at, len });
+        staging.regions.push(CountRegion {
+            key,
+            late,
+            members,
+            at,
+            len,
+        });
         true
     }
 

@@ -3,12 +3,13 @@
 
 use super::batches::{BatchCells, GpuBatch};
 use super::blend::BlendedDraws;
-use super::count_readback::{CountReadback, CountRegion, ReadCounts};
+use super::count_readback::CountReadback;
 use super::extract::BatchData;
 use super::groups::ViewGroups;
 use super::kernels::{RenderCuller, RenderFrame};
+use super::member_counts::MemberCountPass;
 use super::pyramids::Pyramids;
-use super::targets::{GroupOcclusion, ViewTargets};
+use super::targets::{GroupOcclusion, ViewTarget, ViewTargets};
 use super::views::{
     CameraMatrices, OcclusionQueryData, ViewVolume, camera_volume, cascade_volume, frusta_in, level_frusta,
     occlusion_camera, occlusion_culled, occlusion_jitter, spot_cone,
@@ -20,11 +21,11 @@ use bevy::pbr::{ExtractedDirectionalLight, ExtractedPointLight, LightEntity};
 use bevy::prelude::*;
 use bevy::render::camera::ExtractedCamera;
 use bevy::render::diagnostic::RecordDiagnostics;
+use bevy::render::render_resource::PipelineCache;
 use bevy::render::renderer::{RenderContext, RenderDevice, RenderQueue, ViewQuery};
 use bevy::render::view::{ExtractedView, ViewDepthTexture};
 use cull_core::{
-    CellPick, CullRequest, DRAW_ARGS_SIZE, Frustum, INSTANCE_COUNT_OFFSET, KernelSpec, LocalFrame,
-    SizeMetric, VisibilityTest,
+    CellPick, CullRequest, Frustum, INSTANCE_COUNT_OFFSET, KernelSpec, LocalFrame, SizeMetric, VisibilityTest,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -41,6 +42,8 @@ pub(crate) struct CullResources<'w, 's> {
     blended: Res<'w, BlendedDraws>,
     device: Res<'w, RenderDevice>,
     counts: Res<'w, CountReadback>,
+    member_pass: Option<Res<'w, MemberCountPass>>,
+    pipeline_cache: Res<'w, PipelineCache>,
 }
 
 /// Set when any view culled a batch this render frame; reported once per
@@ -280,10 +283,36 @@ impl CullResources<'_, '_> {
             let view_target = self.targets.map.get(&key);
             // Only the views whose lists are in this target.
             if let Some(view_target) = view_target.filter(|t| std::ptr::eq(t.target.as_ref(), cull.target)) {
-                let counts = view_target.draw_args_offset() + INSTANCE_COUNT_OFFSET;
-                let source = (cull.target.draw_args(), counts, view_target.counts_len());
-                self.counts.copy(encoder, (key, false), source, self.frame.0);
+                self.copy_counts(encoder, (key, false), cull.target, view_target);
             }
+        }
+    }
+
+    /// Records the copy of a view's counts in `lists` (its early or, where
+    /// `late`, its late lists) for the CPU, and for a combined batch its
+    /// survivors, which hold its members' counts.
+    fn copy_counts(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        (key, late): ((Entity, Entity), bool),
+        lists: &cull_core::CullTarget,
+        view_target: &ViewTarget,
+    ) {
+        let counts = lists.draw_args_offset(view_target.slot) + INSTANCE_COUNT_OFFSET;
+        let source = (lists.draw_args(), counts, view_target.counts_len());
+        self.counts
+            .copy(encoder, (key, late, false), source, self.frame.0);
+        let member_counts = match (&view_target.late, late) {
+            (_, false) => view_target.member_counts.as_ref(),
+            (Some(lists), true) => lists.member_counts.as_ref(),
+            (None, true) => None,
+        };
+        let pass = self.member_pass.as_ref();
+        let pipeline = pass.and_then(|p| self.pipeline_cache.get_compute_pipeline(p.pipeline));
+        if let (Some(member_counts), Some(pipeline)) = (member_counts, pipeline) {
+            member_counts.record(encoder, pipeline);
+            let source = (&member_counts.buffer, 0, view_target.member_counts_len());
+            self.counts.copy(encoder, (key, late, true), source, self.frame.0);
         }
     }
 }
@@ -534,10 +563,7 @@ impl CullResources<'_, '_> {
                 return;
             }
         }
-        let counts = late.target.draw_args_offset(view_target.slot) + INSTANCE_COUNT_OFFSET;
-        let source = (late.target.draw_args(), counts, view_target.counts_len());
-        self.counts
-            .copy(ctx.command_encoder(), (view, true), source, self.frame.0);
+        self.copy_counts(ctx.command_encoder(), (view, true), &late.target, view_target);
     }
 }
 
@@ -671,92 +697,6 @@ pub(crate) fn cull_light_view(
 /// Cleared once a frame by [`report_culled_frame`].
 #[derive(Resource, Default)]
 pub(crate) struct LightGroupsCulled(pub std::sync::Mutex<bevy::platform::collections::HashSet<Entity>>);
-
-/// Starts mapping the counts copied this frame and forwards the ones that
-/// arrived, never waiting for the GPU. The mappings complete in the device
-/// maintenance every `Queue::submit` runs (the next frame's, at the
-/// latest), so this polls nothing itself.
-pub(crate) fn read_back_counts(
-    targets: Res<ViewTargets>,
-    counts: Res<CountReadback>,
-    sender: Res<StatSender>,
-) {
-    let Ok(sender) = sender.0.lock() else {
-        return;
-    };
-    if let Some(read) = counts.poll() {
-        forward_counts(&targets, &read, &sender);
-    }
-    // A group's GPU time (all its views in one pass) goes to its first view.
-    for group in targets.groups.values() {
-        if let Some(timings) = group.target.poll_timings() {
-            let _ = sender.send(StatMessage::Timing {
-                view: group.main_view,
-                shadow: group.shadow,
-                batch: group.main_batch,
-                timings: Box::new(timings),
-            });
-        }
-    }
-}
-
-/// Sends the counts of one readback: each view's count per level, with an
-/// occluded camera's late counts of the same frame added (the view drew
-/// both). A region whose length no longer matches its target's (the target
-/// was made again since, with other levels) is skipped.
-fn forward_counts(targets: &ViewTargets, read: &ReadCounts, sender: &std::sync::mpsc::Sender<StatMessage>) {
-    // One count per level of detail, a draw's arguments apart.
-    let levels_of = |bytes: &[u8]| -> Vec<u32> {
-        bytes
-            .chunks(DRAW_ARGS_SIZE as usize)
-            .map(|c| u32::from_le_bytes(c[..4].try_into().expect("four bytes")))
-            .collect()
-    };
-    let current = |region: &CountRegion| {
-        let target = targets.map.get(&region.key)?;
-        let bytes = read.of(region).filter(|_| region.len == target.counts_len())?;
-        Some((target, levels_of(bytes)))
-    };
-    let late: bevy::platform::collections::HashMap<(Entity, Entity), Vec<u32>> = (read.regions.iter())
-        .filter(|r| r.late)
-        .filter_map(|r| Some((r.key, current(r)?.1)))
-        .collect();
-    for region in read.regions.iter().filter(|r| !r.late) {
-        let Some((target, mut levels)) = current(region) else {
-            continue;
-        };
-        // No late counts copied this frame: none added (not an earlier
-        // frame's).
-        for (count, late) in levels.iter_mut().zip(late.get(&region.key).into_iter().flatten()) {
-            *count += late;
-        }
-        let count = levels.iter().sum();
-        // Per-level counts for a batch with levels; none (which clears
-        // earlier ones) without.
-        let _ = sender.send(StatMessage::LevelsVisible {
-            view: target.main_view,
-            shadow: target.shadow,
-            batch: target.main_batch,
-            levels: if target.lod.is_empty() { Vec::new() } else { levels },
-        });
-        target
-            .last_count
-            .store(count, std::sync::atomic::Ordering::Relaxed);
-        let _ = sender.send(match target.shadow {
-            Some(view) => StatMessage::ShadowVisible {
-                view,
-                batch: target.main_batch,
-                count,
-            },
-            None => StatMessage::Visible {
-                view: target.main_view,
-                batch: target.main_batch,
-                count,
-                frame: read.frame,
-            },
-        });
-    }
-}
 
 /// Whether `target`'s kernel that culls by cells is compiled, for an
 /// occlusion phase's `test` or else for the test `frusta` vote with (or the

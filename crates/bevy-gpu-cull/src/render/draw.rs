@@ -5,7 +5,7 @@
 //! ([`crate::GpuCullPlugin::draw_shader`]) replaces the material's shaders
 //! with the plugin's bindings instead.
 
-use super::bindings::InstanceBindings;
+use super::bindings::{DrawShaderRef, InstanceBindings};
 use super::custom_material::{
     BatchDrawForm, CulledMaterialPipeline, SetBatchMaterialBindGroup, batch_material, renders_deferred,
 };
@@ -51,10 +51,6 @@ pub(crate) struct CulledPipeline {
     /// Group 2: the batch's bindings.
     instance_layout: BindGroupLayoutDescriptor,
 }
-
-/// The draw shader the plugin was configured with.
-#[derive(Resource)]
-pub(crate) struct DrawShaderRef(pub ShaderRef);
 
 pub(crate) fn init_pipeline(
     mut commands: Commands,
@@ -158,9 +154,14 @@ pub(crate) fn queue_batches(
         ResMut<super::pixels::PixelViews>,
         ResMut<super::opaque_first::GpuCullOpaqueBatches>,
     ),
+    drawn_together: Query<&MainEntity, With<super::merge::MergedInto>>,
 ) {
     first.clear();
-    let mains: Vec<MainEntity> = batches.iter().map(|(_, main, _)| *main).collect();
+    // Bevy's own items go for every batch entity, also those drawn in a
+    // combined batch.
+    let mains: Vec<MainEntity> = (batches.iter().map(|(_, main, _)| *main))
+        .chain(drawn_together.iter().copied())
+        .collect();
     let views_seen = views.iter().map(|(_, view, _)| view.retained_view_entity);
     let phases = (
         &mut opaque,

@@ -78,6 +78,11 @@ pub(crate) struct BatchData {
     pub motion: bool,
 }
 
+/// On a batch the render world made, of batches drawn together
+/// (`super::merge`): extraction leaves it alone.
+#[derive(Component)]
+pub(crate) struct CombinedBatch;
+
 /// The box of a batch's finite instance positions, in its own space:
 /// edits only widen it (as [`ScaleRange`]), a whole new list sets it again.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -554,7 +559,7 @@ pub(crate) fn extract_batches(
     mut state: Local<Option<SystemState<MainBatchesAndMeshes>>>,
     mut surfaces: Local<PixelSurfaces>,
     mut readers: Local<CoordinateReaders>,
-    mut batches: Query<(Entity, &mut BatchData)>,
+    mut batches: Query<(Entity, &mut BatchData), Without<CombinedBatch>>,
     mut live: Local<HashSet<Entity>>,
 ) {
     let state = state.get_or_insert_with(|| SystemState::new(&mut main_world));

@@ -3,6 +3,7 @@
 //! material uniform ([`super::standard`]) and each level's `GpuCullLevel`.
 
 use super::extract::BatchData;
+use super::merge::{MAX_MEMBERS, MergedBatch, MergedInto};
 use super::standard::MaterialUniform;
 use bevy::math::{Affine3, Affine3A};
 use bevy::pbr::{
@@ -40,6 +41,12 @@ struct LevelUniform {
     lower: f32,
     /// The mesh-space sphere the cull sizes instances by (center, radius).
     bounds: [f32; 4],
+    /// The batches drawn in the draw (1 for a batch drawn on its own).
+    member_count: u32,
+    _padding: [u32; 3],
+    /// Each member's first instance in the combined list, ascending, four
+    /// to an element (`merge::MAX_MEMBERS` in all).
+    member_starts: [[u32; 4]; MAX_MEMBERS / 4],
 }
 
 /// What a batch's `GpuCullLevel` uniforms hold, to write them when it
@@ -57,6 +64,10 @@ struct LevelParams {
     bounds: [f32; 4],
     /// [`LEVEL_BATCH_IN_WORLD`].
     in_world: bool,
+    /// The first instance of each batch drawn in it (`member_count` of
+    /// them; one, at 0, for a batch drawn on its own).
+    member_starts: [u32; MAX_MEMBERS],
+    member_count: u32,
 }
 
 impl LevelParams {
@@ -67,7 +78,7 @@ impl LevelParams {
     /// quantization, which the draw cannot know per instance (a dither
     /// from the draw's sizes would leave pixels to neither level), so
     /// there both levels are drawn in full across a fade.
-    fn of(data: &BatchData, format: cull_core::InstanceFormat) -> Self {
+    fn of(data: &BatchData, format: cull_core::InstanceFormat, merged: Option<&MergedBatch>) -> Self {
         let fades = data.cross_fades() && format.carries_scale();
         let bounds = data.bounds;
         let fading = if fades {
@@ -75,6 +86,12 @@ impl LevelParams {
         } else {
             0
         };
+        let mut member_starts = [0; MAX_MEMBERS];
+        let members = merged.map_or(&[][..], |m| &m.members[..]);
+        for (slot, member) in member_starts.iter_mut().zip(members) {
+            *slot = member.start;
+        }
+        let member_count = members.len().clamp(1, MAX_MEMBERS) as u32;
         let mut thresholds = [0.0; crate::lod::MAX_LOD_LEVELS];
         for (slot, (_, t)) in thresholds.iter_mut().zip(&data.lod[..fading]) {
             *slot = *t;
@@ -91,6 +108,8 @@ impl LevelParams {
             },
             in_world: data.world_from_local == Affine3A::IDENTITY
                 && data.previous_world_from_local == Affine3A::IDENTITY,
+            member_starts,
+            member_count,
         }
     }
 
@@ -99,17 +118,21 @@ impl LevelParams {
     fn uniform_bytes(&self, stride: u64) -> Vec<u8> {
         let mut bytes = vec![0u8; (crate::lod::MAX_LOD_LEVELS + 1) * stride as usize];
         let batch_flags = if self.in_world { LEVEL_BATCH_IN_WORLD } else { 0 };
-        let without_levels = LevelUniform {
+        let mut member_starts = [[0; 4]; MAX_MEMBERS / 4];
+        for (k, start) in self.member_starts.iter().enumerate() {
+            member_starts[k / 4][k % 4] = *start;
+        }
+        let batch = LevelUniform {
             flags: batch_flags,
+            member_count: self.member_count,
+            member_starts,
             ..LevelUniform::zeroed()
         };
+        let without_levels = batch;
         let at = crate::lod::MAX_LOD_LEVELS * stride as usize;
         bytes[at..at + size_of::<LevelUniform>()].copy_from_slice(bytemuck::bytes_of(&without_levels));
         for level in 0..crate::lod::MAX_LOD_LEVELS {
-            let mut uniform = LevelUniform {
-                flags: batch_flags,
-                ..LevelUniform::zeroed()
-            };
+            let mut uniform = batch;
             if self.facing & (1 << level) != 0 {
                 uniform.flags |= LEVEL_FACING_CAMERA;
             }
@@ -142,10 +165,14 @@ pub(crate) struct GpuMaterial {
     level_stride: u64,
     /// What the level uniforms hold.
     levels_written: LevelParams,
-    /// One `MeshUniform` (group 2, binding 0): what a `Material`'s fragment
-    /// shader reads of "its mesh" at `mesh[in.instance_index]`.
+    /// One `MeshUniform` per batch drawn (group 2, binding 0; a combined
+    /// batch's members', in order): what a `Material`'s fragment shader
+    /// reads of "its mesh" at `mesh[in.instance_index]`.
     pub mesh: wgpu::Buffer,
-    mesh_written: BatchMesh,
+    mesh_written: Vec<BatchMesh>,
+    /// A combined batch's members' first instances (one `u32` each), for
+    /// counting its survivors per member (`super::member_counts`).
+    pub member_starts: Option<wgpu::Buffer>,
 }
 
 impl GpuMaterial {
@@ -184,7 +211,7 @@ struct BatchMesh {
 impl BatchMesh {
     /// The batch as one of Bevy's meshes, at its entity's transform, with
     /// no LOD, lightmap, skin or morph targets.
-    fn uniform_bytes(self) -> Vec<u8> {
+    fn uniform(self) -> MeshUniform {
         let mut flags = MeshFlags::LOD_INDEX_MASK;
         if !self.mirrors {
             flags |= MeshFlags::SIGN_DETERMINANT_MODEL_3X3;
@@ -197,7 +224,7 @@ impl BatchMesh {
             previous_world_from_local: Affine3::from(self.previous_world_from_local),
             flags: flags.bits(),
         };
-        let uniform = MeshUniform::new(
+        MeshUniform::new(
             &transforms,
             0,
             MaterialBindGroupSlot(self.material_slot),
@@ -205,11 +232,16 @@ impl BatchMesh {
             None,
             None,
             None,
-        );
-        let mut bytes = StorageBuffer::new(Vec::new());
-        bytes.write(&[uniform]).expect("a MeshUniform encodes into a Vec");
-        bytes.into_inner()
+        )
     }
+}
+
+/// The `mesh` array of the batches drawn in one draw, as bytes.
+fn mesh_array_bytes(meshes: impl Iterator<Item = BatchMesh>) -> Vec<u8> {
+    let uniforms: Vec<MeshUniform> = meshes.map(BatchMesh::uniform).collect();
+    let mut bytes = StorageBuffer::new(Vec::new());
+    bytes.write(&uniforms).expect("MeshUniforms encode into a Vec");
+    bytes.into_inner()
 }
 
 /// Creates each batch's material uniform and mesh entry, and writes them
@@ -222,35 +254,48 @@ pub(crate) fn prepare_materials(
     queue: Res<RenderQueue>,
     material_instances: Res<RenderMaterialInstances>,
     materials: Res<ErasedRenderAssets<PreparedMaterial>>,
-    mut batches: Query<(Entity, &MainEntity, &BatchData, Option<&mut GpuMaterial>)>,
+    // Not the batches drawn in a combined batch, whose own are unused.
+    mut batches: Query<
+        (
+            Entity,
+            &MainEntity,
+            &BatchData,
+            Option<&MergedBatch>,
+            Option<&mut GpuMaterial>,
+        ),
+        Without<MergedInto>,
+    >,
     settings: Option<Res<crate::settings::GpuCullSettings>>,
 ) {
     // The culler's format (it is built from the settings).
     let format = settings.map_or(cull_core::InstanceFormat::PosQuat, |s| s.format);
-    for (entity, main_entity, data, gpu) in &mut batches {
-        let level_params = LevelParams::of(data, format);
+    for (entity, main_entity, data, merged, gpu) in &mut batches {
+        let level_params = LevelParams::of(data, format, merged);
         let uniform = data.material.uniform;
-        let mesh = BatchMesh {
+        // Each member's entry: the batch's transform and flags, the
+        // member's material.
+        let members = merged
+            .into_iter()
+            .flat_map(|m| m.members.iter().map(|member| member.main));
+        let mains = members.chain(merged.is_none().then_some(*main_entity));
+        let meshes = mains.map(|main| BatchMesh {
             world_from_local: data.world_from_local,
             previous_world_from_local: data.previous_world_from_local,
             mirrors: data.frame.mirrors(),
             shadow_receiver: data.shadow_receiver,
             material_slot: materials
-                .get(super::custom_material::batch_material(
-                    &material_instances,
-                    main_entity,
-                ))
+                .get(super::custom_material::batch_material(&material_instances, &main))
                 .map_or(0, |material| material.binding.slot.into()),
-        };
+        });
         match gpu {
             Some(mut gpu) => {
                 if gpu.written != uniform {
                     queue.write_buffer(&gpu.buffer, 0, bytemuck::bytes_of(&uniform));
                     gpu.written = uniform;
                 }
-                if gpu.mesh_written != mesh {
-                    queue.write_buffer(&gpu.mesh, 0, &mesh.uniform_bytes());
-                    gpu.mesh_written = mesh;
+                if !gpu.mesh_written.iter().copied().eq(meshes.clone()) {
+                    queue.write_buffer(&gpu.mesh, 0, &mesh_array_bytes(meshes.clone()));
+                    gpu.mesh_written = meshes.collect();
                 }
                 if gpu.levels_written != level_params {
                     queue.write_buffer(&gpu.levels, 0, &level_params.uniform_bytes(gpu.level_stride));
@@ -272,15 +317,15 @@ pub(crate) fn prepare_materials(
                     wgpu::BufferUsages::UNIFORM,
                 );
                 queue.write_buffer(&buffer, 0, bytemuck::bytes_of(&uniform));
-                let bytes = mesh.uniform_bytes();
+                let bytes = mesh_array_bytes(meshes.clone());
                 let mesh_buffer = create(
                     "gpu_cull_batch_mesh",
                     bytes.len() as u64,
                     wgpu::BufferUsages::STORAGE,
                 );
                 queue.write_buffer(&mesh_buffer, 0, &bytes);
-                let level_stride =
-                    u64::from(device.limits().min_uniform_buffer_offset_alignment).max(LEVEL_UNIFORM_SIZE);
+                let level_stride = LEVEL_UNIFORM_SIZE
+                    .next_multiple_of(u64::from(device.limits().min_uniform_buffer_offset_alignment));
                 let level_bytes = level_params.uniform_bytes(level_stride);
                 let levels = create(
                     "gpu_cull_levels",
@@ -288,11 +333,24 @@ pub(crate) fn prepare_materials(
                     wgpu::BufferUsages::UNIFORM,
                 );
                 queue.write_buffer(&levels, 0, &level_bytes);
+                // A combined batch's members are its own for its lifetime.
+                let member_starts = merged.map(|m| {
+                    let starts: Vec<u32> = m.members.iter().map(|member| member.start).collect();
+                    let bytes = bytemuck::cast_slice(&starts);
+                    let buffer = create(
+                        "gpu_cull_member_starts",
+                        bytes.len() as u64,
+                        wgpu::BufferUsages::STORAGE,
+                    );
+                    queue.write_buffer(&buffer, 0, bytes);
+                    buffer
+                });
                 commands.entity(entity).insert(GpuMaterial {
                     buffer,
                     written: uniform,
                     mesh: mesh_buffer,
-                    mesh_written: mesh,
+                    mesh_written: meshes.collect(),
+                    member_starts,
                     levels,
                     level_stride,
                     levels_written: level_params,

@@ -1,9 +1,10 @@
 //! The render-world side, by stage (no import circles between them):
-//! extraction (`extract`), what each view is and which are culled
-//! together (`groups`, `views`), the culler and its kernels (`kernels`), the
-//! batches' buffers (`batches`) and uniforms (`material`), the cull targets
-//! (`targets`) and their bind groups (`bind_groups`), the cull per view
-//! (`cull`, `pyramids`) and the counts' readback (`count_readback`), the
+//! extraction (`extract`) and the batches drawn together (`merge`), what
+//! each view is and which are culled together (`groups`, `views`), the
+//! culler and its kernels (`kernels`), the batches' buffers (`batches`) and
+//! uniforms (`material`), the cull targets (`targets`) and their bind
+//! groups (`bind_groups`), the cull per view (`cull`, `pyramids`) and the
+//! counts' readback (`count_readback`, `count_stats`), the
 //! back-to-front order of blended batches (`blend`), levels drawn as pixels
 //! (`pixels`, `pixel_tiles`), queueing and drawing (`draw`, `opaque_first`,
 //! `custom_material`, `queue_prepass`, `material_prepass`, `shadow`). This
@@ -14,6 +15,7 @@ mod bind_groups;
 mod bindings;
 mod blend;
 mod count_readback;
+mod count_stats;
 mod cull;
 mod custom_material;
 mod draw;
@@ -23,6 +25,8 @@ mod groups;
 mod kernels;
 mod material;
 mod material_prepass;
+mod member_counts;
+mod merge;
 pub(crate) mod opaque_first;
 mod pixel_tiles;
 mod pixels;
@@ -65,6 +69,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     load_shader_library!(app, "shaders/gpu_cull_instance.wgsl");
     load_shader_library!(app, "shaders/gpu_cull_gpu_writes.wgsl");
     embedded_asset!(app, "shaders/gpu_cull_count.wgsl");
+    embedded_asset!(app, "shaders/gpu_cull_member_counts.wgsl");
     load_shader_library!(app, "shaders/gpu_cull_forward_io.wgsl");
     embedded_asset!(app, "shaders/instanced_prepass.wgsl");
     embedded_asset!(app, "shaders/instanced_material.wgsl");
@@ -81,7 +86,7 @@ pub(crate) fn build(app: &mut App, sender: StatSender, draw_shader: bevy::shader
     render_app
         .insert_resource(sender)
         .insert_resource(cull_shaders)
-        .insert_resource(draw::DrawShaderRef(draw_shader));
+        .insert_resource(bindings::DrawShaderRef(draw_shader));
     init_render_resources(render_app);
     add_startup_and_prepare_systems(render_app);
     add_cull_systems(render_app);
@@ -145,12 +150,17 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                 kernels::forget_cullers,
                 batches::forget_gpu_batches,
                 gpu_writes::init_count_pass,
+                member_counts::init_member_count_pass,
                 pixel_tiles::init_tile_pipeline,
             ),
         )
         .add_systems(
             ExtractSchedule,
-            (extract::extract_batches, extract::extract_settings).in_set(GpuCullSystems::Extract),
+            (
+                (extract::extract_batches, merge::merge_batches).chain(),
+                extract::extract_settings,
+            )
+                .in_set(GpuCullSystems::Extract),
         )
         .add_systems(
             Render,
@@ -187,7 +197,7 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                     .in_set(RenderSystems::QueueMeshes),
                 (
                     cull::report_culled_frame,
-                    cull::read_back_counts,
+                    count_stats::read_back_counts,
                     cull::prune_pyramids,
                     draw::report_drawn,
                     targets::report_gpu_bytes,

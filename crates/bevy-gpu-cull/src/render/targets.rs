@@ -11,6 +11,8 @@ use super::count_readback::CountReadback;
 use super::extract::BatchData;
 use super::groups::{ViewGroups, ViewKind, ViewPlace};
 use super::kernels::{CullShaders, KernelDemand, RenderCuller};
+use super::member_counts::MemberCounts;
+use super::merge::{MergeMember, MergedBatch, MergedInto};
 use super::standard::TEXTURES;
 use crate::stats::{GpuCullShadowView, StatMessage, StatSender};
 use bevy::camera::visibility::RenderLayers;
@@ -94,6 +96,8 @@ pub(crate) struct LateLists {
     pub draw_args: Buffer,
     /// One per level of detail, as [`ViewTarget::bind_groups`].
     pub bind_groups: Vec<BindGroup>,
+    /// As [`ViewTarget::member_counts`], for the late lists.
+    pub member_counts: Option<MemberCounts>,
 }
 
 /// One view's part of its group's cull of one batch.
@@ -124,6 +128,12 @@ pub(crate) struct ViewTarget {
     pub shadow: Option<GpuCullShadowView>,
     /// The late phase's lists, for an occlusion-culled camera.
     pub late: Option<LateLists>,
+    /// The batches drawn in it, for a combined batch
+    /// ([`super::merge::MergedBatch`]), whose counts are its members'.
+    pub members: Option<Arc<[MergeMember]>>,
+    /// A combined batch's count of this view's survivors per member, made
+    /// with its bind groups.
+    pub member_counts: Option<MemberCounts>,
     live: bool,
 }
 
@@ -132,12 +142,6 @@ impl ViewTarget {
     pub fn has_instances(&self) -> bool {
         let count = self.last_count.load(std::sync::atomic::Ordering::Relaxed);
         count != 0 && count != u32::MAX
-    }
-
-    /// Byte offset of this view's (first level's) draw arguments in
-    /// `draw_args`.
-    pub fn draw_args_offset(&self) -> u64 {
-        self.target.draw_args_offset(self.slot)
     }
 
     /// Levels of detail (1 without any).
@@ -149,6 +153,18 @@ impl ViewTarget {
     /// last's end: what the count readback copies.
     pub fn counts_len(&self) -> u64 {
         counts_len(self.levels())
+    }
+
+    /// Bytes of a combined batch's counts per member, which the count
+    /// readback copies too (none for a batch on its own).
+    pub fn member_counts_len(&self) -> u64 {
+        self.members.as_ref().map_or(0, |m| m.len() as u64 * 4)
+    }
+
+    /// Bytes the count readback copies for it each frame.
+    fn readback_len(&self) -> u64 {
+        let align = |len: u64| len.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        (align(self.counts_len()) + align(self.member_counts_len())) * (1 + self.late.is_some() as u64)
     }
 }
 
@@ -261,7 +277,7 @@ pub(crate) fn prepare_targets(
     mut targets: ResMut<ViewTargets>,
     groups: Res<ViewGroups>,
     views: Query<(Entity, Option<&RenderLayers>), With<ExtractedView>>,
-    batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData)>,
+    batches: Query<(Entity, &MainEntity, &GpuBatch, &BatchData, Option<&MergedBatch>), Without<MergedInto>>,
     batch_meshes: BatchMeshes,
     mut demand: ResMut<KernelDemand>,
 ) {
@@ -278,7 +294,7 @@ pub(crate) fn prepare_targets(
             continue;
         };
         let view_layers = view_layers.unwrap_or(&default_layers);
-        for (batch_entity, main_batch, gpu, batch) in &batches {
+        for (batch_entity, main_batch, gpu, batch, merged) in &batches {
             let Some(mesh_instance) = batch_meshes.mesh_instances.render_mesh_queue_data(*main_batch) else {
                 continue;
             };
@@ -340,18 +356,15 @@ pub(crate) fn prepare_targets(
                 placement.slot,
                 &levels.meshes,
             ) {
-                let target = view_target(group_target, place, placement, main_batch.id(), levels);
+                let mut target = view_target(group_target, place, placement, main_batch.id(), levels);
+                target.members = merged.map(|m| m.members.clone());
                 targets.map.insert(view_key, target);
             }
         }
     }
     retire_stale_targets(targets, &maker.sender);
     demand.0 = kernels_in_use(targets);
-    let count_bytes = targets
-        .map
-        .values()
-        .map(|t| t.counts_len().next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) * (1 + t.late.is_some() as u64))
-        .sum();
+    let count_bytes = targets.map.values().map(ViewTarget::readback_len).sum();
     maker.counts.reserve(maker.device.wgpu_device(), count_bytes);
 }
 
@@ -617,7 +630,10 @@ fn view_target(
             target: o.late.clone(),
             draw_args: o.late_draw_args.clone(),
             bind_groups: Vec::new(),
+            member_counts: None,
         }),
+        members: None,
+        member_counts: None,
         live: true,
     }
 }
@@ -727,11 +743,16 @@ fn request_faster_forms(
 fn retire_stale_targets(targets: &mut ViewTargets, sender: &StatSender) {
     if let Ok(sender) = sender.0.lock() {
         for t in targets.map.values().filter(|t| !t.live) {
-            let _ = sender.send(StatMessage::TargetGone {
-                view: t.main_view,
-                shadow: t.shadow,
-                batch: t.main_batch,
-            });
+            // A combined batch's counts were its members'.
+            let members = t.members.iter().flat_map(|m| m.iter().map(|m| m.main.id()));
+            let batches = members.chain(t.members.is_none().then_some(t.main_batch));
+            for batch in batches {
+                let _ = sender.send(StatMessage::TargetGone {
+                    view: t.main_view,
+                    shadow: t.shadow,
+                    batch,
+                });
+            }
         }
     }
     targets.map.retain(|_, t| t.live);

@@ -20,6 +20,7 @@ mod gpu_writes;
 mod harness;
 mod lod;
 mod materials;
+mod merged;
 mod motion;
 mod occlusion;
 mod picking;

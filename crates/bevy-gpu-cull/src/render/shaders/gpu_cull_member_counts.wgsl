@@ -1,0 +1,1 @@
+../../../../../shaders/gpu_cull_member_counts.wgsl
