@@ -189,7 +189,8 @@ fn drawn_survivor(instance_index: u32) -> u32 {
 
 // The record of the survivor drawn as instance `instance_index`: what
 // `get_instance_color` and `get_instance_user` take (its index in the
-// batch's list, or in the cells' order for a batch with GpuCullCells).
+// batch's list, or in the cells' order for a batch with GpuCullCells; for
+// batches drawn together, in their lists one after another).
 fn fetch_record(instance_index: u32) -> u32 {
     return survivors[drawn_survivor(instance_index)];
 }

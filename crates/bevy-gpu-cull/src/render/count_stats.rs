@@ -78,11 +78,16 @@ fn forward_counts(targets: &ViewTargets, read: &ReadCounts, sender: &std::sync::
             let Some(mut per_member) = member_counts(read, target, (key, false)) else {
                 continue;
             };
-            let late = member_counts(read, target, (key, true)).unwrap_or_default();
-            per_member
-                .iter_mut()
-                .zip(late)
-                .for_each(|(count, late)| *count += late);
+            // The late counts too where the view's count has them.
+            if late.contains_key(&key) {
+                let Some(late) = member_counts(read, target, (key, true)) else {
+                    continue;
+                };
+                per_member
+                    .iter_mut()
+                    .zip(late)
+                    .for_each(|(count, late)| *count += late);
+            }
             for (member, count) in members.iter().zip(per_member) {
                 send_count(sender, target, (member.main.id(), Vec::new(), count), read.frame);
             }

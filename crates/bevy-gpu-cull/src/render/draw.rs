@@ -154,14 +154,12 @@ pub(crate) fn queue_batches(
         ResMut<super::pixels::PixelViews>,
         ResMut<super::opaque_first::GpuCullOpaqueBatches>,
     ),
-    drawn_together: Query<&MainEntity, With<super::merge::MergedInto>>,
+    every_batch: Query<&MainEntity, With<super::extract::BatchData>>,
 ) {
     first.clear();
     // Bevy's own items go for every batch entity, also those drawn in a
-    // combined batch.
-    let mains: Vec<MainEntity> = (batches.iter().map(|(_, main, _)| *main))
-        .chain(drawn_together.iter().copied())
-        .collect();
+    // combined batch or not uploaded yet.
+    let mains: Vec<MainEntity> = every_batch.iter().copied().collect();
     let views_seen = views.iter().map(|(_, view, _)| view.retained_view_entity);
     let phases = (
         &mut opaque,

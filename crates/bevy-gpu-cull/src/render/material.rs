@@ -171,11 +171,68 @@ pub(crate) struct GpuMaterial {
     pub mesh: wgpu::Buffer,
     mesh_written: Vec<BatchMesh>,
     /// A combined batch's members' first instances (one `u32` each), for
-    /// counting its survivors per member (`super::member_counts`).
+    /// counting its survivors per member (`super::member_counts`), and
+    /// what it holds.
     pub member_starts: Option<wgpu::Buffer>,
+    starts_written: Vec<u32>,
 }
 
 impl GpuMaterial {
+    /// A batch's uniforms and mesh entries on the GPU, written: its
+    /// material uniform and levels, its members' `mesh` entries and, for a
+    /// combined batch (`starts` not empty), its members' first instances.
+    fn new(
+        device: &RenderDevice,
+        queue: &RenderQueue,
+        (uniform, level_params): (MaterialUniform, LevelParams),
+        meshes: impl Iterator<Item = BatchMesh> + Clone,
+        starts: impl Iterator<Item = u32>,
+    ) -> Self {
+        let create = |label, bytes: &[u8], usage| {
+            let buffer = device.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes.len() as u64,
+                usage: usage | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            queue.write_buffer(&buffer, 0, bytes);
+            buffer
+        };
+        let level_stride = LEVEL_UNIFORM_SIZE
+            .next_multiple_of(u64::from(device.limits().min_uniform_buffer_offset_alignment));
+        let starts_written: Vec<u32> = starts.collect();
+        let member_starts = (!starts_written.is_empty()).then(|| {
+            create(
+                "gpu_cull_member_starts",
+                bytemuck::cast_slice(&starts_written),
+                wgpu::BufferUsages::STORAGE,
+            )
+        });
+        GpuMaterial {
+            buffer: create(
+                "gpu_cull_material",
+                bytemuck::bytes_of(&uniform),
+                wgpu::BufferUsages::UNIFORM,
+            ),
+            written: uniform,
+            mesh: create(
+                "gpu_cull_batch_mesh",
+                &mesh_array_bytes(meshes.clone()),
+                wgpu::BufferUsages::STORAGE,
+            ),
+            mesh_written: meshes.collect(),
+            member_starts,
+            starts_written,
+            levels: create(
+                "gpu_cull_levels",
+                &level_params.uniform_bytes(level_stride),
+                wgpu::BufferUsages::UNIFORM,
+            ),
+            level_stride,
+            levels_written: level_params,
+        }
+    }
+
     /// The `GpuCullLevel` (group 2, binding 19) of a draw's level `level`, or
     /// of a draw without levels of detail (`None`: the batch's `Mesh3d`,
     /// turned by each instance).
@@ -287,74 +344,32 @@ pub(crate) fn prepare_materials(
                 .get(super::custom_material::batch_material(&material_instances, &main))
                 .map_or(0, |material| material.binding.slot.into()),
         });
-        match gpu {
-            Some(mut gpu) => {
-                if gpu.written != uniform {
-                    queue.write_buffer(&gpu.buffer, 0, bytemuck::bytes_of(&uniform));
-                    gpu.written = uniform;
-                }
-                if !gpu.mesh_written.iter().copied().eq(meshes.clone()) {
-                    queue.write_buffer(&gpu.mesh, 0, &mesh_array_bytes(meshes.clone()));
-                    gpu.mesh_written = meshes.collect();
-                }
-                if gpu.levels_written != level_params {
-                    queue.write_buffer(&gpu.levels, 0, &level_params.uniform_bytes(gpu.level_stride));
-                    gpu.levels_written = level_params;
-                }
-            }
-            None => {
-                let create = |label, size, usage| {
-                    device.wgpu_device().create_buffer(&wgpu::BufferDescriptor {
-                        label: Some(label),
-                        size,
-                        usage: usage | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                };
-                let buffer = create(
-                    "gpu_cull_material",
-                    size_of::<MaterialUniform>() as u64,
-                    wgpu::BufferUsages::UNIFORM,
-                );
-                queue.write_buffer(&buffer, 0, bytemuck::bytes_of(&uniform));
-                let bytes = mesh_array_bytes(meshes.clone());
-                let mesh_buffer = create(
-                    "gpu_cull_batch_mesh",
-                    bytes.len() as u64,
-                    wgpu::BufferUsages::STORAGE,
-                );
-                queue.write_buffer(&mesh_buffer, 0, &bytes);
-                let level_stride = LEVEL_UNIFORM_SIZE
-                    .next_multiple_of(u64::from(device.limits().min_uniform_buffer_offset_alignment));
-                let level_bytes = level_params.uniform_bytes(level_stride);
-                let levels = create(
-                    "gpu_cull_levels",
-                    level_bytes.len() as u64,
-                    wgpu::BufferUsages::UNIFORM,
-                );
-                queue.write_buffer(&levels, 0, &level_bytes);
-                // A combined batch's members are its own for its lifetime.
-                let member_starts = merged.map(|m| {
-                    let starts: Vec<u32> = m.members.iter().map(|member| member.start).collect();
-                    let bytes = bytemuck::cast_slice(&starts);
-                    let buffer = create(
-                        "gpu_cull_member_starts",
-                        bytes.len() as u64,
-                        wgpu::BufferUsages::STORAGE,
-                    );
-                    queue.write_buffer(&buffer, 0, bytes);
-                    buffer
-                });
-                commands.entity(entity).insert(GpuMaterial {
-                    buffer,
-                    written: uniform,
-                    mesh: mesh_buffer,
-                    mesh_written: meshes.collect(),
-                    member_starts,
-                    levels,
-                    level_stride,
-                    levels_written: level_params,
-                });
+        // A combined batch's members' first instances.
+        let starts = merged
+            .into_iter()
+            .flat_map(|m| m.members.iter().map(|member| member.start));
+        let Some(mut gpu) = gpu else {
+            let new = GpuMaterial::new(&device, &queue, (uniform, level_params), meshes, starts);
+            commands.entity(entity).insert(new);
+            continue;
+        };
+        if gpu.written != uniform {
+            queue.write_buffer(&gpu.buffer, 0, bytemuck::bytes_of(&uniform));
+            gpu.written = uniform;
+        }
+        if !gpu.mesh_written.iter().copied().eq(meshes.clone()) {
+            queue.write_buffer(&gpu.mesh, 0, &mesh_array_bytes(meshes.clone()));
+            gpu.mesh_written = meshes.collect();
+        }
+        if gpu.levels_written != level_params {
+            queue.write_buffer(&gpu.levels, 0, &level_params.uniform_bytes(gpu.level_stride));
+            gpu.levels_written = level_params;
+        }
+        // They move where a member's length changed.
+        if gpu.member_starts.is_some() && !gpu.starts_written.iter().copied().eq(starts.clone()) {
+            gpu.starts_written = starts.collect();
+            if let Some(buffer) = &gpu.member_starts {
+                queue.write_buffer(buffer, 0, bytemuck::cast_slice(&gpu.starts_written));
             }
         }
     }

@@ -13,10 +13,13 @@
 //! GPU (`super::member_counts`) and read back with the counts.
 //!
 //! The combined batch is a render-world entity of its own, made when its
-//! members are first found (a member's first frame draws it on its own)
-//! and made again when they change: a member that joins, leaves or
-//! changes its list's length. A member's edits of the same length are
-//! uploaded into the combined lists as a batch's own are.
+//! members are first found and made again when they change (a member that
+//! joins or leaves); it takes over their draws the frame after it is made
+//! and gives them back a frame before it goes, so that each frame draws
+//! every batch once. A member's edits are uploaded into the combined lists
+//! as a batch's own are (all of them where a member's length changed). A
+//! member that leaves (hidden, despawned, given another material) is
+//! still drawn by the combined batch in that frame.
 
 use super::extract::{BatchData, CombinedBatch};
 use crate::settings::GpuCullSettings;
@@ -36,8 +39,7 @@ pub(crate) const MAX_MEMBERS: usize = 32;
 /// nothing from sharing a draw.
 pub(crate) const MAX_MEMBER_INSTANCES: usize = 16_384;
 /// Batches drawn together hold at most this many instances in all: a
-/// combined batch's lists stay small enough for one pass to count them
-/// per member.
+/// change of one member's length uploads the whole combined list again.
 pub(crate) const MAX_MERGED_INSTANCES: usize = 65_536;
 
 /// One batch drawn in a combined batch: its main-world entity and its
@@ -56,6 +58,13 @@ pub(crate) struct MergeMember {
 #[derive(Component, Clone, Debug)]
 pub(crate) struct MergedBatch {
     pub members: Arc<[MergeMember]>,
+    /// Its members are drawn by it: from the frame after it was made, when
+    /// its buffers and targets are ready (until then they draw on their
+    /// own, so that no frame draws neither).
+    drawn: bool,
+    /// Its group is gone: it draws this frame while its members upload and
+    /// cull on their own again, and goes the next.
+    retiring: bool,
 }
 
 /// On a batch drawn in a combined batch (its render-world entity): which.
@@ -77,6 +86,8 @@ struct MergeKey {
     motion: bool,
     /// The material's bind group (its bindless slab).
     material_group: u32,
+    /// The material's type (bind group indices are per type).
+    material_type: std::any::TypeId,
 }
 
 /// What must be equal for two batches' materials to share a draw: Bevy
@@ -182,13 +193,16 @@ type Singles<'w, 's> = Query<
 >;
 
 /// Finds the batches drawn together this frame and keeps their combined
-/// batches: made for new groups, updated with their members' edits, gone
-/// with groups that changed. Runs after the batches' extraction.
+/// batches: made for new groups, updated with their members' edits (made
+/// anew where a member's length changed), retired with groups that are
+/// gone. A combined batch takes over its members' draws the frame after it
+/// was made, and gives them back a frame before it goes, so that every
+/// frame draws each batch once. Runs after the batches' extraction.
 pub(crate) fn merge_batches(
     mut commands: Commands,
     inputs: MergeInputs,
     mut singles: Singles,
-    mut merged: Query<(Entity, &mut BatchData, &MergedBatch)>,
+    mut merged: Query<(Entity, &mut BatchData, &mut MergedBatch)>,
 ) {
     let enabled = inputs.settings.as_ref().is_none_or(|s| s.merge_batches)
         && matches!(inputs.draw_shader.0, bevy::shader::ShaderRef::Default);
@@ -198,31 +212,52 @@ pub(crate) fn merge_batches(
         Vec::new()
     };
     let mut wanted: HashSet<Vec<Entity>> = plan.into_iter().collect();
+    // The batches drawn by a combined batch this frame.
     let mut into: HashMap<Entity, Entity> = HashMap::default();
-    // Keep the combined batches whose members are the same, with the same
-    // lengths; the others go.
-    for (entity, mut data, batch) in &mut merged {
+    for (entity, mut data, mut batch) in &mut merged {
+        if batch.retiring {
+            commands.entity(entity).despawn();
+            continue;
+        }
         let renders: Vec<Entity> = batch.members.iter().map(|m| m.render).collect();
-        let same_lengths = batch.members.iter().all(|m| {
+        if !wanted.remove(&renders) {
+            // Never drawn: gone at once; else drawn a last time, as it was
+            // (a member that left, say hidden, still shows in it then).
+            if batch.drawn {
+                batch.retiring = true;
+            } else {
+                commands.entity(entity).despawn();
+            }
+            continue;
+        }
+        let resized = batch.members.iter().any(|m| {
             singles
                 .get(m.render)
-                .is_ok_and(|(_, _, d, _)| d.instances.len() == m.len as usize)
+                .is_ok_and(|(_, _, d, _)| d.instances.len() != m.len as usize)
         });
-        if same_lengths && wanted.remove(&renders) {
-            update_merged(&mut data, batch, &singles);
-            into.extend(renders.iter().map(|&r| (r, entity)));
+        if resized {
+            // The same members at new places: the lists again, whole.
+            let (members, parts) = members_of(&renders, &singles);
+            *data = BatchData::combined(&parts);
+            batch.members = members.into();
         } else {
-            commands.entity(entity).despawn();
+            update_merged(&mut data, &batch, &singles);
         }
-    }
-    for renders in wanted {
-        let entity = spawn_merged(&mut commands, &renders, &singles);
+        batch.drawn = true;
         into.extend(renders.iter().map(|&r| (r, entity)));
     }
-    for (render, _, mut data, was) in &mut singles {
+    for renders in wanted {
+        spawn_merged(&mut commands, &renders, &singles);
+    }
+    hand_over(&mut commands, &into, &mut singles);
+}
+
+/// Marks the batches a combined batch draws this frame (their edits went
+/// into it), and gives the others back their own draws (uploaded whole).
+fn hand_over(commands: &mut Commands, into: &HashMap<Entity, Entity>, singles: &mut Singles) {
+    for (render, _, mut data, was) in singles {
         let now = into.get(&render).copied();
         if now.is_some() && (data.upload_all || !data.uploads.ranges().is_empty()) {
-            // Its edits went into the combined batch.
             data.uploads.clear();
             data.upload_all = false;
         }
@@ -280,6 +315,7 @@ fn plan_merges(inputs: &MergeInputs, singles: &Singles) -> Vec<Vec<Entity>> {
             shadow_receiver: data.shadow_receiver,
             motion: data.motion,
             material_group: material.binding.group.0,
+            material_type: instance.asset_id.type_id(),
         };
         let compared = (data.render_layers.clone(), MaterialKind(&material.properties));
         candidates.push((*main, render, (key, compared, data.instances.len())));
@@ -293,9 +329,9 @@ fn plan_merges(inputs: &MergeInputs, singles: &Singles) -> Vec<Vec<Entity>> {
         .collect()
 }
 
-/// Spawns the combined batch of `renders`: their lists one after another,
-/// the first member's properties.
-fn spawn_merged(commands: &mut Commands, renders: &[Entity], singles: &Singles) -> Entity {
+/// The members `renders` at their places in a combined list, and their
+/// render-world copies.
+fn members_of<'a>(renders: &[Entity], singles: &'a Singles) -> (Vec<MergeMember>, Vec<&'a BatchData>) {
     let mut members = Vec::with_capacity(renders.len());
     let mut parts = Vec::with_capacity(renders.len());
     let mut start = 0u32;
@@ -313,23 +349,31 @@ fn spawn_merged(commands: &mut Commands, renders: &[Entity], singles: &Singles) 
         parts.push(data);
         start += len;
     }
+    (members, parts)
+}
+
+/// Spawns the combined batch of `renders`: their lists one after another,
+/// the first member's properties. Its members still draw on their own this
+/// frame.
+fn spawn_merged(commands: &mut Commands, renders: &[Entity], singles: &Singles) {
+    let (members, parts) = members_of(renders, singles);
     let data = BatchData::combined(&parts);
     let main = members[0].main;
-    commands
-        .spawn((
-            data,
-            MergedBatch {
-                members: members.into(),
-            },
-            CombinedBatch,
-            main,
-        ))
-        .id()
+    commands.spawn((
+        data,
+        MergedBatch {
+            members: members.into(),
+            drawn: false,
+            retiring: false,
+        },
+        CombinedBatch,
+        main,
+    ));
 }
 
 /// Brings a combined batch up to date with its members: their transform,
 /// visibility and properties (the first member's, which all share) and
-/// their edits.
+/// the edits of those of the same length as when combined.
 fn update_merged(data: &mut BatchData, batch: &MergedBatch, singles: &Singles) {
     for (k, member) in batch.members.iter().enumerate() {
         let Ok((_, _, part, _)) = singles.get(member.render) else {
@@ -338,7 +382,9 @@ fn update_merged(data: &mut BatchData, batch: &MergedBatch, singles: &Singles) {
         if k == 0 {
             data.take_properties_of(part);
         }
-        data.take_edits_of(part, member.start);
+        if part.instances.len() == member.len as usize {
+            data.take_edits_of(part, member.start);
+        }
     }
 }
 
@@ -403,6 +449,14 @@ impl BatchData {
         }
         if self.render_layers != first.render_layers {
             self.render_layers = first.render_layers.clone();
+        }
+        if self.bounds != first.bounds
+            || self.shadow_receiver != first.shadow_receiver
+            || self.motion != first.motion
+        {
+            self.bounds = first.bounds;
+            self.shadow_receiver = first.shadow_receiver;
+            self.motion = first.motion;
         }
         let reads = self.material.reads_texture_coordinates | first.material.reads_texture_coordinates;
         if self.material.uniform != first.material.uniform

@@ -276,13 +276,11 @@ pub(crate) fn queue_prepass_batches(
     targets: Res<ViewTargets>,
     batches: Query<(Entity, &MainEntity, &super::extract::BatchData), With<GpuBatch>>,
     views: Query<(Entity, &ExtractedView, Has<DeferredPrepass>)>,
-    drawn_together: Query<&MainEntity, With<super::merge::MergedInto>>,
+    every_batch: Query<&MainEntity, With<super::extract::BatchData>>,
 ) {
     // Bevy's own items go for every batch entity, also those drawn in a
-    // combined batch.
-    let mains: Vec<MainEntity> = (batches.iter().map(|(_, main, _)| *main))
-        .chain(drawn_together.iter().copied())
-        .collect();
+    // combined batch or not uploaded yet.
+    let mains: Vec<MainEntity> = every_batch.iter().copied().collect();
     phases.clear(views.iter().map(|(_, v, _)| v.retained_view_entity), &mains);
     let commands = phases.commands();
     for (view_entity, view, deferred) in &views {

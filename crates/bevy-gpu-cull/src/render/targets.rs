@@ -356,9 +356,12 @@ pub(crate) fn prepare_targets(
                 placement.slot,
                 &levels.meshes,
             ) {
-                let mut target = view_target(group_target, place, placement, main_batch.id(), levels);
-                target.members = merged.map(|m| m.members.clone());
+                let target = view_target(group_target, place, placement, main_batch.id(), levels);
                 targets.map.insert(view_key, target);
+            }
+            // A combined batch's members move when one's length changes.
+            if let Some(target) = targets.map.get_mut(&view_key) {
+                target.members = merged.map(|m| m.members.clone());
             }
         }
     }

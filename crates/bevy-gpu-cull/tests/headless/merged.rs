@@ -1,8 +1,8 @@
 //! Batches drawn together (`GpuCullSettings::merge_batches`): batches of
 //! one mesh and transform whose bindless materials share a bind group are
 //! culled and drawn as one, and each keeps its own counts, exactly the CPU
-//! reference's, through edits, resizes, a material that takes one out,
-//! hiding, and the setting switched off.
+//! reference's, through edits, resizes (one every frame), a material that
+//! takes one out, hiding, and the setting switched off.
 
 use crate::harness::*;
 use bevy::core_pipeline::core_3d::Opaque3d;
@@ -143,6 +143,23 @@ fn batches_drawn_together_keep_their_own_counts() {
     world.get_mut::<GpuCullInstances>(members[0]).unwrap().push(grown);
     let more = run_until_counts_and_draws(&mut h, &all, 2, "after a member grew");
     assert_eq!(more[1], first[1].map(|c| c + 1));
+
+    // A member that grows every frame stays in its group, which draws in
+    // every frame (its lists are laid out again in place).
+    for i in 0..20 {
+        let world = h.app.world_mut();
+        let position = Vec3::new(2.0 * (i % 10) as f32 - 9.0, 0.5, -6.0);
+        let grown = GpuCullInstance::new(position, LinearRgba::WHITE);
+        world.get_mut::<GpuCullInstances>(members[2]).unwrap().push(grown);
+        h.app.update();
+        let draws = opaque_draws(&h);
+        assert_eq!(
+            draws.len(),
+            2,
+            "frame {i} of a member growing: draws for {draws:?}"
+        );
+    }
+    run_until_counts_and_draws(&mut h, &all, 2, "after a member grew every frame");
 
     // A blended material takes a member out: it is drawn on its own, in
     // the transparent phase.
