@@ -327,6 +327,11 @@ pub(crate) fn prepare_materials(
     // The culler's format (it is built from the settings).
     let format = settings.map_or(cull_core::InstanceFormat::PosQuat, |s| s.format);
     for (entity, main_entity, data, merged, gpu) in &mut batches {
+        // A combined batch's last frame draws it as it was: a member that
+        // left may have a material of another bind group by now.
+        if merged.is_some_and(MergedBatch::retiring) {
+            continue;
+        }
         let level_params = LevelParams::of(data, format, merged);
         let uniform = data.material.uniform;
         // Each member's entry: the batch's transform and flags, the

@@ -12,7 +12,9 @@
 //! counts are its own: each view's survivors are counted per member on the
 //! GPU (`super::member_counts`) and read back with the counts.
 //!
-//! The combined batch is a render-world entity of its own, made when its
+//! The groups are found in `PrepareResources`, after Bevy prepared the
+//! frame's meshes and materials. The combined batch is a render-world
+//! entity of its own, made when its
 //! members are first found and made again when they change (a member that
 //! joins or leaves); it takes over their draws the frame after it is made
 //! and gives them back a frame before it goes, so that each frame draws
@@ -65,6 +67,14 @@ pub(crate) struct MergedBatch {
     /// Its group is gone: it draws this frame while its members upload and
     /// cull on their own again, and goes the next.
     retiring: bool,
+}
+
+impl MergedBatch {
+    /// Whether it draws for the last time, as it was (its uniforms and
+    /// material slots stay as they were written).
+    pub fn retiring(&self) -> bool {
+        self.retiring
+    }
 }
 
 /// On a batch drawn in a combined batch (its render-world entity): which.
@@ -197,7 +207,9 @@ type Singles<'w, 's> = Query<
 /// anew where a member's length changed), retired with groups that are
 /// gone. A combined batch takes over its members' draws the frame after it
 /// was made, and gives them back a frame before it goes, so that every
-/// frame draws each batch once. Runs after the batches' extraction.
+/// frame draws each batch once. Runs in `PrepareResources`, after Bevy
+/// prepared this frame's meshes and materials and before the batches'
+/// uploads.
 pub(crate) fn merge_batches(
     mut commands: Commands,
     inputs: MergeInputs,

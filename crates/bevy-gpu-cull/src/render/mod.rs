@@ -1,8 +1,8 @@
 //! The render-world side, by stage (no import circles between them):
-//! extraction (`extract`) and the batches drawn together (`merge`), what
-//! each view is and which are culled together (`groups`, `views`), the
-//! culler and its kernels (`kernels`), the batches' buffers (`batches`) and
-//! uniforms (`material`), the cull targets (`targets`) and their bind
+//! extraction (`extract`), what each view is and which are culled
+//! together (`groups`, `views`), the culler and its kernels (`kernels`),
+//! the batches drawn together (`merge`), the batches' buffers (`batches`)
+//! and uniforms (`material`), the cull targets (`targets`) and their bind
 //! groups (`bind_groups`), the cull per view (`cull`, `pyramids`) and the
 //! counts' readback (`count_readback`, `count_stats`), the
 //! back-to-front order of blended batches (`blend`), levels drawn as pixels
@@ -156,11 +156,7 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
         )
         .add_systems(
             ExtractSchedule,
-            (
-                (extract::extract_batches, merge::merge_batches).chain(),
-                extract::extract_settings,
-            )
-                .in_set(GpuCullSystems::Extract),
+            (extract::extract_batches, extract::extract_settings).in_set(GpuCullSystems::Extract),
         )
         .add_systems(
             Render,
@@ -168,6 +164,9 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                 (
                     kernels::count_frame,
                     kernels::prepare_culler,
+                    // After Bevy's meshes and materials are prepared: the
+                    // groups are this frame's.
+                    merge::merge_batches,
                     batches::prepare_batches,
                     gpu_writes::publish_instance_buffers,
                     material::prepare_materials,
