@@ -157,18 +157,10 @@ pub(crate) fn queue_batches(
     every_batch: Query<&MainEntity, With<super::extract::BatchData>>,
 ) {
     first.clear();
-    // Bevy's own items go for every batch entity, also those drawn in a
-    // combined batch or not uploaded yet.
-    let mains: Vec<MainEntity> = every_batch.iter().copied().collect();
     let views_seen = views.iter().map(|(_, view, _)| view.retained_view_entity);
-    let phases = (
-        &mut opaque,
-        &mut blended,
-        &mut *alpha_mask_phases,
-        &mut *transmissive_phases,
-        &mut *pixels,
-    );
-    take_out_last_frame(phases, views_seen, &mains);
+    let phases = (&mut opaque, &mut blended, &mut *alpha_mask_phases);
+    let others = (&mut *transmissive_phases, &mut *pixels);
+    take_out_last_frame(phases, others, views_seen, every_batch.iter().copied());
     let Some(pipeline) = pipeline else {
         return;
     };
@@ -298,24 +290,29 @@ fn batch_mesh<'a>(
 
 /// Takes last frame's batch items out of every view's main-pass phases (the
 /// live ones go back in), Bevy's own items for the batch entities `mains`
-/// ([`remove_bevy_items`]), and the pixel levels' resolve pipelines.
+/// ([`remove_bevy_items`]: every entity with a render-world copy, also one
+/// drawn in a combined batch or not uploaded yet), and the pixel levels'
+/// resolve pipelines.
 fn take_out_last_frame(
-    (opaque, blended, alpha_mask, transmissive, pixels): (
+    (opaque, blended, alpha_mask): (
         &mut BatchQueue<Opaque3d>,
         &mut super::blend::BlendedQueue,
         &mut ViewBinnedRenderPhases<AlphaMask3d>,
+    ),
+    (transmissive, pixels): (
         &mut ViewSortedRenderPhases<Transmissive3d>,
         &mut super::pixels::PixelViews,
     ),
     views: impl Iterator<Item = RetainedViewEntity>,
-    mains: &[MainEntity],
+    mains: impl Iterator<Item = MainEntity>,
 ) {
+    let mains: Vec<MainEntity> = mains.collect();
     opaque.clear();
     blended.clear();
     pixels.pipelines.clear();
     for view in views {
         opaque.remove(&view, mains.iter().copied());
-        super::queue::remove_bevy_items(&view, mains, alpha_mask, (blended.phases(), &mut *transmissive));
+        super::queue::remove_bevy_items(&view, &mains, alpha_mask, (blended.phases(), &mut *transmissive));
     }
 }
 
