@@ -277,19 +277,52 @@ pub(crate) fn forget_cullers(mut commands: Commands, shaders: Option<ResMut<Cull
     commands.remove_resource::<PendingCuller>();
 }
 
-/// Follows the settings: the first culler is current at once; new settings
-/// later get a [`PendingCuller`] whose kernels
+/// Follows the settings: the first culler becomes current once made; new
+/// settings later get a [`PendingCuller`] whose kernels
 /// (one per output-window count the batches need) Bevy's `PipelineCache`
 /// compiles; it replaces the current culler once they are all ready. Kernels
 /// that finished compiling are handed to their cullers.
-pub(crate) fn prepare_culler(world: &mut World) {
-    let Some(settings) = world.get_resource::<GpuCullSettings>().cloned() else {
+///
+/// Not an exclusive system: one would hold every other system of its
+/// stage back each frame. A culler is made, switched or dropped by a
+/// command (at Bevy's next sync point, so the stages after this one see it
+/// a frame later), which happens only when the settings change.
+pub(crate) fn prepare_culler(
+    mut commands: Commands,
+    settings: Option<Res<GpuCullSettings>>,
+    (mut current, mut pending, failed): (
+        Option<ResMut<RenderCuller>>,
+        Option<ResMut<PendingCuller>>,
+        Option<Res<FailedSettings>>,
+    ),
+    (cache, mut shaders, demand): (Res<PipelineCache>, ResMut<CullShaders>, Res<KernelDemand>),
+    batches: Query<&BatchData>,
+    sender: Option<Res<StatSender>>,
+) {
+    let Some(settings) = settings else {
         return;
     };
-    follow_settings(world, &settings);
-    request_pending_kernels(world);
-    report_ready_kernels(world);
-    take_over_when_ready(world);
+    let wanted = match (pending.as_deref(), current.as_deref()) {
+        (Some(pending), _) => Some(&pending.0.settings),
+        (None, Some(current)) => Some(&current.inner.settings),
+        (None, None) => None,
+    };
+    let failed_before = failed.is_some_and(|f| f.0 == *settings);
+    if wanted != Some(&*settings) && !failed_before {
+        let settings = settings.clone();
+        commands.queue(move |world: &mut World| follow_settings(world, &settings));
+    }
+    if let Some(current) = current.as_deref_mut() {
+        current.inner.poll(&cache);
+    }
+    if let Some(pending) = pending.as_deref_mut() {
+        let lens = batches.iter().map(|b| b.instances.len());
+        request_pending_kernels(&mut pending.0, (&cache, &mut shaders), &demand.0, lens);
+    }
+    report_ready_kernels(current.as_deref_mut(), pending.as_deref_mut(), sender.as_deref());
+    if pending.is_some_and(|p| p.0.queued.is_empty()) {
+        commands.queue(take_over_when_ready);
+    }
 }
 
 /// Makes the culler for `settings` current where there is none, or starts
@@ -349,9 +382,9 @@ fn follow_settings(world: &mut World, settings: &GpuCullSettings) {
     } else {
         // The first culler (at start-up, after a device loss) is current at
         // once: the targets ask for exactly the kernels the views need, all
-        // in the first frame, and the draw pipelines compile alongside, so
-        // batches draw about when Bevy's own meshes do. Nothing culls until
-        // a target's kernels are ready.
+        // in the first frame they see it, and the draw pipelines compile
+        // alongside, so batches draw about when Bevy's own meshes do.
+        // Nothing culls until a target's kernels are ready.
         log_culler(&culler);
         world.insert_resource(RenderCuller {
             inner: culler,
@@ -368,57 +401,46 @@ fn log_culler(culler: &CompilingCuller) {
     );
 }
 
-/// Polls both cullers' kernels, and asks Bevy to compile the pending
-/// culler's: those the current targets use ([`KernelDemand`]: views and
-/// visibility test), for every batch's size, before it takes over.
-fn request_pending_kernels(world: &mut World) {
-    let lens: Vec<usize> = world
-        .query::<&BatchData>()
-        .iter(world)
-        .map(|b| b.instances.len())
-        .collect();
-    let mut view_counts: Vec<(u32, VisibilityTest)> = world
-        .get_resource::<KernelDemand>()
-        .map(|d| d.0.clone())
-        .unwrap_or_default();
+/// Asks Bevy to compile the pending culler's kernels, and polls them:
+/// those the current targets use (`demand`: views and visibility test),
+/// for every batch's length in `lens`, before it takes over.
+fn request_pending_kernels(
+    pending: &mut CompilingCuller,
+    (cache, shaders): (&PipelineCache, &mut CullShaders),
+    demand: &[(u32, VisibilityTest)],
+    lens: impl Iterator<Item = usize>,
+) {
+    let mut view_counts: Vec<(u32, VisibilityTest)> = demand.to_vec();
     view_counts.push((1, VisibilityTest::Frustum));
     view_counts.sort_unstable_by_key(|&(views, test)| (views, test as u8));
     view_counts.dedup();
-    world.resource_scope(|world, cache: Mut<PipelineCache>| {
-        world.resource_scope(|world, mut shaders: Mut<CullShaders>| {
-            if let Some(mut current) = world.get_resource_mut::<RenderCuller>() {
-                current.inner.poll(&cache);
+    pending.request(KernelSpec::flat(1, 1, VisibilityTest::Frustum), cache, shaders);
+    for len in lens {
+        for &(views, test) in &view_counts {
+            if let Ok(windows) = pending.culler.windows_for(batch_capacity(len), views) {
+                pending.request(KernelSpec::flat(windows, views, test), cache, shaders);
             }
-            let Some(mut pending) = world.get_resource_mut::<PendingCuller>() else {
-                return;
-            };
-            let pending = &mut pending.0;
-            let first = KernelSpec::flat(1, 1, VisibilityTest::Frustum);
-            pending.request(first, &cache, &mut shaders);
-            for &len in &lens {
-                for &(views, test) in &view_counts {
-                    if let Ok(windows) = pending.culler.windows_for(batch_capacity(len), views) {
-                        pending.request(KernelSpec::flat(windows, views, test), &cache, &mut shaders);
-                    }
-                }
-            }
-            pending.poll(&cache);
-        });
-    });
+        }
+    }
+    pending.poll(cache);
 }
 
 /// Reports the kernels that became ready, for `GpuCullStats::kernels`.
-fn report_ready_kernels(world: &mut World) {
+fn report_ready_kernels(
+    current: Option<&mut RenderCuller>,
+    pending: Option<&mut PendingCuller>,
+    sender: Option<&StatSender>,
+) {
     let mut ready = Vec::new();
-    if let Some(mut current) = world.get_resource_mut::<RenderCuller>() {
+    if let Some(current) = current {
         let variant = current.inner.culler.variant();
         ready.extend(current.inner.ready.drain(..).map(|spec| (variant, spec)));
     }
-    if let Some(mut pending) = world.get_resource_mut::<PendingCuller>() {
+    if let Some(pending) = pending {
         let variant = pending.0.culler.variant();
         ready.extend(pending.0.ready.drain(..).map(|spec| (variant, spec)));
     }
-    if let Some(sender) = world.get_resource::<StatSender>()
+    if let Some(sender) = sender
         && let Ok(sender) = sender.0.lock()
     {
         for (variant, spec) in ready {

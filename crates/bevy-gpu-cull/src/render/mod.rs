@@ -162,18 +162,22 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
             Render,
             (
                 (
-                    kernels::count_frame,
-                    kernels::prepare_culler,
-                    // After Bevy's meshes and materials are prepared: the
-                    // groups are this frame's.
-                    merge::merge_batches,
-                    batches::prepare_batches,
-                    gpu_writes::publish_instance_buffers,
-                    material::prepare_materials,
-                    groups::prepare_view_groups,
-                    targets::prepare_targets,
+                    // A new culler's command lands at Bevy's next sync
+                    // point, not one of its own.
+                    (kernels::count_frame, kernels::prepare_culler).chain(),
+                    (
+                        // After Bevy's meshes and materials are prepared: the
+                        // groups are this frame's.
+                        merge::merge_batches,
+                        batches::prepare_batches,
+                        gpu_writes::publish_instance_buffers,
+                        material::prepare_materials,
+                        groups::prepare_view_groups,
+                        targets::prepare_targets,
+                    )
+                        .chain(),
                 )
-                    .chain()
+                    .chain_ignore_deferred()
                     .in_set(GpuCullSystems::Prepare)
                     .in_set(RenderSystems::PrepareResources),
                 // Its own stage, after every PrepareResources system: not in

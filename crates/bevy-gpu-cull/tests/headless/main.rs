@@ -25,4 +25,5 @@ mod motion;
 mod occlusion;
 mod picking;
 mod prepass;
+mod schedule;
 mod shadows;
