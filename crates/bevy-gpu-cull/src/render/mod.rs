@@ -212,7 +212,9 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
 }
 
 /// The culls, in Bevy's `Core3d` schedule: each view's before the passes
-/// that draw its lists.
+/// that draw its lists. A system with nothing to do in any view is skipped
+/// by its run condition, which costs the executor less than running it
+/// (each is a step of the render thread's serial chain).
 fn add_cull_systems(render_app: &mut SubApp) {
     render_app.add_systems(
         Core3d,
@@ -225,6 +227,7 @@ fn add_cull_systems(render_app: &mut SubApp) {
             // A camera's pixel levels, after its culls, before its main
             // pass draws them.
             pixels::splat_view
+                .run_if(pixels::any_pixel_views)
                 .after(cull::cull_view)
                 .before(Core3dSystems::MainPass),
             // Point and spot lights' views run before the cameras.
@@ -233,6 +236,7 @@ fn add_cull_systems(render_app: &mut SubApp) {
             // after the early prepass and its depth pyramid, before the
             // late prepass; then the main pass draws every list.
             cull::cull_view_late
+                .run_if(targets::any_late_lists)
                 .after(early_prepass)
                 .after(early_downsample_depth)
                 .before(late_prepass)

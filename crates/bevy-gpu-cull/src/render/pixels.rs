@@ -459,6 +459,12 @@ fn depth_descriptor(
     }
 }
 
+/// Whether any view takes pixel levels this frame ([`splat_view`]'s run
+/// condition).
+pub(crate) fn any_pixel_views(pixels: Option<Res<PixelViews>>) -> bool {
+    pixels.is_some_and(|pixels| !pixels.views.is_empty())
+}
+
 /// Splats the camera's batches whose resolve pipelines are ready, after
 /// its culls: the only ones whose pixel levels are then drawn as pixels.
 pub(crate) fn splat_view(

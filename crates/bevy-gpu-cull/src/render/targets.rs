@@ -216,6 +216,12 @@ pub(crate) struct ViewTargets {
     pub seen: HashSet<(Entity, Entity)>,
 }
 
+/// Whether any view target has late lists (occlusion culling's late
+/// phase): `cull_view_late`'s run condition.
+pub(crate) fn any_late_lists(targets: Option<Res<ViewTargets>>) -> bool {
+    targets.is_some_and(|targets| targets.map.values().any(|target| target.late.is_some()))
+}
+
 /// Where a batch's meshes are: Bevy's render-world entry for the batch
 /// entity, the prepared meshes of its levels, and their places in the mesh
 /// allocator's buffers.
