@@ -224,6 +224,9 @@ pub(crate) fn queue_batches(
             specializer.queue_pixels(&mut pixels, (view_entity, entity, main_entity), data, *view_key);
         }
     }
+    let forward = views.iter().filter(|(_, _, deferred)| !deferred);
+    let forward = forward.map(|(entity, view, _)| (entity, view.retained_view_entity));
+    super::opaque_first::hand_lone_cameras_to_bevy(&mut first, &mut opaque, forward, &pixels);
     first.sort();
 }
 

@@ -277,6 +277,7 @@ fn add_draw_phase_systems(render_app: &mut SubApp) {
             // pass's attachments (after what writes a deferred camera's
             // color first).
             opaque_first::draw_opaque_batches_first
+                .run_if(opaque_first::any_drawn_first)
                 .after(deferred_lighting)
                 .after(screen_space_reflections)
                 .before(main_opaque_pass_3d)

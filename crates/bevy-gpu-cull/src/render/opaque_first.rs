@@ -7,7 +7,10 @@
 //! would have). Bevy's meshes behind a batch fail the depth test before
 //! they shade. The batches' items are kept here rather than in Bevy's
 //! phase: a binned phase's items are taken out and put back every frame,
-//! and Bevy's pass would go through each only to skip it.
+//! and Bevy's pass would go through each only to skip it. A camera with no
+//! opaque mesh of Bevy's own has nothing to draw first against: its
+//! batches are items of Bevy's phase, drawn there without a pass of their
+//! own.
 
 use super::draw::DrawCulledPixels;
 use super::pixels::{PixelViews, draw_pixel_depth};
@@ -32,8 +35,9 @@ use bevy::render::view::{ViewDepthTexture, ViewTarget};
 /// as `Opaque3d` items (keyed by pipeline and mesh, like Bevy's), drawn in
 /// a pass of their own just before Bevy's main opaque pass. They are not in
 /// Bevy's `Opaque3d` phase, so a tool that looks there for what a frame
-/// draws looks here too. A deferred camera's forward batches are non-mesh
-/// items of Bevy's phase instead.
+/// draws looks here too. A deferred camera's forward batches, and those of
+/// a forward camera with no opaque mesh of Bevy's own and no pixel levels,
+/// are non-mesh items of Bevy's phase instead.
 #[derive(Resource, Default)]
 pub struct GpuCullOpaqueBatches(EntityHashMap<Vec<Opaque3d>>);
 
@@ -55,6 +59,11 @@ impl GpuCullOpaqueBatches {
             items.clear();
             had_items
         });
+    }
+
+    /// Takes the draws of the render-world view `view` out.
+    fn take(&mut self, view: Entity) -> Vec<Opaque3d> {
+        self.0.get_mut(&view).map(std::mem::take).unwrap_or_default()
     }
 
     /// Orders each camera's items by pipeline and mesh, as Bevy's bins
@@ -79,6 +88,39 @@ impl GpuCullOpaqueBatches {
         let item = Opaque3d::new(set, bin, batch, 0..1, PhaseItemExtraIndex::None);
         self.0.entry(view).or_default().push(item);
     }
+}
+
+/// Hands the opaque batches of each forward camera in `cameras` (render
+/// world entity, retained view) that has no item of its own in Bevy's
+/// `Opaque3d` phase this frame, nor pixel levels, to that phase: Bevy's main
+/// opaque pass draws them before anything else there, so the camera needs
+/// no pass of theirs (whose attachments would be loaded and stored once
+/// more). Runs after Bevy's queues and the batches' own.
+pub(crate) fn hand_lone_cameras_to_bevy(
+    first: &mut GpuCullOpaqueBatches,
+    opaque: &mut super::queue::BatchQueue<Opaque3d>,
+    cameras: impl Iterator<Item = (Entity, bevy::render::view::RetainedViewEntity)>,
+    pixels: &PixelViews,
+) {
+    for (view, retained) in cameras {
+        let has_pixels = pixels.pipelines.keys().any(|&(v, _)| v == view);
+        if first.of_view(view).is_empty() || has_pixels || !opaque.is_empty(&retained) {
+            continue;
+        }
+        for item in first.take(view) {
+            let (set, bin) = (&item.batch_set_key, &item.bin_key);
+            let batch = (item.entity(), item.main_entity());
+            // Its twin was recorded when it was queued.
+            let draw = (set.pipeline, set.draw_function);
+            opaque.add((view, retained), batch, bin.asset_id, draw, None);
+        }
+    }
+}
+
+/// Whether any camera draws opaque batches first this frame
+/// ([`draw_opaque_batches_first`]'s run condition).
+pub(crate) fn any_drawn_first(first: Option<Res<GpuCullOpaqueBatches>>) -> bool {
+    first.is_some_and(|first| first.0.values().any(|items| !items.is_empty()))
 }
 
 /// Draws the view's opaque batches (its [`GpuCullOpaqueBatches`]) in a pass of

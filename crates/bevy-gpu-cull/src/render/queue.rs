@@ -231,6 +231,13 @@ impl<P: BatchPhase> BatchQueue<'_, P> {
         self.phases.contains_key(view)
     }
 
+    /// Whether `view`'s phase holds no item (none of this frame's batches
+    /// is in it before [`Self::add`]; nor are Bevy's items for the batch
+    /// entities, once taken out).
+    pub fn is_empty(&self, view: &RetainedViewEntity) -> bool {
+        self.phases.get(view).is_none_or(|phase| phase.is_empty())
+    }
+
     /// The id of the render command `C` in this phase (registered with
     /// `add_render_command`).
     pub fn draw_function<C: 'static>(&self) -> DrawFunctionId {

@@ -241,6 +241,26 @@ pub(crate) fn expected_counts(h: &mut Harness) -> Vec<u32> {
 /// seconds), and frames without them are cheap, so a frame count is no bound.
 pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// The main-world batches of the plugin's opaque draws last frame: those
+/// drawn first in a pass of their own (`GpuCullOpaqueBatches`), and those
+/// in Bevy's `Opaque3d` phase (its non-mesh items, every view's).
+pub(crate) fn opaque_batch_draws(h: &Harness) -> (Vec<Entity>, Vec<Entity>) {
+    use bevy::render::render_phase::{PhaseItem, ViewBinnedRenderPhases};
+    let render_world = h.app.sub_app(bevy::render::RenderApp).world();
+    let first = render_world.resource::<bevy_gpu_cull::GpuCullOpaqueBatches>();
+    let first = first
+        .iter()
+        .flat_map(|(_, items)| items.iter().map(|item| item.main_entity().id()))
+        .collect();
+    let phases = render_world.resource::<ViewBinnedRenderPhases<bevy::core_pipeline::core_3d::Opaque3d>>();
+    let in_phase = phases
+        .values()
+        .flat_map(|phase| phase.non_mesh_items.values())
+        .flat_map(|items| items.entities.keys().map(|main| main.id()))
+        .collect();
+    (first, in_phase)
+}
+
 /// Runs frames until every camera reports a count for the batch that equals
 /// the reference (counts arrive a frame or two late), or fails.
 pub(crate) fn run_until_counts_match(h: &mut Harness, what: &str) -> Vec<u32> {

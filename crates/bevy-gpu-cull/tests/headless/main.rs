@@ -23,6 +23,7 @@ mod materials;
 mod merged;
 mod motion;
 mod occlusion;
+mod opaque_pass;
 mod picking;
 mod prepass;
 mod schedule;

@@ -5,11 +5,7 @@
 //! takes one out, hiding, and the setting switched off.
 
 use crate::harness::*;
-use bevy::core_pipeline::core_3d::Opaque3d;
 use bevy::prelude::*;
-use bevy::render::RenderApp;
-use bevy::render::render_phase::PhaseItem;
-use bevy_gpu_cull::GpuCullOpaqueBatches;
 use bevy_gpu_cull::prelude::*;
 
 /// Sizes of the batches drawn together: one instance, a workgroup's worth
@@ -71,14 +67,10 @@ fn counts(h: &mut Harness, batches: &[Entity]) -> (Vec<Option<u32>>, Vec<Option<
 }
 
 /// The plugin's opaque draws of the camera last frame, as the main-world
-/// batch each draws for.
+/// batch each draws for (drawn first or in Bevy's phase).
 fn opaque_draws(h: &Harness) -> Vec<Entity> {
-    let render_world = h.app.sub_app(RenderApp).world();
-    let draws = render_world.resource::<GpuCullOpaqueBatches>();
-    draws
-        .iter()
-        .flat_map(|(_, items)| items.iter().map(|item: &Opaque3d| item.main_entity().id()))
-        .collect()
+    let (first, in_bevy_phase) = opaque_batch_draws(h);
+    first.into_iter().chain(in_bevy_phase).collect()
 }
 
 /// Runs frames until each batch's count is the reference's (`None` for a
