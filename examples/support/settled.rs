@@ -87,8 +87,9 @@ pub(super) fn watch_pipelines(
     let frame = state.render_frames.fetch_add(1, Ordering::Relaxed);
     // What this frame drew: an item is drawn once its pipeline is compiled
     // (Bevy skips it before). Bevy puts its meshes in the mesh bins, the
-    // plugin a deferred camera's batches among the non-mesh items and a
-    // forward camera's in its own list, drawn first.
+    // plugin a camera's batches among the non-mesh items (a deferred
+    // camera's, or one with no opaque mesh of Bevy's) or in its own list,
+    // drawn first.
     let ready = |key: &Opaque3dBatchSetKey| cache.get_render_pipeline(key.pipeline).is_some();
     let drawn_first = (batches_first.iter())
         .flat_map(|batches| batches.iter())

@@ -129,8 +129,9 @@ impl SpecializedMeshPipeline for CulledPipeline {
 /// Takes the items of `entities` out of `view`'s phase, where it has one.
 /// Queues each (view, batch) with a cull target, drawn by its material's
 /// pipeline or the application's draw shader: for a forward camera into the
-/// batches drawn first (`opaque_first`), for a deferred one into the view's
-/// `Opaque3d` phase (through the shared [`BatchQueue`]).
+/// batches drawn first (`opaque_first`; into Bevy's `Opaque3d` phase where
+/// the camera has no opaque mesh of Bevy's own), for a deferred one into
+/// the view's `Opaque3d` phase (through the shared [`BatchQueue`]).
 pub(crate) fn queue_batches(
     mut opaque: BatchQueue<Opaque3d>,
     pipeline: Option<Res<CulledPipeline>>,

@@ -285,8 +285,10 @@ pub(crate) fn forget_cullers(mut commands: Commands, shaders: Option<ResMut<Cull
 ///
 /// Not an exclusive system: one would hold every other system of its
 /// stage back each frame. A culler is made, switched or dropped by a
-/// command (at Bevy's next sync point, so the stages after this one see it
-/// a frame later), which happens only when the settings change.
+/// command, queued only when the settings change or the pending culler's
+/// kernels are all ready; it lands at the sync point before the batches'
+/// buffers and targets are made (`super::prepare_chain`), so those are
+/// the new culler's in the same frame.
 pub(crate) fn prepare_culler(
     mut commands: Commands,
     settings: Option<Res<GpuCullSettings>>,
@@ -308,7 +310,8 @@ pub(crate) fn prepare_culler(
         (None, None) => None,
     };
     let failed_before = failed.is_some_and(|f| f.0 == *settings);
-    if wanted != Some(&*settings) && !failed_before {
+    let follows = wanted != Some(&*settings) && !failed_before;
+    if follows {
         let settings = settings.clone();
         commands.queue(move |world: &mut World| follow_settings(world, &settings));
     }
@@ -320,7 +323,9 @@ pub(crate) fn prepare_culler(
         request_pending_kernels(&mut pending.0, (&cache, &mut shaders), &demand.0, lens);
     }
     report_ready_kernels(current.as_deref_mut(), pending.as_deref_mut(), sender.as_deref());
-    if pending.is_some_and(|p| p.0.queued.is_empty()) {
+    // Not while new settings replace the pending culler: the next one has
+    // asked for none of its kernels yet.
+    if !follows && pending.is_some_and(|p| p.0.queued.is_empty()) {
         commands.queue(take_over_when_ready);
     }
 }
@@ -459,6 +464,13 @@ fn take_over_when_ready(world: &mut World) {
         return;
     }
     let PendingCuller(inner) = world.remove_resource().expect("checked above");
+    // A kernel its culls need failed to compile: given up, and not made
+    // again until the settings change; the current culler goes on.
+    if inner.failed {
+        error!("GPU culling: the new settings' kernels failed to compile; culling goes on as before");
+        world.insert_resource(FailedSettings(inner.settings));
+        return;
+    }
     log_culler(&inner);
     world.insert_resource(RenderCuller {
         inner,

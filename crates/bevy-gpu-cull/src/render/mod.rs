@@ -48,6 +48,8 @@ use bevy::core_pipeline::mip_generation::experimental::depth::early_downsample_d
 use bevy::core_pipeline::prepass::Opaque3dPrepass;
 use bevy::core_pipeline::prepass::node::{early_prepass, late_prepass};
 use bevy::core_pipeline::schedule::{Core3d, Core3dSystems};
+use bevy::ecs::schedule::ScheduleConfigs;
+use bevy::ecs::system::ScheduleSystem;
 use bevy::pbr::deferred::deferred_lighting;
 use bevy::pbr::{
     EARLY_SHADOW_PASS, LATE_SHADOW_PASS, MeshPipelineSystems, Shadow, init_prepass_pipeline,
@@ -161,25 +163,7 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
         .add_systems(
             Render,
             (
-                (
-                    // A new culler's command lands at Bevy's next sync
-                    // point, not one of its own.
-                    (kernels::count_frame, kernels::prepare_culler).chain(),
-                    (
-                        // After Bevy's meshes and materials are prepared: the
-                        // groups are this frame's.
-                        merge::merge_batches,
-                        batches::prepare_batches,
-                        gpu_writes::publish_instance_buffers,
-                        material::prepare_materials,
-                        groups::prepare_view_groups,
-                        targets::prepare_targets,
-                    )
-                        .chain(),
-                )
-                    .chain_ignore_deferred()
-                    .in_set(GpuCullSystems::Prepare)
-                    .in_set(RenderSystems::PrepareResources),
+                prepare_chain(),
                 // Its own stage, after every PrepareResources system: not in
                 // GpuCullSystems::Prepare, so ordering against that set in
                 // PrepareResources stays possible.
@@ -209,6 +193,31 @@ fn add_startup_and_prepare_systems(render_app: &mut SubApp) {
                     .in_set(RenderSystems::Cleanup),
             ),
         );
+}
+
+/// The culler, the groups of batches drawn together (after Bevy's meshes
+/// and materials are prepared: the groups are this frame's), each batch's
+/// buffers and material, the view groups and each (view, batch) target.
+/// A new culler's command adds no sync point of its own: it lands at the
+/// one the groups' commands need before the batches' buffers, so those and
+/// the targets are the new culler's in the same frame (no frame goes
+/// unculled at a switch: `switching_settings_keeps_culling_while_kernels_compile`).
+fn prepare_chain() -> ScheduleConfigs<ScheduleSystem> {
+    (
+        (kernels::count_frame, kernels::prepare_culler).chain(),
+        (
+            merge::merge_batches,
+            batches::prepare_batches,
+            gpu_writes::publish_instance_buffers,
+            material::prepare_materials,
+            groups::prepare_view_groups,
+            targets::prepare_targets,
+        )
+            .chain(),
+    )
+        .chain_ignore_deferred()
+        .in_set(GpuCullSystems::Prepare)
+        .in_set(RenderSystems::PrepareResources)
 }
 
 /// The culls, in Bevy's `Core3d` schedule: each view's before the passes

@@ -126,9 +126,11 @@ pub(crate) fn any_drawn_first(first: Option<Res<GpuCullOpaqueBatches>>) -> bool 
 /// Draws the view's opaque batches (its [`GpuCullOpaqueBatches`]) in a pass of
 /// their own before Bevy's main opaque pass (after the deferred lighting
 /// and screen-space reflections, which write a deferred camera's color
-/// target first). Every camera of `Core3d` runs this but a deferred one,
-/// whose lighting pass has written the color target by then from its own
-/// depth (its batches are items of Bevy's phase).
+/// target first), for each camera that has batches to draw first: not a
+/// deferred one, whose lighting pass has written the color target by then
+/// from its own depth, nor one with no opaque mesh of Bevy's own (their
+/// batches are items of Bevy's phase). Skipped by its run condition where
+/// no camera has any.
 #[allow(clippy::type_complexity)]
 pub(crate) fn draw_opaque_batches_first(
     world: &World,
