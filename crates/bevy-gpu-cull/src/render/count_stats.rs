@@ -62,6 +62,12 @@ fn forward_counts(targets: &ViewTargets, read: &ReadCounts, sender: &std::sync::
     };
     let late: HashMap<(Entity, Entity), Vec<u32>> =
         counts(true).map(|(key, (_, levels))| (key, levels)).collect();
+    // The combined batches' counts per member, by view target and phase
+    // (looked up once each, not searched for).
+    let member_regions: HashMap<((Entity, Entity), bool), &CountRegion> = (read.regions.iter())
+        .filter(|r| r.members)
+        .map(|r| ((r.key, r.late), r))
+        .collect();
     for (key, (target, mut levels)) in counts(false) {
         // No late counts copied this frame: none added (not an earlier
         // frame's).
@@ -75,12 +81,15 @@ fn forward_counts(targets: &ViewTargets, read: &ReadCounts, sender: &std::sync::
         if let Some(members) = &target.members {
             // The early counts per member, and the late ones where copied;
             // none sent until the counting pass has compiled.
-            let Some(mut per_member) = member_counts(read, target, (key, false)) else {
+            let Some(mut per_member) =
+                member_counts(read, target, member_regions.get(&(key, false)).copied())
+            else {
                 continue;
             };
             // The late counts too where the view's count has them.
             if late.contains_key(&key) {
-                let Some(late) = member_counts(read, target, (key, true)) else {
+                let Some(late) = member_counts(read, target, member_regions.get(&(key, true)).copied())
+                else {
                     continue;
                 };
                 per_member
@@ -100,14 +109,11 @@ fn forward_counts(targets: &ViewTargets, read: &ReadCounts, sender: &std::sync::
     }
 }
 
-/// A combined batch's counts per member in the view `key`'s early or late
-/// lists, as counted on the GPU; `None` where they were not copied.
-fn member_counts(
-    read: &ReadCounts,
-    target: &ViewTarget,
-    (key, late): ((Entity, Entity), bool),
-) -> Option<Vec<u32>> {
-    let region = (read.regions.iter()).find(|r| r.key == key && r.late == late && r.members)?;
+/// A combined batch's counts per member in one view's early or late lists,
+/// as counted on the GPU, read from `region`; `None` where they were not
+/// copied.
+fn member_counts(read: &ReadCounts, target: &ViewTarget, region: Option<&CountRegion>) -> Option<Vec<u32>> {
+    let region = region?;
     let bytes = read
         .of(region)
         .filter(|_| region.len == target.member_counts_len())?;

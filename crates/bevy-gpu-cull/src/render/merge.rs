@@ -188,6 +188,7 @@ pub(crate) struct MergeInputs<'w> {
     materials: Res<'w, ErasedRenderAssets<PreparedMaterial>>,
     settings: Option<Res<'w, GpuCullSettings>>,
     draw_shader: Res<'w, super::bindings::DrawShaderRef>,
+    adapter: Res<'w, bevy::render::renderer::RenderAdapterInfo>,
 }
 
 type Singles<'w, 's> = Query<
@@ -216,8 +217,12 @@ pub(crate) fn merge_batches(
     mut singles: Singles,
     mut merged: Query<(Entity, &mut BatchData, &mut MergedBatch)>,
 ) {
+    // Not on wgpu's GL backend, where the members' counts came out wrong
+    // (one member's survivors counted twice on llvmpipe): its batches
+    // draw one by one.
     let enabled = inputs.settings.as_ref().is_none_or(|s| s.merge_batches)
-        && matches!(inputs.draw_shader.0, bevy::shader::ShaderRef::Default);
+        && matches!(inputs.draw_shader.0, bevy::shader::ShaderRef::Default)
+        && inputs.adapter.backend != wgpu::Backend::Gl;
     let plan = if enabled {
         plan_merges(&inputs, &singles)
     } else {
